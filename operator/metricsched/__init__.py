@@ -1,0 +1,13 @@
+"""metricsched: a metrics-aware Kubernetes scheduler.
+
+Pods whose ``spec.schedulerName`` names this scheduler are placed by the
+SchedulingPolicy that governs them: nodes are filtered the way kube-scheduler
+filters them, scored from cached Prometheus data, and bound through the Binding
+API, with every decision explained in Events.
+
+Sub-packages:
+- ``metricsched.core``: the pure scheduling cycle (no I/O).
+- ``metricsched.edges``: the I/O at the edges (watches, metric refresher, binder).
+"""
+
+__version__ = "0.1.0"

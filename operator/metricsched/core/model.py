@@ -1,0 +1,271 @@
+"""Typed, immutable views of what the scheduling cycle reads and decides.
+
+Raw API bodies (dicts from watches) are converted once, at the edge, into these compact
+frozen dataclasses by ``pod_from_body`` / ``node_from_body`` (in ``metricsched.core.parse``)
+and ``policy_from_body`` (in ``metricsched.core.policy``). The cycle never touches raw bodies.
+No I/O here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any, Literal, NewType, TypedDict
+
+NodeName = NewType("NodeName", str)
+PodKey = NewType("PodKey", str)  # "namespace/name"
+PolicyKey = NewType("PolicyKey", str)  # "namespace/name"
+
+RawBody = Mapping[str, Any]
+
+
+class RawLabelSelector(TypedDict, total=False):
+    matchLabels: dict[str, str]
+    matchExpressions: list[dict[str, Any]]
+
+
+# --- resources -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Resources:
+    """Resource amounts in kube-scheduler's units: millicores, bytes, pod count."""
+
+    milli_cpu: int = 0
+    memory: int = 0
+    ephemeral_storage: int = 0
+    pods: int = 0
+    scalar: Mapping[str, int] = dataclasses.field(default_factory=dict)  # extended resources
+
+
+# --- nodes and pods --------------------------------------------------------------------
+
+
+class TaintEffect(enum.StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # a TaintEffect value; kept as str so unknown effects survive parsing
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str  # "" with operator Exists tolerates everything
+    operator: Literal["Equal", "Exists"]
+    value: str
+    effect: str  # "" = all effects
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HostPort:
+    protocol: str  # TCP | UDP | SCTP
+    host_ip: str  # "" or "0.0.0.0" = all addresses
+    port: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: NodeName
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]  # without kubectl's last-applied-configuration
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    allocatable: Resources
+    addresses: tuple[str, ...]  # status.addresses[*].address (InternalIP, Hostname, ...)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    scheduler_name: str
+    node_name: str  # "" while unbound
+    requests: Resources  # effective request: max(sum(containers), max(init)) + overhead; pods=1
+    host_ports: tuple[HostPort, ...]
+    node_selector: Mapping[str, str]
+    required_node_affinity: tuple[RawBody, ...]  # nodeSelectorTerms (ORed), raw
+    tolerations: tuple[Toleration, ...]
+    scheduling_gates: tuple[str, ...]
+    topology_spread: tuple[RawBody, ...]  # topologySpreadConstraints, raw
+    pod_affinity: tuple[RawBody, ...]  # required podAffinity terms, raw
+    pod_anti_affinity: tuple[RawBody, ...]  # required podAntiAffinity terms, raw
+    unsupported: tuple[str, ...]  # features out of scope (e.g. "volume topology"); explained
+    creation_timestamp: float  # unix seconds; 0 if unknown
+    deleting: bool  # metadata.deletionTimestamp set
+    phase: str
+
+    @property
+    def key(self) -> PodKey:
+        return PodKey(f"{self.namespace}/{self.name}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeState:
+    """A node with what is already placed on it (bound pods plus assumed ones)."""
+
+    node: NodeInfo
+    requested: Resources  # sum of effective requests of pods on the node; .pods = pod count
+    used_ports: frozenset[HostPort]
+    pods: tuple[PodInfo, ...]  # for inter-pod affinity and topology spread
+    recent_binds: tuple[float, ...] = ()  # unix times this scheduler bound pods here (burst)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Everything the cycle knows about the cluster at one instant."""
+
+    nodes: Mapping[NodeName, NodeState]
+
+
+# --- policies --------------------------------------------------------------------------
+
+
+class Goal(enum.StrEnum):
+    MINIMIZE = "Minimize"
+    MAXIMIZE = "Maximize"
+
+
+class OnMissing(enum.StrEnum):
+    NEUTRAL = "Neutral"  # score 50
+    EXCLUDE = "Exclude"  # node infeasible
+    WORST = "Worst"  # score 0
+
+
+class FallbackStrategy(enum.StrEnum):
+    LEAST_ALLOCATED = "LeastAllocated"
+    MOST_ALLOCATED = "MostAllocated"
+    ROUND_ROBIN = "RoundRobin"
+    RANDOM = "Random"
+    WAIT = "Wait"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PrometheusSource:
+    query: str
+    node_label: str  # label naming the node (node name or address / host:port)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AnnotationSource:
+    annotation: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    source: PrometheusSource | AnnotationSource
+    weight: int
+    goal: Goal
+    threshold_min: float | None
+    threshold_max: float | None
+    on_missing: OnMissing
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LabelSelector:
+    match_labels: Mapping[str, str]
+    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...]  # (key, operator, values)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Policy:
+    namespace: str
+    name: str
+    generation: int
+    creation_timestamp: float
+    priority: int
+    pod_selector: LabelSelector
+    metrics: tuple[MetricSpec, ...]
+    max_metric_age_s: float
+    burst_penalty: float
+    burst_window_s: float
+    fallback: FallbackStrategy
+
+    @property
+    def key(self) -> PolicyKey:
+        return PolicyKey(f"{self.namespace}/{self.name}")
+
+
+# --- metric values ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricKey:
+    """Identifies one metric of one policy (the refresher's unit of work)."""
+
+    policy: PolicyKey
+    metric: str
+
+
+class QueryErrorKind(enum.StrEnum):
+    UNREACHABLE = "Unreachable"  # connection refused, timeout, 5xx after retries
+    BAD_QUERY = "BadQuery"  # 400/422: PromQL rejected
+    EMPTY_RESULT = "EmptyResult"  # ran fine, returned no series for any known node
+    BAD_RESULT = "BadResult"  # not a vector, unparsable values
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricSample:
+    value: float  # always finite
+    refreshed_at: float  # unix time of the refresh that returned it
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricSeries:
+    """The latest known per-node values of one metric and the health of its source."""
+
+    values: Mapping[NodeName, MetricSample]
+    last_refresh: float  # unix time of the last attempt (0 = never)
+    error: QueryErrorKind | None  # error of the last attempt, None if it succeeded
+    error_message: str  # human-readable, secrets removed; "" if none
+
+
+# Everything the refresher knows, by metric.
+MetricView = Mapping[MetricKey, MetricSeries]
+
+
+# --- decisions -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricScore:
+    metric: str
+    value: float | None  # None = missing / stale
+    score: float  # 0..100 after normalisation (and onMissing)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    node: NodeName
+    feasible: bool
+    reason: str  # kube-scheduler style reason when infeasible, "" when feasible
+    metrics: tuple[MetricScore, ...]
+    burst_count: int  # pods bound here by us within the burst window
+    score: float  # final score 0..100 (0 for infeasible nodes)
+
+
+class Outcome(enum.StrEnum):
+    BIND = "Bind"  # bind the pod to Decision.node
+    UNSCHEDULABLE = "Unschedulable"  # no feasible node: FailedScheduling, retry later
+    WAIT = "Wait"  # fallback strategy Wait: FailedScheduling, retry after metrics recover
+    SKIP = "Skip"  # not ours to schedule (gated, bound, deleting, other scheduler)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Decision:
+    pod: PodKey
+    policy: PolicyKey | None  # None = the operator's default policy
+    outcome: Outcome
+    node: NodeName | None
+    fallback_reason: str  # "" unless fallback decided; says why
+    verdicts: tuple[NodeVerdict, ...]  # every node, in name order
+    message: str  # the event message (Scheduled or FailedScheduling), <= 1024 chars
