@@ -44,6 +44,21 @@ missing() {
   while IFS='|' read -r name _; do
     [ -x "$bin/$name" ] || echo "$name"
   done < <(targets)
+  [ -f "$dest/kwok-stages/node-initialize.yaml" ] || echo kwok-stages
+}
+
+# kwok needs Stage objects to drive node and pod status; use the stock ones of the pinned
+# kwok module (fast node init + lease heartbeat, fast pod lifecycle), read from the module
+# cache rather than copied into this repository.
+copy_kwok_stages() {
+  local src
+  src=$(cd "$here/go/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  mkdir -p "$dest/kwok-stages"
+  cp "$src"/kustomize/stage/node/fast/node-initialize.yaml \
+     "$src"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+     "$src"/kustomize/stage/pod/fast/pod-ready.yaml \
+     "$src"/kustomize/stage/pod/fast/pod-complete.yaml \
+     "$src"/kustomize/stage/pod/fast/pod-delete.yaml "$dest/kwok-stages/"
 }
 
 case "${1:-}" in
@@ -72,6 +87,11 @@ mkdir -p "$bin"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 echo "building into $bin (log: $log)" >&2
 for name in $todo; do
+  if [ "$name" = kwok-stages ]; then
+    (cd "$here/go/kwok" && go mod download sigs.k8s.io/kwok) >>"$log" 2>&1
+    copy_kwok_stages
+    continue
+  fi
   line=$(targets | grep "^$name|")
   IFS='|' read -r _ dir pkg flags <<<"$line"
   start=$(date +%s)

@@ -1,0 +1,650 @@
+#!/usr/bin/env python3
+"""The local control plane for tests, the demo and benchmarks.
+
+Starts, on loopback only: etcd, kube-apiserver, kube-controller-manager (built from pinned
+Go modules by hack/build-tools.sh), kwok managing simulated nodes, the per-node metrics
+exporter (hack/exporter.py) and Prometheus (Debian's package) scraping it. State lives in
+the git-ignored ``.cluster/`` directory: pid files, logs, certificates, the admin
+kubeconfig and a shell-sourceable ``env``.
+
+    python hack/cluster.py up [--nodes N]   # idempotent: reuses a healthy cluster
+    python hack/cluster.py down             # stops exactly what it started (pid files)
+    python hack/cluster.py status
+    python hack/cluster.py stop prometheus  # stop / start one component (tests use this)
+    python hack/cluster.py start prometheus
+
+Stdlib only, so it runs before the project's virtualenv has anything in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import concurrent.futures
+import contextlib
+import dataclasses
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = Path(os.environ.get("METRICSCHED_CLUSTER_DIR", ROOT / ".cluster"))
+PORT_BASE = int(os.environ.get("METRICSCHED_PORT_BASE", "42000"))
+
+PORTS = {
+    "etcd": PORT_BASE + 379,
+    "etcd-peer": PORT_BASE + 380,
+    "kube-apiserver": PORT_BASE + 443,
+    "kube-controller-manager": PORT_BASE + 257,
+    "kwok": PORT_BASE + 247,
+    "exporter": PORT_BASE + 100,
+    "prometheus": PORT_BASE + 90,
+}
+# Start order; "down" stops in reverse.
+COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "exporter", "prometheus"]
+DEFAULT_NODES = 6
+
+
+class ClusterError(RuntimeError):
+    """A failure the user can act on; printed without a traceback."""
+
+
+def log(msg: str) -> None:
+    print(f"[cluster] {msg}", file=sys.stderr, flush=True)
+
+
+# --- binaries ------------------------------------------------------------------------------
+
+
+def tools_bin(build: bool) -> Path:
+    script = ROOT / "hack" / "build-tools.sh"
+    args = [str(script)] if build else [str(script), "--print"]
+    out = subprocess.run(args, check=False, stdout=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        raise ClusterError("building the control-plane binaries failed (see the log named above)")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def prometheus_binary() -> str:
+    found = shutil.which("prometheus") or (
+        "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None
+    )
+    if not found:
+        raise ClusterError(
+            "prometheus is not installed; run `make deps` (Debian: apt-get install prometheus)"
+        )
+    return found
+
+
+# --- processes and ports -------------------------------------------------------------------
+
+
+def pid_file(name: str) -> Path:
+    return STATE / "pids" / f"{name}.pid"
+
+
+def read_pid(name: str) -> int | None:
+    try:
+        return int(pid_file(name).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pid_is(name: str, pid: int) -> bool:
+    """True if pid is alive and is the process we started (guards against pid reuse)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    try:
+        marker = pid_file(name).read_text().split(maxsplit=1)[1].strip()
+    except (OSError, IndexError):
+        return False
+    joined = b" ".join(cmdline).decode(errors="replace")
+    # Our processes all carry the state directory in an argument; a recycled pid won't.
+    return joined.startswith(marker) and str(STATE) in joined
+
+
+def alive(name: str) -> bool:
+    pid = read_pid(name)
+    return pid is not None and pid_is(name, pid)
+
+
+def port_owner(port: int) -> str:
+    try:
+        out = subprocess.run(
+            ["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True, check=False
+        ).stdout
+    except FileNotFoundError:
+        return "unknown process"
+    return out.split("users:", 1)[1].strip() if "users:" in out else "unknown process"
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def check_port(name: str, port: int) -> None:
+    if not port_free(port):
+        raise ClusterError(
+            f"port {port} (needed by {name}) is already in use by {port_owner(port)}; "
+            f"stop it or set METRICSCHED_PORT_BASE to move every port"
+        )
+
+
+def spawn(name: str, argv: list[str], *, env: dict[str, str] | None = None) -> None:
+    (STATE / "logs").mkdir(parents=True, exist_ok=True)
+    (STATE / "pids").mkdir(parents=True, exist_ok=True)
+    logf = (STATE / "logs" / f"{name}.log").open("ab")
+    proc = subprocess.Popen(  # noqa: S603 - argv built here
+        argv,
+        stdout=logf,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+        cwd=STATE,
+    )
+    # The marker (a unique argument of ours) lets `down` verify the pid before killing it.
+    pid_file(name).write_text(f"{proc.pid} {argv[0]}\n")
+
+
+def stop(name: str, timeout: float = 10.0) -> bool:
+    pid = read_pid(name)
+    if pid is None:
+        return False
+    stopped = False
+    if pid_is(name, pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and pid_is(name, pid):
+            time.sleep(0.1)
+        if pid_is(name, pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
+        stopped = True
+    with contextlib.suppress(OSError):
+        # Reap if it was our child (start/stop of one component from the same process).
+        os.waitpid(pid, os.WNOHANG)
+    pid_file(name).unlink(missing_ok=True)
+    return stopped
+
+
+def wait_for(what: str, check: Callable[[], bool], *, timeout: float, name: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if name and not alive(name):
+            raise ClusterError(
+                f"{name} exited while waiting for {what}; see {STATE / 'logs' / (name + '.log')}:\n"
+                + tail(STATE / "logs" / f"{name}.log")
+            )
+        with contextlib.suppress(Exception):
+            if check():
+                return
+        time.sleep(0.2)
+    raise ClusterError(
+        f"timed out after {timeout:.0f}s waiting for {what}; "
+        f"see {STATE / 'logs' / (name + '.log')}:\n" + tail(STATE / "logs" / f"{name}.log")
+    )
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+# --- certificates and kubeconfig -----------------------------------------------------------
+
+
+def openssl(*args: str) -> None:
+    if not shutil.which("openssl"):
+        raise ClusterError("openssl is missing; install it (Debian: apt-get install openssl)")
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def make_pki() -> None:
+    pki = STATE / "pki"
+    if (pki / "apiserver.crt").exists() and (pki / "token").exists():
+        return
+    pki.mkdir(parents=True, exist_ok=True)
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(pki / "ca.key"))
+    openssl("req", "-x509", "-new", "-key", str(pki / "ca.key"), "-days", "3650",
+            "-subj", "/CN=metricsched-local-ca", "-out", str(pki / "ca.crt"))
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(pki / "apiserver.key"))
+    ext = pki / "san.ext"
+    ext.write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc,IP:10.96.0.1\nextendedKeyUsage=serverAuth\n"
+    )
+    openssl("req", "-new", "-key", str(pki / "apiserver.key"), "-subj", "/CN=kube-apiserver",
+            "-out", str(pki / "apiserver.csr"))
+    openssl("x509", "-req", "-in", str(pki / "apiserver.csr"), "-CA", str(pki / "ca.crt"),
+            "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "3650",
+            "-extfile", str(ext), "-out", str(pki / "apiserver.crt"))
+    openssl("genrsa", "-out", str(pki / "sa.key"), "2048")
+    openssl("rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
+    token = secrets.token_hex(24)
+    (pki / "token").write_text(token)
+    (pki / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
+
+
+def server_url() -> str:
+    return f"https://127.0.0.1:{PORTS['kube-apiserver']}"
+
+
+def write_kubeconfig() -> Path:
+    pki = STATE / "pki"
+    ca = base64.b64encode((pki / "ca.crt").read_bytes()).decode()
+    token = (pki / "token").read_text().strip()
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "metricsched", "cluster": {
+            "server": server_url(), "certificate-authority-data": ca}}],
+        "users": [{"name": "admin", "user": {"token": token}}],
+        "contexts": [{"name": "metricsched", "context": {
+            "cluster": "metricsched", "user": "admin", "namespace": "default"}}],
+        "current-context": "metricsched",
+    }
+    path = STATE / "kubeconfig"
+    path.write_text(json.dumps(cfg, indent=2))  # JSON is YAML
+    path.chmod(0o600)
+    return path
+
+
+def write_env(bin_dir: Path) -> None:
+    lines = {
+        "KUBECONFIG": str(STATE / "kubeconfig"),
+        "PROMETHEUS_URL": f"http://127.0.0.1:{PORTS['prometheus']}",
+        "METRICSCHED_EXPORTER_URL": f"http://127.0.0.1:{PORTS['exporter']}",
+        "METRICSCHED_TOOLS_BIN": str(bin_dir),
+        "PATH": f"{bin_dir}:$PATH",
+    }
+    text = "".join(
+        f'export {k}="{v}"\n' if k == "PATH" else f"export {k}={v}\n" for k, v in lines.items()
+    )
+    (STATE / "env").write_text(text)
+
+
+# --- API access (stdlib) -------------------------------------------------------------------
+
+
+def api(method: str, path: str, body: Any = None, *, timeout: float = 10.0) -> Any:
+    pki = STATE / "pki"
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    req = urllib.request.Request(server_url() + path, method=method)
+    req.add_header("Authorization", "Bearer " + (pki / "token").read_text().strip())
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, data=data, timeout=timeout, context=ctx) as r:  # noqa: S310
+        raw = r.read()
+    return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
+
+
+def http_ok(url: str, *, insecure: bool = False) -> bool:
+    ctx = None
+    if url.startswith("https"):
+        ctx = ssl.create_default_context()
+        if insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(url, timeout=2, context=ctx) as r:  # noqa: S310
+        return bool(200 <= r.status < 300)
+
+
+# --- simulated nodes -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeShape:
+    cpu: str
+    memory: str
+    zone: str
+
+
+SHAPES = [NodeShape("4", "16Gi", "zone-a"), NodeShape("8", "32Gi", "zone-b"),
+          NodeShape("16", "64Gi", "zone-c")]
+
+
+def node_body(i: int) -> dict[str, Any]:
+    """node-1..node-N with varied capacity and zones; node-5 tainted, node-6 cordoned."""
+    shape = SHAPES[(i - 1) % len(SHAPES)]
+    name = f"node-{i}"
+    capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": "110",
+                "ephemeral-storage": "100Gi"}
+    spec: dict[str, Any] = {}
+    labels = {
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64", "type": "kwok",
+        "topology.kubernetes.io/zone": shape.zone,
+        "node.kubernetes.io/instance-type": f"sim-{shape.cpu}cpu",
+    }
+    if i == 5:
+        spec["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+        labels["accelerator"] = "gpu"
+        capacity["example.com/gpu"] = "4"
+    if i == 6:
+        spec["unschedulable"] = True
+    ip = f"10.240.{i // 250}.{i % 250 + 1}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {"kwok.x-k8s.io/node": "fake",
+                                     "example.com/hourly-price": f"{0.1 * (1 + (i % 4)):.2f}"}},
+        "spec": spec,
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "addresses": [{"type": "InternalIP", "address": ip},
+                          {"type": "Hostname", "address": name}],
+        },
+    }
+
+
+def ensure_nodes(count: int) -> None:
+    existing = {n["metadata"]["name"] for n in api("GET", "/api/v1/nodes")["items"]}
+    todo = [i for i in range(1, count + 1) if f"node-{i}" not in existing]
+    if not todo:
+        return
+    log(f"creating {len(todo)} simulated node(s)")
+
+    def create(i: int) -> None:
+        for attempt in range(5):
+            try:
+                api("POST", "/api/v1/nodes", node_body(i))
+                return
+            except urllib.error.HTTPError as e:
+                if e.code == 409:
+                    return
+                if attempt == 4:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(create, todo))
+
+
+def ready_nodes() -> int:
+    n = 0
+    for node in api("GET", "/api/v1/nodes")["items"]:
+        for cond in node.get("status", {}).get("conditions", []) or []:
+            if cond.get("type") == "Ready" and cond.get("status") == "True":
+                n += 1
+    return n
+
+
+# --- components ----------------------------------------------------------------------------
+
+
+def kwok_config(bin_dir: Path) -> Path:
+    stages = bin_dir.parent / "kwok-stages"
+    files = sorted(stages.glob("*.yaml"))
+    if not files:
+        raise ClusterError(f"kwok stage files missing in {stages}; re-run hack/build-tools.sh")
+    path = STATE / "kwok.yaml"
+    path.write_text("\n---\n".join(f.read_text() for f in files))
+    return path
+
+
+def prometheus_config() -> Path:
+    path = STATE / "prometheus.yml"
+    path.write_text(
+        "global:\n  scrape_interval: 2s\n  evaluation_interval: 2s\n"
+        "scrape_configs:\n"
+        "  - job_name: node-exporter-sim\n"
+        "    honor_labels: true\n"  # keep the exporter's own instance label (node address)
+        f"    static_configs: [{{targets: ['127.0.0.1:{PORTS['exporter']}']}}]\n"
+        "  - job_name: metricsched\n"
+        "    file_sd_configs: [{files: ['" + str(STATE / "scrape-operator.json") + "']}]\n"
+    )
+    sd = STATE / "scrape-operator.json"
+    if not sd.exists():
+        sd.write_text("[]")
+    return path
+
+
+def argv_for(name: str, bin_dir: Path, nodes: int) -> list[str]:
+    pki = STATE / "pki"
+    p = PORTS
+    kubeconfig = str(STATE / "kubeconfig")
+    if name == "etcd":
+        return [str(bin_dir / "etcd"), "--name=metricsched", f"--data-dir={STATE / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
+                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
+                f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+                f"--initial-cluster=metricsched=http://127.0.0.1:{p['etcd-peer']}",
+                "--unsafe-no-fsync=true", "--auto-compaction-retention=1",
+                "--quota-backend-bytes=8589934592", "--log-level=warn"]
+    if name == "kube-apiserver":
+        return [str(bin_dir / "kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                f"--secure-port={p['kube-apiserver']}", "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1", f"--cert-dir={pki}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--token-auth-file={pki / 'tokens.csv'}", "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
+                "--endpoint-reconciler-type=none", "--profiling=false",
+                "--event-ttl=1h", "--v=1"]
+    if name == "kube-controller-manager":
+        return [str(bin_dir / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                f"--secure-port={p['kube-controller-manager']}", "--bind-address=127.0.0.1",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}", "--leader-elect=false",
+                "--use-service-account-credentials=false",
+                "--kube-api-qps=500", "--kube-api-burst=1000",
+                "--controllers=*,-node-ipam-controller,-cloud-node-lifecycle-controller",
+                "--v=1"]
+    if name == "kwok":
+        return [str(bin_dir / "kwok"), f"--kubeconfig={kubeconfig}",
+                f"--config={kwok_config(bin_dir)}", "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--cidr=10.244.0.0/16", "--node-ip=10.240.0.1",
+                "--node-lease-duration-seconds=40",
+                f"--server-address=127.0.0.1:{p['kwok']}"]
+    if name == "exporter":
+        return [sys.executable, str(ROOT / "hack" / "exporter.py"),
+                f"--port={p['exporter']}", f"--state={STATE / 'exporter.json'}",
+                f"--kubeconfig={kubeconfig}", f"--nodes={nodes}"]
+    if name == "prometheus":
+        return [prometheus_binary(), f"--config.file={prometheus_config()}",
+                f"--storage.tsdb.path={STATE / 'prometheus'}",
+                f"--web.listen-address=127.0.0.1:{p['prometheus']}",
+                "--storage.tsdb.retention.time=2h", "--web.enable-lifecycle",
+                "--log.level=warn"]
+    raise ClusterError(f"unknown component {name}")
+
+
+def prometheus_series(query: str) -> list[dict[str, Any]]:
+    url = f"http://127.0.0.1:{PORTS['prometheus']}/api/v1/query?" + urllib.parse.urlencode(
+        {"query": query})
+    with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310
+        return list(json.loads(r.read())["data"]["result"])
+
+
+def wait_ready(name: str, nodes: int) -> None:
+    p = PORTS
+    if name == "etcd":
+        wait_for("etcd health", lambda: http_ok(f"http://127.0.0.1:{p['etcd']}/health"),
+                 timeout=30, name=name)
+    elif name == "kube-apiserver":
+        wait_for("kube-apiserver /readyz", lambda: api("GET", "/readyz", timeout=3) == "ok",
+                 timeout=90, name=name)
+    elif name == "kube-controller-manager":
+        wait_for("kube-controller-manager /healthz",
+                 lambda: http_ok(f"https://127.0.0.1:{p['kube-controller-manager']}/healthz",
+                                 insecure=True), timeout=60, name=name)
+    elif name == "kwok":
+        ensure_nodes(nodes)
+        wait_for(f"{nodes} Ready nodes", lambda: ready_nodes() >= nodes,
+                 timeout=60 + nodes / 20, name=name)
+    elif name == "exporter":
+        wait_for("exporter /metrics", lambda: http_ok(f"http://127.0.0.1:{p['exporter']}/metrics"),
+                 timeout=30, name=name)
+    elif name == "prometheus":
+        wait_for("Prometheus ready", lambda: http_ok(f"http://127.0.0.1:{p['prometheus']}/-/ready"),
+                 timeout=60, name=name)
+        wait_for("Prometheus to scrape the exporter",
+                 lambda: len(prometheus_series("node_latency_seconds")) >= nodes,
+                 timeout=60, name=name)
+
+
+def start_component(name: str, bin_dir: Path, nodes: int) -> None:
+    if alive(name):
+        return
+    stop(name)  # clears a stale pid file
+    check_port(name, PORTS[name])
+    if name == "etcd":
+        check_port("etcd (peer)", PORTS["etcd-peer"])
+    spawn(name, argv_for(name, bin_dir, nodes))
+    t0 = time.monotonic()
+    wait_ready(name, nodes)
+    log(f"{name} ready on 127.0.0.1:{PORTS[name]} ({time.monotonic() - t0:.1f}s)")
+
+
+def healthy(nodes: int) -> bool:
+    if not all(alive(c) for c in COMPONENTS):
+        return False
+    try:
+        return (api("GET", "/readyz", timeout=3) == "ok"
+                and http_ok(f"http://127.0.0.1:{PORTS['prometheus']}/-/ready")
+                and ready_nodes() >= nodes)
+    except Exception:  # noqa: BLE001 - any failure means "not healthy"
+        return False
+
+
+def read_nodes_setting() -> int:
+    try:
+        return int((STATE / "nodes").read_text())
+    except (OSError, ValueError):
+        return DEFAULT_NODES
+
+
+# --- commands ------------------------------------------------------------------------------
+
+
+def cmd_up(nodes: int) -> None:
+    t0 = time.monotonic()
+    STATE.mkdir(parents=True, exist_ok=True)
+    bin_dir = tools_bin(build=True)
+    if healthy(0):
+        if nodes > read_nodes_setting():
+            (STATE / "nodes").write_text(str(nodes))
+            stop("exporter")  # restarted below with the larger node range
+            start_component("exporter", bin_dir, nodes)
+        ensure_nodes(nodes)
+        wait_for(f"{nodes} Ready nodes", lambda: ready_nodes() >= nodes,
+                 timeout=60 + nodes / 20, name="kwok")
+        (STATE / "nodes").write_text(str(max(nodes, read_nodes_setting())))
+        log(f"reusing the healthy cluster in {STATE}")
+    else:
+        if any(read_pid(c) is not None for c in COMPONENTS):
+            log("found an unhealthy or half-started cluster; stopping it first")
+            cmd_down(quiet=True)
+        prometheus_binary()  # fail early with the install hint
+        make_pki()
+        write_kubeconfig()
+        (STATE / "nodes").write_text(str(nodes))
+        for name in COMPONENTS:
+            start_component(name, bin_dir, nodes)
+    write_env(bin_dir)
+    log(f"cluster up in {time.monotonic() - t0:.1f}s; `source {STATE / 'env'}` to use it")
+
+
+def cmd_down(quiet: bool = False) -> None:
+    any_stopped = False
+    for name in reversed(COMPONENTS):
+        if stop(name):
+            any_stopped = True
+            if not quiet:
+                log(f"stopped {name}")
+    # Data is per cluster: a new `up` starts from an empty etcd and Prometheus.
+    for sub in ("etcd", "prometheus", "exporter.json", "pids"):
+        target = STATE / sub
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
+    if not quiet:
+        log("cluster down" if any_stopped else "nothing was running")
+
+
+def cmd_status() -> int:
+    ok = True
+    for name in COMPONENTS:
+        pid = read_pid(name)
+        state = "running" if alive(name) else ("dead (stale pid file)" if pid else "stopped")
+        ok = ok and state == "running"
+        print(f"{name:26} {state:22} 127.0.0.1:{PORTS[name]}  pid={pid or '-'}")
+    if ok:
+        try:
+            print(f"nodes Ready: {ready_nodes()}")
+        except Exception as e:  # noqa: BLE001
+            print(f"API not answering: {e}")
+            ok = False
+    print(f"kubeconfig: {STATE / 'kubeconfig'}")
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up")
+    up.add_argument("--nodes", type=int, default=int(os.environ.get("NODES", DEFAULT_NODES)))
+    sub.add_parser("down")
+    sub.add_parser("status")
+    for verb in ("start", "stop"):
+        sp = sub.add_parser(verb)
+        sp.add_argument("component", choices=COMPONENTS)
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "up":
+            cmd_up(args.nodes)
+        elif args.cmd == "down":
+            cmd_down()
+        elif args.cmd == "status":
+            return cmd_status()
+        elif args.cmd == "stop":
+            stop(args.component)
+        elif args.cmd == "start":
+            start_component(args.component, tools_bin(build=False), read_nodes_setting())
+    except ClusterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Operator configuration: command-line flags with METRICSCHED_* environment equivalents.
+
+Arguments, defaults and their validation live here, apart from the algorithm. A flag given
+on the command line wins over its environment variable, which wins over the default.
+Secrets are never held here, only the paths of the files that contain them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+
+from metricsched.core import model, policy
+
+
+class ConfigError(ValueError):
+    """A flag or environment value the operator cannot start with."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Config:
+    kubeconfig: str | None
+    scheduler_names: frozenset[str]
+    prometheus_url: str
+    prometheus_token_file: str | None
+    prometheus_ca_file: str | None
+    prometheus_verify_tls: bool
+    query_timeout_s: float
+    refresh_interval_s: float
+    default_fallback: model.FallbackStrategy
+    namespaces: tuple[str, ...]  # empty = all namespaces
+    metrics_port: int
+    health_port: int
+    bind_address: str
+    log_format: str
+    log_level: str
+    leader_elect: bool
+    leader_election_namespace: str
+    leader_election_id: str
+    bind_concurrency: int
+    events_per_second: float
+    events_burst: int
+
+
+def _env_bool(value: str) -> bool:
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"not a boolean: {value!r} (use true or false)")
+
+
+def _duration(text: str) -> float:
+    try:
+        return policy.parse_duration(text)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of `metricsched run`; each has a METRICSCHED_<NAME> environment equivalent."""
+    a = parser.add_argument
+    a("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config) "
+      "[METRICSCHED_KUBECONFIG]")
+    a("--scheduler-name", action="append", dest="scheduler_names", metavar="NAME",
+      help="schedulerName to serve; repeatable (default: metricsched) "
+      "[METRICSCHED_SCHEDULER_NAMES, comma-separated]")
+    a("--prometheus-url", help="Prometheus base URL (default: http://127.0.0.1:9090) "
+      "[METRICSCHED_PROMETHEUS_URL]")
+    a("--prometheus-token-file", help="file with a bearer token for Prometheus "
+      "[METRICSCHED_PROMETHEUS_TOKEN_FILE]")
+    a("--prometheus-ca-file", help="CA bundle for Prometheus TLS [METRICSCHED_PROMETHEUS_CA_FILE]")
+    a("--prometheus-insecure-skip-verify", action="store_const", const=True, default=None,
+      help="do not verify Prometheus's TLS certificate (default: verify) "
+      "[METRICSCHED_PROMETHEUS_INSECURE_SKIP_VERIFY]")
+    a("--query-timeout", help="timeout of one PromQL query (default: 5s) "
+      "[METRICSCHED_QUERY_TIMEOUT]")
+    a("--refresh-interval", help="how often metrics are re-queried (default: 15s) "
+      "[METRICSCHED_REFRESH_INTERVAL]")
+    a("--default-fallback", choices=[s.value for s in model.FallbackStrategy],
+      help="strategy of the default policy, for pods no SchedulingPolicy governs "
+      "(default: LeastAllocated) [METRICSCHED_DEFAULT_FALLBACK]")
+    a("--namespace", action="append", dest="namespaces", metavar="NS",
+      help="watch only these namespaces; repeatable (default: all) [METRICSCHED_NAMESPACES]")
+    a("--metrics-port", type=int, help="port of /metrics (default: 8080) [METRICSCHED_METRICS_PORT]")
+    a("--health-port", type=int, help="port of /healthz and /readyz (default: 8081) "
+      "[METRICSCHED_HEALTH_PORT]")
+    a("--bind-address", help="address the metrics and health servers listen on "
+      "(default: 0.0.0.0) [METRICSCHED_BIND_ADDRESS]")
+    a("--log-format", choices=["json", "text"], help="(default: json) [METRICSCHED_LOG_FORMAT]")
+    a("--log-level", choices=["debug", "info", "warning", "error"],
+      help="(default: info) [METRICSCHED_LOG_LEVEL]")
+    a("--leader-elect", action="store_const", const=True, default=None,
+      help="run leader election on a Lease so only one replica schedules "
+      "[METRICSCHED_LEADER_ELECT]")
+    a("--leader-election-namespace", help="namespace of the Lease (default: the pod's "
+      "namespace, else default) [METRICSCHED_LEADER_ELECTION_NAMESPACE]")
+    a("--bind-concurrency", type=int, help="Binding requests in flight (default: 16) "
+      "[METRICSCHED_BIND_CONCURRENCY]")
+    a("--events-per-second", type=float, help="event budget, token bucket (default: 50) "
+      "[METRICSCHED_EVENTS_PER_SECOND]")
+
+
+def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
+    env = os.environ if env is None else env
+
+    def pick(attr: str, name: str, default: str) -> str:
+        value = getattr(args, attr, None)
+        if value is not None:
+            return str(value)
+        return env.get(f"METRICSCHED_{name}", default)
+
+    def pick_list(attr: str, name: str, default: Sequence[str]) -> tuple[str, ...]:
+        value = getattr(args, attr, None)
+        if value:
+            items = [v for item in value for v in str(item).split(",")]
+        elif env.get(f"METRICSCHED_{name}"):
+            items = env[f"METRICSCHED_{name}"].split(",")
+        else:
+            items = list(default)
+        return tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
+
+    def pick_int(attr: str, name: str, default: int, lo: int, hi: int) -> int:
+        raw = pick(attr, name, str(default))
+        try:
+            value = int(raw)
+        except ValueError as e:
+            raise ConfigError(f"METRICSCHED_{name}: not an integer: {raw!r}") from e
+        if not lo <= value <= hi:
+            raise ConfigError(f"METRICSCHED_{name}: {value} is outside {lo}..{hi}")
+        return value
+
+    names = pick_list("scheduler_names", "SCHEDULER_NAMES", ["metricsched"])
+    fallback_raw = pick("default_fallback", "DEFAULT_FALLBACK", "LeastAllocated")
+    try:
+        fallback = model.FallbackStrategy(fallback_raw)
+    except ValueError as e:
+        allowed = ", ".join(s.value for s in model.FallbackStrategy)
+        raise ConfigError(f"unknown default fallback {fallback_raw!r}; use one of {allowed}") from e
+    refresh = _duration(pick("refresh_interval", "REFRESH_INTERVAL", "15s"))
+    timeout = _duration(pick("query_timeout", "QUERY_TIMEOUT", "5s"))
+    if refresh < 1:
+        raise ConfigError("refresh interval must be at least 1s")
+    insecure = getattr(args, "prometheus_insecure_skip_verify", None)
+    if insecure is None:
+        insecure = _env_bool(env.get("METRICSCHED_PROMETHEUS_INSECURE_SKIP_VERIFY", "false"))
+    leader = getattr(args, "leader_elect", None)
+    if leader is None:
+        leader = _env_bool(env.get("METRICSCHED_LEADER_ELECT", "false"))
+    url = pick("prometheus_url", "PROMETHEUS_URL", "http://127.0.0.1:9090").rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"Prometheus URL must start with http:// or https://: {url!r}")
+    events_rate = float(pick("events_per_second", "EVENTS_PER_SECOND", "50"))
+    if events_rate <= 0:
+        raise ConfigError("events per second must be positive")
+    return Config(
+        kubeconfig=pick("kubeconfig", "KUBECONFIG", "") or None,
+        scheduler_names=frozenset(names),
+        prometheus_url=url,
+        prometheus_token_file=pick("prometheus_token_file", "PROMETHEUS_TOKEN_FILE", "") or None,
+        prometheus_ca_file=pick("prometheus_ca_file", "PROMETHEUS_CA_FILE", "") or None,
+        prometheus_verify_tls=not insecure,
+        query_timeout_s=timeout,
+        refresh_interval_s=refresh,
+        default_fallback=fallback,
+        namespaces=pick_list("namespaces", "NAMESPACES", []),
+        metrics_port=pick_int("metrics_port", "METRICS_PORT", 8080, 0, 65535),
+        health_port=pick_int("health_port", "HEALTH_PORT", 8081, 0, 65535),
+        bind_address=pick("bind_address", "BIND_ADDRESS", "0.0.0.0"),  # noqa: S104 - in a pod
+        log_format=pick("log_format", "LOG_FORMAT", "json"),
+        log_level=pick("log_level", "LOG_LEVEL", "info"),
+        leader_elect=leader,
+        leader_election_namespace=pick(
+            "leader_election_namespace", "LEADER_ELECTION_NAMESPACE",
+            env.get("POD_NAMESPACE", "default")),
+        leader_election_id="metricsched",
+        bind_concurrency=pick_int("bind_concurrency", "BIND_CONCURRENCY", 16, 1, 512),
+        events_per_second=events_rate,
+        events_burst=max(1, int(events_rate * 2)),
+    )

@@ -1,0 +1,206 @@
+"""The cluster cache: nodes, pods per node, assumed pods, pending pods and policies.
+
+Fed by watch events (already parsed into core.model types), read by the scheduling cycle
+as a ``ClusterSnapshot``. Node states are maintained incrementally, so a snapshot costs
+nothing per cycle. All methods run on the operator's event loop thread: no locking.
+
+Assumed pods: a pod the cycle placed is counted on its node at once (before the Binding
+returns and before the watch reports it bound), so a burst of pods cannot overcommit a
+node. The assumption is confirmed by the watch event that shows the pod bound, and
+forgotten if the Binding fails.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from collections.abc import Iterable, Mapping
+
+from metricsched.core import model, parse
+
+# Pods in these phases hold no resources (kube-scheduler ignores them too).
+_TERMINAL = frozenset({"Succeeded", "Failed"})
+
+
+@dataclasses.dataclass(slots=True)
+class _Node:
+    info: model.NodeInfo
+    pods: dict[str, model.PodInfo]  # uid -> pod (bound or assumed)
+    recent: collections.deque[float]
+    state: model.NodeState | None = None  # rebuilt lazily after a change
+
+
+class ClusterCache:
+    def __init__(self, *, burst_memory_s: float = 600.0) -> None:
+        self._nodes: dict[model.NodeName, _Node] = {}
+        self._states: dict[model.NodeName, model.NodeState] = {}
+        self._dirty: set[model.NodeName] = set()
+        self._pod_node: dict[str, model.NodeName] = {}  # uid -> node, for bound/assumed pods
+        self._orphans: dict[str, model.PodInfo] = {}  # bound to a node we do not know (yet)
+        self._assumed: dict[str, float] = {}  # uid -> time assumed
+        self.pending: dict[str, model.PodInfo] = {}  # uid -> pending pod that is ours
+        # uid -> status.conditions of a pending pod (to skip redundant PodScheduled writes)
+        self.pod_conditions: dict[str, tuple[Mapping[str, object], ...]] = {}
+        self.policies: dict[model.PolicyKey, model.Policy] = {}
+        self.policy_errors: dict[model.PolicyKey, str] = {}
+        self.generation = 0  # bumps on any change that can make a pending pod schedulable
+        self._burst_memory_s = burst_memory_s
+
+    # --- nodes -------------------------------------------------------------------------
+
+    def upsert_node(self, info: model.NodeInfo) -> None:
+        node = self._nodes.get(info.name)
+        if node is None:
+            node = _Node(info=info, pods={}, recent=collections.deque())
+            self._nodes[info.name] = node
+            for uid, pod in list(self._orphans.items()):
+                if pod.node_name == info.name:
+                    node.pods[uid] = pod
+                    self._pod_node[uid] = info.name
+                    del self._orphans[uid]
+        else:
+            node.info = info
+        self._dirty.add(info.name)
+        self.generation += 1
+
+    def remove_node(self, name: model.NodeName) -> None:
+        node = self._nodes.pop(name, None)
+        if node is None:
+            return
+        for uid, pod in node.pods.items():
+            self._pod_node.pop(uid, None)
+            self._orphans[uid] = pod
+        self._states.pop(name, None)
+        self._dirty.discard(name)
+        self.generation += 1
+
+    # --- pods --------------------------------------------------------------------------
+
+    def upsert_pod(self, pod: model.PodInfo, *, ours: bool) -> None:
+        """A pod event. Bound pods count on their node; our unbound pods are pending."""
+        uid = pod.uid
+        if pod.node_name and pod.phase not in _TERMINAL:
+            self.pending.pop(uid, None)
+            self.pod_conditions.pop(uid, None)
+            previous = self._pod_node.get(uid)
+            if previous is not None and previous != pod.node_name:
+                self._detach(uid)
+            self._assumed.pop(uid, None)  # confirmed (or placed by someone else)
+            self._attach(pod, model.NodeName(pod.node_name))
+            return
+        if pod.node_name:  # terminal: frees its resources
+            self.remove_pod(uid)
+            return
+        if uid in self._assumed:
+            # Our Binding is in flight and the watch has not seen it yet: keep the
+            # assumption, the pod stays out of the pending set.
+            return
+        if ours and not pod.deleting:
+            self.pending[uid] = pod
+        else:
+            self.pending.pop(uid, None)
+            self.pod_conditions.pop(uid, None)
+
+    def remove_pod(self, uid: str) -> None:
+        self.pending.pop(uid, None)
+        self.pod_conditions.pop(uid, None)
+        self._assumed.pop(uid, None)
+        self._orphans.pop(uid, None)
+        self._detach(uid)
+
+    def assume(self, pod: model.PodInfo, node: model.NodeName, *, now: float) -> None:
+        self.pending.pop(pod.uid, None)
+        self._assumed[pod.uid] = now
+        self._attach(dataclasses.replace(pod, node_name=node), node)
+        n = self._nodes.get(node)
+        if n is not None:
+            n.recent.append(now)
+            self._dirty.add(node)
+
+    def forget(self, pod: model.PodInfo) -> None:
+        """The Binding failed: release the assumed resources and make the pod pending again."""
+        if self._assumed.pop(pod.uid, None) is None:
+            return
+        node = self._pod_node.get(pod.uid)
+        self._detach(pod.uid)
+        if node is not None and node in self._nodes:
+            recent = self._nodes[node].recent
+            if recent:
+                recent.pop()
+        self.pending[pod.uid] = pod
+
+    def is_assumed(self, uid: str) -> bool:
+        return uid in self._assumed
+
+    def _attach(self, pod: model.PodInfo, node: model.NodeName) -> None:
+        n = self._nodes.get(node)
+        if n is None:
+            self._orphans[pod.uid] = pod
+            return
+        n.pods[pod.uid] = pod
+        self._pod_node[pod.uid] = node
+        self._dirty.add(node)
+
+    def _detach(self, uid: str) -> None:
+        node = self._pod_node.pop(uid, None)
+        if node is None:
+            return
+        n = self._nodes.get(node)
+        if n is not None and n.pods.pop(uid, None) is not None:
+            self._dirty.add(node)
+            self.generation += 1  # freed capacity may help a pending pod
+
+    # --- policies ----------------------------------------------------------------------
+
+    def upsert_policy(self, policy: model.Policy) -> None:
+        self.policies[policy.key] = policy
+        self.policy_errors.pop(policy.key, None)
+        self.generation += 1
+
+    def reject_policy(self, key: model.PolicyKey, error: str) -> None:
+        """An invalid policy: it governs no pod until fixed (its pods get the reason)."""
+        self.policies.pop(key, None)
+        self.policy_errors[key] = error
+        self.generation += 1
+
+    def remove_policy(self, key: model.PolicyKey) -> None:
+        self.policies.pop(key, None)
+        self.policy_errors.pop(key, None)
+        self.generation += 1
+
+    # --- reading -----------------------------------------------------------------------
+
+    def nodes(self) -> list[model.NodeInfo]:
+        return [n.info for n in self._nodes.values()]
+
+    def snapshot(self, *, now: float | None = None) -> model.ClusterSnapshot:
+        """The cluster as the cycle sees it; only nodes changed since last time are rebuilt."""
+        now = time.time() if now is None else now
+        horizon = now - self._burst_memory_s
+        for name in self._dirty:
+            n = self._nodes.get(name)
+            if n is None:
+                continue
+            while n.recent and n.recent[0] < horizon:
+                n.recent.popleft()
+            self._states[name] = _build_state(n)
+        self._dirty.clear()
+        return model.ClusterSnapshot(nodes=self._states)
+
+    def pods_bound_to(self, node: model.NodeName) -> Iterable[model.PodInfo]:
+        n = self._nodes.get(node)
+        return n.pods.values() if n else ()
+
+    def node_names(self) -> Mapping[model.NodeName, object]:
+        return self._nodes
+
+
+def _build_state(node: _Node) -> model.NodeState:
+    state = model.NodeState(
+        node=node.info, requested=model.Resources(), used_ports=frozenset(), pods=(),
+        recent_binds=tuple(node.recent),
+    )
+    for pod in node.pods.values():
+        state = parse.add_pod(state, pod)
+    return state

@@ -1,0 +1,232 @@
+"""The scheduling loop: pops pending pods, runs the pure cycle, hands decisions to the binder.
+
+The cycle runs on the event loop (it is pure and fast); every API call (Binding, Events,
+pod status) runs in a thread via ``asyncio.to_thread``, with at most ``bind_concurrency``
+Bindings in flight. The bind path does no Prometheus query and exactly one API write per
+pod, plus its Event. A pod placed by the cycle is assumed on its node at once, so the next
+pod's cycle already sees the capacity it takes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import time
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from metricsched.config import Config
+from metricsched.core import cycle, model
+from metricsched.edges import binder, logs, observe
+from metricsched.edges import prometheus as prom
+from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import queue as queue_mod
+
+logger = logging.getLogger("metricsched.scheduler")
+
+# How many pods one pass of the loop decides before yielding to the watches.
+_BATCH = 64
+# Every pending pod the cache knows is re-checked against the queue this often.
+_RESYNC_S = 30.0
+
+
+@dataclasses.dataclass(slots=True)
+class PolicyCounters:
+    scheduled: int = 0
+    fallback: int = 0
+    fallback_active: bool = False
+    fallback_reason: str = ""
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        cache: cache_mod.ClusterCache,
+        queue: queue_mod.SchedulingQueue,
+        store: prom.MetricStore,
+        core_api: Any,
+        recorder: binder.EventRecorder,
+        metrics: observe.Metrics,
+        on_fallback_change: Callable[[model.PolicyKey, bool, str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.cache = cache
+        self.queue = queue
+        self.store = store
+        self.core_api = core_api
+        self.recorder = recorder
+        self.metrics = metrics
+        self.counters: dict[model.PolicyKey, PolicyCounters] = collections.defaultdict(
+            PolicyCounters)
+        self._on_fallback_change = on_fallback_change
+        self._rr = 0
+        self._binds = asyncio.Semaphore(config.bind_concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._seen_generation = -1
+        self._seen_metrics = -1
+        self._last_resync = 0.0
+        self.active = asyncio.Event()  # set while this replica may schedule (leader)
+
+    # --- the loop ----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self.active.wait()
+            now = time.time()
+            self._wake_on_changes(now)
+            await self.queue.wait(now=now, max_wait=1.0)
+            now = time.time()
+            for uid in self.queue.pop_ready(now, _BATCH):
+                pod = self.cache.pending.get(uid)
+                if pod is None:
+                    self.queue.done(uid)
+                    continue
+                try:
+                    self.attempt(pod, now=now)
+                except Exception:
+                    # A bug in the cycle must not lose the pod: log, count, retry later.
+                    logger.exception("scheduling attempt failed", extra={"pod": pod.key})
+                    self.metrics.attempts.labels(result="error").inc()
+                    self.queue.retry_later(uid, now=now)
+            self.metrics.pending_pods.set(len(self.cache.pending))
+            await asyncio.sleep(0)  # let the watches in between batches
+
+    def _wake_on_changes(self, now: float) -> None:
+        """Cluster, policy or metric changes may help waiting pods: move them back."""
+        gen, ver = self.cache.generation, self.store.version
+        if gen != self._seen_generation or ver != self._seen_metrics:
+            self._seen_generation, self._seen_metrics = gen, ver
+            self.queue.move_all_to_active()
+        if now - self._last_resync >= _RESYNC_S:
+            self._last_resync = now
+            self.queue.sync(self.cache.pending)
+
+    # --- one attempt -------------------------------------------------------------------
+
+    def attempt(self, pod: model.PodInfo, *, now: float) -> model.Decision:
+        started = time.perf_counter()
+        decision = cycle.schedule_one(
+            pod=pod,
+            snapshot=self.cache.snapshot(now=now),
+            policies=list(self.cache.policies.values()),
+            metrics=self.store.view(),
+            default_fallback=self.config.default_fallback,
+            now=now,
+            scheduler_names=self.config.scheduler_names,
+            rr_counter=self._rr,
+            seed=zlib.crc32(pod.uid.encode()),
+        )
+        elapsed = time.perf_counter() - started
+        self.metrics.attempt_duration.observe(elapsed)
+        logs.log_decision(logger, decision, duration_ms=elapsed * 1000)
+        self._track_fallback(decision)
+        if decision.outcome is model.Outcome.BIND and decision.node is not None:
+            self._rr += 1
+            self.cache.assume(pod, decision.node, now=now)
+            self._spawn(self._bind(pod, decision))
+        elif decision.outcome in (model.Outcome.UNSCHEDULABLE, model.Outcome.WAIT):
+            result = "wait" if decision.outcome is model.Outcome.WAIT else "unschedulable"
+            self.metrics.attempts.labels(result=result).inc()
+            self.queue.retry_later(pod.uid, now=now)
+            self._spawn(self._report_failure(pod, decision.message))
+        else:  # SKIP: not ours (any more)
+            self.queue.done(pod.uid)
+            self.cache.pending.pop(pod.uid, None)
+        return decision
+
+    def _track_fallback(self, decision: model.Decision) -> None:
+        if decision.policy is None or decision.outcome is model.Outcome.SKIP:
+            return
+        counters = self.counters[decision.policy]
+        active = bool(decision.fallback_reason)
+        if active:
+            strategy = "Wait" if decision.outcome is model.Outcome.WAIT else "fallback"
+            self.metrics.fallback_decisions.labels(
+                strategy=strategy, reason_kind=_reason_kind(decision.fallback_reason)).inc()
+        if active != counters.fallback_active:
+            counters.fallback_active = active
+            counters.fallback_reason = decision.fallback_reason
+            if self._on_fallback_change is not None:
+                self._on_fallback_change(decision.policy, active, decision.fallback_reason)
+
+    async def _bind(self, pod: model.PodInfo, decision: model.Decision) -> None:
+        assert decision.node is not None
+        async with self._binds:
+            result = await asyncio.to_thread(
+                binder.bind, self.core_api, namespace=pod.namespace, name=pod.name,
+                uid=pod.uid, node=decision.node)
+        self.metrics.api_writes.labels(kind="binding").inc()
+        now = time.time()
+        kind = result.kind
+        if kind in (binder.BindOutcome.BOUND, binder.BindOutcome.ALREADY_BOUND):
+            self.queue.done(pod.uid)
+            if kind is binder.BindOutcome.BOUND:
+                self.metrics.attempts.labels(result="scheduled").inc()
+                if pod.creation_timestamp:
+                    self.metrics.pod_scheduling_duration.observe(
+                        max(0.0, now - pod.creation_timestamp))
+                if decision.policy is not None:
+                    counters = self.counters[decision.policy]
+                    counters.scheduled += 1
+                    if decision.fallback_reason:
+                        counters.fallback += 1
+                await asyncio.to_thread(
+                    self.recorder.record_pod, pod=pod, event_type="Normal",
+                    reason="Scheduled", action="Binding", message=decision.message)
+            return
+        self.metrics.binding_errors.labels(result=kind.value).inc()
+        if kind is binder.BindOutcome.GONE:
+            self.cache.remove_pod(pod.uid)
+            self.queue.done(pod.uid)
+            return
+        self.cache.forget(pod)
+        if kind is binder.BindOutcome.GATED:
+            self.cache.pending.pop(pod.uid, None)  # the watch re-adds it once ungated
+            self.queue.done(pod.uid)
+            return
+        self.metrics.attempts.labels(result="error").inc()
+        self.queue.retry_later(pod.uid, now=now)
+        message = f"Binding rejected: {result.message}"
+        await self._report_failure(pod, message, reason="FailedScheduling")
+
+    async def _report_failure(
+        self, pod: model.PodInfo, message: str, *, reason: str = "FailedScheduling"
+    ) -> None:
+        await asyncio.to_thread(
+            self.recorder.record_pod, pod=pod, event_type="Warning", reason=reason,
+            action="Scheduling", message=message)
+        conditions = self.cache.pod_conditions.get(pod.uid, ())
+        wrote = await asyncio.to_thread(
+            binder.set_pod_scheduled_false, self.core_api, namespace=pod.namespace,
+            name=pod.name, reason="Unschedulable", message=message,
+            current_conditions=conditions)
+        if wrote:
+            self.metrics.api_writes.labels(kind="status").inc()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("background task failed", exc_info=task.exception())
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _reason_kind(reason: str) -> str:
+    text = reason.lower()
+    if "unreachable" in text:
+        return "PrometheusUnreachable"
+    if "no fresh" in text:
+        return "NoFreshValues"
+    return "Other"

@@ -1,0 +1,217 @@
+"""Fixtures for end-to-end tests against the local control plane (hack/cluster.py).
+
+The session brings the cluster up once, or reuses a running healthy one; a cluster this
+session started is stopped at the end unless METRICSCHED_KEEP_CLUSTER=1. Every test in
+tests/e2e is marked ``e2e``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kubernetes
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / "hack" / "cluster.py"
+STATE = Path(os.environ.get("METRICSCHED_CLUSTER_DIR", ROOT / ".cluster"))
+
+T = TypeVar("T")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/tests/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+def wait_for(
+    what: str, fn: Callable[[], T | None], *, timeout: float = 30.0, interval: float = 0.2
+) -> T:
+    """Poll fn until it returns something truthy; fail with `what` after timeout."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+        except Exception as e:  # noqa: BLE001 - shown if the wait fails
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+def _env() -> dict[str, str]:
+    env = {}
+    for line in (STATE / "env").read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            k, v = line[len("export "):].split("=", 1)
+            env[k] = v.strip('"')
+    return env
+
+
+class Cluster:
+    """Handles to the running local control plane, plus helpers tests share."""
+
+    def __init__(self) -> None:
+        env = _env()
+        self.kubeconfig = env["KUBECONFIG"]
+        self.prometheus_url = env["PROMETHEUS_URL"]
+        self.exporter_url = env["METRICSCHED_EXPORTER_URL"]
+        self.bin = Path(env["METRICSCHED_TOOLS_BIN"])
+        self.api_client = kubernetes.config.new_client_from_config(config_file=self.kubeconfig)
+        self.core = kubernetes.client.CoreV1Api(self.api_client)
+        self.apps = kubernetes.client.AppsV1Api(self.api_client)
+        self.custom = kubernetes.client.CustomObjectsApi(self.api_client)
+
+    # --- processes -----------------------------------------------------------------------
+
+    def component(self, verb: str, name: str) -> None:
+        subprocess.run([sys.executable, str(CLUSTER), verb, name], check=True)
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:  # noqa: A002
+        out = subprocess.run(
+            [str(self.bin / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True, text=True, input=input, check=False,
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {out.stderr}")
+        return out.stdout + out.stderr if not check else out.stdout
+
+    # --- metrics -------------------------------------------------------------------------
+
+    def _exporter(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.exporter_url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, timeout=5) as r:  # noqa: S310 - loopback
+            return json.loads(r.read())
+
+    def set_metric(self, metric: str, values: dict[str, float]) -> None:
+        self._exporter("POST", "/values", {"metric": metric, "values": values})
+
+    def delete_metric(self, metric: str, node: str | None = None) -> None:
+        q = {"metric": metric} | ({"node": node} if node else {})
+        self._exporter("DELETE", "/values?" + urllib.parse.urlencode(q))
+
+    def metric_values(self) -> dict[str, dict[str, float]]:
+        result: dict[str, dict[str, float]] = self._exporter("GET", "/values")
+        return result
+
+    def promql(self, query: str) -> list[dict[str, Any]]:
+        url = self.prometheus_url + "/api/v1/query?" + urllib.parse.urlencode({"query": query})
+        with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - loopback
+            body = json.loads(r.read())
+        assert body["status"] == "success", body
+        return list(body["data"]["result"])
+
+    def wait_for_promql(
+        self, query: str, predicate: Callable[[dict[str, float]], bool], *, timeout: float = 30
+    ) -> dict[str, float]:
+        """Wait until {node: value} of an instant query satisfies predicate."""
+
+        def check() -> dict[str, float] | None:
+            got = {s["metric"].get("node", ""): float(s["value"][1]) for s in self.promql(query)}
+            return got if predicate(got) else None
+
+        return wait_for(f"PromQL {query!r} to match", check, timeout=timeout)
+
+    # --- objects -------------------------------------------------------------------------
+
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> str:
+        self.core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+        # The KCM's serviceaccount controller creates "default"; pods need it (admission).
+        wait_for(f"default ServiceAccount in {name}",
+                 lambda: self.core.read_namespaced_service_account("default", name), timeout=30)
+        return name
+
+    def create_pod(self, namespace: str, name: str, *, scheduler: str = "metricsched",
+                   cpu: str = "100m", memory: str = "64Mi", labels: dict[str, str] | None = None,
+                   spec: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = pod_body(name, scheduler=scheduler, cpu=cpu, memory=memory, labels=labels,
+                        spec=spec)
+        created = self.api_client.sanitize_for_serialization(
+            self.core.create_namespaced_pod(namespace, body))
+        return dict(created)
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return dict(self.api_client.sanitize_for_serialization(
+            self.core.read_namespaced_pod(name, namespace)))
+
+    def pods(self, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+        lst = self.core.list_namespaced_pod(namespace, label_selector=selector)
+        return [dict(self.api_client.sanitize_for_serialization(p)) for p in lst.items]
+
+    def events_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        lst = self.core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={name}")
+        return [dict(self.api_client.sanitize_for_serialization(e)) for e in lst.items]
+
+    def post_binding(self, namespace: str, pod: str, node: str, uid: str | None = None) -> int:
+        """POST pods/binding directly (the Python client's model bug avoided); returns status."""
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": pod, **({"uid": uid} if uid else {})},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        try:
+            resp = self.core.create_namespaced_pod_binding(
+                pod, namespace, body, _preload_content=False)
+        except kubernetes.client.exceptions.ApiException as e:
+            return int(e.status)
+        status = int(resp.status)
+        resp.release_conn()
+        return status
+
+
+def pod_body(name: str, *, scheduler: str = "metricsched", cpu: str = "100m",
+             memory: str = "64Mi", labels: dict[str, str] | None = None,
+             spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "app", "image": "registry.invalid/app:1",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+            **(spec or {}),
+        },
+    }
+
+
+def _healthy() -> bool:
+    return subprocess.run([sys.executable, str(CLUSTER), "status"], capture_output=True,
+                          check=False).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    started = False
+    if not _healthy():
+        subprocess.run([sys.executable, str(CLUSTER), "up"], check=True)
+        started = True
+    yield Cluster()
+    if started and os.environ.get("METRICSCHED_KEEP_CLUSTER") != "1":
+        subprocess.run([sys.executable, str(CLUSTER), "down"], check=False)
+
+
+@pytest.fixture
+def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards."""
+    base = request.node.name.lower().replace("_", "-")[:40].strip("-")
+    name = f"{base}-{uuid.uuid4().hex[:5]}"
+    cluster.create_namespace(name)
+    yield name
+    with contextlib.suppress(kubernetes.client.exceptions.ApiException):
+        cluster.core.delete_namespace(name)
