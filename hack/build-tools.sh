@@ -59,6 +59,7 @@ copy_kwok_stages() {
      "$src"/kustomize/stage/pod/fast/pod-ready.yaml \
      "$src"/kustomize/stage/pod/fast/pod-complete.yaml \
      "$src"/kustomize/stage/pod/fast/pod-delete.yaml "$dest/kwok-stages/"
+  chmod u+w "$dest"/kwok-stages/*.yaml
 }
 
 case "${1:-}" in

@@ -166,6 +166,10 @@ def spawn(name: str, argv: list[str], *, env: dict[str, str] | None = None) -> N
     )
     # The marker (a unique argument of ours) lets `down` verify the pid before killing it.
     pid_file(name).write_text(f"{proc.pid} {argv[0]}\n")
+    # Between fork and exec the child still looks like this Python process: wait for exec.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and proc.poll() is None and not pid_is(name, proc.pid):
+        time.sleep(0.01)
 
 
 def stop(name: str, timeout: float = 10.0) -> bool:
@@ -477,7 +481,7 @@ def argv_for(name: str, bin_dir: Path, nodes: int) -> list[str]:
     if name == "exporter":
         return [sys.executable, str(ROOT / "hack" / "exporter.py"),
                 f"--port={p['exporter']}", f"--state={STATE / 'exporter.json'}",
-                f"--kubeconfig={kubeconfig}", f"--nodes={nodes}"]
+                f"--nodes={nodes}"]
     if name == "prometheus":
         return [prometheus_binary(), f"--config.file={prometheus_config()}",
                 f"--storage.tsdb.path={STATE / 'prometheus'}",

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""`make demo`: pods placed by metrics, on the local control plane.
+
+1. brings the local control plane up (or reuses it) and installs the CRD;
+2. runs the operator (`metricsched run`) against it and the cluster's Prometheus;
+3. applies manifests/examples/latency-policy.yaml and a Deployment of 6 web pods;
+4. prints where they went, shifts latency half-way (the best node becomes the worst),
+   scales to 12 and prints again: the new pods follow the metric;
+5. prints `kubectl describe` of one pod with its Scheduled event;
+6. cleans up on exit or Ctrl-C (operator stopped, demo namespace deleted, and the
+   cluster stopped if the demo started it; DEMO_KEEP=1 keeps everything).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = ROOT / ".cluster"
+NS = "metricsched-demo"
+PY = sys.executable
+
+
+def say(text: str) -> None:
+    print(f"\n\033[1m== {text}\033[0m", flush=True)
+
+
+def env() -> dict[str, str]:
+    out = {}
+    for line in (STATE / "env").read_text().splitlines():
+        k, v = line.removeprefix("export ").split("=", 1)
+        out[k] = v.strip('"')
+    return out
+
+
+def kubectl(*args: str, check: bool = True, stdin: str | None = None) -> str:
+    e = env()
+    res = subprocess.run([f"{e['METRICSCHED_TOOLS_BIN']}/kubectl",
+                          f"--kubeconfig={e['KUBECONFIG']}", *args],
+                         capture_output=True, text=True, input=stdin, check=False)
+    if check and res.returncode != 0:
+        raise SystemExit(f"kubectl {' '.join(args)} failed: {res.stderr}")
+    return res.stdout
+
+
+def set_latency(values: dict[str, float]) -> None:
+    body = json.dumps({"metric": "node_latency_seconds", "values": values}).encode()
+    req = urllib.request.Request(env()["METRICSCHED_EXPORTER_URL"] + "/values", data=body,
+                                 method="POST", headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=5).read()  # noqa: S310 - loopback
+
+
+def promql(query: str) -> dict[str, float]:
+    url = env()["PROMETHEUS_URL"] + "/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - loopback
+        result = json.loads(r.read())["data"]["result"]
+    return {s["metric"].get("node", "?"): float(s["value"][1]) for s in result}
+
+
+def wait(what: str, fn: Any, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            got = fn()
+            if got:
+                return got
+        time.sleep(0.5)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def placement() -> dict[str, str]:
+    pods = json.loads(kubectl("get", "pods", "-n", NS, "-l", "app=web", "-o", "json"))["items"]
+    return {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in pods}
+
+
+def print_table(before: dict[str, str] | None = None) -> dict[str, str]:
+    latency = promql("node_latency_seconds")
+    now = placement()
+    per_node: dict[str, list[str]] = {}
+    for pod, node in now.items():
+        per_node.setdefault(node or "(pending)", []).append(pod)
+    print(f"{'NODE':10} {'LATENCY':>8}  {'PODS':>4}  NEW")
+    for node in sorted(set(latency) | set(per_node), key=lambda n: (n == "(pending)", n)):
+        pods = per_node.get(node, [])
+        new = [p for p in pods if before is not None and p not in before]
+        lat = f"{latency[node]:.3f}" if node in latency else "-"
+        print(f"{node:10} {lat:>8}  {len(pods):>4}  {'+' * len(new)}")
+    return now
+
+
+def main() -> int:
+    started_cluster = subprocess.run([PY, str(ROOT / "hack" / "cluster.py"), "status"],
+                                     capture_output=True, check=False).returncode != 0
+    say("Local control plane (etcd, kube-apiserver, KCM, kwok nodes, Prometheus)")
+    subprocess.run([PY, str(ROOT / "hack" / "cluster.py"), "up"], check=True)
+    e = env()
+    operator: subprocess.Popen[bytes] | None = None
+
+    def cleanup(*_: Any) -> None:
+        if os.environ.get("DEMO_KEEP") == "1":
+            print(f"\nDEMO_KEEP=1: leaving the operator (pid {operator.pid if operator else '-'})"
+                  f", namespace {NS} and the cluster running")
+            return
+        say("Cleaning up")
+        if operator is not None and operator.poll() is None:
+            operator.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                operator.wait(timeout=15)
+        kubectl("delete", "namespace", NS, "--wait=false", check=False)
+        kubectl("delete", "-f", str(ROOT / "crds"), "--wait=false", check=False)
+        if started_cluster:
+            subprocess.run([PY, str(ROOT / "hack" / "cluster.py"), "down"], check=False)
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
+    try:
+        say("Installing the SchedulingPolicy CRD")
+        print(kubectl("apply", "-f", str(ROOT / "crds")).strip())
+        wait("CRD established", lambda: "True" in kubectl(
+            "get", "crd", "schedulingpolicies.metricsched.io",
+            "-o", "jsonpath={.status.conditions[?(@.type=='Established')].status}"))
+        kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true")
+        kubectl("create", "namespace", NS)
+
+        say("Starting the operator (log: .cluster/logs/operator.log)")
+        logf = (STATE / "logs" / "operator.log").open("ab")
+        operator = subprocess.Popen(
+            [str(Path(PY).parent / "metricsched"), "run", f"--kubeconfig={e['KUBECONFIG']}",
+             f"--prometheus-url={e['PROMETHEUS_URL']}", "--refresh-interval=3s",
+             "--metrics-port=0", "--health-port=0", "--bind-address=127.0.0.1",
+             "--log-format=text"],
+            stdout=logf, stderr=subprocess.STDOUT)
+
+        say("Latency per node: node-2 is the fastest")
+        set_latency({"node-1": 0.20, "node-2": 0.05, "node-3": 0.30, "node-4": 0.12,
+                     "node-5": 0.08, "node-6": 0.02})
+        wait("Prometheus to see it", lambda: promql("node_latency_seconds").get("node-2") == 0.05)
+        print("node-5 is tainted (dedicated=gpu) and node-6 cordoned: web pods cannot go there")
+        print(kubectl("apply", "-n", NS, "-f",
+                      str(ROOT / "manifests" / "examples" / "latency-policy.yaml")).strip())
+        time.sleep(4)  # one refresh interval, so the policy's metric is cached
+
+        say("6 web pods (Deployment, schedulerName: metricsched)")
+        print(kubectl("apply", "-n", NS, "-f",
+                      str(ROOT / "manifests" / "examples" / "web-deployment.yaml")).strip())
+        wait("6 pods placed", lambda: (p := placement()) and len(p) == 6 and all(p.values()))
+        first = print_table()
+        print("Pods favour node-2; the burst penalty (10 points per pod bound in the last 30s)"
+              " spreads a burst before the metric can react.")
+
+        say("Latency shifts: node-2 degrades to 0.45s, node-3 becomes the fastest (0.01s)")
+        set_latency({"node-2": 0.45, "node-3": 0.01})
+        wait("Prometheus to see it", lambda: promql("node_latency_seconds").get("node-3") == 0.01)
+        time.sleep(4)  # one refresh interval of the operator
+        kubectl("scale", "-n", NS, "deployment/web", "--replicas=12")
+        wait("12 pods placed", lambda: (p := placement()) and len(p) == 12 and all(p.values()))
+        print_table(first)
+        print("The 6 new pods (+) followed the metric: none went to node-2.")
+
+        say("kubectl describe of a new pod: the Scheduled event explains the decision")
+        newest = sorted(set(placement()) - set(first))[0]
+        describe = kubectl("describe", "pod", "-n", NS, newest)
+        print(describe[describe.find("Events:"):].rstrip() if "Events:" in describe
+              else describe)
+        say("kubectl get spol")
+        print(kubectl("get", "spol", "-n", NS, "-o", "wide").rstrip())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
