@@ -27,7 +27,8 @@ from metricsched.runtime import operator as operator_mod
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="metricsched", description="A metrics-aware Kubernetes scheduler.")
+        prog="metricsched", description="A metrics-aware Kubernetes scheduler."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the operator (schedules pods)")
     config_mod.add_run_arguments(run)
@@ -50,6 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(operator_mod.run(config))
         except KeyboardInterrupt:
             pass
+        except operator_mod.CrdMissingError as e:
+            print(f"metricsched: {e}", file=sys.stderr)
+            return 1
         return 0
     return explain_pod(config, args.pod)
 
@@ -63,7 +67,7 @@ def explain_pod(config: config_mod.Config, target: str) -> int:
     op = operator_mod.Operator(config, api_client)
     op.initial_sync()
     try:
-        raw = op.core.read_namespaced_pod(name, namespace, _preload_content=False)
+        raw: Any = op.core.read_namespaced_pod(name, namespace, _preload_content=False)
         body: dict[str, Any] = json.loads(raw.data)
     except Exception as e:  # noqa: BLE001 - shown to the user
         print(f"metricsched explain: cannot read pod {target}: {e}", file=sys.stderr)
@@ -76,12 +80,20 @@ def explain_pod(config: config_mod.Config, target: str) -> int:
         pod = dataclasses.replace(pod, node_name="")
     now = time.time()
     policies = list(op.cache.policies.values())
-    prom.refresh_policy_metrics(op.source, op.store, policies, op.cache.nodes(), now)
+    prom.refresh_policy_metrics(
+        source=op.source, store=op.store, policies=policies, nodes=op.cache.nodes(), now=now
+    )
     decision = cycle.schedule_one(
-        pod=pod, snapshot=op.cache.snapshot(now=now), policies=policies,
-        metrics=op.store.view(), default_fallback=config.default_fallback, now=now,
-        scheduler_names=config.scheduler_names | {pod.scheduler_name}, rr_counter=0,
-        seed=zlib.crc32(pod.uid.encode()))
+        pod=pod,
+        snapshot=op.cache.snapshot(now=now),
+        policies=policies,
+        metrics=op.store.view(),
+        default_fallback=config.default_fallback,
+        now=now,
+        scheduler_names=config.scheduler_names | {pod.scheduler_name},
+        rr_counter=0,
+        seed=zlib.crc32(pod.uid.encode()),
+    )
     chosen = policy.select_policy(pod, policies)
     names = [m.name for m in chosen.policy.metrics] if chosen.policy else []
     print(explain.render(decision, policy_metrics=names))

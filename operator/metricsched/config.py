@@ -62,45 +62,100 @@ def _duration(text: str) -> float:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `metricsched run`; each has a METRICSCHED_<NAME> environment equivalent."""
     a = parser.add_argument
-    a("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config) "
-      "[METRICSCHED_KUBECONFIG]")
-    a("--scheduler-name", action="append", dest="scheduler_names", metavar="NAME",
-      help="schedulerName to serve; repeatable (default: metricsched) "
-      "[METRICSCHED_SCHEDULER_NAMES, comma-separated]")
-    a("--prometheus-url", help="Prometheus base URL (default: http://127.0.0.1:9090) "
-      "[METRICSCHED_PROMETHEUS_URL]")
-    a("--prometheus-token-file", help="file with a bearer token for Prometheus "
-      "[METRICSCHED_PROMETHEUS_TOKEN_FILE]")
+    a(
+        "--kubeconfig",
+        help="kubeconfig file (default: in-cluster, then ~/.kube/config) [METRICSCHED_KUBECONFIG]",
+    )
+    a(
+        "--scheduler-name",
+        action="append",
+        dest="scheduler_names",
+        metavar="NAME",
+        help="schedulerName to serve; repeatable (default: metricsched) "
+        "[METRICSCHED_SCHEDULER_NAMES, comma-separated]",
+    )
+    a(
+        "--prometheus-url",
+        help="Prometheus base URL (default: http://127.0.0.1:9090) [METRICSCHED_PROMETHEUS_URL]",
+    )
+    a(
+        "--prometheus-token-file",
+        help="file with a bearer token for Prometheus [METRICSCHED_PROMETHEUS_TOKEN_FILE]",
+    )
     a("--prometheus-ca-file", help="CA bundle for Prometheus TLS [METRICSCHED_PROMETHEUS_CA_FILE]")
-    a("--prometheus-insecure-skip-verify", action="store_const", const=True, default=None,
-      help="do not verify Prometheus's TLS certificate (default: verify) "
-      "[METRICSCHED_PROMETHEUS_INSECURE_SKIP_VERIFY]")
-    a("--query-timeout", help="timeout of one PromQL query (default: 5s) "
-      "[METRICSCHED_QUERY_TIMEOUT]")
-    a("--refresh-interval", help="how often metrics are re-queried (default: 15s) "
-      "[METRICSCHED_REFRESH_INTERVAL]")
-    a("--default-fallback", choices=[s.value for s in model.FallbackStrategy],
-      help="strategy of the default policy, for pods no SchedulingPolicy governs "
-      "(default: LeastAllocated) [METRICSCHED_DEFAULT_FALLBACK]")
-    a("--namespace", action="append", dest="namespaces", metavar="NS",
-      help="watch only these namespaces; repeatable (default: all) [METRICSCHED_NAMESPACES]")
-    a("--metrics-port", type=int, help="port of /metrics (default: 8080) [METRICSCHED_METRICS_PORT]")
-    a("--health-port", type=int, help="port of /healthz and /readyz (default: 8081) "
-      "[METRICSCHED_HEALTH_PORT]")
-    a("--bind-address", help="address the metrics and health servers listen on "
-      "(default: 0.0.0.0) [METRICSCHED_BIND_ADDRESS]")
+    a(
+        "--prometheus-insecure-skip-verify",
+        action="store_const",
+        const=True,
+        default=None,
+        help="do not verify Prometheus's TLS certificate (default: verify) "
+        "[METRICSCHED_PROMETHEUS_INSECURE_SKIP_VERIFY]",
+    )
+    a(
+        "--query-timeout",
+        help="timeout of one PromQL query (default: 5s) [METRICSCHED_QUERY_TIMEOUT]",
+    )
+    a(
+        "--refresh-interval",
+        help="how often metrics are re-queried (default: 15s) [METRICSCHED_REFRESH_INTERVAL]",
+    )
+    a(
+        "--default-fallback",
+        choices=[s.value for s in model.FallbackStrategy],
+        help="strategy of the default policy, for pods no SchedulingPolicy governs "
+        "(default: LeastAllocated) [METRICSCHED_DEFAULT_FALLBACK]",
+    )
+    a(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        metavar="NS",
+        help="watch only these namespaces; repeatable (default: all) [METRICSCHED_NAMESPACES]",
+    )
+    a(
+        "--metrics-port",
+        type=int,
+        help="port of /metrics (default: 8080) [METRICSCHED_METRICS_PORT]",
+    )
+    a(
+        "--health-port",
+        type=int,
+        help="port of /healthz and /readyz (default: 8081) [METRICSCHED_HEALTH_PORT]",
+    )
+    a(
+        "--bind-address",
+        help="address the metrics and health servers listen on "
+        "(default: 0.0.0.0) [METRICSCHED_BIND_ADDRESS]",
+    )
     a("--log-format", choices=["json", "text"], help="(default: json) [METRICSCHED_LOG_FORMAT]")
-    a("--log-level", choices=["debug", "info", "warning", "error"],
-      help="(default: info) [METRICSCHED_LOG_LEVEL]")
-    a("--leader-elect", action="store_const", const=True, default=None,
-      help="run leader election on a Lease so only one replica schedules "
-      "[METRICSCHED_LEADER_ELECT]")
-    a("--leader-election-namespace", help="namespace of the Lease (default: the pod's "
-      "namespace, else default) [METRICSCHED_LEADER_ELECTION_NAMESPACE]")
-    a("--bind-concurrency", type=int, help="Binding requests in flight (default: 16) "
-      "[METRICSCHED_BIND_CONCURRENCY]")
-    a("--events-per-second", type=float, help="event budget, token bucket (default: 50) "
-      "[METRICSCHED_EVENTS_PER_SECOND]")
+    a(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="(default: info) [METRICSCHED_LOG_LEVEL]",
+    )
+    a(
+        "--leader-elect",
+        action="store_const",
+        const=True,
+        default=None,
+        help="run leader election on a Lease so only one replica schedules "
+        "[METRICSCHED_LEADER_ELECT]",
+    )
+    a(
+        "--leader-election-namespace",
+        help="namespace of the Lease (default: the pod's "
+        "namespace, else default) [METRICSCHED_LEADER_ELECTION_NAMESPACE]",
+    )
+    a(
+        "--bind-concurrency",
+        type=int,
+        help="Binding requests in flight (default: 16) [METRICSCHED_BIND_CONCURRENCY]",
+    )
+    a(
+        "--events-per-second",
+        type=float,
+        help="event budget, token bucket (default: 50) [METRICSCHED_EVENTS_PER_SECOND]",
+    )
 
 
 def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -173,8 +228,10 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         log_level=pick("log_level", "LOG_LEVEL", "info"),
         leader_elect=leader,
         leader_election_namespace=pick(
-            "leader_election_namespace", "LEADER_ELECTION_NAMESPACE",
-            env.get("POD_NAMESPACE", "default")),
+            "leader_election_namespace",
+            "LEADER_ELECTION_NAMESPACE",
+            env.get("POD_NAMESPACE", "default"),
+        ),
         leader_election_id="metricsched",
         bind_concurrency=pick_int("bind_concurrency", "BIND_CONCURRENCY", 16, 1, 512),
         events_per_second=events_rate,

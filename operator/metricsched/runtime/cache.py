@@ -198,7 +198,10 @@ class ClusterCache:
 
 def _build_state(node: _Node) -> model.NodeState:
     state = model.NodeState(
-        node=node.info, requested=model.Resources(), used_ports=frozenset(), pods=(),
+        node=node.info,
+        requested=model.Resources(),
+        used_ports=frozenset(),
+        pods=(),
         recent_binds=tuple(node.recent),
     )
     for pod in node.pods.values():

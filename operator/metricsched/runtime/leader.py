@@ -43,8 +43,9 @@ def start(
     # LeaseLock builds its API object from the default configuration.
     kubernetes.client.Configuration.set_default(api_client.configuration)
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    lock = leaselock.LeaseLock(config.leader_election_id, config.leader_election_namespace,
-                               identity)
+    lock = leaselock.LeaseLock(  # type: ignore[no-untyped-call]
+        config.leader_election_id, config.leader_election_namespace, identity
+    )
     stop = threading.Event()
 
     def started() -> None:
@@ -54,9 +55,16 @@ def start(
     def stopped() -> None:
         loop.call_soon_threadsafe(on_change, False)
 
-    election = leaderelection.LeaderElection(electionconfig.Config(
-        lock=lock, lease_duration=15, renew_deadline=10, retry_period=2,
-        onstarted_leading=started, onstopped_leading=stopped))
+    election = leaderelection.LeaderElection(  # type: ignore[no-untyped-call]
+        electionconfig.Config(  # type: ignore[no-untyped-call]
+            lock=lock,
+            lease_duration=15,
+            renew_deadline=10,
+            retry_period=2,
+            onstarted_leading=started,
+            onstopped_leading=stopped,
+        )
+    )
     thread = threading.Thread(target=election.run, name="leader-election", daemon=True)
     thread.start()
     return Elector(stop, thread)

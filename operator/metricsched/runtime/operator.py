@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import functools
 import json
 import logging
 import signal
@@ -36,6 +37,10 @@ logger = logging.getLogger("metricsched.operator")
 
 GROUP, VERSION, PLURAL = "metricsched.io", "v1alpha1", "schedulingpolicies"
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class CrdMissingError(RuntimeError):
+    """The operator cannot run without its CRD."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -85,8 +90,13 @@ class Operator:
             metrics=self.metrics,
         )
         self.scheduler = scheduler_mod.Scheduler(
-            config=config, cache=self.cache, queue=self.queue, store=self.store,
-            core_api=self.core, recorder=self.recorder, metrics=self.metrics,
+            config=config,
+            cache=self.cache,
+            queue=self.queue,
+            store=self.store,
+            core_api=self.core,
+            recorder=self.recorder,
+            metrics=self.metrics,
             on_fallback_change=self._fallback_changed,
         )
         self.records: dict[model.PolicyKey, PolicyRecord] = {}
@@ -109,15 +119,20 @@ class Operator:
             if ours and not (body.get("spec") or {}).get("nodeName"):
                 # A pod we cannot read is reported, not dropped: it stays Pending with a reason.
                 self.recorder.record(
-                    binder.ObjectRef.pod(namespace=meta.get("namespace", ""),
-                                         name=meta.get("name", ""), uid=uid),
-                    event_type="Warning", reason="FailedScheduling", action="Scheduling",
-                    message=f"metricsched cannot read this pod's spec: {e}")
+                    binder.ObjectRef.pod(
+                        namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=uid
+                    ),
+                    event_type="Warning",
+                    reason="FailedScheduling",
+                    action="Scheduling",
+                    message=f"metricsched cannot read this pod's spec: {e}",
+                )
             return
         self.cache.upsert_pod(pod, ours=ours)
         if uid in self.cache.pending:
-            self.cache.pod_conditions[uid] = tuple((body.get("status") or {}).get("conditions")
-                                                   or ())
+            self.cache.pod_conditions[uid] = tuple(
+                (body.get("status") or {}).get("conditions") or ()
+            )
             self.queue.add(uid)
         else:
             self.queue.done(uid)
@@ -151,9 +166,13 @@ class Operator:
             message = "; ".join(e.problems)
             self.cache.reject_policy(key, message)
             if changed or not record.invalid:
-                self.recorder.record(self._policy_ref(key), event_type="Warning",
-                                     reason="InvalidPolicy", action="Validate",
-                                     message=f"policy ignored until fixed: {message}")
+                self.recorder.record(
+                    self._policy_ref(key),
+                    event_type="Warning",
+                    reason="InvalidPolicy",
+                    action="Validate",
+                    message=f"policy ignored until fixed: {message}",
+                )
             record.invalid = message
             self._write_status_soon()
             return
@@ -172,8 +191,16 @@ class Operator:
         """LIST nodes, policies and pods once (blocking; run in a thread)."""
         for item in _list_all(self._list_nodes):
             self.on_node("ADDED", item)
-        for item in _list_all(self._list_policies):
-            self.on_policy("ADDED", item)
+        try:
+            for item in _list_all(self._list_policies):
+                self.on_policy("ADDED", item)
+        except kubernetes.client.exceptions.ApiException as e:
+            if e.status == 404:
+                raise CrdMissingError(
+                    f"the SchedulingPolicy CRD ({PLURAL}.{GROUP}) is not installed; "
+                    "install it with `kubectl apply -f crds/` (the Helm chart does this)"
+                ) from e
+            raise
         for item in _list_all(self._list_pods):
             self.on_pod("ADDED", item)
 
@@ -182,36 +209,48 @@ class Operator:
 
     def _list_pods(self, cont: str | None) -> Any:
         return self.core.list_pod_for_all_namespaces(
-            limit=500, _continue=cont, field_selector=POD_FIELD_SELECTOR,
-            _preload_content=False)
+            limit=500, _continue=cont, field_selector=POD_FIELD_SELECTOR, _preload_content=False
+        )
 
     def _list_policies(self, cont: str | None) -> Any:
         return self.custom.list_cluster_custom_object(
-            GROUP, VERSION, PLURAL, limit=500, _continue=cont, _preload_content=False)
+            GROUP, VERSION, PLURAL, limit=500, _continue=cont, _preload_content=False
+        )
 
     # --- metrics refresher -------------------------------------------------------------
 
     def _metric_keys(self) -> list[model.MetricKey]:
-        return [model.MetricKey(p.key, m.name) for p in self.cache.policies.values()
-                for m in p.metrics]
+        return [
+            model.MetricKey(p.key, m.name) for p in self.cache.policies.values() for m in p.metrics
+        ]
 
     async def refresher(self) -> None:
         while not self.stop.is_set():
             self.refresh_now.clear()
             started = time.time()
             policies = list(self.cache.policies.values())
-            if any(isinstance(m.source, model.PrometheusSource)
-                   for p in policies for m in p.metrics):
+            if any(
+                isinstance(m.source, model.PrometheusSource) for p in policies for m in p.metrics
+            ):
                 results = await asyncio.to_thread(
-                    prom.refresh_policy_metrics, self.source, self.store, policies,
-                    self.cache.nodes(), started)
+                    functools.partial(
+                        prom.refresh_policy_metrics,
+                        source=self.source,
+                        store=self.store,
+                        policies=policies,
+                        nodes=self.cache.nodes(),
+                        now=started,
+                        metrics=self.metrics,
+                    )
+                )
                 self._after_refresh(results)
             self.store.retain(self._metric_keys())
             self.health.beat()
             await self._write_statuses()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.refresh_now.wait(),
-                                       timeout=self.config.refresh_interval_s)
+                await asyncio.wait_for(
+                    self.refresh_now.wait(), timeout=self.config.refresh_interval_s
+                )
 
     def _after_refresh(self, results: list[prom.RefreshResult]) -> None:
         for r in results:
@@ -223,28 +262,39 @@ class Operator:
             ok = r.error is None
             if not ok and health.ok is not False:
                 self.recorder.record(
-                    self._policy_ref(r.policy), event_type="Warning", reason="MetricQueryFailed",
+                    self._policy_ref(r.policy),
+                    event_type="Warning",
+                    reason="MetricQueryFailed",
                     action="QueryMetrics",
-                    message=f"metric {r.metric}: {r.error}: {r.error_message}")
+                    message=f"metric {r.metric}: {r.error}: {r.error_message}",
+                )
             elif ok and health.ok is False:
                 self.recorder.record(
-                    self._policy_ref(r.policy), event_type="Normal", reason="MetricsRecovered",
+                    self._policy_ref(r.policy),
+                    event_type="Normal",
+                    reason="MetricsRecovered",
                     action="QueryMetrics",
-                    message=f"metric {r.metric}: {r.nodes_reporting} node(s) reporting again")
+                    message=f"metric {r.metric}: {r.nodes_reporting} node(s) reporting again",
+                )
             health.ok, health.kind, health.message = ok, r.error, r.error_message
 
     def _fallback_changed(self, key: model.PolicyKey, active: bool, reason: str) -> None:
         if active:
-            self.recorder.record(self._policy_ref(key), event_type="Warning",
-                                 reason="FallbackActive", action="Schedule",
-                                 message=f"pods are placed by the fallback strategy: {reason}")
+            self.recorder.record(
+                self._policy_ref(key),
+                event_type="Warning",
+                reason="FallbackActive",
+                action="Schedule",
+                message=f"pods are placed by the fallback strategy: {reason}",
+            )
         self._write_status_soon()
 
     def _policy_ref(self, key: model.PolicyKey) -> binder.ObjectRef:
         namespace, _, name = key.partition("/")
         record = self.records.get(key)
-        return binder.ObjectRef.policy(namespace=namespace, name=name,
-                                       uid=record.uid if record else "")
+        return binder.ObjectRef.policy(
+            namespace=namespace, name=name, uid=record.uid if record else ""
+        )
 
     # --- policy status -----------------------------------------------------------------
 
@@ -261,44 +311,63 @@ class Operator:
             namespace, _, name = key.partition("/")
             try:
                 await asyncio.to_thread(
-                    self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
-                    namespace, PLURAL, name, {"status": status},
-                    _content_type="application/merge-patch+json")
+                    self.custom.patch_namespaced_custom_object_status,
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    PLURAL,
+                    name,
+                    {"status": status},
+                    _content_type="application/merge-patch+json",
+                )
             except kubernetes.client.exceptions.ApiException as e:
                 if e.status != 404:
                     logger.warning("could not write status of %s: %s", key, e.reason)
                 continue
             record.last_written = text
-            self.metrics.api_writes.labels(kind="status").inc()
+            self.metrics.api_writes.labels(kind="status").inc()  # policy status patch
 
     def status_of(self, key: model.PolicyKey, record: PolicyRecord) -> dict[str, Any]:
         counters = self.scheduler.counters.get(key, scheduler_mod.PolicyCounters())
         pol = self.cache.policies.get(key)
-        metrics_status = []
+        metrics_status: list[dict[str, Any]] = []
         kinds: list[model.QueryErrorKind] = []
         pending = False
         if pol is not None:
             for m in pol.metrics:
                 if isinstance(m.source, model.AnnotationSource):
-                    n = sum(1 for node in self.cache.nodes()
-                            if _annotation_number(node.annotations.get(m.source.annotation)))
-                    metrics_status.append({
-                        "name": m.name, "nodesReporting": n,
-                        "nodesMissing": len(self.cache.nodes()) - n, "lastError": ""})
+                    n = sum(
+                        1
+                        for node in self.cache.nodes()
+                        if _annotation_number(node.annotations.get(m.source.annotation))
+                    )
+                    metrics_status.append(
+                        {
+                            "name": m.name,
+                            "nodesReporting": n,
+                            "nodesMissing": len(self.cache.nodes()) - n,
+                            "lastError": "",
+                        }
+                    )
                     continue
                 r = record.metrics.get(m.name)
                 if r is None:
                     pending = True
-                    metrics_status.append({"name": m.name, "nodesReporting": 0,
-                                           "nodesMissing": 0, "lastError": ""})
+                    metrics_status.append(
+                        {"name": m.name, "nodesReporting": 0, "nodesMissing": 0, "lastError": ""}
+                    )
                     continue
                 if r.error is not None:
                     kinds.append(r.error)
-                metrics_status.append({
-                    "name": m.name, "nodesReporting": r.nodes_reporting,
-                    "nodesMissing": r.nodes_missing,
-                    "lastRefreshTime": _rfc3339(r.finished_at),
-                    "lastError": f"{r.error}: {r.error_message}" if r.error else ""})
+                metrics_status.append(
+                    {
+                        "name": m.name,
+                        "nodesReporting": r.nodes_reporting,
+                        "nodesMissing": r.nodes_missing,
+                        "lastRefreshTime": _rfc3339(r.finished_at),
+                        "lastError": f"{r.error}: {r.error_message}" if r.error else "",
+                    }
+                )
         if record.invalid:
             ready = ("False", "InvalidSpec", record.invalid)
             available = ("Unknown", "InvalidSpec", "the policy is not in use until fixed")
@@ -308,19 +377,27 @@ class Operator:
             available = ("False", "BadQuery", _first_error(metrics_status))
         elif kinds:
             reason = str(kinds[0])
-            ready = ("False", "MetricsUnavailable",
-                     f"pods are placed by fallback {pol.fallback if pol else ''}: "
-                     + _first_error(metrics_status))
+            ready = (
+                "False",
+                "MetricsUnavailable",
+                f"pods are placed by fallback {pol.fallback if pol else ''}: "
+                + _first_error(metrics_status),
+            )
             available = ("False", reason, _first_error(metrics_status))
         elif pending:
             ready = ("Unknown", "Pending", "waiting for the first metric refresh")
             available = ("Unknown", "Pending", "waiting for the first metric refresh")
         else:
             ready = ("True", "MetricsFresh", "all metrics refreshed")
-            available = ("True", "AllMetricsReporting",
-                         "every metric returned values at the last refresh")
-        conditions = [self._condition(record, "Ready", *ready),
-                      self._condition(record, "MetricsAvailable", *available)]
+            available = (
+                "True",
+                "AllMetricsReporting",
+                "every metric returned values at the last refresh",
+            )
+        conditions = [
+            self._condition(record, "Ready", *ready),
+            self._condition(record, "MetricsAvailable", *available),
+        ]
         return {
             "observedGeneration": record.generation,
             "conditions": conditions,
@@ -329,13 +406,23 @@ class Operator:
             "fallbackPods": counters.fallback,
         }
 
-    def _condition(self, record: PolicyRecord, ctype: str, status: str, reason: str,
-                   message: str) -> dict[str, Any]:
+    def _condition(
+        self, record: PolicyRecord, ctype: str, status: str, reason: str, message: str
+    ) -> dict[str, Any]:
         previous = record.conditions.get(ctype)
-        since = (previous["lastTransitionTime"]
-                 if previous and previous["status"] == status else _rfc3339(time.time()))
-        cond = {"type": ctype, "status": status, "reason": reason, "message": message[:1024],
-                "lastTransitionTime": since, "observedGeneration": record.generation}
+        since = (
+            previous["lastTransitionTime"]
+            if previous and previous["status"] == status
+            else _rfc3339(time.time())
+        )
+        cond = {
+            "type": ctype,
+            "status": status,
+            "reason": reason,
+            "message": message[:1024],
+            "lastTransitionTime": since,
+            "observedGeneration": record.generation,
+        }
         record.conditions[ctype] = cond
         return cond
 
@@ -343,22 +430,32 @@ class Operator:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        closer = observe.serve(host=self.config.bind_address, metrics_port=self.config.metrics_port,
-                               health_port=self.config.health_port, health=self.health,
-                               metrics=self.metrics)
+        closer = observe.serve(
+            host=self.config.bind_address,
+            metrics_port=self.config.metrics_port,
+            health_port=self.config.health_port,
+            health=self.health,
+            metrics=self.metrics,
+        )
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop.set)
+        self.metrics.set_metric_age_source(lambda: self.store.ages(time.time()))
+        self.recorder.start()
         try:
             await asyncio.to_thread(self.initial_sync)
-            logger.info("cache synced: %d nodes, %d pending pods, %d policies",
-                        len(self.cache.nodes()), len(self.cache.pending),
-                        len(self.cache.policies))
+            logger.info(
+                "cache synced: %d nodes, %d pending pods, %d policies",
+                len(self.cache.nodes()),
+                len(self.cache.pending),
+                len(self.cache.policies),
+            )
             self.queue.sync(self.cache.pending)
             elector = None
             if self.config.leader_elect:
-                elector = leader.start(self.config, self.api_client, loop=loop,
-                                       on_change=self._leadership_changed)
+                elector = leader.start(
+                    self.config, self.api_client, loop=loop, on_change=self._leadership_changed
+                )
             else:
                 self.scheduler.active.set()
             self.health.set_ready(True, "caches synced")
@@ -373,8 +470,7 @@ class Operator:
             self.stop.set()
             for t in done:
                 if t is not stopper and t.exception() is not None:
-                    logger.error("%s stopped with an error", t.get_name(),
-                                 exc_info=t.exception())
+                    logger.error("%s stopped with an error", t.get_name(), exc_info=t.exception())
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -382,7 +478,7 @@ class Operator:
             if elector is not None:
                 elector.stop()
         finally:
-            self.recorder.flush()
+            self.recorder.close()
             closer.close()
             self.source.close()
 
@@ -399,7 +495,7 @@ class Operator:
         await kopf.operator(
             registry=registry,
             clusterwide=not namespaces,
-            namespaces=namespaces or None,
+            namespaces=namespaces,
             standalone=True,
             stop_flag=self.stop,
         )
@@ -439,29 +535,40 @@ def build_registry(op: Operator) -> kopf.OperatorRegistry:
 
 def connection_info(api_client: Any) -> kopf.ConnectionInfo:
     cfg = api_client.configuration
-    header = (cfg.get_api_key_with_prefix("BearerToken")
-              or cfg.get_api_key_with_prefix("authorization"))
+    header = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix(
+        "authorization"
+    )
     scheme, token = None, None
     if header:
         parts = header.split(" ", 1)
         scheme, token = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
     return kopf.ConnectionInfo(
-        server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
-        scheme=scheme, token=token, certificate_path=cfg.cert_file,
-        private_key_path=cfg.key_file, username=cfg.username or None,
-        password=cfg.password or None)
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        scheme=scheme,
+        token=token,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+        username=cfg.username or None,
+        password=cfg.password or None,
+    )
 
 
 def load_api_client(kubeconfig: str | None) -> Any:
     """The kubernetes ApiClient: in-cluster, else the kubeconfig (explicit or default)."""
     if kubeconfig:
-        return kubernetes.config.new_client_from_config(config_file=kubeconfig)
+        return kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig
+        )
     try:
         cfg = kubernetes.client.Configuration()
-        kubernetes.config.load_incluster_config(client_configuration=cfg)
+        kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=cfg
+        )
         return kubernetes.client.ApiClient(cfg)
     except kubernetes.config.ConfigException:
-        return kubernetes.config.new_client_from_config()
+        return kubernetes.config.new_client_from_config()  # type: ignore[no-untyped-call]
 
 
 def _list_all(fetch: Any) -> Iterator[Mapping[str, Any]]:
@@ -500,6 +607,6 @@ def _rfc3339(ts: float) -> str:
 
 
 async def run(config: Config) -> None:
-    logs.configure(config.log_format, config.log_level)
+    logs.configure("text" if config.log_format == "text" else "json", config.log_level.upper())
     api_client = load_api_client(config.kubeconfig)
     await Operator(config, api_client).run()

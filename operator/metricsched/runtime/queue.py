@@ -54,7 +54,7 @@ class SchedulingQueue:
         self._active.pop(uid, None)
         n = self._attempts.get(uid, 0)
         self._attempts[uid] = n + 1
-        delay = min(self._max, self._initial * (2 ** min(n, 30)))
+        delay: float = min(self._max, self._initial * float(2 ** min(n, 30)))
         due = now + delay
         self._waiting[uid] = due
         heapq.heappush(self._heap, (due, uid))

@@ -62,7 +62,8 @@ class Scheduler:
         self.recorder = recorder
         self.metrics = metrics
         self.counters: dict[model.PolicyKey, PolicyCounters] = collections.defaultdict(
-            PolicyCounters)
+            PolicyCounters
+        )
         self._on_fallback_change = on_fallback_change
         self._rr = 0
         self._binds = asyncio.Semaphore(config.bind_concurrency)
@@ -147,7 +148,8 @@ class Scheduler:
         if active:
             strategy = "Wait" if decision.outcome is model.Outcome.WAIT else "fallback"
             self.metrics.fallback_decisions.labels(
-                strategy=strategy, reason_kind=_reason_kind(decision.fallback_reason)).inc()
+                strategy=strategy, reason_kind=_reason_kind(decision.fallback_reason)
+            ).inc()
         if active != counters.fallback_active:
             counters.fallback_active = active
             counters.fallback_reason = decision.fallback_reason
@@ -158,9 +160,14 @@ class Scheduler:
         assert decision.node is not None
         async with self._binds:
             result = await asyncio.to_thread(
-                binder.bind, self.core_api, namespace=pod.namespace, name=pod.name,
-                uid=pod.uid, node=decision.node)
-        self.metrics.api_writes.labels(kind="binding").inc()
+                binder.bind,
+                self.core_api,
+                namespace=pod.namespace,
+                name=pod.name,
+                uid=pod.uid,
+                node=decision.node,
+                metrics=self.metrics,
+            )
         now = time.time()
         kind = result.kind
         if kind in (binder.BindOutcome.BOUND, binder.BindOutcome.ALREADY_BOUND):
@@ -169,17 +176,22 @@ class Scheduler:
                 self.metrics.attempts.labels(result="scheduled").inc()
                 if pod.creation_timestamp:
                     self.metrics.pod_scheduling_duration.observe(
-                        max(0.0, now - pod.creation_timestamp))
+                        max(0.0, now - pod.creation_timestamp)
+                    )
                 if decision.policy is not None:
                     counters = self.counters[decision.policy]
                     counters.scheduled += 1
                     if decision.fallback_reason:
                         counters.fallback += 1
                 await asyncio.to_thread(
-                    self.recorder.record_pod, pod=pod, event_type="Normal",
-                    reason="Scheduled", action="Binding", message=decision.message)
+                    self.recorder.record_pod,
+                    pod=pod,
+                    event_type="Normal",
+                    reason="Scheduled",
+                    action="Binding",
+                    message=decision.message,
+                )
             return
-        self.metrics.binding_errors.labels(result=kind.value).inc()
         if kind is binder.BindOutcome.GONE:
             self.cache.remove_pod(pod.uid)
             self.queue.done(pod.uid)
@@ -198,15 +210,24 @@ class Scheduler:
         self, pod: model.PodInfo, message: str, *, reason: str = "FailedScheduling"
     ) -> None:
         await asyncio.to_thread(
-            self.recorder.record_pod, pod=pod, event_type="Warning", reason=reason,
-            action="Scheduling", message=message)
+            self.recorder.record_pod,
+            pod=pod,
+            event_type="Warning",
+            reason=reason,
+            action="Scheduling",
+            message=message,
+        )
         conditions = self.cache.pod_conditions.get(pod.uid, ())
-        wrote = await asyncio.to_thread(
-            binder.set_pod_scheduled_false, self.core_api, namespace=pod.namespace,
-            name=pod.name, reason="Unschedulable", message=message,
-            current_conditions=conditions)
-        if wrote:
-            self.metrics.api_writes.labels(kind="status").inc()
+        await asyncio.to_thread(
+            binder.set_pod_scheduled_false,
+            self.core_api,
+            namespace=pod.namespace,
+            name=pod.name,
+            reason="Unschedulable",
+            message=message,
+            current_conditions=conditions,
+            metrics=self.metrics,
+        )
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -1,0 +1,169 @@
+"""Fixtures for scheduling e2e tests: the CRD installed, the operator running as a process.
+
+Each test uses its own namespace and its own metric names on the exporter, so tests do not
+see each other's policies or values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+
+from tests.e2e.conftest import ROOT, STATE, Cluster, wait_for
+
+GROUP, VERSION, PLURAL = "metricsched.io", "v1alpha1", "schedulingpolicies"
+REFRESH_S = 2.0
+NODES = [f"node-{i}" for i in range(1, 7)]
+SCHEDULABLE = ["node-1", "node-2", "node-3", "node-4"]  # node-5 tainted, node-6 cordoned
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OperatorProcess:
+    """`metricsched run` against the local cluster, as users run it."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.metrics_port = _free_port()
+        self.health_port = _free_port()
+        self.log = STATE / "logs" / "operator-e2e.log"
+
+    def start(self) -> None:
+        exe = Path(sys.executable).parent / "metricsched"
+        logf = self.log.open("ab")
+        self.proc = subprocess.Popen(
+            [str(exe), "run", f"--kubeconfig={self.cluster.kubeconfig}",
+             f"--prometheus-url={self.cluster.prometheus_url}",
+             f"--refresh-interval={REFRESH_S:g}s", "--query-timeout=2s",
+             f"--metrics-port={self.metrics_port}", f"--health-port={self.health_port}",
+             "--bind-address=127.0.0.1", "--log-format=json", "--log-level=info"],
+            stdout=logf, stderr=subprocess.STDOUT, cwd=ROOT)
+        wait_for("operator /readyz", self.ready, timeout=60)
+
+    def ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"operator exited ({self.proc.returncode}); see {self.log}")
+        with urllib.request.urlopen(  # noqa: S310 - loopback
+                f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
+            return bool(r.status == 200)
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(  # noqa: S310 - loopback
+                f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as r:
+            return str(r.read().decode())
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+@pytest.fixture(scope="session")
+def crd(cluster: Cluster) -> None:
+    cluster.kubectl("apply", "-f", str(ROOT / "crds"))
+    wait_for("CRD established", lambda: "True" in cluster.kubectl(
+        "get", "crd", f"{PLURAL}.{GROUP}",
+        "-o", "jsonpath={.status.conditions[?(@.type=='Established')].status}"))
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Cluster, crd: None) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(cluster)
+    op.start()
+    yield op
+    op.stop()
+
+
+@pytest.fixture
+def metric(cluster: Cluster) -> Iterator[str]:
+    """A metric name of this test's own on the exporter (removed afterwards)."""
+    name = f"e2e_{uuid.uuid4().hex[:8]}"
+    yield name
+    with contextlib.suppress(Exception):
+        cluster.delete_metric(name)
+
+
+def set_and_wait(cluster: Cluster, metric: str, values: dict[str, float]) -> None:
+    """Set values on the exporter and wait until Prometheus returns them."""
+    cluster.set_metric(metric, values)
+    cluster.wait_for_promql(
+        metric, lambda got: all(got.get(n) == v for n, v in values.items()), timeout=30)
+
+
+def apply_policy(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "SchedulingPolicy",
+        "metadata": {"name": name}, "spec": spec})
+
+
+def get_policy(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    return dict(cluster.custom.get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name))
+
+
+def condition(policy: dict[str, Any], ctype: str) -> dict[str, Any]:
+    for c in (policy.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return dict(c)
+    return {}
+
+
+def prom_metric(metric: str, *, label: str = "node") -> dict[str, Any]:
+    return {"name": "m", "prometheus": {"query": f"max by ({label}) ({metric})",
+                                         "nodeLabel": label},
+            "weight": 1, "goal": "Minimize"}
+
+
+def wait_policy_refreshed(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    """Wait until the operator has refreshed the policy's metrics (Ready is not Unknown)."""
+    return wait_for(
+        f"policy {name} refreshed",
+        lambda: (p := get_policy(cluster, namespace, name))
+        and condition(p, "Ready").get("status") in ("True", "False") and p,
+        timeout=30)
+
+
+def wait_bound(cluster: Cluster, namespace: str, pod: str, timeout: float = 30) -> str:
+    return str(wait_for(f"pod {pod} bound",
+                        lambda: cluster.pod(namespace, pod)["spec"].get("nodeName"),
+                        timeout=timeout))
+
+
+def event_messages(cluster: Cluster, namespace: str, pod: str, reason: str) -> list[str]:
+    return [e["message"] for e in cluster.events_for(namespace, pod) if e["reason"] == reason]
+
+
+def wait_event(cluster: Cluster, namespace: str, pod: str, reason: str,
+               timeout: float = 30) -> list[str]:
+    return list(wait_for(f"{reason} event on {pod}",
+                         lambda: event_messages(cluster, namespace, pod, reason),
+                         timeout=timeout))
+
+
+def api_error(fn: Any) -> kubernetes.client.exceptions.ApiException:
+    try:
+        fn()
+    except kubernetes.client.exceptions.ApiException as e:
+        return e
+    raise AssertionError("the API server accepted it")
