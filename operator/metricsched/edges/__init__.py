@@ -1,0 +1,14 @@
+"""I/O at the edges: talks to Prometheus and the Kubernetes API; holds no scheduling logic.
+
+Every blocking client call here is plain synchronous code meant to run in a worker thread
+(``asyncio.to_thread``), never on kopf's event loop. Objects that share state between
+threads (``prometheus.MetricStore``, ``binder.EventRecorder``, ``observe.HealthState``)
+guard it with locks. Errors of the outside world are classified and returned (or counted),
+not raised: the operator decides what to retry.
+
+Modules:
+- ``prometheus``: one instant query per metric, series mapped to nodes, the metric store.
+- ``binder``: the Binding API, aggregated and rate-limited Events, the PodScheduled condition.
+- ``observe``: Prometheus metrics of the scheduler itself and the health/metrics HTTP server.
+- ``logs``: structured logging setup and the one-line-per-decision log.
+"""

@@ -1,0 +1,334 @@
+"""The scheduler's own observability: Prometheus metrics, /healthz, /readyz and /metrics.
+
+Metrics live on a dedicated ``prometheus_client.CollectorRegistry`` held by a ``Metrics``
+object (one per operator; tests make their own), so nothing leaks into the client
+library's global registry. ``serve`` runs a stdlib ``ThreadingHTTPServer`` on a daemon
+thread (two when the metrics and health ports differ).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+import prometheus_client
+import prometheus_client.core
+import prometheus_client.registry
+
+logger = logging.getLogger(__name__)
+
+ATTEMPT_RESULTS = ("scheduled", "unschedulable", "error", "wait")
+API_WRITE_KINDS = ("binding", "event", "status")
+
+# From 1 ms: a cycle over a warm cache takes milliseconds; seconds mean trouble.
+ATTEMPT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Creation to bind: from 10 ms (idle scheduler) to ~10 min (waiting for metrics or room).
+POD_SCHEDULING_BUCKETS = (
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+)  # fmt: skip
+REFRESH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+# (policy, metric) -> age in seconds of the freshest value; read at scrape time.
+AgeSource = Callable[[], Mapping[tuple[str, str], float]]
+
+
+class Metrics:
+    """Every metric the operator exports, registered on one private registry."""
+
+    def __init__(self) -> None:
+        self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.attempts = prometheus_client.Counter(
+            "metricsched_schedule_attempts_total",
+            "Scheduling attempts by result (scheduled, unschedulable, error, wait).",
+            ["result"],
+            registry=r,
+        )
+        self.attempt_duration = prometheus_client.Histogram(
+            "metricsched_scheduling_attempt_duration_seconds",
+            "Duration of one scheduling attempt: policy, filters, scores, decision.",
+            buckets=ATTEMPT_BUCKETS,
+            registry=r,
+        )
+        self.pod_scheduling_duration = prometheus_client.Histogram(
+            "metricsched_pod_scheduling_duration_seconds",
+            "Time from pod creation to its successful binding.",
+            buckets=POD_SCHEDULING_BUCKETS,
+            registry=r,
+        )
+        self.pending_pods = prometheus_client.Gauge(
+            "metricsched_pending_pods",
+            "Pods waiting in the scheduling queue.",
+            registry=r,
+        )
+        self.metric_refresh_duration = prometheus_client.Histogram(
+            "metricsched_metric_refresh_duration_seconds",
+            "Duration of the Prometheus query that refreshed a policy's metric.",
+            ["policy", "metric"],
+            buckets=REFRESH_BUCKETS,
+            registry=r,
+        )
+        self.prometheus_errors = prometheus_client.Counter(
+            "metricsched_prometheus_errors_total",
+            "Failed Prometheus queries by kind (Unreachable, BadQuery, EmptyResult, BadResult).",
+            ["kind"],
+            registry=r,
+        )
+        self.prometheus_queries = prometheus_client.Counter(
+            "metricsched_prometheus_queries_total",
+            "Queries sent to Prometheus.",
+            registry=r,
+        )
+        self.fallback_decisions = prometheus_client.Counter(
+            "metricsched_fallback_decisions_total",
+            "Decisions taken by a policy's fallback strategy, by strategy and reason kind.",
+            ["strategy", "reason_kind"],
+            registry=r,
+        )
+        self.binding_errors = prometheus_client.Counter(
+            "metricsched_binding_errors_total",
+            "Bindings that did not bind, by result (AlreadyBound, Gone, Conflict, ...).",
+            ["result"],
+            registry=r,
+        )
+        self.events_dropped = prometheus_client.Counter(
+            "metricsched_events_dropped_total",
+            "Kubernetes Events not posted because the event rate limit was exhausted.",
+            registry=r,
+        )
+        self.api_writes = prometheus_client.Counter(
+            "metricsched_api_writes_total",
+            "Writes sent to the Kubernetes API by kind (binding, event, status).",
+            ["kind"],
+            registry=r,
+        )
+        # Known label values start at 0 so rate() and absent() behave from the first scrape.
+        for result in ATTEMPT_RESULTS:
+            self.attempts.labels(result=result)
+        for kind in API_WRITE_KINDS:
+            self.api_writes.labels(kind=kind)
+        self._ages = _AgeCollector()
+        r.register(self._ages)
+
+    def set_metric_age_source(self, source: AgeSource | None) -> None:
+        """Export ``metricsched_metric_age_seconds`` from ``source``, read at scrape time.
+
+        The age is computed when scraped (e.g. from ``MetricStore.ages``), so it keeps
+        growing while refreshes fail instead of freezing at the last value set.
+        """
+        self._ages.source = source
+
+    def forget_policy_metric(self, *, policy: str, metric: str) -> None:
+        """Drop the labelled series of a metric whose policy (or metric entry) is gone."""
+        with contextlib.suppress(KeyError):
+            self.metric_refresh_duration.remove(policy, metric)
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return prometheus_client.generate_latest(self.registry)
+
+
+class _AgeCollector(prometheus_client.registry.Collector):
+    def __init__(self) -> None:
+        self.source: AgeSource | None = None
+
+    def collect(self) -> Iterable[prometheus_client.core.Metric]:
+        family = prometheus_client.core.GaugeMetricFamily(
+            "metricsched_metric_age_seconds",
+            "Age of the freshest value of a policy's metric (time since the last refresh"
+            " that returned it).",
+            labels=["policy", "metric"],
+        )
+        source = self.source
+        if source is not None:
+            try:
+                ages = source()
+            except Exception:  # a scrape must never fail because of a callback
+                logger.warning("metric age source failed", exc_info=True)
+                ages = {}
+            for (policy, metric), age in sorted(ages.items()):
+                family.add_metric([policy, metric], age)
+        yield family
+
+
+# --- health ----------------------------------------------------------------------------
+
+
+class HealthState:
+    """What /healthz and /readyz report; updated by the operator, read by the server.
+
+    Liveness: the operator loop calls ``beat()`` regularly; a heartbeat older than
+    ``max_heartbeat_age_s`` means the loop is stuck and the pod should be restarted.
+    Readiness: ``set_ready(True)`` once caches are synced and this replica leads (or
+    stands by ready to take over); anything else answers 503 with the reason.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_heartbeat_age_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._max_age = max_heartbeat_age_s
+        self._last_beat = clock()  # start-up counts as a beat: a grace period
+        self._ready = False
+        self._reason = "starting: caches not synced yet"
+
+    def beat(self) -> None:
+        with self._lock:
+            self._last_beat = self._clock()
+
+    def set_ready(self, ready: bool, reason: str = "") -> None:
+        with self._lock:
+            self._ready = ready
+            self._reason = reason or ("ready" if ready else "not ready")
+
+    def liveness(self) -> tuple[bool, str]:
+        with self._lock:
+            age = self._clock() - self._last_beat
+        if age <= self._max_age:
+            return True, f"ok: last heartbeat {age:.1f}s ago"
+        return False, f"operator loop stalled: last heartbeat {age:.1f}s ago (> {self._max_age:g}s)"
+
+    def readiness(self) -> tuple[bool, str]:
+        with self._lock:
+            return self._ready, self._reason
+
+
+# --- HTTP server -----------------------------------------------------------------------
+
+_Response = tuple[int, str, bytes]  # status, content type, body
+_Route = Callable[[], _Response]
+
+_TEXT = "text/plain; charset=utf-8"
+
+
+def _probe(check: Callable[[], tuple[bool, str]]) -> _Route:
+    def route() -> _Response:
+        ok, reason = check()
+        return (200 if ok else 503), _TEXT, (reason + "\n").encode()
+
+    return route
+
+
+def _handler_class(routes: Mapping[str, _Route]) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        server_version = "metricsched"
+
+        def do_GET(self) -> None:
+            route = routes.get(self.path.split("?", 1)[0])
+            if route is None:
+                status, ctype, body = 404, _TEXT, b"not found\n"
+            else:
+                try:
+                    status, ctype, body = route()
+                except Exception:
+                    logger.exception("HTTP handler for %s failed", self.path)
+                    status, ctype, body = 500, _TEXT, b"internal error\n"
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            logger.debug("http: " + format, *args)
+
+    return Handler
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class Closer:
+    """The running endpoint servers: their bound ports (useful with port 0) and a stop."""
+
+    def __init__(
+        self,
+        *,
+        metrics_port: int,
+        health_port: int,
+        servers: list[http.server.ThreadingHTTPServer],
+        threads: list[threading.Thread],
+    ) -> None:
+        self.metrics_port = metrics_port
+        self.health_port = health_port
+        self._servers = servers
+        self._threads = threads
+
+    def close(self) -> None:
+        """Stop serving and release the ports; idempotent."""
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+        self._servers.clear()
+        self._threads.clear()
+
+
+def serve(
+    *,
+    host: str,
+    metrics_port: int,
+    health_port: int,
+    health: HealthState,
+    metrics: Metrics,
+) -> Closer:
+    """Serve /metrics on ``metrics_port`` and /healthz, /readyz on ``health_port``.
+
+    Equal ports (0 included) share one server answering all three paths. Port 0 binds an
+    ephemeral port; the ``Closer`` reports the ports actually bound.
+    """
+
+    def metrics_route() -> _Response:
+        return 200, prometheus_client.CONTENT_TYPE_LATEST, metrics.exposition()
+
+    metrics_routes: dict[str, _Route] = {"/metrics": metrics_route}
+    health_routes: dict[str, _Route] = {
+        "/healthz": _probe(health.liveness),
+        "/readyz": _probe(health.readiness),
+    }
+    if metrics_port == health_port:
+        plan = [(metrics_port, {**metrics_routes, **health_routes})]
+    else:
+        plan = [(metrics_port, metrics_routes), (health_port, health_routes)]
+
+    server_class = _Server6 if ":" in host else _Server
+    servers: list[http.server.ThreadingHTTPServer] = []
+    threads: list[threading.Thread] = []
+    try:
+        for port, routes in plan:
+            servers.append(server_class((host, port), _handler_class(routes)))
+    except OSError:
+        for server in servers:
+            server.server_close()
+        raise
+    for server in servers:
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},  # how fast close() returns
+            name=f"metricsched-http-{server.server_address[1]}",
+            daemon=True,
+        )
+        thread.start()
+        threads.append(thread)
+    bound = [int(server.server_address[1]) for server in servers]
+    return Closer(
+        metrics_port=bound[0],
+        health_port=bound[-1],
+        servers=servers,
+        threads=threads,
+    )

@@ -1,0 +1,13 @@
+"""Fixtures of the edges' unit tests (the fakes themselves live in ``edges_fakes``)."""
+
+from edges_fakes import (
+    clock,
+    fake_kube,
+    fake_prometheus,
+    kube_api,
+    metrics,
+    source,
+    three_nodes,
+)
+
+__all__ = ["clock", "fake_kube", "fake_prometheus", "kube_api", "metrics", "source", "three_nodes"]

@@ -1,0 +1,140 @@
+"""Binding: one POST per pod, with its uid; every API answer becomes a BindResult."""
+
+from __future__ import annotations
+
+import edges_fakes as fakes
+import kubernetes.client
+import pytest
+from metricsched.edges import binder, observe
+
+Kind = binder.BindOutcome
+
+
+def bind(api: kubernetes.client.CoreV1Api, **overrides: object) -> binder.BindResult:
+    args: dict[str, object] = {
+        "namespace": "shop",
+        "name": "web-7d4",
+        "uid": "uid-123",
+        "node": "node-3",
+        **overrides,
+    }
+    return binder.bind(api, **args)  # type: ignore[arg-type]
+
+
+def conflict(message: str) -> fakes.Responder:
+    full = f'Operation cannot be fulfilled on pods/binding "web-7d4": {message}'
+    return lambda r: (409, fakes.status_body(409, "Conflict", full))
+
+
+def test_binding_posts_exactly_one_binding_with_the_pod_uid_and_node_target(
+    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+) -> None:
+    result = bind(kube_api)
+    assert result == binder.BindResult(kind=Kind.BOUND, message="", http_status=201, node="node-3")
+    assert result.done
+    (request,) = fake_kube.requests
+    assert (request.method, request.path) == (
+        "POST",
+        "/api/v1/namespaces/shop/pods/web-7d4/binding",
+    )
+    assert request.json() == {
+        "metadata": {"name": "web-7d4", "namespace": "shop", "uid": "uid-123"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-3"},
+    }
+
+
+def test_already_assigned_is_done_and_names_the_node(
+    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+) -> None:
+    fake_kube.responder = conflict('pod web-7d4 is already assigned to node "node-9"')
+    result = bind(kube_api)
+    assert result.kind is Kind.ALREADY_BOUND
+    assert result.done
+    assert not result.retryable
+    assert result.node == "node-9"
+    assert result.http_status == 409
+    assert len(fake_kube.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "kind"),
+    [
+        (409, "pod web-7d4 is being deleted, cannot be assigned to a host", Kind.GONE),
+        (409, "pod web-7d4 has non-empty .spec.schedulingGates", Kind.GATED),
+        (
+            409,
+            "Precondition failed: UID in precondition: uid-123, UID in object meta: uid-456",
+            Kind.CONFLICT,
+        ),
+    ],
+)
+def test_conflicts_are_told_apart_by_the_api_server_message(
+    fake_kube: fakes.FakeServer,
+    kube_api: kubernetes.client.CoreV1Api,
+    status: int,
+    message: str,
+    kind: binder.BindOutcome,
+) -> None:
+    fake_kube.responder = conflict(message)
+    result = bind(kube_api)
+    assert result.kind is kind
+    assert message in result.message
+    assert not result.done
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "kind"),
+    [
+        (404, "NotFound", Kind.GONE),
+        (403, "Forbidden", Kind.FORBIDDEN),
+        (500, "InternalError", Kind.ERROR),
+        (429, "TooManyRequests", Kind.ERROR),
+    ],
+)
+def test_other_statuses_map_to_their_kind(
+    fake_kube: fakes.FakeServer,
+    kube_api: kubernetes.client.CoreV1Api,
+    status: int,
+    reason: str,
+    kind: binder.BindOutcome,
+) -> None:
+    fake_kube.responder = lambda r: (status, fakes.status_body(status, reason, f"says {reason}"))
+    result = bind(kube_api)
+    assert result.kind is kind
+    assert result.http_status == status
+    assert result.message == f"says {reason}"
+    assert result.retryable is (kind is Kind.ERROR)
+    assert len(fake_kube.requests) == 1
+
+
+def test_an_unreachable_api_server_is_a_retryable_error() -> None:
+    api = fakes.core_api(f"http://127.0.0.1:{fakes.closed_port()}")
+    api.api_client.configuration.retries = 0
+    result = bind(api, timeout_s=1.0)
+    assert result.kind is Kind.ERROR
+    assert result.retryable
+    assert result.http_status is None
+    assert "refused" in result.message.lower()
+
+
+def test_a_non_status_error_body_is_kept_as_the_message(
+    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+) -> None:
+    fake_kube.responder = lambda r: (502, b"bad gateway")
+    result = bind(kube_api)
+    assert (result.kind, result.message) == (Kind.ERROR, "bad gateway")
+
+
+def test_binding_writes_and_failures_are_counted(
+    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+) -> None:
+    metrics = observe.Metrics()
+    bind(kube_api, metrics=metrics)
+    fake_kube.responder = conflict('pod web-7d4 is already assigned to node "node-9"')
+    bind(kube_api, metrics=metrics)
+    registry = metrics.registry
+    assert registry.get_sample_value("metricsched_api_writes_total", {"kind": "binding"}) == 2
+    assert (
+        registry.get_sample_value("metricsched_binding_errors_total", {"result": "AlreadyBound"})
+        == 1
+    )

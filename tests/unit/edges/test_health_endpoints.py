@@ -1,0 +1,156 @@
+"""/metrics, /healthz and /readyz answer from the operator's state, on one port or two."""
+
+from __future__ import annotations
+
+import collections.abc
+import socket
+import urllib.error
+import urllib.request
+
+import edges_fakes as fakes
+import pytest
+from metricsched.edges import observe
+
+Server = collections.abc.Iterator[observe.Closer]
+
+
+def get(port: int, path: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2.0) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["Content-Type"], e.read().decode()
+
+
+@pytest.fixture
+def health(clock: fakes.FakeClock) -> observe.HealthState:
+    return observe.HealthState(max_heartbeat_age_s=30.0, clock=clock)
+
+
+@pytest.fixture
+def shared(health: observe.HealthState, metrics: observe.Metrics) -> Server:
+    closer = observe.serve(
+        host="127.0.0.1", metrics_port=0, health_port=0, health=health, metrics=metrics
+    )
+    yield closer
+    closer.close()
+
+
+def test_equal_ports_share_one_server_for_all_paths(shared: observe.Closer) -> None:
+    assert shared.metrics_port == shared.health_port != 0
+    assert get(shared.metrics_port, "/metrics")[0] == 200
+    assert get(shared.metrics_port, "/healthz")[0] == 200
+    assert get(shared.metrics_port, "/nothing-here")[0] == 404
+
+
+def test_metrics_are_served_in_the_prometheus_text_format(
+    shared: observe.Closer, metrics: observe.Metrics
+) -> None:
+    metrics.attempts.labels(result="scheduled").inc(3)
+    metrics.pending_pods.set(7)
+    status, content_type, text = get(shared.metrics_port, "/metrics")
+    assert status == 200
+    assert content_type.startswith("text/plain; version=")
+    assert 'metricsched_schedule_attempts_total{result="scheduled"} 3.0' in text
+    assert 'metricsched_schedule_attempts_total{result="wait"} 0.0' in text
+    assert "metricsched_pending_pods 7.0" in text
+    assert "python_gc_objects_collected_total" not in text  # our registry, not the global one
+
+
+def test_every_metric_of_the_contract_is_exported(metrics: observe.Metrics) -> None:
+    metrics.metric_refresh_duration.labels(policy="shop/web", metric="latency").observe(0.1)
+    metrics.fallback_decisions.labels(strategy="LeastAllocated", reason_kind="Unreachable").inc()
+    metrics.binding_errors.labels(result="Conflict").inc()
+    metrics.prometheus_errors.labels(kind="BadQuery").inc()
+    metrics.set_metric_age_source(lambda: {("shop/web", "latency"): 12.5})
+    text = metrics.exposition().decode()
+    for name in [
+        "metricsched_schedule_attempts_total",
+        "metricsched_scheduling_attempt_duration_seconds_bucket",
+        "metricsched_pod_scheduling_duration_seconds_bucket",
+        "metricsched_pending_pods",
+        "metricsched_metric_refresh_duration_seconds_bucket",
+        "metricsched_metric_age_seconds",
+        "metricsched_prometheus_errors_total",
+        "metricsched_fallback_decisions_total",
+        "metricsched_binding_errors_total",
+        "metricsched_events_dropped_total",
+        "metricsched_prometheus_queries_total",
+        "metricsched_api_writes_total",
+    ]:
+        assert f"\n{name}" in text, name
+    assert 'metricsched_scheduling_attempt_duration_seconds_bucket{le="0.001"}' in text
+    assert 'metricsched_pod_scheduling_duration_seconds_bucket{le="0.01"}' in text
+    assert 'metricsched_pod_scheduling_duration_seconds_bucket{le="600.0"}' in text
+
+
+def test_metric_age_is_computed_when_scraped(metrics: observe.Metrics) -> None:
+    now = [100.0]
+    metrics.set_metric_age_source(lambda: {("shop/web", "latency"): now[0] - 40.0})
+    registry = metrics.registry
+    labels = {"policy": "shop/web", "metric": "latency"}
+    assert registry.get_sample_value("metricsched_metric_age_seconds", labels) == 60.0
+    now[0] = 130.0
+    assert registry.get_sample_value("metricsched_metric_age_seconds", labels) == 90.0
+
+
+def test_forgotten_policy_metrics_disappear_from_the_export(metrics: observe.Metrics) -> None:
+    metrics.metric_refresh_duration.labels(policy="shop/web", metric="latency").observe(0.1)
+    metrics.forget_policy_metric(policy="shop/web", metric="latency")
+    metrics.forget_policy_metric(policy="shop/web", metric="never-seen")
+    assert 'policy="shop/web"' not in metrics.exposition().decode()
+
+
+def test_healthz_fails_once_the_heartbeat_is_stale(
+    shared: observe.Closer, health: observe.HealthState, clock: fakes.FakeClock
+) -> None:
+    clock.advance(10.0)
+    health.beat()
+    assert get(shared.health_port, "/healthz")[0] == 200
+    clock.advance(31.0)
+    status, _, text = get(shared.health_port, "/healthz")
+    assert status == 503
+    assert "last heartbeat 31.0s ago" in text
+
+
+def test_readyz_is_503_with_a_reason_until_ready(
+    shared: observe.Closer, health: observe.HealthState
+) -> None:
+    assert get(shared.health_port, "/readyz") == (
+        503,
+        "text/plain; charset=utf-8",
+        "starting: caches not synced yet\n",
+    )
+    health.set_ready(True, "caches synced; leading")
+    assert get(shared.health_port, "/readyz")[:1] == (200,)
+    health.set_ready(False, "lost leadership")
+    assert get(shared.health_port, "/readyz")[::2] == (503, "lost leadership\n")
+
+
+def test_different_ports_serve_metrics_and_probes_separately(
+    health: observe.HealthState, metrics: observe.Metrics
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = int(s.getsockname()[1])
+    closer = observe.serve(
+        host="127.0.0.1", metrics_port=0, health_port=free, health=health, metrics=metrics
+    )
+    try:
+        assert closer.health_port == free != closer.metrics_port
+        assert get(closer.metrics_port, "/metrics")[0] == 200
+        assert get(closer.metrics_port, "/healthz")[0] == 404
+        assert get(closer.health_port, "/healthz")[0] == 200
+        assert get(closer.health_port, "/metrics")[0] == 404
+    finally:
+        closer.close()
+
+
+def test_close_releases_the_port(health: observe.HealthState, metrics: observe.Metrics) -> None:
+    closer = observe.serve(
+        host="127.0.0.1", metrics_port=0, health_port=0, health=health, metrics=metrics
+    )
+    port = closer.metrics_port
+    closer.close()
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
