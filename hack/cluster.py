@@ -155,7 +155,7 @@ def spawn(name: str, argv: list[str], *, env: dict[str, str] | None = None) -> N
     (STATE / "logs").mkdir(parents=True, exist_ok=True)
     (STATE / "pids").mkdir(parents=True, exist_ok=True)
     logf = (STATE / "logs" / f"{name}.log").open("ab")
-    proc = subprocess.Popen(  # noqa: S603 - argv built here
+    proc = subprocess.Popen(
         argv,
         stdout=logf,
         stderr=subprocess.STDOUT,
@@ -235,19 +235,54 @@ def make_pki() -> None:
         return
     pki.mkdir(parents=True, exist_ok=True)
     openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(pki / "ca.key"))
-    openssl("req", "-x509", "-new", "-key", str(pki / "ca.key"), "-days", "3650",
-            "-subj", "/CN=metricsched-local-ca", "-out", str(pki / "ca.crt"))
-    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(pki / "apiserver.key"))
+    openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        str(pki / "ca.key"),
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=metricsched-local-ca",
+        "-out",
+        str(pki / "ca.crt"),
+    )
+    openssl(
+        "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(pki / "apiserver.key")
+    )
     ext = pki / "san.ext"
     ext.write_text(
         "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
         "DNS:kubernetes.default.svc,IP:10.96.0.1\nextendedKeyUsage=serverAuth\n"
     )
-    openssl("req", "-new", "-key", str(pki / "apiserver.key"), "-subj", "/CN=kube-apiserver",
-            "-out", str(pki / "apiserver.csr"))
-    openssl("x509", "-req", "-in", str(pki / "apiserver.csr"), "-CA", str(pki / "ca.crt"),
-            "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "3650",
-            "-extfile", str(ext), "-out", str(pki / "apiserver.crt"))
+    openssl(
+        "req",
+        "-new",
+        "-key",
+        str(pki / "apiserver.key"),
+        "-subj",
+        "/CN=kube-apiserver",
+        "-out",
+        str(pki / "apiserver.csr"),
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(pki / "apiserver.csr"),
+        "-CA",
+        str(pki / "ca.crt"),
+        "-CAkey",
+        str(pki / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(pki / "apiserver.crt"),
+    )
     openssl("genrsa", "-out", str(pki / "sa.key"), "2048")
     openssl("rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
     token = secrets.token_hex(24)
@@ -266,11 +301,19 @@ def write_kubeconfig() -> Path:
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "metricsched", "cluster": {
-            "server": server_url(), "certificate-authority-data": ca}}],
+        "clusters": [
+            {
+                "name": "metricsched",
+                "cluster": {"server": server_url(), "certificate-authority-data": ca},
+            }
+        ],
         "users": [{"name": "admin", "user": {"token": token}}],
-        "contexts": [{"name": "metricsched", "context": {
-            "cluster": "metricsched", "user": "admin", "namespace": "default"}}],
+        "contexts": [
+            {
+                "name": "metricsched",
+                "context": {"cluster": "metricsched", "user": "admin", "namespace": "default"},
+            }
+        ],
         "current-context": "metricsched",
     }
     path = STATE / "kubeconfig"
@@ -305,7 +348,7 @@ def api(method: str, path: str, body: Any = None, *, timeout: float = 10.0) -> A
     if body is not None:
         data = json.dumps(body).encode()
         req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, data=data, timeout=timeout, context=ctx) as r:  # noqa: S310
+    with urllib.request.urlopen(req, data=data, timeout=timeout, context=ctx) as r:
         raw = r.read()
     return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
 
@@ -317,7 +360,7 @@ def http_ok(url: str, *, insecure: bool = False) -> bool:
         if insecure:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
-    with urllib.request.urlopen(url, timeout=2, context=ctx) as r:  # noqa: S310
+    with urllib.request.urlopen(url, timeout=2, context=ctx) as r:
         return bool(200 <= r.status < 300)
 
 
@@ -331,20 +374,29 @@ class NodeShape:
     zone: str
 
 
-SHAPES = [NodeShape("4", "16Gi", "zone-a"), NodeShape("8", "32Gi", "zone-b"),
-          NodeShape("16", "64Gi", "zone-c")]
+SHAPES = [
+    NodeShape("4", "16Gi", "zone-a"),
+    NodeShape("8", "32Gi", "zone-b"),
+    NodeShape("16", "64Gi", "zone-c"),
+]
 
 
 def node_body(i: int) -> dict[str, Any]:
     """node-1..node-N with varied capacity and zones; node-5 tainted, node-6 cordoned."""
     shape = SHAPES[(i - 1) % len(SHAPES)]
     name = f"node-{i}"
-    capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": "110",
-                "ephemeral-storage": "100Gi"}
+    capacity = {
+        "cpu": shape.cpu,
+        "memory": shape.memory,
+        "pods": "110",
+        "ephemeral-storage": "100Gi",
+    }
     spec: dict[str, Any] = {}
     labels = {
-        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64", "type": "kwok",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "type": "kwok",
         "topology.kubernetes.io/zone": shape.zone,
         "node.kubernetes.io/instance-type": f"sim-{shape.cpu}cpu",
     }
@@ -358,15 +410,22 @@ def node_body(i: int) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": labels,
-                     "annotations": {"kwok.x-k8s.io/node": "fake",
-                                     "example.com/hourly-price": f"{0.1 * (1 + (i % 4)):.2f}"}},
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {
+                "kwok.x-k8s.io/node": "fake",
+                "example.com/hourly-price": f"{0.1 * (1 + (i % 4)):.2f}",
+            },
+        },
         "spec": spec,
         "status": {
             "capacity": capacity,
             "allocatable": capacity,
-            "addresses": [{"type": "InternalIP", "address": ip},
-                          {"type": "Hostname", "address": name}],
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": name},
+            ],
         },
     }
 
@@ -438,91 +497,154 @@ def argv_for(name: str, bin_dir: Path, nodes: int) -> list[str]:
     p = PORTS
     kubeconfig = str(STATE / "kubeconfig")
     if name == "etcd":
-        return [str(bin_dir / "etcd"), "--name=metricsched", f"--data-dir={STATE / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
-                f"--initial-cluster=metricsched=http://127.0.0.1:{p['etcd-peer']}",
-                "--unsafe-no-fsync=true", "--auto-compaction-retention=1",
-                "--quota-backend-bytes=8589934592", "--log-level=warn"]
+        return [
+            str(bin_dir / "etcd"),
+            "--name=metricsched",
+            f"--data-dir={STATE / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
+            f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
+            f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+            f"--initial-cluster=metricsched=http://127.0.0.1:{p['etcd-peer']}",
+            "--unsafe-no-fsync=true",
+            "--auto-compaction-retention=1",
+            "--quota-backend-bytes=8589934592",
+            "--log-level=warn",
+        ]
     if name == "kube-apiserver":
-        return [str(bin_dir / "kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
-                f"--secure-port={p['kube-apiserver']}", "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1", f"--cert-dir={pki}",
-                f"--tls-cert-file={pki / 'apiserver.crt'}",
-                f"--tls-private-key-file={pki / 'apiserver.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                f"--token-auth-file={pki / 'tokens.csv'}", "--authorization-mode=RBAC",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
-                "--endpoint-reconciler-type=none", "--profiling=false",
-                "--event-ttl=1h", "--v=1"]
+        return [
+            str(bin_dir / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+            f"--secure-port={p['kube-apiserver']}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--cert-dir={pki}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--token-auth-file={pki / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+            "--event-ttl=1h",
+            "--v=1",
+        ]
     if name == "kube-controller-manager":
-        return [str(bin_dir / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                f"--secure-port={p['kube-controller-manager']}", "--bind-address=127.0.0.1",
-                f"--service-account-private-key-file={pki / 'sa.key'}",
-                f"--root-ca-file={pki / 'ca.crt'}", "--leader-elect=false",
-                "--use-service-account-credentials=false",
-                "--kube-api-qps=500", "--kube-api-burst=1000",
-                "--controllers=*,-node-ipam-controller,-cloud-node-lifecycle-controller",
-                "--v=1"]
+        return [
+            str(bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            f"--secure-port={p['kube-controller-manager']}",
+            "--bind-address=127.0.0.1",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=false",
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+            "--controllers=*,-node-ipam-controller,-cloud-node-lifecycle-controller",
+            "--v=1",
+        ]
     if name == "kwok":
-        return [str(bin_dir / "kwok"), f"--kubeconfig={kubeconfig}",
-                f"--config={kwok_config(bin_dir)}", "--manage-all-nodes=false",
-                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                "--cidr=10.244.0.0/16", "--node-ip=10.240.0.1",
-                "--node-lease-duration-seconds=40",
-                f"--server-address=127.0.0.1:{p['kwok']}"]
+        return [
+            str(bin_dir / "kwok"),
+            f"--kubeconfig={kubeconfig}",
+            f"--config={kwok_config(bin_dir)}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--cidr=10.244.0.0/16",
+            "--node-ip=10.240.0.1",
+            "--node-lease-duration-seconds=40",
+            f"--server-address=127.0.0.1:{p['kwok']}",
+        ]
     if name == "exporter":
-        return [sys.executable, str(ROOT / "hack" / "exporter.py"),
-                f"--port={p['exporter']}", f"--state={STATE / 'exporter.json'}",
-                f"--nodes={nodes}"]
+        return [
+            sys.executable,
+            str(ROOT / "hack" / "exporter.py"),
+            f"--port={p['exporter']}",
+            f"--state={STATE / 'exporter.json'}",
+            f"--nodes={nodes}",
+        ]
     if name == "prometheus":
-        return [prometheus_binary(), f"--config.file={prometheus_config()}",
-                f"--storage.tsdb.path={STATE / 'prometheus'}",
-                f"--web.listen-address=127.0.0.1:{p['prometheus']}",
-                "--storage.tsdb.retention.time=2h", "--web.enable-lifecycle",
-                "--log.level=warn"]
+        return [
+            prometheus_binary(),
+            f"--config.file={prometheus_config()}",
+            f"--storage.tsdb.path={STATE / 'prometheus'}",
+            f"--web.listen-address=127.0.0.1:{p['prometheus']}",
+            "--storage.tsdb.retention.time=2h",
+            "--web.enable-lifecycle",
+            "--log.level=warn",
+        ]
     raise ClusterError(f"unknown component {name}")
 
 
 def prometheus_series(query: str) -> list[dict[str, Any]]:
     url = f"http://127.0.0.1:{PORTS['prometheus']}/api/v1/query?" + urllib.parse.urlencode(
-        {"query": query})
-    with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310
+        {"query": query}
+    )
+    with urllib.request.urlopen(url, timeout=5) as r:
         return list(json.loads(r.read())["data"]["result"])
 
 
 def wait_ready(name: str, nodes: int) -> None:
     p = PORTS
     if name == "etcd":
-        wait_for("etcd health", lambda: http_ok(f"http://127.0.0.1:{p['etcd']}/health"),
-                 timeout=30, name=name)
+        wait_for(
+            "etcd health",
+            lambda: http_ok(f"http://127.0.0.1:{p['etcd']}/health"),
+            timeout=30,
+            name=name,
+        )
     elif name == "kube-apiserver":
-        wait_for("kube-apiserver /readyz", lambda: api("GET", "/readyz", timeout=3) == "ok",
-                 timeout=90, name=name)
+        wait_for(
+            "kube-apiserver /readyz",
+            lambda: api("GET", "/readyz", timeout=3) == "ok",
+            timeout=90,
+            name=name,
+        )
     elif name == "kube-controller-manager":
-        wait_for("kube-controller-manager /healthz",
-                 lambda: http_ok(f"https://127.0.0.1:{p['kube-controller-manager']}/healthz",
-                                 insecure=True), timeout=60, name=name)
+        wait_for(
+            "kube-controller-manager /healthz",
+            lambda: http_ok(
+                f"https://127.0.0.1:{p['kube-controller-manager']}/healthz", insecure=True
+            ),
+            timeout=60,
+            name=name,
+        )
     elif name == "kwok":
         ensure_nodes(nodes)
-        wait_for(f"{nodes} Ready nodes", lambda: ready_nodes() >= nodes,
-                 timeout=60 + nodes / 20, name=name)
+        wait_for(
+            f"{nodes} Ready nodes",
+            lambda: ready_nodes() >= nodes,
+            timeout=60 + nodes / 20,
+            name=name,
+        )
     elif name == "exporter":
-        wait_for("exporter /metrics", lambda: http_ok(f"http://127.0.0.1:{p['exporter']}/metrics"),
-                 timeout=30, name=name)
+        wait_for(
+            "exporter /metrics",
+            lambda: http_ok(f"http://127.0.0.1:{p['exporter']}/metrics"),
+            timeout=30,
+            name=name,
+        )
     elif name == "prometheus":
-        wait_for("Prometheus ready", lambda: http_ok(f"http://127.0.0.1:{p['prometheus']}/-/ready"),
-                 timeout=60, name=name)
-        wait_for("Prometheus to scrape the exporter",
-                 lambda: len(prometheus_series("node_latency_seconds")) >= nodes,
-                 timeout=60, name=name)
+        wait_for(
+            "Prometheus ready",
+            lambda: http_ok(f"http://127.0.0.1:{p['prometheus']}/-/ready"),
+            timeout=60,
+            name=name,
+        )
+        wait_for(
+            "Prometheus to scrape the exporter",
+            lambda: len(prometheus_series("node_latency_seconds")) >= nodes,
+            timeout=60,
+            name=name,
+        )
 
 
 def start_component(name: str, bin_dir: Path, nodes: int) -> None:
@@ -542,10 +664,12 @@ def healthy(nodes: int) -> bool:
     if not all(alive(c) for c in COMPONENTS):
         return False
     try:
-        return (api("GET", "/readyz", timeout=3) == "ok"
-                and http_ok(f"http://127.0.0.1:{PORTS['prometheus']}/-/ready")
-                and ready_nodes() >= nodes)
-    except Exception:  # noqa: BLE001 - any failure means "not healthy"
+        return (
+            api("GET", "/readyz", timeout=3) == "ok"
+            and http_ok(f"http://127.0.0.1:{PORTS['prometheus']}/-/ready")
+            and ready_nodes() >= nodes
+        )
+    except Exception:
         return False
 
 
@@ -569,8 +693,12 @@ def cmd_up(nodes: int) -> None:
             stop("exporter")  # restarted below with the larger node range
             start_component("exporter", bin_dir, nodes)
         ensure_nodes(nodes)
-        wait_for(f"{nodes} Ready nodes", lambda: ready_nodes() >= nodes,
-                 timeout=60 + nodes / 20, name="kwok")
+        wait_for(
+            f"{nodes} Ready nodes",
+            lambda: ready_nodes() >= nodes,
+            timeout=60 + nodes / 20,
+            name="kwok",
+        )
         (STATE / "nodes").write_text(str(max(nodes, read_nodes_setting())))
         log(f"reusing the healthy cluster in {STATE}")
     else:
@@ -615,7 +743,7 @@ def cmd_status() -> int:
     if ok:
         try:
             print(f"nodes Ready: {ready_nodes()}")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             print(f"API not answering: {e}")
             ok = False
     print(f"kubeconfig: {STATE / 'kubeconfig'}")

@@ -45,9 +45,13 @@ def env() -> dict[str, str]:
 
 def kubectl(*args: str, check: bool = True, stdin: str | None = None) -> str:
     e = env()
-    res = subprocess.run([f"{e['METRICSCHED_TOOLS_BIN']}/kubectl",
-                          f"--kubeconfig={e['KUBECONFIG']}", *args],
-                         capture_output=True, text=True, input=stdin, check=False)
+    res = subprocess.run(
+        [f"{e['METRICSCHED_TOOLS_BIN']}/kubectl", f"--kubeconfig={e['KUBECONFIG']}", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        check=False,
+    )
     if check and res.returncode != 0:
         raise SystemExit(f"kubectl {' '.join(args)} failed: {res.stderr}")
     return res.stdout
@@ -55,14 +59,18 @@ def kubectl(*args: str, check: bool = True, stdin: str | None = None) -> str:
 
 def set_latency(values: dict[str, float]) -> None:
     body = json.dumps({"metric": "node_latency_seconds", "values": values}).encode()
-    req = urllib.request.Request(env()["METRICSCHED_EXPORTER_URL"] + "/values", data=body,
-                                 method="POST", headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=5).read()  # noqa: S310 - loopback
+    req = urllib.request.Request(
+        env()["METRICSCHED_EXPORTER_URL"] + "/values",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(req, timeout=5).read()
 
 
 def promql(query: str) -> dict[str, float]:
     url = env()["PROMETHEUS_URL"] + "/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - loopback
+    with urllib.request.urlopen(url, timeout=5) as r:
         result = json.loads(r.read())["data"]["result"]
     return {s["metric"].get("node", "?"): float(s["value"][1]) for s in result}
 
@@ -99,8 +107,12 @@ def print_table(before: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def main() -> int:
-    started_cluster = subprocess.run([PY, str(ROOT / "hack" / "cluster.py"), "status"],
-                                     capture_output=True, check=False).returncode != 0
+    started_cluster = (
+        subprocess.run(
+            [PY, str(ROOT / "hack" / "cluster.py"), "status"], capture_output=True, check=False
+        ).returncode
+        != 0
+    )
     say("Local control plane (etcd, kube-apiserver, KCM, kwok nodes, Prometheus)")
     subprocess.run([PY, str(ROOT / "hack" / "cluster.py"), "up"], check=True)
     e = env()
@@ -108,8 +120,10 @@ def main() -> int:
 
     def cleanup(*_: Any) -> None:
         if os.environ.get("DEMO_KEEP") == "1":
-            print(f"\nDEMO_KEEP=1: leaving the operator (pid {operator.pid if operator else '-'})"
-                  f", namespace {NS} and the cluster running")
+            print(
+                f"\nDEMO_KEEP=1: leaving the operator (pid {operator.pid if operator else '-'})"
+                f", namespace {NS} and the cluster running"
+            )
             return
         say("Cleaning up")
         if operator is not None and operator.poll() is None:
@@ -125,37 +139,80 @@ def main() -> int:
     try:
         say("Installing the SchedulingPolicy CRD")
         print(kubectl("apply", "-f", str(ROOT / "crds")).strip())
-        wait("CRD established", lambda: "True" in kubectl(
-            "get", "crd", "schedulingpolicies.metricsched.io",
-            "-o", "jsonpath={.status.conditions[?(@.type=='Established')].status}"))
+        wait(
+            "CRD established",
+            lambda: (
+                "True"
+                in kubectl(
+                    "get",
+                    "crd",
+                    "schedulingpolicies.metricsched.io",
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                )
+            ),
+        )
         kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true")
         kubectl("create", "namespace", NS)
 
         say("Starting the operator (log: .cluster/logs/operator.log)")
         logf = (STATE / "logs" / "operator.log").open("ab")
         operator = subprocess.Popen(
-            [str(Path(PY).parent / "metricsched"), "run", f"--kubeconfig={e['KUBECONFIG']}",
-             f"--prometheus-url={e['PROMETHEUS_URL']}", "--refresh-interval=3s",
-             "--metrics-port=0", "--health-port=0", "--bind-address=127.0.0.1",
-             "--log-format=text"],
-            stdout=logf, stderr=subprocess.STDOUT)
+            [
+                str(Path(PY).parent / "metricsched"),
+                "run",
+                f"--kubeconfig={e['KUBECONFIG']}",
+                f"--prometheus-url={e['PROMETHEUS_URL']}",
+                "--refresh-interval=3s",
+                "--metrics-port=0",
+                "--health-port=0",
+                "--bind-address=127.0.0.1",
+                "--log-format=text",
+            ],
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+        )
 
         say("Latency per node: node-2 is the fastest")
-        set_latency({"node-1": 0.20, "node-2": 0.05, "node-3": 0.30, "node-4": 0.12,
-                     "node-5": 0.08, "node-6": 0.02})
+        set_latency(
+            {
+                "node-1": 0.20,
+                "node-2": 0.05,
+                "node-3": 0.30,
+                "node-4": 0.12,
+                "node-5": 0.08,
+                "node-6": 0.02,
+            }
+        )
         wait("Prometheus to see it", lambda: promql("node_latency_seconds").get("node-2") == 0.05)
         print("node-5 is tainted (dedicated=gpu) and node-6 cordoned: web pods cannot go there")
-        print(kubectl("apply", "-n", NS, "-f",
-                      str(ROOT / "manifests" / "examples" / "latency-policy.yaml")).strip())
+        print(
+            kubectl(
+                "apply",
+                "-n",
+                NS,
+                "-f",
+                str(ROOT / "manifests" / "examples" / "latency-policy.yaml"),
+            ).strip()
+        )
         time.sleep(4)  # one refresh interval, so the policy's metric is cached
 
         say("6 web pods (Deployment, schedulerName: metricsched)")
-        print(kubectl("apply", "-n", NS, "-f",
-                      str(ROOT / "manifests" / "examples" / "web-deployment.yaml")).strip())
+        print(
+            kubectl(
+                "apply",
+                "-n",
+                NS,
+                "-f",
+                str(ROOT / "manifests" / "examples" / "web-deployment.yaml"),
+            ).strip()
+        )
         wait("6 pods placed", lambda: (p := placement()) and len(p) == 6 and all(p.values()))
         first = print_table()
-        print("Pods favour node-2; the burst penalty (10 points per pod bound in the last 30s)"
-              " spreads a burst before the metric can react.")
+        print(
+            "Pods favour node-2; the burst penalty (10 points per pod bound in the last 30s)"
+            " spreads a burst before the metric can react."
+        )
 
         say("Latency shifts: node-2 degrades to 0.45s, node-3 becomes the fastest (0.01s)")
         set_latency({"node-2": 0.45, "node-3": 0.01})
@@ -169,8 +226,7 @@ def main() -> int:
         say("kubectl describe of a new pod: the Scheduled event explains the decision")
         newest = sorted(set(placement()) - set(first))[0]
         describe = kubectl("describe", "pod", "-n", NS, newest)
-        print(describe[describe.find("Events:"):].rstrip() if "Events:" in describe
-              else describe)
+        print(describe[describe.find("Events:") :].rstrip() if "Events:" in describe else describe)
         say("kubectl get spol")
         print(kubectl("get", "spol", "-n", NS, "-o", "wide").rstrip())
         return 0

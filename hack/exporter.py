@@ -33,14 +33,22 @@ import prometheus_client.registry
 
 # Default families and a deterministic per-node seed value (index i, 1-based).
 DEFAULTS: dict[str, tuple[str, Any]] = {
-    "node_latency_seconds": ("Simulated request latency seen on the node.",
-                             lambda i: round(0.05 + 0.03 * ((i * 7) % 10), 3)),
-    "node_cpu_utilisation": ("Simulated CPU utilisation of the node, 0..1.",
-                             lambda i: round(0.2 + 0.07 * ((i * 3) % 10), 3)),
-    "node_gpu_temperature_celsius": ("Simulated GPU temperature.",
-                                     lambda i: float(45 + (i * 5) % 30)),
-    "node_error_rate": ("Simulated error rate of requests served on the node.",
-                        lambda i: round(0.001 * ((i * 11) % 7), 4)),
+    "node_latency_seconds": (
+        "Simulated request latency seen on the node.",
+        lambda i: round(0.05 + 0.03 * ((i * 7) % 10), 3),
+    ),
+    "node_cpu_utilisation": (
+        "Simulated CPU utilisation of the node, 0..1.",
+        lambda i: round(0.2 + 0.07 * ((i * 3) % 10), 3),
+    ),
+    "node_gpu_temperature_celsius": (
+        "Simulated GPU temperature.",
+        lambda i: float(45 + (i * 5) % 30),
+    ),
+    "node_error_rate": (
+        "Simulated error rate of requests served on the node.",
+        lambda i: round(0.001 * ((i * 11) % 7), 4),
+    ),
 }
 
 
@@ -89,7 +97,8 @@ class Collector(prometheus_client.registry.Collector):
         for metric, per_node in sorted(snapshot.items()):
             doc = DEFAULTS.get(metric, ("Set at run time by a test or the demo.", None))[0]
             family = prometheus_client.core.GaugeMetricFamily(
-                metric, doc, labels=["node", "instance"])
+                metric, doc, labels=["node", "instance"]
+            )
             for node, value in sorted(per_node.items()):
                 family.add_metric([node, f"{addresses.get(node, node)}:9100"], value)
             yield family
@@ -97,7 +106,7 @@ class Collector(prometheus_client.registry.Collector):
 
 def make_handler(state: State, registry: prometheus_client.CollectorRegistry) -> type:
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
         def reply(self, code: int, body: Any, ctype: str = "application/json") -> None:
@@ -115,8 +124,11 @@ def make_handler(state: State, registry: prometheus_client.CollectorRegistry) ->
         def do_GET(self) -> None:
             path = urllib.parse.urlparse(self.path).path
             if path == "/metrics":
-                self.reply(200, prometheus_client.generate_latest(registry),
-                           prometheus_client.CONTENT_TYPE_LATEST)
+                self.reply(
+                    200,
+                    prometheus_client.generate_latest(registry),
+                    prometheus_client.CONTENT_TYPE_LATEST,
+                )
             elif path == "/values":
                 with state.lock:
                     self.reply(200, state.values)

@@ -69,7 +69,7 @@ def explain_pod(config: config_mod.Config, target: str) -> int:
     try:
         raw: Any = op.core.read_namespaced_pod(name, namespace, _preload_content=False)
         body: dict[str, Any] = json.loads(raw.data)
-    except Exception as e:  # noqa: BLE001 - shown to the user
+    except Exception as e:
         print(f"metricsched explain: cannot read pod {target}: {e}", file=sys.stderr)
         return 1
     pod = parse.pod_from_body(body)

@@ -45,7 +45,7 @@ def wait_for(
     while time.monotonic() < deadline:
         try:
             last = fn()
-        except Exception as e:  # noqa: BLE001 - shown if the wait fails
+        except Exception as e:
             last = e
         else:
             if last:
@@ -58,7 +58,7 @@ def _env() -> dict[str, str]:
     env = {}
     for line in (STATE / "env").read_text().splitlines():
         if line.startswith("export ") and "=" in line:
-            k, v = line[len("export "):].split("=", 1)
+            k, v = line[len("export ") :].split("=", 1)
             env[k] = v.strip('"')
     return env
 
@@ -82,10 +82,13 @@ class Cluster:
     def component(self, verb: str, name: str) -> None:
         subprocess.run([sys.executable, str(CLUSTER), verb, name], check=True)
 
-    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:  # noqa: A002
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
         out = subprocess.run(
             [str(self.bin / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
-            capture_output=True, text=True, input=input, check=False,
+            capture_output=True,
+            text=True,
+            input=input,
+            check=False,
         )
         if check and out.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {out.stderr}")
@@ -97,7 +100,7 @@ class Cluster:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.exporter_url + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=5) as r:  # noqa: S310 - loopback
+        with urllib.request.urlopen(req, timeout=5) as r:
             return json.loads(r.read())
 
     def set_metric(self, metric: str, values: dict[str, float]) -> None:
@@ -113,7 +116,7 @@ class Cluster:
 
     def promql(self, query: str) -> list[dict[str, Any]]:
         url = self.prometheus_url + "/api/v1/query?" + urllib.parse.urlencode({"query": query})
-        with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - loopback
+        with urllib.request.urlopen(url, timeout=5) as r:
             body = json.loads(r.read())
         assert body["status"] == "success", body
         return list(body["data"]["result"])
@@ -134,22 +137,36 @@ class Cluster:
     def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> str:
         self.core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
         # The KCM's serviceaccount controller creates "default"; pods need it (admission).
-        wait_for(f"default ServiceAccount in {name}",
-                 lambda: self.core.read_namespaced_service_account("default", name), timeout=30)
+        wait_for(
+            f"default ServiceAccount in {name}",
+            lambda: self.core.read_namespaced_service_account("default", name),
+            timeout=30,
+        )
         return name
 
-    def create_pod(self, namespace: str, name: str, *, scheduler: str = "metricsched",
-                   cpu: str = "100m", memory: str = "64Mi", labels: dict[str, str] | None = None,
-                   spec: dict[str, Any] | None = None) -> dict[str, Any]:
-        body = pod_body(name, scheduler=scheduler, cpu=cpu, memory=memory, labels=labels,
-                        spec=spec)
+    def create_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        scheduler: str = "metricsched",
+        cpu: str = "100m",
+        memory: str = "64Mi",
+        labels: dict[str, str] | None = None,
+        spec: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        body = pod_body(name, scheduler=scheduler, cpu=cpu, memory=memory, labels=labels, spec=spec)
         created = self.api_client.sanitize_for_serialization(
-            self.core.create_namespaced_pod(namespace, body))
+            self.core.create_namespaced_pod(namespace, body)
+        )
         return dict(created)
 
     def pod(self, namespace: str, name: str) -> dict[str, Any]:
-        return dict(self.api_client.sanitize_for_serialization(
-            self.core.read_namespaced_pod(name, namespace)))
+        return dict(
+            self.api_client.sanitize_for_serialization(
+                self.core.read_namespaced_pod(name, namespace)
+            )
+        )
 
     def pods(self, namespace: str, selector: str = "") -> list[dict[str, Any]]:
         lst = self.core.list_namespaced_pod(namespace, label_selector=selector)
@@ -157,17 +174,22 @@ class Cluster:
 
     def events_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         lst = self.core.list_namespaced_event(
-            namespace, field_selector=f"involvedObject.name={name}")
+            namespace, field_selector=f"involvedObject.name={name}"
+        )
         return [dict(self.api_client.sanitize_for_serialization(e)) for e in lst.items]
 
     def post_binding(self, namespace: str, pod: str, node: str, uid: str | None = None) -> int:
         """POST pods/binding directly (the Python client's model bug avoided); returns status."""
-        body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": pod, **({"uid": uid} if uid else {})},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod, **({"uid": uid} if uid else {})},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
         try:
             resp = self.core.create_namespaced_pod_binding(
-                pod, namespace, body, _preload_content=False)
+                pod, namespace, body, _preload_content=False
+            )
         except kubernetes.client.exceptions.ApiException as e:
             return int(e.status)
         status = int(resp.status)
@@ -175,24 +197,40 @@ class Cluster:
         return status
 
 
-def pod_body(name: str, *, scheduler: str = "metricsched", cpu: str = "100m",
-             memory: str = "64Mi", labels: dict[str, str] | None = None,
-             spec: dict[str, Any] | None = None) -> dict[str, Any]:
+def pod_body(
+    name: str,
+    *,
+    scheduler: str = "metricsched",
+    cpu: str = "100m",
+    memory: str = "64Mi",
+    labels: dict[str, str] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "labels": labels or {}},
         "spec": {
             "schedulerName": scheduler,
-            "containers": [{"name": "app", "image": "registry.invalid/app:1",
-                            "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.invalid/app:1",
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                }
+            ],
             **(spec or {}),
         },
     }
 
 
 def _healthy() -> bool:
-    return subprocess.run([sys.executable, str(CLUSTER), "status"], capture_output=True,
-                          check=False).returncode == 0
+    return (
+        subprocess.run(
+            [sys.executable, str(CLUSTER), "status"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
 
 
 @pytest.fixture(scope="session")

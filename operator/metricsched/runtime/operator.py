@@ -16,6 +16,7 @@ import datetime
 import functools
 import json
 import logging
+import math
 import signal
 import time
 from collections.abc import Iterator, Mapping
@@ -592,7 +593,7 @@ def _annotation_number(raw: str | None) -> bool:
         value = float(raw)
     except ValueError:
         return False
-    return value == value and value not in (float("inf"), float("-inf"))
+    return math.isfinite(value)
 
 
 def _first_error(metrics_status: list[dict[str, Any]]) -> str:

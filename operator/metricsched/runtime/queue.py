@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import heapq
 from collections.abc import Iterable
 
@@ -114,7 +115,5 @@ class SchedulingQueue:
             return
         due = self.next_due()
         timeout = max_wait if due is None else max(0.0, min(max_wait, due - now))
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=timeout)
-        except TimeoutError:
-            pass

@@ -14,7 +14,8 @@ def test_simulated_nodes_are_ready_with_their_taint_and_cordon(cluster: Cluster)
         ready = [c for c in node.status.conditions if c.type == "Ready"]
         assert ready and ready[0].status == "True", node.metadata.name
     assert [(t.key, t.value, t.effect) for t in nodes["node-5"].spec.taints] == [
-        ("dedicated", "gpu", "NoSchedule")]
+        ("dedicated", "gpu", "NoSchedule")
+    ]
     assert nodes["node-6"].spec.unschedulable is True
     assert not nodes["node-1"].spec.unschedulable
 
@@ -40,22 +41,31 @@ def test_a_metric_set_on_the_exporter_shows_up_in_promql(cluster: Cluster) -> No
 
 
 def test_deployment_with_custom_scheduler_yields_pending_pods(
-        cluster: Cluster, namespace: str) -> None:
-    cluster.apps.create_namespaced_deployment(namespace, {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 3,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {"schedulerName": "nobody-serves-this",
-                         "containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
+    cluster: Cluster, namespace: str
+) -> None:
+    cluster.apps.create_namespaced_deployment(
+        namespace,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "schedulerName": "nobody-serves-this",
+                        "containers": [{"name": "app", "image": "registry.invalid/app:1"}],
+                    },
+                },
             },
         },
-    })
-    pods = wait_for("3 pods from the Deployment",
-                    lambda: (p := cluster.pods(namespace, "app=web")) and len(p) == 3 and p)
+    )
+    pods = wait_for(
+        "3 pods from the Deployment",
+        lambda: (p := cluster.pods(namespace, "app=web")) and len(p) == 3 and p,
+    )
     for pod in pods:
         assert pod["status"]["phase"] == "Pending"
         assert not pod["spec"].get("nodeName")

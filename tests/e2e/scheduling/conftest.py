@@ -47,25 +47,36 @@ class OperatorProcess:
         exe = Path(sys.executable).parent / "metricsched"
         logf = self.log.open("ab")
         self.proc = subprocess.Popen(
-            [str(exe), "run", f"--kubeconfig={self.cluster.kubeconfig}",
-             f"--prometheus-url={self.cluster.prometheus_url}",
-             f"--refresh-interval={REFRESH_S:g}s", "--query-timeout=2s",
-             f"--metrics-port={self.metrics_port}", f"--health-port={self.health_port}",
-             "--bind-address=127.0.0.1", "--log-format=json", "--log-level=info"],
-            stdout=logf, stderr=subprocess.STDOUT, cwd=ROOT)
+            [
+                str(exe),
+                "run",
+                f"--kubeconfig={self.cluster.kubeconfig}",
+                f"--prometheus-url={self.cluster.prometheus_url}",
+                f"--refresh-interval={REFRESH_S:g}s",
+                "--query-timeout=2s",
+                f"--metrics-port={self.metrics_port}",
+                f"--health-port={self.health_port}",
+                "--bind-address=127.0.0.1",
+                "--log-format=json",
+                "--log-level=info",
+            ],
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
         wait_for("operator /readyz", self.ready, timeout=60)
 
     def ready(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
             raise AssertionError(f"operator exited ({self.proc.returncode}); see {self.log}")
-        with urllib.request.urlopen(  # noqa: S310 - loopback
-                f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
             return bool(r.status == 200)
 
     def metrics_text(self) -> str:
-        with urllib.request.urlopen(  # noqa: S310 - loopback
-                f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as r:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2
+        ) as r:
             return str(r.read().decode())
 
     def stop(self) -> None:
@@ -82,9 +93,19 @@ class OperatorProcess:
 @pytest.fixture(scope="session")
 def crd(cluster: Cluster) -> None:
     cluster.kubectl("apply", "-f", str(ROOT / "crds"))
-    wait_for("CRD established", lambda: "True" in cluster.kubectl(
-        "get", "crd", f"{PLURAL}.{GROUP}",
-        "-o", "jsonpath={.status.conditions[?(@.type=='Established')].status}"))
+    wait_for(
+        "CRD established",
+        lambda: (
+            "True"
+            in cluster.kubectl(
+                "get",
+                "crd",
+                f"{PLURAL}.{GROUP}",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+            )
+        ),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -108,18 +129,29 @@ def set_and_wait(cluster: Cluster, metric: str, values: dict[str, float]) -> Non
     """Set values on the exporter and wait until Prometheus returns them."""
     cluster.set_metric(metric, values)
     cluster.wait_for_promql(
-        metric, lambda got: all(got.get(n) == v for n, v in values.items()), timeout=30)
+        metric, lambda got: all(got.get(n) == v for n, v in values.items()), timeout=30
+    )
 
 
 def apply_policy(cluster: Cluster, namespace: str, name: str, spec: dict[str, Any]) -> None:
-    cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "SchedulingPolicy",
-        "metadata": {"name": name}, "spec": spec})
+    cluster.custom.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "SchedulingPolicy",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
 
 
 def get_policy(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    return dict(cluster.custom.get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name))
+    return dict(
+        cluster.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    )
 
 
 def condition(policy: dict[str, Any], ctype: str) -> dict[str, Any]:
@@ -130,35 +162,51 @@ def condition(policy: dict[str, Any], ctype: str) -> dict[str, Any]:
 
 
 def prom_metric(metric: str, *, label: str = "node") -> dict[str, Any]:
-    return {"name": "m", "prometheus": {"query": f"max by ({label}) ({metric})",
-                                         "nodeLabel": label},
-            "weight": 1, "goal": "Minimize"}
+    return {
+        "name": "m",
+        "prometheus": {"query": f"max by ({label}) ({metric})", "nodeLabel": label},
+        "weight": 1,
+        "goal": "Minimize",
+    }
 
 
 def wait_policy_refreshed(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     """Wait until the operator has refreshed the policy's metrics (Ready is not Unknown)."""
     return wait_for(
         f"policy {name} refreshed",
-        lambda: (p := get_policy(cluster, namespace, name))
-        and condition(p, "Ready").get("status") in ("True", "False") and p,
-        timeout=30)
+        lambda: (
+            (p := get_policy(cluster, namespace, name))
+            and condition(p, "Ready").get("status") in ("True", "False")
+            and p
+        ),
+        timeout=30,
+    )
 
 
 def wait_bound(cluster: Cluster, namespace: str, pod: str, timeout: float = 30) -> str:
-    return str(wait_for(f"pod {pod} bound",
-                        lambda: cluster.pod(namespace, pod)["spec"].get("nodeName"),
-                        timeout=timeout))
+    return str(
+        wait_for(
+            f"pod {pod} bound",
+            lambda: cluster.pod(namespace, pod)["spec"].get("nodeName"),
+            timeout=timeout,
+        )
+    )
 
 
 def event_messages(cluster: Cluster, namespace: str, pod: str, reason: str) -> list[str]:
     return [e["message"] for e in cluster.events_for(namespace, pod) if e["reason"] == reason]
 
 
-def wait_event(cluster: Cluster, namespace: str, pod: str, reason: str,
-               timeout: float = 30) -> list[str]:
-    return list(wait_for(f"{reason} event on {pod}",
-                         lambda: event_messages(cluster, namespace, pod, reason),
-                         timeout=timeout))
+def wait_event(
+    cluster: Cluster, namespace: str, pod: str, reason: str, timeout: float = 30
+) -> list[str]:
+    return list(
+        wait_for(
+            f"{reason} event on {pod}",
+            lambda: event_messages(cluster, namespace, pod, reason),
+            timeout=timeout,
+        )
+    )
 
 
 def api_error(fn: Any) -> kubernetes.client.exceptions.ApiException:

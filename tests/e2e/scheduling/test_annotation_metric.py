@@ -14,16 +14,25 @@ def _annotate(cluster: Cluster, key: str, prices: dict[str, str]) -> None:
 
 
 def test_pods_go_to_the_cheapest_node_and_follow_an_annotation_change(
-        cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
     key = f"e2e.metricsched.io/price-{namespace[-5:]}"
     _annotate(cluster, key, PRICES)
     try:
-        apply_policy(cluster, namespace, "cheap", {"metrics": [
-            {"name": "price", "nodeAnnotation": key, "goal": "Minimize"}], "burstPenalty": 0})
+        apply_policy(
+            cluster,
+            namespace,
+            "cheap",
+            {
+                "metrics": [{"name": "price", "nodeAnnotation": key, "goal": "Minimize"}],
+                "burstPenalty": 0,
+            },
+        )
         cluster.create_pod(namespace, "first")
         assert wait_bound(cluster, namespace, "first") == "node-2"
         _annotate(cluster, key, {"node-2": "0.90", "node-4": "0.05"})
         import time
+
         time.sleep(1)  # the node watch delivers the change
         cluster.create_pod(namespace, "second")
         assert wait_bound(cluster, namespace, "second") == "node-4"

@@ -4,43 +4,58 @@ from __future__ import annotations
 
 from tests.e2e.conftest import Cluster
 from tests.e2e.scheduling.conftest import (
-    REFRESH_S, OperatorProcess, apply_policy, event_messages, prom_metric, set_and_wait,
-    wait_bound, wait_event, wait_policy_refreshed,
+    REFRESH_S,
+    OperatorProcess,
+    apply_policy,
+    event_messages,
+    prom_metric,
+    set_and_wait,
+    wait_bound,
+    wait_event,
+    wait_policy_refreshed,
 )
 
 # node-5 (tainted) and node-6 (cordoned) look best but are infeasible for plain pods.
-LATENCY = {"node-1": 0.30, "node-2": 0.20, "node-3": 0.05, "node-4": 0.40,
-           "node-5": 0.01, "node-6": 0.01}
+LATENCY = {
+    "node-1": 0.30,
+    "node-2": 0.20,
+    "node-3": 0.05,
+    "node-4": 0.40,
+    "node-5": 0.01,
+    "node-6": 0.01,
+}
 
 
 def test_pod_goes_to_the_feasible_node_with_the_best_metric(
-        cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str) -> None:
+    cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str
+) -> None:
     set_and_wait(cluster, metric, LATENCY)
-    apply_policy(cluster, namespace, "lat", {"metrics": [prom_metric(metric)],
-                                              "burstPenalty": 0})
+    apply_policy(cluster, namespace, "lat", {"metrics": [prom_metric(metric)], "burstPenalty": 0})
     wait_policy_refreshed(cluster, namespace, "lat")
     cluster.create_pod(namespace, "p1")
     assert wait_bound(cluster, namespace, "p1") == "node-3"
 
 
 def test_new_pods_follow_a_metric_change_within_one_refresh(
-        cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str) -> None:
+    cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str
+) -> None:
     set_and_wait(cluster, metric, LATENCY)
-    apply_policy(cluster, namespace, "lat", {"metrics": [prom_metric(metric)],
-                                              "burstPenalty": 0})
+    apply_policy(cluster, namespace, "lat", {"metrics": [prom_metric(metric)], "burstPenalty": 0})
     wait_policy_refreshed(cluster, namespace, "lat")
     cluster.create_pod(namespace, "before")
     assert wait_bound(cluster, namespace, "before") == "node-3"
 
     set_and_wait(cluster, metric, {"node-3": 0.9, "node-1": 0.02})
     import time
+
     time.sleep(REFRESH_S + 0.5)  # one refresh of the operator
     cluster.create_pod(namespace, "after")
     assert wait_bound(cluster, namespace, "after") == "node-1"
 
 
 def test_threshold_excludes_a_node_that_would_otherwise_win(
-        cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str) -> None:
+    cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str
+) -> None:
     set_and_wait(cluster, metric, {**LATENCY, "node-3": 0.05, "node-2": 0.06})
     spec_metric = prom_metric(metric) | {"goal": "Maximize", "threshold": {"max": 0.3}}
     apply_policy(cluster, namespace, "lat", {"metrics": [spec_metric], "burstPenalty": 0})
@@ -51,7 +66,8 @@ def test_threshold_excludes_a_node_that_would_otherwise_win(
 
 
 def test_threshold_on_every_node_gives_failed_scheduling_in_kube_scheduler_format(
-        cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str) -> None:
+    cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str
+) -> None:
     set_and_wait(cluster, metric, LATENCY)
     spec_metric = prom_metric(metric) | {"threshold": {"max": 0.001}}
     apply_policy(cluster, namespace, "lat", {"metrics": [spec_metric], "burstPenalty": 0})
@@ -64,14 +80,15 @@ def test_threshold_on_every_node_gives_failed_scheduling_in_kube_scheduler_forma
     assert "4 node(s) exceeded threshold m > 0.001" in message
     assert message.endswith(".")
     pod = cluster.pod(namespace, "p")
-    cond = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"][0]
+    cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
     assert cond["message"] == message
     assert not pod["spec"].get("nodeName")
 
 
 def test_two_weighted_metrics_combine_as_a_weighted_mean(
-        cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str) -> None:
+    cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str
+) -> None:
     cpu = metric + "_cpu"
     # latency (weight 3): node-1 best; cpu (weight 1): node-2 best.
     set_and_wait(cluster, metric, {"node-1": 0.1, "node-2": 0.2, "node-3": 0.5, "node-4": 0.5})
@@ -82,13 +99,20 @@ def test_two_weighted_metrics_combine_as_a_weighted_mean(
     for weights, winner in (((3, 1), "node-2"), ((9, 1), "node-1")):
         name = f"w{weights[0]}"
         ns_pod = f"pod-{weights[0]}"
-        apply_policy(cluster, namespace, name, {
-            "podSelector": {"matchLabels": {"policy": name}},
-            "metrics": [
-                prom_metric(metric, label="instance") | {"name": "latency", "weight": weights[0]},
-                prom_metric(cpu, label="instance") | {"name": "cpu", "weight": weights[1]},
-            ],
-            "burstPenalty": 0})
+        apply_policy(
+            cluster,
+            namespace,
+            name,
+            {
+                "podSelector": {"matchLabels": {"policy": name}},
+                "metrics": [
+                    prom_metric(metric, label="instance")
+                    | {"name": "latency", "weight": weights[0]},
+                    prom_metric(cpu, label="instance") | {"name": "cpu", "weight": weights[1]},
+                ],
+                "burstPenalty": 0,
+            },
+        )
         wait_policy_refreshed(cluster, namespace, name)
         cluster.create_pod(namespace, ns_pod, labels={"policy": name})
         assert wait_bound(cluster, namespace, ns_pod) == winner, weights
@@ -98,10 +122,10 @@ def test_two_weighted_metrics_combine_as_a_weighted_mean(
 
 
 def test_scheduled_event_names_scheduler_policy_and_scores(
-        cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str) -> None:
+    cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str
+) -> None:
     set_and_wait(cluster, metric, LATENCY)
-    apply_policy(cluster, namespace, "lat", {"metrics": [prom_metric(metric)],
-                                              "burstPenalty": 0})
+    apply_policy(cluster, namespace, "lat", {"metrics": [prom_metric(metric)], "burstPenalty": 0})
     wait_policy_refreshed(cluster, namespace, "lat")
     cluster.create_pod(namespace, "p")
     wait_bound(cluster, namespace, "p")

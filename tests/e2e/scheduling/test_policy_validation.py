@@ -4,28 +4,57 @@ from __future__ import annotations
 
 from tests.e2e.conftest import Cluster, wait_for
 from tests.e2e.scheduling.conftest import (
-    OperatorProcess, api_error, apply_policy, condition, get_policy, prom_metric,
-    set_and_wait, wait_bound, wait_policy_refreshed,
+    OperatorProcess,
+    api_error,
+    apply_policy,
+    condition,
+    get_policy,
+    prom_metric,
+    set_and_wait,
+    wait_bound,
+    wait_policy_refreshed,
 )
 
 
 def test_invalid_promql_is_accepted_but_not_ready_while_other_policies_work(
-        cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str) -> None:
+    cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str
+) -> None:
     set_and_wait(cluster, metric, {"node-1": 0.4, "node-2": 0.1, "node-3": 0.3, "node-4": 0.4})
     bad = {"name": "broken", "prometheus": {"query": "sum(rate(oops[", "nodeLabel": "node"}}
-    apply_policy(cluster, namespace, "bad", {
-        "podSelector": {"matchLabels": {"app": "bad"}}, "metrics": [bad]})
-    apply_policy(cluster, namespace, "good", {
-        "podSelector": {"matchLabels": {"app": "good"}},
-        "metrics": [prom_metric(metric)], "burstPenalty": 0})
-    policy = wait_for("bad policy Ready=False", lambda: (p := get_policy(
-        cluster, namespace, "bad")) and condition(p, "Ready").get("status") == "False" and p)
+    apply_policy(
+        cluster,
+        namespace,
+        "bad",
+        {"podSelector": {"matchLabels": {"app": "bad"}}, "metrics": [bad]},
+    )
+    apply_policy(
+        cluster,
+        namespace,
+        "good",
+        {
+            "podSelector": {"matchLabels": {"app": "good"}},
+            "metrics": [prom_metric(metric)],
+            "burstPenalty": 0,
+        },
+    )
+    policy = wait_for(
+        "bad policy Ready=False",
+        lambda: (
+            (p := get_policy(cluster, namespace, "bad"))
+            and condition(p, "Ready").get("status") == "False"
+            and p
+        ),
+    )
     ready = condition(policy, "Ready")
     assert ready["reason"] == "BadQuery"
     assert "broken" in ready["message"]
     assert "parse error" in policy["status"]["metrics"][0]["lastError"]
-    wait_for("MetricQueryFailed event on the bad policy", lambda: [
-        e for e in cluster.events_for(namespace, "bad") if e["reason"] == "MetricQueryFailed"])
+    wait_for(
+        "MetricQueryFailed event on the bad policy",
+        lambda: [
+            e for e in cluster.events_for(namespace, "bad") if e["reason"] == "MetricQueryFailed"
+        ],
+    )
 
     wait_policy_refreshed(cluster, namespace, "good")
     assert condition(get_policy(cluster, namespace, "good"), "Ready")["status"] == "True"
@@ -34,21 +63,41 @@ def test_invalid_promql_is_accepted_but_not_ready_while_other_policies_work(
 
 
 def test_schema_invalid_policy_is_rejected_with_a_readable_message(
-        cluster: Cluster, crd: None, namespace: str) -> None:
+    cluster: Cluster, crd: None, namespace: str
+) -> None:
     cases = {
         "weight": ({"name": "a", "nodeAnnotation": "x/y", "weight": 0}, "weight"),
         "goal": ({"name": "a", "nodeAnnotation": "x/y", "goal": "Smallest"}, "goal"),
-        "two sources": ({"name": "a", "nodeAnnotation": "x/y",
-                         "prometheus": {"query": "up", "nodeLabel": "node"}}, "exactly one"),
-        "min above max": ({"name": "a", "nodeAnnotation": "x/y",
-                           "threshold": {"min": 5, "max": 1}}, "min"),
+        "two sources": (
+            {
+                "name": "a",
+                "nodeAnnotation": "x/y",
+                "prometheus": {"query": "up", "nodeLabel": "node"},
+            },
+            "exactly one",
+        ),
+        "min above max": (
+            {"name": "a", "nodeAnnotation": "x/y", "threshold": {"min": 5, "max": 1}},
+            "min",
+        ),
     }
     for case, (metric, needle) in cases.items():
         err = api_error(lambda m=metric: apply_policy(cluster, namespace, "bad", {"metrics": [m]}))
         assert err.status == 422, (case, err.status)
         assert needle in str(err.body), (case, err.body)
-    err = api_error(lambda: apply_policy(cluster, namespace, "dup", {"metrics": [
-        {"name": "a", "nodeAnnotation": "x/y"}, {"name": "a", "nodeAnnotation": "x/z"}]}))
+    err = api_error(
+        lambda: apply_policy(
+            cluster,
+            namespace,
+            "dup",
+            {
+                "metrics": [
+                    {"name": "a", "nodeAnnotation": "x/y"},
+                    {"name": "a", "nodeAnnotation": "x/z"},
+                ]
+            },
+        )
+    )
     assert err.status == 422 and "Duplicate value" in str(err.body), err.body
     err = api_error(lambda: apply_policy(cluster, namespace, "none", {"metrics": []}))
     assert err.status == 422 and "metrics" in str(err.body), err.body
