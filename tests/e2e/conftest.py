@@ -76,6 +76,7 @@ class Cluster:
         self.core = kubernetes.client.CoreV1Api(self.api_client)
         self.apps = kubernetes.client.AppsV1Api(self.api_client)
         self.custom = kubernetes.client.CustomObjectsApi(self.api_client)
+        self.coordination = kubernetes.client.CoordinationV1Api(self.api_client)
 
     # --- processes -----------------------------------------------------------------------
 

@@ -402,6 +402,8 @@ class Operator:
         return {
             "observedGeneration": record.generation,
             "conditions": conditions,
+            # The Metrics printer column reads this (JSONPath columns show one match only).
+            "metricNames": policy.metric_names(pol) if pol is not None else "",
             "metrics": metrics_status,
             "scheduledPods": counters.scheduled,
             "fallbackPods": counters.fallback,
