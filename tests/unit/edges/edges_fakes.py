@@ -19,6 +19,7 @@ from typing import Any
 
 import kubernetes.client
 import pytest
+
 from metricsched.core import model
 from metricsched.edges import observe, prometheus
 

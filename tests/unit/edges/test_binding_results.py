@@ -5,6 +5,7 @@ from __future__ import annotations
 import edges_fakes as fakes
 import kubernetes.client
 import pytest
+
 from metricsched.edges import binder, observe
 
 Kind = binder.BindOutcome

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+
 from metricsched.core import model
 from metricsched.edges import logs
 

@@ -10,6 +10,7 @@ import threading
 import edges_fakes as fakes
 import kubernetes.client
 import pytest
+
 from metricsched.edges import binder, observe
 
 POD = binder.ObjectRef.pod(namespace="shop", name="web-7d4", uid="uid-123")

@@ -9,6 +9,7 @@ import urllib.request
 
 import edges_fakes as fakes
 import pytest
+
 from metricsched.edges import observe
 
 Server = collections.abc.Iterator[observe.Closer]

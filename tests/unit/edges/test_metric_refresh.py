@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import edges_fakes as fakes
+
 from metricsched.core import model
 from metricsched.edges import observe, prometheus
 

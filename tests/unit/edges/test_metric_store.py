@@ -6,6 +6,7 @@ import threading
 import types
 
 import pytest
+
 from metricsched.core import model
 from metricsched.edges import prometheus
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import edges_fakes as fakes
 import kubernetes.client
+
 from metricsched.edges import binder, observe
 
 MESSAGE = "0/3 nodes are available: 3 Insufficient cpu."

@@ -7,6 +7,7 @@ import time
 
 import edges_fakes as fakes
 import pytest
+
 from metricsched.core import model
 from metricsched.edges import observe, prometheus
 

@@ -1,0 +1,575 @@
+"""Raw Kubernetes bodies (camelCase JSON dicts) to the cycle's typed views, and snapshots.
+
+``pod_from_body`` and ``node_from_body`` are the only places that read raw pod and node
+bodies; everything after them works on ``model`` dataclasses. They never raise on user
+input except ``ParseError``, whose message names the offending field, so the operator can
+turn it into an Event. Missing fields get the defaults the API server would apply.
+
+A pod's effective request follows kube-scheduler (``resource.PodRequests`` in
+k8s.io/component-helpers, used by NodeResourcesFit and by the scheduler cache):
+regular containers are summed; a sidecar (init container with ``restartPolicy: Always``)
+adds to that sum and stays running for later init containers; each regular init container
+needs its own request plus the sidecars started before it, and the pod needs the maximum
+of all that; pod-level ``spec.resources.requests`` replace the container total for cpu,
+memory and hugepages; ``spec.overhead`` is added last. Quantities are summed exactly and
+rounded up once per pod, as the scheduler does.
+
+Purely computational: no I/O, no clocks, no clients.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, Literal
+
+from metricsched.core import model, quantity
+
+LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
+VOLUME_TOPOLOGY: Final = "volume topology"
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+
+_CPU: Final = "cpu"
+_MEMORY: Final = "memory"
+_EPHEMERAL: Final = "ephemeral-storage"
+_PODS: Final = "pods"
+_HUGEPAGES_PREFIX: Final = "hugepages-"
+_ATTACHABLE_PREFIX: Final = "attachable-volumes-"
+_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+_BIND_ALL: Final = "0.0.0.0"
+
+_Requests = dict[str, int]  # resource name -> exact amount in nano-units
+
+
+class ParseError(ValueError):
+    """A raw body has a field the scheduler cannot read; ``field`` is its JSON path."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+# --- pods ------------------------------------------------------------------------------
+
+
+def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
+    """The typed view of a raw pod body; raises ``ParseError`` naming the bad field."""
+    if not isinstance(body, Mapping):
+        raise ParseError("<pod>", "must be an object")
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    status = _mapping(body, "status", "status")
+
+    containers = _containers(spec, "containers")
+    init_containers = _containers(spec, "initContainers")
+    node_name = _string(spec, "nodeName", "spec.nodeName")
+    phase = _string(status, "phase", "status.phase") or "Pending"
+
+    affinity = _mapping(spec, "affinity", "spec.affinity")
+    node_affinity = _mapping(affinity, "nodeAffinity", "spec.affinity.nodeAffinity")
+    required = _mapping(
+        node_affinity,
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+    )
+
+    return model.PodInfo(
+        namespace=_string(meta, "namespace", "metadata.namespace") or "default",
+        name=_string(meta, "name", "metadata.name"),
+        uid=_string(meta, "uid", "metadata.uid"),
+        labels=_string_map(meta, "labels", "metadata.labels"),
+        scheduler_name=_string(spec, "schedulerName", "spec.schedulerName") or DEFAULT_SCHEDULER,
+        node_name=node_name,
+        requests=_pod_requests(
+            spec,
+            status,
+            containers=containers,
+            init_containers=init_containers,
+            use_status=bool(node_name),
+        ),
+        host_ports=_host_ports(containers, init_containers),
+        node_selector=_string_map(spec, "nodeSelector", "spec.nodeSelector"),
+        required_node_affinity=_raw_list(
+            required,
+            "nodeSelectorTerms",
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms",
+        ),
+        tolerations=_tolerations(spec),
+        scheduling_gates=_scheduling_gates(spec),
+        topology_spread=_raw_list(
+            spec, "topologySpreadConstraints", "spec.topologySpreadConstraints"
+        ),
+        pod_affinity=_pod_affinity_terms(affinity, "podAffinity"),
+        pod_anti_affinity=_pod_affinity_terms(affinity, "podAntiAffinity"),
+        unsupported=_unsupported(spec),
+        creation_timestamp=_timestamp(meta, "creationTimestamp", "metadata.creationTimestamp"),
+        deleting=meta.get("deletionTimestamp") is not None,
+        phase=phase,
+    )
+
+
+def _pod_requests(
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    *,
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+    use_status: bool,
+) -> model.Resources:
+    specs = {path: _container_requests(c, path) for path, c in (*containers, *init_containers)}
+    total = _aggregate(containers, init_containers, lambda path, _c: specs[path])
+    if use_status:
+        # In-place resize: for a running pod the scheduler counts the largest of what the
+        # spec asks, what the kubelet allocated and what is actuated, so we never
+        # under-count a node that kube-scheduler would consider fuller.
+        statuses = _container_statuses(status)
+        allocated = _aggregate(
+            containers,
+            init_containers,
+            lambda path, c: _status_requests(statuses, c, actuated=False) or specs[path],
+        )
+        actuated = _aggregate(
+            containers,
+            init_containers,
+            lambda path, c: _status_requests(statuses, c, actuated=True) or specs[path],
+        )
+        _max_into(total, allocated)
+        _max_into(total, actuated)
+
+    _apply_pod_level(total, spec, containers_request=specs.values())
+    overhead = _quantity_map(spec, "overhead", "spec.overhead")
+    _add_into(total, overhead)
+    return _resources(total, pods=1)
+
+
+def _aggregate(
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+    requests_of: Callable[[str, Mapping[str, Any]], _Requests],
+) -> _Requests:
+    total: _Requests = {}
+    for path, container in containers:
+        _add_into(total, requests_of(path, container))
+    sidecars: _Requests = {}  # sidecars started so far keep running during later inits
+    init_peak: _Requests = {}
+    for path, container in init_containers:
+        requests = requests_of(path, container)
+        if _is_sidecar(container, path):
+            _add_into(total, requests)
+            _add_into(sidecars, requests)
+            _max_into(init_peak, sidecars)
+        else:
+            during = dict(requests)
+            _add_into(during, sidecars)
+            _max_into(init_peak, during)
+    _max_into(total, init_peak)
+    return total
+
+
+def _container_requests(container: Mapping[str, Any], path: str) -> _Requests:
+    resources = _mapping(container, "resources", f"{path}.resources")
+    requests = _quantity_map(resources, "requests", f"{path}.resources.requests")
+    limits = _quantity_map(resources, "limits", f"{path}.resources.limits")
+    # The API server defaults each missing request to its limit; raw bodies may predate that.
+    for name, amount in limits.items():
+        requests.setdefault(name, amount)
+    return requests
+
+
+def _apply_pod_level(
+    total: _Requests, spec: Mapping[str, Any], *, containers_request: Iterable[_Requests]
+) -> None:
+    resources = _mapping(spec, "resources", "spec.resources")
+    requests = _quantity_map(resources, "requests", "spec.resources.requests")
+    limits = _quantity_map(resources, "limits", "spec.resources.limits")
+    requested_by_containers: set[str] = set()
+    for container in containers_request:
+        requested_by_containers.update(container)
+    for name, amount in limits.items():
+        # API defaulting: a pod-level limit without a pod-level request becomes the
+        # request only when no container asks for that resource itself.
+        if name not in requests and name not in requested_by_containers:
+            requests[name] = amount
+    for name, amount in requests.items():
+        if name in (_CPU, _MEMORY) or name.startswith(_HUGEPAGES_PREFIX):
+            total[name] = amount
+
+
+def _container_statuses(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    found: dict[str, Mapping[str, Any]] = {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for index, item in enumerate(_list(status, key, f"status.{key}")):
+            if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+                found[item["name"]] = item
+            elif not isinstance(item, Mapping):
+                raise ParseError(f"status.{key}[{index}]", "must be an object")
+    return found
+
+
+def _status_requests(
+    statuses: Mapping[str, Mapping[str, Any]],
+    container: Mapping[str, Any],
+    *,
+    actuated: bool,
+) -> _Requests:
+    status = statuses.get(str(container.get("name", "")))
+    if status is None:
+        return {}
+    field = f"status.containerStatuses[{container.get('name')}]"
+    if actuated:
+        resources = _mapping(status, "resources", f"{field}.resources")
+        found = _quantity_map(resources, "requests", f"{field}.resources.requests")
+        if found:
+            return found
+    return _quantity_map(status, "allocatedResources", f"{field}.allocatedResources")
+
+
+def _is_sidecar(container: Mapping[str, Any], path: str) -> bool:
+    return _string(container, "restartPolicy", f"{path}.restartPolicy") == "Always"
+
+
+def _host_ports(
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+) -> tuple[model.HostPort, ...]:
+    # kube-scheduler (util.GetHostPorts) counts sidecars, which run for the pod's whole
+    # life, but not regular init containers, which are gone before the app starts.
+    running = [(p, c) for p, c in init_containers if _is_sidecar(c, p)] + list(containers)
+    ports: list[model.HostPort] = []
+    for path, container in running:
+        for index, port in enumerate(_list(container, "ports", f"{path}.ports")):
+            field = f"{path}.ports[{index}]"
+            if not isinstance(port, Mapping):
+                raise ParseError(field, "must be an object")
+            host_port = _integer(port, "hostPort", f"{field}.hostPort")
+            if host_port <= 0:
+                continue
+            ports.append(
+                model.HostPort(
+                    protocol=_string(port, "protocol", f"{field}.protocol") or "TCP",
+                    host_ip=_string(port, "hostIP", f"{field}.hostIP") or _BIND_ALL,
+                    port=host_port,
+                )
+            )
+    return tuple(ports)
+
+
+def _tolerations(spec: Mapping[str, Any]) -> tuple[model.Toleration, ...]:
+    found: list[model.Toleration] = []
+    for index, item in enumerate(_list(spec, "tolerations", "spec.tolerations")):
+        field = f"spec.tolerations[{index}]"
+        if not isinstance(item, Mapping):
+            raise ParseError(field, "must be an object")
+        operator = _string(item, "operator", f"{field}.operator") or "Equal"
+        op: Literal["Equal", "Exists"]
+        if operator == "Equal":
+            op = "Equal"
+        elif operator == "Exists":
+            op = "Exists"
+        else:
+            # Unknown operators (e.g. the alpha Gt/Lt) tolerate nothing, exactly like
+            # dropping them: v1.Toleration.ToleratesTaint returns false for them.
+            continue
+        found.append(
+            model.Toleration(
+                key=_string(item, "key", f"{field}.key"),
+                operator=op,
+                value=_string(item, "value", f"{field}.value"),
+                effect=_string(item, "effect", f"{field}.effect"),
+            )
+        )
+    return tuple(found)
+
+
+def _scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    gates: list[str] = []
+    for index, item in enumerate(_list(spec, "schedulingGates", "spec.schedulingGates")):
+        if not isinstance(item, Mapping):
+            raise ParseError(f"spec.schedulingGates[{index}]", "must be an object")
+        gates.append(_string(item, "name", f"spec.schedulingGates[{index}].name"))
+    return tuple(gates)
+
+
+def _pod_affinity_terms(affinity: Mapping[str, Any], kind: str) -> tuple[model.RawBody, ...]:
+    section = _mapping(affinity, kind, f"spec.affinity.{kind}")
+    return _raw_list(
+        section,
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution",
+    )
+
+
+def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    for index, volume in enumerate(_list(spec, "volumes", "spec.volumes")):
+        if not isinstance(volume, Mapping):
+            raise ParseError(f"spec.volumes[{index}]", "must be an object")
+        # Bound PVs and generic ephemeral volumes carry node affinity that only the
+        # VolumeBinding/VolumeZone plugins evaluate; DESIGN §3 leaves them out of scope.
+        if volume.get("persistentVolumeClaim") is not None or volume.get("ephemeral") is not None:
+            return (VOLUME_TOPOLOGY,)
+    return ()
+
+
+# --- nodes -----------------------------------------------------------------------------
+
+
+def node_from_body(body: Mapping[str, Any]) -> model.NodeInfo:
+    """The typed view of a raw node body; raises ``ParseError`` naming the bad field."""
+    if not isinstance(body, Mapping):
+        raise ParseError("<node>", "must be an object")
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    status = _mapping(body, "status", "status")
+
+    annotations = _string_map(meta, "annotations", "metadata.annotations")
+    if LAST_APPLIED in annotations:
+        # It can be as big as the node itself and nothing in the cycle reads it.
+        annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+
+    taints: list[model.Taint] = []
+    for index, item in enumerate(_list(spec, "taints", "spec.taints")):
+        field = f"spec.taints[{index}]"
+        if not isinstance(item, Mapping):
+            raise ParseError(field, "must be an object")
+        taints.append(
+            model.Taint(
+                key=_string(item, "key", f"{field}.key"),
+                value=_string(item, "value", f"{field}.value"),
+                effect=_string(item, "effect", f"{field}.effect"),
+            )
+        )
+
+    addresses: list[str] = []
+    for index, item in enumerate(_list(status, "addresses", "status.addresses")):
+        if not isinstance(item, Mapping):
+            raise ParseError(f"status.addresses[{index}]", "must be an object")
+        address = _string(item, "address", f"status.addresses[{index}].address")
+        if address:
+            addresses.append(address)
+
+    unschedulable = spec.get("unschedulable", False)
+    if not isinstance(unschedulable, bool):
+        raise ParseError("spec.unschedulable", "must be a boolean")
+
+    allocatable = _quantity_map(status, "allocatable", "status.allocatable")
+    return model.NodeInfo(
+        name=model.NodeName(_string(meta, "name", "metadata.name")),
+        labels=_string_map(meta, "labels", "metadata.labels"),
+        annotations=annotations,
+        taints=tuple(taints),
+        unschedulable=unschedulable,
+        # A node without allocatable pods admits none, as in kube-scheduler.
+        allocatable=_resources(allocatable, pods=quantity.nano_to_int(allocatable.get(_PODS, 0))),
+        addresses=tuple(addresses),
+    )
+
+
+# --- snapshots -------------------------------------------------------------------------
+
+
+def snapshot_from(
+    nodes: Iterable[model.NodeInfo],
+    pods: Iterable[model.PodInfo],
+    recent_binds: Mapping[model.NodeName, Sequence[float]] | None = None,
+) -> model.ClusterSnapshot:
+    """A snapshot with every bound, non-terminated pod counted on its node.
+
+    Pods bound to nodes that are not listed are ignored (the node is gone or not yet
+    seen); pods in phase Succeeded or Failed free their resources, as in the scheduler's
+    informer. Deleting pods still count: their containers may still run.
+    """
+    binds = recent_binds or {}
+    node_list = list(nodes)
+    placed: dict[model.NodeName, list[model.PodInfo]] = {n.name: [] for n in node_list}
+    for pod in pods:
+        if not pod.node_name or pod.phase in _TERMINAL_PHASES:
+            continue
+        bucket = placed.get(model.NodeName(pod.node_name))
+        if bucket is not None:
+            bucket.append(pod)
+    states: dict[model.NodeName, model.NodeState] = {}
+    for node in node_list:
+        on_node = placed[node.name]
+        states[node.name] = model.NodeState(
+            node=node,
+            requested=sum_resources(p.requests for p in on_node),
+            used_ports=frozenset(port for p in on_node for port in p.host_ports),
+            pods=tuple(on_node),
+            recent_binds=tuple(binds.get(node.name, ())),
+        )
+    return model.ClusterSnapshot(nodes=states)
+
+
+def add_pod(state: model.NodeState, pod: model.PodInfo) -> model.NodeState:
+    """``state`` with ``pod`` placed on it (the assume cache's view after a bind)."""
+    return dataclasses.replace(
+        state,
+        requested=sum_resources((state.requested, pod.requests)),
+        used_ports=state.used_ports | frozenset(pod.host_ports),
+        pods=(*state.pods, pod),
+    )
+
+
+def sum_resources(items: Iterable[model.Resources]) -> model.Resources:
+    """The component-wise sum of resource amounts (scalar resources merged by name)."""
+    milli_cpu = memory = ephemeral = pods = 0
+    scalar: dict[str, int] = {}
+    for item in items:
+        milli_cpu += item.milli_cpu
+        memory += item.memory
+        ephemeral += item.ephemeral_storage
+        pods += item.pods
+        for name, amount in item.scalar.items():
+            scalar[name] = scalar.get(name, 0) + amount
+    return model.Resources(
+        milli_cpu=milli_cpu,
+        memory=memory,
+        ephemeral_storage=ephemeral,
+        pods=pods,
+        scalar=scalar,
+    )
+
+
+def is_scalar_resource(name: str) -> bool:
+    """Whether kube-scheduler tracks ``name`` as a scalar (extended, hugepages, ...)."""
+    # schedutil.IsScalarResourceName: extended ("example.com/gpu"), prefixed native
+    # ("kubernetes.io/..."), hugepages-* and attachable-volumes-*. Names without a
+    # domain other than those (and cpu/memory/ephemeral-storage/pods) are ignored.
+    if name.startswith((_HUGEPAGES_PREFIX, _ATTACHABLE_PREFIX)):
+        return True
+    return "/" in name and not name.startswith("requests.")
+
+
+# --- small readers that turn type mismatches into ParseError ---------------------------
+
+
+def _resources(amounts: Mapping[str, int], *, pods: int) -> model.Resources:
+    scalar = {
+        name: quantity.nano_to_int(amount)
+        for name, amount in amounts.items()
+        if amount and is_scalar_resource(name)
+    }
+    return model.Resources(
+        milli_cpu=quantity.nano_to_milli(amounts.get(_CPU, 0)),
+        memory=quantity.nano_to_int(amounts.get(_MEMORY, 0)),
+        ephemeral_storage=quantity.nano_to_int(amounts.get(_EPHEMERAL, 0)),
+        pods=pods,
+        scalar=scalar,
+    )
+
+
+def _add_into(total: _Requests, more: Mapping[str, int]) -> None:
+    for name, amount in more.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def _max_into(total: _Requests, other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        total[name] = max(total.get(name, 0), amount)
+
+
+def _quantity_map(parent: Mapping[str, Any], key: str, field: str) -> _Requests:
+    raw = _mapping(parent, key, field)
+    found: _Requests = {}
+    for name, value in raw.items():
+        if not isinstance(name, str):
+            raise ParseError(field, "resource names must be strings")
+        try:
+            nanos = quantity.parse_nano(value)
+        except quantity.QuantityError as error:
+            raise ParseError(f"{field}.{name}", str(error)) from None
+        if nanos < 0:
+            raise ParseError(f"{field}.{name}", f"{value!r} must not be negative")
+        found[name] = nanos
+    return found
+
+
+def _containers(spec: Mapping[str, Any], key: str) -> list[tuple[str, Mapping[str, Any]]]:
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    for index, item in enumerate(_list(spec, key, f"spec.{key}")):
+        path = f"spec.{key}[{index}]"
+        if not isinstance(item, Mapping):
+            raise ParseError(path, "must be an object")
+        found.append((path, item))
+    return found
+
+
+def _mapping(parent: Mapping[str, Any], key: str, field: str) -> Mapping[str, Any]:
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ParseError(field, "must be an object")
+    return value
+
+
+def _list(parent: Mapping[str, Any], key: str, field: str) -> Sequence[Any]:
+    value = parent.get(key)
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ParseError(field, "must be a list")
+    return value
+
+
+def _string(parent: Mapping[str, Any], key: str, field: str) -> str:
+    value = parent.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ParseError(field, "must be a string")
+    return value
+
+
+def _integer(parent: Mapping[str, Any], key: str, field: str) -> int:
+    value = parent.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParseError(field, "must be an integer")
+    return value
+
+
+def _string_map(parent: Mapping[str, Any], key: str, field: str) -> dict[str, str]:
+    raw = _mapping(parent, key, field)
+    found: dict[str, str] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise ParseError(field, "must map strings to strings")
+        found[name] = value
+    return found
+
+
+def _raw_list(parent: Mapping[str, Any], key: str, field: str) -> tuple[model.RawBody, ...]:
+    items: list[model.RawBody] = []
+    for index, item in enumerate(_list(parent, key, field)):
+        if not isinstance(item, Mapping):
+            raise ParseError(f"{field}[{index}]", "must be an object")
+        # A plain deep copy: kopf hands out live views of its bodies.
+        items.append(_plain(item))
+    return tuple(items)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _timestamp(parent: Mapping[str, Any], key: str, field: str) -> float:
+    text = _string(parent, key, field)
+    if not text:
+        return 0.0
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ParseError(field, f"{text!r} is not an RFC 3339 time") from None
+    if moment.tzinfo is None:
+        # metav1.Time is always UTC on the wire; a zone-less value is read as UTC too.
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()

@@ -1,0 +1,577 @@
+"""SchedulingPolicy: parsing, defaults, validation, and the choice of a policy for a pod.
+
+``policy_from_body`` turns a raw SchedulingPolicy (camelCase, as the API or a YAML file
+gives it) into a ``model.Policy``. It applies the CRD's defaults itself, because bodies do
+not always pass through the API server's defaulting (files given to ``metricsched
+explain``, objects stored before a CRD upgrade, tests), and it reports what the schema
+cannot catch or what bypassed it as a ``PolicyError`` listing every problem found, each a
+sentence a person can act on. PromQL syntax is not checked here: Prometheus tells us.
+
+The defaults below are the same as ``crds/schedulingpolicy.yaml``'s; a unit test parses
+the CRD and compares the two.
+
+No I/O here: no clients, no clocks, no logging.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, TypeVar
+
+from metricsched.core import model
+
+# --- names and limits (the CRD's) ------------------------------------------------------
+
+POLICY_LABEL: Final = "metricsched.io/policy"
+"""A pod label naming the policy (in the pod's namespace) that governs the pod."""
+
+DEFAULT_POLICY_NAME: Final = "default"
+
+MIN_METRICS: Final = 1
+MAX_METRICS: Final = 10
+MIN_WEIGHT: Final = 1
+MAX_WEIGHT: Final = 100
+MIN_BURST_PENALTY: Final = 0
+MAX_BURST_PENALTY: Final = 100
+MAX_QUERY_LENGTH: Final = 4096
+MAX_METRIC_AGE_LIMIT_S: Final = 24 * 3600.0
+MAX_BURST_WINDOW_S: Final = 3600.0
+
+# --- defaults (the CRD's; compared with it by tests/unit/policy/test_parsing.py) -------
+
+DEFAULT_PRIORITY: Final = 0
+DEFAULT_NODE_LABEL: Final = "node"
+DEFAULT_WEIGHT: Final = 1
+DEFAULT_GOAL: Final = model.Goal.MINIMIZE
+DEFAULT_ON_MISSING: Final = model.OnMissing.NEUTRAL
+DEFAULT_MAX_METRIC_AGE: Final = "2m"
+DEFAULT_BURST_PENALTY: Final = 5
+DEFAULT_BURST_WINDOW: Final = "60s"
+DEFAULT_FALLBACK: Final = model.FallbackStrategy.LEAST_ALLOCATED
+
+DEFAULTS: Final[Mapping[str, object]] = {
+    "spec.podSelector": {},
+    "spec.priority": DEFAULT_PRIORITY,
+    "spec.metrics[].prometheus.nodeLabel": DEFAULT_NODE_LABEL,
+    "spec.metrics[].weight": DEFAULT_WEIGHT,
+    "spec.metrics[].goal": DEFAULT_GOAL.value,
+    "spec.metrics[].onMissing": DEFAULT_ON_MISSING.value,
+    "spec.maxMetricAge": DEFAULT_MAX_METRIC_AGE,
+    "spec.burstPenalty": DEFAULT_BURST_PENALTY,
+    "spec.burstWindow": DEFAULT_BURST_WINDOW,
+    "spec.fallback": {},
+    "spec.fallback.strategy": DEFAULT_FALLBACK.value,
+}
+"""Every default of the CRD's spec, by dotted path (``[]`` = each list item)."""
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_PROM_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_ANNOTATION_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+_DURATION = re.compile(r"([0-9]+(\.[0-9]+)?(ms|s|m|h))+")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_UNIT_SECONDS: Final[Mapping[str, float]] = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SELECTOR_OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+
+
+class PolicyError(ValueError):
+    """A SchedulingPolicy that cannot be used; ``problems`` says why, one sentence each."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        super().__init__("; ".join(self.problems))
+
+
+# --- durations -------------------------------------------------------------------------
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go-style duration limited to ms, s, m, h: ``"1m30s"`` → 90.0.
+
+    Raises ``ValueError`` for anything else (signs, spaces, ``ns``/``us``, empty).
+    """
+    if not _DURATION.fullmatch(text):
+        raise ValueError(f"not a duration: {text!r}")
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text))
+
+
+# --- parsing ---------------------------------------------------------------------------
+
+
+class _Problems:
+    """Collects problems while parsing goes on, so one error lists them all."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(f"{path}: {message}")
+
+
+def _integer(
+    raw: object,
+    *,
+    path: str,
+    problems: _Problems,
+    low: int | None = None,
+    high: int | None = None,
+) -> int | None:
+    value: int | None = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    elif isinstance(raw, float) and math.isfinite(raw) and raw.is_integer():
+        value = int(raw)
+    if value is None or (low is not None and value < low) or (high is not None and value > high):
+        if low is not None and high is not None:
+            wanted = f"an integer from {low} to {high}"
+        else:
+            wanted = "an integer"
+        problems.add(path, f"must be {wanted}, got {raw!r}")
+        return None
+    return value
+
+
+def _number(raw: object, *, path: str, problems: _Problems) -> float | None:
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        value = float(raw)
+        if math.isfinite(value):
+            return value
+    problems.add(path, f"must be a finite number, got {raw!r}")
+    return None
+
+
+def _enum(raw: object, *, kind: type[_E], path: str, problems: _Problems) -> _E | None:
+    for member in kind:
+        if raw == member.value:
+            return member
+    allowed = ", ".join(member.value for member in kind)
+    problems.add(path, f"must be one of {allowed}, got {raw!r}")
+    return None
+
+
+def _duration(
+    raw: object, *, path: str, problems: _Problems, low_exclusive: bool, high: float
+) -> float | None:
+    try:
+        if not isinstance(raw, str):
+            raise ValueError(raw)
+        seconds = parse_duration(raw)
+    except ValueError:
+        problems.add(path, f"must be a duration such as 2m, 60s or 1m30s, got {raw!r}")
+        return None
+    if (low_exclusive and seconds <= 0) or seconds > high:
+        floor = "more than 0s" if low_exclusive else "at least 0s"
+        problems.add(path, f"must be {floor} and at most {_format_seconds(high)}, got {raw!r}")
+        return None
+    return seconds
+
+
+def _format_seconds(seconds: float) -> str:
+    if seconds % 3600 == 0:
+        return f"{int(seconds // 3600)}h"
+    if seconds % 60 == 0:
+        return f"{int(seconds // 60)}m"
+    return f"{seconds:g}s"
+
+
+def _mapping(raw: object, *, path: str, problems: _Problems) -> Mapping[str, Any] | None:
+    if isinstance(raw, Mapping):
+        return raw
+    problems.add(path, f"must be an object, got {raw!r}")
+    return None
+
+
+def _label_selector(raw: object, *, path: str, problems: _Problems) -> model.LabelSelector:
+    selector = _mapping(raw, path=path, problems=problems) or {}
+    labels: dict[str, str] = {}
+    raw_labels = selector.get("matchLabels") or {}
+    if isinstance(raw_labels, Mapping):
+        for key, value in raw_labels.items():
+            if isinstance(key, str) and isinstance(value, str):
+                labels[key] = value
+            else:
+                problems.add(f"{path}.matchLabels", f"{key!r}: keys and values must be strings")
+    else:
+        problems.add(f"{path}.matchLabels", f"must be an object, got {raw_labels!r}")
+
+    expressions: list[tuple[str, str, tuple[str, ...]]] = []
+    raw_expressions = selector.get("matchExpressions") or []
+    if not isinstance(raw_expressions, list):
+        problems.add(f"{path}.matchExpressions", f"must be a list, got {raw_expressions!r}")
+        raw_expressions = []
+    for index, raw_expression in enumerate(raw_expressions):
+        where = f"{path}.matchExpressions[{index}]"
+        expression = _mapping(raw_expression, path=where, problems=problems)
+        if expression is None:
+            continue
+        key, operator, values = (
+            expression.get("key"),
+            expression.get("operator"),
+            expression.get("values") or [],
+        )
+        if not isinstance(key, str) or not key:
+            problems.add(f"{where}.key", "must be a non-empty string")
+            continue
+        if operator not in _SELECTOR_OPERATORS:
+            allowed = ", ".join(sorted(_SELECTOR_OPERATORS))
+            problems.add(f"{where}.operator", f"must be one of {allowed}, got {operator!r}")
+            continue
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            problems.add(f"{where}.values", "must be a list of strings")
+            continue
+        if operator in ("In", "NotIn") and not values:
+            problems.add(f"{where}.values", f"operator {operator} needs at least one value")
+            continue
+        if operator in ("Exists", "DoesNotExist") and values:
+            problems.add(f"{where}.values", f"operator {operator} takes no values")
+            continue
+        expressions.append((key, str(operator), tuple(values)))
+    return model.LabelSelector(match_labels=labels, match_expressions=tuple(expressions))
+
+
+def _source(
+    metric: Mapping[str, Any], *, path: str, problems: _Problems
+) -> model.PrometheusSource | model.AnnotationSource | None:
+    has_prometheus = metric.get("prometheus") is not None
+    has_annotation = metric.get("nodeAnnotation") is not None
+    if has_prometheus == has_annotation:
+        detail = "not both" if has_prometheus else "it has neither"
+        problems.add(path, f"needs exactly one source, prometheus or nodeAnnotation ({detail})")
+        return None
+    if has_annotation:
+        annotation = metric["nodeAnnotation"]
+        if (
+            not isinstance(annotation, str)
+            or not _ANNOTATION_KEY.fullmatch(annotation)
+            or len(annotation.rpartition("/")[0]) > 253
+        ):
+            problems.add(
+                f"{path}.nodeAnnotation",
+                f"must be an annotation key such as example.com/hourly-price, got {annotation!r}",
+            )
+            return None
+        return model.AnnotationSource(annotation=annotation)
+    prometheus = _mapping(metric["prometheus"], path=f"{path}.prometheus", problems=problems)
+    if prometheus is None:
+        return None
+    query = prometheus.get("query")
+    node_label = prometheus.get("nodeLabel", DEFAULT_NODE_LABEL)
+    ok = True
+    if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY_LENGTH:
+        problems.add(
+            f"{path}.prometheus.query",
+            f"must be a PromQL query of 1 to {MAX_QUERY_LENGTH} characters",
+        )
+        ok = False
+    if not isinstance(node_label, str) or not _PROM_LABEL.fullmatch(node_label):
+        problems.add(
+            f"{path}.prometheus.nodeLabel",
+            f"must be a Prometheus label name such as node or instance, got {node_label!r}",
+        )
+        ok = False
+    if not ok:
+        return None
+    return model.PrometheusSource(query=str(query), node_label=str(node_label))
+
+
+def _threshold(
+    raw: object, *, path: str, problems: _Problems
+) -> tuple[float | None, float | None] | None:
+    threshold = _mapping(raw, path=path, problems=problems)
+    if threshold is None:
+        return None
+    low = threshold.get("min")
+    high = threshold.get("max")
+    if low is None and high is None:
+        problems.add(path, "a threshold needs min, max or both")
+        return None
+    low_value = None if low is None else _number(low, path=f"{path}.min", problems=problems)
+    high_value = None if high is None else _number(high, path=f"{path}.max", problems=problems)
+    if (low is not None and low_value is None) or (high is not None and high_value is None):
+        return None
+    if low_value is not None and high_value is not None and low_value > high_value:
+        problems.add(path, f"min ({low_value:g}) must not be greater than max ({high_value:g})")
+        return None
+    return low_value, high_value
+
+
+def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec | None:
+    metric = _mapping(raw, path=path, problems=problems)
+    if metric is None:
+        return None
+    before = len(problems.items)
+    name = metric.get("name")
+    if not isinstance(name, str) or len(name) > 63 or not _DNS_LABEL.fullmatch(name):
+        problems.add(
+            f"{path}.name",
+            f"must be a DNS label (lowercase letters, digits and '-', at most 63), got {name!r}",
+        )
+    source = _source(metric, path=path, problems=problems)
+    weight = _integer(
+        metric.get("weight", DEFAULT_WEIGHT),
+        path=f"{path}.weight",
+        problems=problems,
+        low=MIN_WEIGHT,
+        high=MAX_WEIGHT,
+    )
+    goal = _enum(
+        metric.get("goal", DEFAULT_GOAL), kind=model.Goal, path=f"{path}.goal", problems=problems
+    )
+    on_missing = _enum(
+        metric.get("onMissing", DEFAULT_ON_MISSING),
+        kind=model.OnMissing,
+        path=f"{path}.onMissing",
+        problems=problems,
+    )
+    threshold: tuple[float | None, float | None] | None = (None, None)
+    if metric.get("threshold") is not None:
+        threshold = _threshold(metric["threshold"], path=f"{path}.threshold", problems=problems)
+    if len(problems.items) > before:
+        return None
+    assert isinstance(name, str) and source is not None and weight is not None
+    assert goal is not None and on_missing is not None and threshold is not None
+    return model.MetricSpec(
+        name=name,
+        source=source,
+        weight=weight,
+        goal=goal,
+        threshold_min=threshold[0],
+        threshold_max=threshold[1],
+        on_missing=on_missing,
+    )
+
+
+def _metrics(raw: object, *, problems: _Problems) -> tuple[model.MetricSpec, ...]:
+    if not isinstance(raw, list) or not MIN_METRICS <= len(raw) <= MAX_METRICS:
+        count = f"{len(raw)} metrics" if isinstance(raw, list) else repr(raw)
+        problems.add(
+            "spec.metrics", f"must list {MIN_METRICS} to {MAX_METRICS} metrics, got {count}"
+        )
+        if not isinstance(raw, list):
+            return ()
+    metrics: list[model.MetricSpec] = []
+    seen: dict[str, int] = {}
+    for index, raw_metric in enumerate(raw):
+        name = raw_metric.get("name") if isinstance(raw_metric, Mapping) else None
+        if isinstance(name, str) and name in seen:
+            problems.add(
+                f"spec.metrics[{index}]",
+                f"metric name {name!r} is already used by spec.metrics[{seen[name]}]; "
+                "metric names must be unique",
+            )
+            continue
+        if isinstance(name, str):
+            seen[name] = index
+        metric = _metric(raw_metric, path=f"spec.metrics[{index}]", problems=problems)
+        if metric is not None:
+            metrics.append(metric)
+    return tuple(metrics)
+
+
+def _timestamp(raw: object, *, problems: _Problems) -> float:
+    if raw is None or raw == "":
+        return 0.0
+    if isinstance(raw, datetime.datetime):  # YAML loaders turn timestamps into datetimes
+        moment = raw
+    else:
+        try:
+            moment = datetime.datetime.fromisoformat(str(raw))
+        except ValueError:
+            problems.add("metadata.creationTimestamp", f"must be RFC 3339, got {raw!r}")
+            return 0.0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def policy_from_body(body: model.RawBody) -> model.Policy:
+    """Convert a raw SchedulingPolicy into a ``model.Policy``, applying the CRD's defaults.
+
+    A missing ``metadata.namespace`` means ``default``, as with ``kubectl apply``.
+    Raises ``PolicyError`` listing every problem found.
+    """
+    problems = _Problems()
+    metadata = _mapping(body.get("metadata", {}), path="metadata", problems=problems) or {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        problems.add("metadata.name", "missing")
+        name = ""
+    namespace = metadata.get("namespace") or "default"
+    if not isinstance(namespace, str):
+        problems.add("metadata.namespace", f"must be a string, got {namespace!r}")
+        namespace = ""
+    generation = _integer(
+        metadata.get("generation", 0), path="metadata.generation", problems=problems, low=0
+    )
+    created = _timestamp(metadata.get("creationTimestamp"), problems=problems)
+
+    spec = _mapping(body.get("spec"), path="spec", problems=problems)
+    if spec is None:
+        raise PolicyError(problems.items)
+
+    selector = _label_selector(
+        spec.get("podSelector", {}) or {}, path="spec.podSelector", problems=problems
+    )
+    priority = _integer(
+        spec.get("priority", DEFAULT_PRIORITY),
+        path="spec.priority",
+        problems=problems,
+        low=-(2**31),
+        high=2**31 - 1,
+    )
+    metrics = _metrics(spec.get("metrics"), problems=problems)
+    max_age = _duration(
+        spec.get("maxMetricAge", DEFAULT_MAX_METRIC_AGE),
+        path="spec.maxMetricAge",
+        problems=problems,
+        low_exclusive=True,
+        high=MAX_METRIC_AGE_LIMIT_S,
+    )
+    burst_penalty = _integer(
+        spec.get("burstPenalty", DEFAULT_BURST_PENALTY),
+        path="spec.burstPenalty",
+        problems=problems,
+        low=MIN_BURST_PENALTY,
+        high=MAX_BURST_PENALTY,
+    )
+    burst_window = _duration(
+        spec.get("burstWindow", DEFAULT_BURST_WINDOW),
+        path="spec.burstWindow",
+        problems=problems,
+        low_exclusive=False,
+        high=MAX_BURST_WINDOW_S,
+    )
+    fallback_spec = _mapping(spec.get("fallback") or {}, path="spec.fallback", problems=problems)
+    fallback = _enum(
+        (fallback_spec or {}).get("strategy", DEFAULT_FALLBACK),
+        kind=model.FallbackStrategy,
+        path="spec.fallback.strategy",
+        problems=problems,
+    )
+
+    if problems.items:
+        raise PolicyError(problems.items)
+    assert generation is not None and priority is not None and max_age is not None
+    assert burst_penalty is not None and burst_window is not None
+    assert fallback is not None
+    return model.Policy(
+        namespace=namespace,
+        name=name,
+        generation=generation,
+        creation_timestamp=created,
+        priority=priority,
+        pod_selector=selector,
+        metrics=metrics,
+        max_metric_age_s=max_age,
+        burst_penalty=float(burst_penalty),
+        burst_window_s=burst_window,
+        fallback=fallback,
+    )
+
+
+def default_policy(strategy: model.FallbackStrategy) -> model.Policy:
+    """The operator's policy for pods no SchedulingPolicy governs: no metrics, ``strategy``."""
+    return model.Policy(
+        namespace="",
+        name=DEFAULT_POLICY_NAME,
+        generation=0,
+        creation_timestamp=0.0,
+        priority=DEFAULT_PRIORITY,
+        pod_selector=model.LabelSelector(match_labels={}, match_expressions=()),
+        metrics=(),
+        max_metric_age_s=parse_duration(DEFAULT_MAX_METRIC_AGE),
+        burst_penalty=0.0,  # nothing to penalise: the strategy decides
+        burst_window_s=parse_duration(DEFAULT_BURST_WINDOW),  # recent binds still break ties
+        fallback=strategy,
+    )
+
+
+def is_default(policy: model.Policy) -> bool:
+    """Whether ``policy`` is the operator's default policy (not a SchedulingPolicy object)."""
+    return policy.namespace == "" and policy.name == DEFAULT_POLICY_NAME
+
+
+def metric_names(policy: model.Policy) -> str:
+    """The policy's metric names, comma-separated: ``status.metricNames`` (kubectl's column)."""
+    return ",".join(metric.name for metric in policy.metrics)
+
+
+# --- selection -------------------------------------------------------------------------
+
+
+def selector_matches(selector: model.LabelSelector, labels: Mapping[str, str]) -> bool:
+    """Whether ``labels`` satisfy ``selector``, as metav1.LabelSelector does; {} matches all."""
+    for key, value in selector.match_labels.items():
+        if labels.get(key) != value:
+            return False
+    for key, operator, values in selector.match_expressions:
+        present = key in labels
+        if operator == "In":
+            matched = present and labels[key] in values
+        elif operator == "NotIn":
+            matched = not present or labels[key] not in values
+        elif operator == "Exists":
+            matched = present
+        elif operator == "DoesNotExist":
+            matched = not present
+        else:  # unknown operators select nothing, as in Kubernetes
+            matched = False
+        if not matched:
+            return False
+    return True
+
+
+class ChoiceReason(enum.StrEnum):
+    """Why a policy was (not) chosen for a pod."""
+
+    PINNED = "Pinned"  # the pod's metricsched.io/policy label names it
+    SELECTED = "Selected"  # its podSelector matches the pod and it has the highest priority
+    PINNED_MISSING = "PinnedMissing"  # the label names a policy that does not exist
+    NO_MATCH = "NoMatch"  # no policy of the pod's namespace selects the pod
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PolicyChoice:
+    """The policy governing a pod, or why there is none."""
+
+    policy: model.Policy | None  # None for PINNED_MISSING and NO_MATCH
+    reason: ChoiceReason
+    pinned: model.PolicyKey | None = None  # the policy the pod's label names, if it does
+
+
+def _precedence(policy: model.Policy) -> tuple[int, float, str]:
+    return (-policy.priority, policy.creation_timestamp, policy.name)
+
+
+def select_policy(pod: model.PodInfo, policies: Sequence[model.Policy]) -> PolicyChoice:
+    """Choose the policy that governs ``pod`` among ``policies`` (of any namespace).
+
+    A pod label ``metricsched.io/policy: <name>`` pins the policy of that name in the pod's
+    namespace, whatever its selector says. Otherwise, among the namespace's policies whose
+    podSelector matches the pod, the highest priority wins; ties go to the oldest, then to
+    the first name.
+    """
+    pinned_name = pod.labels.get(POLICY_LABEL)
+    if pinned_name is not None:
+        key = model.PolicyKey(f"{pod.namespace}/{pinned_name}")
+        for policy in policies:
+            if policy.namespace == pod.namespace and policy.name == pinned_name:
+                return PolicyChoice(policy=policy, reason=ChoiceReason.PINNED, pinned=key)
+        return PolicyChoice(policy=None, reason=ChoiceReason.PINNED_MISSING, pinned=key)
+    candidates = [
+        policy
+        for policy in policies
+        if policy.namespace == pod.namespace and selector_matches(policy.pod_selector, pod.labels)
+    ]
+    if not candidates:
+        return PolicyChoice(policy=None, reason=ChoiceReason.NO_MATCH)
+    return PolicyChoice(policy=min(candidates, key=_precedence), reason=ChoiceReason.SELECTED)

@@ -1,0 +1,164 @@
+"""run_filters: every node, kube-scheduler's plugin order, first failing filter wins."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metricsched.core import filters, model
+
+GPU_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+
+
+def test_every_node_gets_a_verdict_and_feasible_ones_an_empty_tuple(pod, node, cluster):
+    snapshot = cluster(nodes=[node("n1"), node("n2", cpu="100m"), node("n3")])
+    assert filters.run_filters(pod(cpu="1"), snapshot) == {
+        "n1": (),
+        "n2": ("Insufficient cpu",),
+        "n3": (),
+    }
+
+
+def test_first_failing_filter_is_the_only_one_reported(pod, node, cluster):
+    # Tainted *and* too small: TaintToleration runs before NodeResourcesFit.
+    snapshot = cluster(nodes=[node("n1", cpu="100m", taints=[GPU_TAINT])])
+    assert filters.run_filters(pod(cpu="1"), snapshot)["n1"] == (
+        "node(s) had untolerated taint {dedicated: gpu}",
+    )
+
+
+def test_cordon_is_reported_before_taints(pod, node, cluster):
+    snapshot = cluster(nodes=[node("n1", unschedulable=True, taints=[GPU_TAINT])])
+    assert filters.run_filters(pod(), snapshot)["n1"] == ("node(s) were unschedulable",)
+
+
+def test_node_affinity_is_reported_before_ports_and_resources(pod, node, cluster):
+    holder = pod("holder", node_name="n1", host_ports=[{"containerPort": 80, "hostPort": 80}])
+    snapshot = cluster(nodes=[node("n1", cpu="100m")], pods=[holder])
+    picky = pod(
+        cpu="1", node_selector={"disk": "ssd"}, host_ports=[{"containerPort": 80, "hostPort": 80}]
+    )
+    assert filters.run_filters(picky, snapshot)["n1"] == (
+        "node(s) didn't match Pod's node affinity/selector",
+    )
+
+
+def test_ports_are_reported_before_resources(pod, node, cluster):
+    holder = pod("holder", node_name="n1", host_ports=[{"containerPort": 80, "hostPort": 80}])
+    snapshot = cluster(nodes=[node("n1", cpu="100m")], pods=[holder])
+    wanting = pod(cpu="1", host_ports=[{"containerPort": 80, "hostPort": 80}])
+    assert filters.run_filters(wanting, snapshot)["n1"] == (
+        "node(s) didn't have free ports for the requested pod ports",
+    )
+
+
+def test_resources_are_reported_before_spread_and_affinity(pod, node, cluster):
+    snapshot = cluster(nodes=[node("n1", cpu="100m")])
+    constrained = pod(
+        cpu="1",
+        labels={"app": "web"},
+        spread=[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
+        pod_affinity=[{"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}],
+    )
+    assert filters.run_filters(constrained, snapshot)["n1"] == ("Insufficient cpu",)
+
+
+def test_spread_is_reported_before_inter_pod_affinity(pod, node, cluster):
+    snapshot = cluster(nodes=[node("n1")])
+    constrained = pod(
+        spread=[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
+        pod_affinity=[{"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}],
+    )
+    assert filters.run_filters(constrained, snapshot)["n1"] == (
+        "node(s) didn't match pod topology spread constraints (missing required label)",
+    )
+
+
+def test_all_resource_shortfalls_of_a_node_are_kept(pod, node, cluster):
+    snapshot = cluster(nodes=[node("n1", cpu="100m", memory="100Mi")])
+    assert filters.run_filters(pod(cpu="1", memory="1Gi"), snapshot)["n1"] == (
+        "Insufficient cpu",
+        "Insufficient memory",
+    )
+
+
+def test_pod_needing_volume_topology_is_refused_everywhere_with_a_clear_reason(pod, node, cluster):
+    claiming = pod(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
+    reason = filters.pre_filter(claiming)
+    assert reason == (
+        "pod needs volume topology, which metricsched does not support; "
+        "use the default scheduler for it"
+    )
+    verdicts = filters.run_filters(claiming, cluster(nodes=[node("n1"), node("n2")]))
+    assert verdicts == {"n1": (reason,), "n2": (reason,)}
+
+
+def test_plain_pod_passes_the_pre_filter(pod):
+    assert filters.pre_filter(pod(cpu="1")) == ""
+
+
+def test_empty_cluster_gives_no_verdicts(pod, cluster):
+    assert filters.run_filters(pod(), cluster(nodes=[])) == {}
+
+
+CPUS = ["100m", "1", "4"]
+TAINTS = [(), (GPU_TAINT,), ({"key": "spot", "effect": "NoExecute"},)]
+ZONES = ["a", "b", None]
+
+
+@settings(max_examples=60)
+@given(
+    layout=st.lists(
+        st.tuples(
+            st.sampled_from(CPUS),
+            st.sampled_from(TAINTS),
+            st.sampled_from(ZONES),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    wanted_cpu=st.sampled_from(["0", "500m", "2"]),
+    tolerate=st.booleans(),
+    pick_zone=st.sampled_from(["", "a"]),
+)
+def test_run_filters_equals_the_first_failing_single_filter(
+    *, pod, node, cluster, layout, wanted_cpu, tolerate, pick_zone
+):
+    nodes = [
+        node(
+            f"n{index}",
+            cpu=cpu,
+            taints=list(taints),
+            labels={} if zone is None else {"zone": zone},
+            unschedulable=cordoned,
+        )
+        for index, (cpu, taints, zone, cordoned) in enumerate(layout)
+    ]
+    snapshot = cluster(nodes=nodes, pods=[pod("old", node_name="n0", cpu="100m")])
+    incoming = pod(
+        cpu=wanted_cpu,
+        tolerations=[{"operator": "Exists", "effect": "NoSchedule"}] if tolerate else [],
+        node_selector={"zone": pick_zone} if pick_zone else None,
+    )
+    verdicts = filters.run_filters(incoming, snapshot)
+    for name, state in snapshot.nodes.items():
+        expected: tuple[str, ...] = ()
+        for single in (
+            filters.node_unschedulable(incoming, state.node),
+            filters.taint_toleration(incoming, state.node),
+            filters.node_affinity(incoming, state.node),
+            filters.node_ports(incoming, state),
+        ):
+            if single:
+                expected = (single,)
+                break
+        else:
+            expected = filters.node_resources_fit(incoming, state)
+        assert verdicts[name] == expected
+    assert set(verdicts) == set(snapshot.nodes)
+
+
+def test_reasons_are_typed_per_node_name(pod, node, cluster):
+    verdicts = filters.run_filters(pod(), cluster(nodes=[node("n1")]))
+    assert verdicts[model.NodeName("n1")] == ()
