@@ -16,7 +16,6 @@ import datetime
 import functools
 import json
 import logging
-import math
 import signal
 import time
 from collections.abc import Iterator, Mapping
@@ -26,7 +25,7 @@ import kopf
 import kubernetes
 
 from metricsched.config import Config
-from metricsched.core import model, parse, policy
+from metricsched.core import model, parse, policy, scoring
 from metricsched.edges import binder, logs, observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
@@ -340,7 +339,8 @@ class Operator:
                     n = sum(
                         1
                         for node in self.cache.nodes()
-                        if _annotation_number(node.annotations.get(m.source.annotation))
+                        if scoring.annotation_value(node.annotations.get(m.source.annotation))
+                        is not None
                     )
                     metrics_status.append(
                         {
@@ -586,16 +586,6 @@ def _list_all(fetch: Any) -> Iterator[Mapping[str, Any]]:
         cont = (body.get("metadata") or {}).get("continue") or None
         if not cont:
             return
-
-
-def _annotation_number(raw: str | None) -> bool:
-    if raw is None:
-        return False
-    try:
-        value = float(raw)
-    except ValueError:
-        return False
-    return math.isfinite(value)
 
 
 def _first_error(metrics_status: list[dict[str, Any]]) -> str:
