@@ -6,6 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 NODES ?= 6
+IMG ?= metricsched:$(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' operator/metricsched/__init__.py)
 
 .PHONY: help
 help: ## List the targets
@@ -42,12 +43,24 @@ cluster-status: ## Show the local control plane's processes and ports
 
 .PHONY: lint
 lint: install ## ruff and mypy --strict
-	$(VENV)/bin/ruff check operator tests hack
-	$(VENV)/bin/ruff format --check operator tests
+	$(VENV)/bin/ruff check operator tests hack bench
+	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
 
+.PHONY: helm-lint
+helm-lint: install tools ## helm lint --strict, and helm template | kubeconform -strict per chart ci/*-values.yaml
+	@hack/helm-lint.sh
+
+.PHONY: docker-lint
+docker-lint: install ## hadolint the Dockerfile (the image cannot be built here: no container engine)
+	$(VENV)/bin/hadolint Dockerfile
+
+.PHONY: docker-build
+docker-build: ## Build the operator image (needs Docker): make docker-build IMG=<registry>/metricsched:0.1.0
+	docker build -t $(IMG) .
+
 .PHONY: unit
-unit: install ## Unit tests only (no cluster)
+unit: install tools ## Unit tests only (no cluster; the chart tests use the pinned helm and kubeconform)
 	$(VENV)/bin/pytest -m 'not e2e' $(PYTEST_ARGS)
 
 .PHONY: test
@@ -57,6 +70,18 @@ test: install deps tools ## All tests: unit and e2e (starts the local control pl
 .PHONY: e2e
 e2e: install deps tools ## End-to-end tests only; one test: make e2e PYTEST_ARGS='-k smoke'
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
+
+$(VENV)/.bench-installed: setup.cfg pyproject.toml | $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	@touch $@
+
+.PHONY: bench
+bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (100/1000/5000 nodes; ~1 h); writes bench/README.md
+	$(PY) -m bench run --plan full
+
+.PHONY: bench-smoke
+bench-smoke: install deps tools $(VENV)/.bench-installed ## Short benchmark (100 nodes, 300 pods, metricsched + null binder, < 3 min); fails only on harness errors
+	$(PY) -m bench run --plan smoke
 
 .PHONY: demo
 demo: install deps tools ## Bring up the cluster, run the operator, show pods following metrics

@@ -51,11 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(operator_mod.run(config))
         except KeyboardInterrupt:
             pass
-        except operator_mod.CrdMissingError as e:
+        except (operator_mod.CrdMissingError, operator_mod.KubeconfigError) as e:
             print(f"metricsched: {e}", file=sys.stderr)
             return 1
         return 0
-    return explain_pod(config, args.pod)
+    try:
+        return explain_pod(config, args.pod)
+    except (operator_mod.CrdMissingError, operator_mod.KubeconfigError) as e:
+        print(f"metricsched: {e}", file=sys.stderr)
+        return 1
 
 
 def explain_pod(config: config_mod.Config, target: str) -> int:

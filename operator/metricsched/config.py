@@ -147,6 +147,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "namespace, else default) [METRICSCHED_LEADER_ELECTION_NAMESPACE]",
     )
     a(
+        "--leader-election-id",
+        help="name of the Lease; replicas sharing it share one leader "
+        "(default: metricsched) [METRICSCHED_LEADER_ELECTION_ID]",
+    )
+    a(
         "--bind-concurrency",
         type=int,
         help="Binding requests in flight (default: 16) [METRICSCHED_BIND_CONCURRENCY]",
@@ -232,7 +237,7 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
             "LEADER_ELECTION_NAMESPACE",
             env.get("POD_NAMESPACE", "default"),
         ),
-        leader_election_id="metricsched",
+        leader_election_id=pick("leader_election_id", "LEADER_ELECTION_ID", "metricsched"),
         bind_concurrency=pick_int("bind_concurrency", "BIND_CONCURRENCY", 16, 1, 512),
         events_per_second=events_rate,
         events_burst=max(1, int(events_rate * 2)),

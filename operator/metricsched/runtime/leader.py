@@ -10,6 +10,7 @@ the process (kube-scheduler does the same) so the next leader starts from a fres
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import threading
@@ -40,6 +41,8 @@ def start(
     loop: asyncio.AbstractEventLoop,
     on_change: Callable[[bool], None],
 ) -> Elector:
+    # The client logs every successful renewal (every 2s) at INFO: keep its warnings only.
+    logging.getLogger("leaderelection").setLevel(logging.WARNING)
     # LeaseLock builds its API object from the default configuration.
     kubernetes.client.Configuration.set_default(api_client.configuration)
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"

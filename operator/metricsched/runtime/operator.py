@@ -102,6 +102,9 @@ class Operator:
         self.records: dict[model.PolicyKey, PolicyRecord] = {}
         self.refresh_now = asyncio.Event()
         self.stop = asyncio.Event()
+        # --namespace narrows which pods are scheduled and which policies apply; pods of all
+        # namespaces are still watched, because they all take capacity on the same nodes.
+        self._namespaces = frozenset(config.namespaces)
 
     # --- watch events (called by kopf handlers) ----------------------------------------
 
@@ -112,7 +115,9 @@ class Operator:
             self.cache.remove_pod(uid)
             self.queue.done(uid)
             return
-        ours = (body.get("spec") or {}).get("schedulerName") in self.config.scheduler_names
+        ours = (body.get("spec") or {}).get("schedulerName") in self.config.scheduler_names and (
+            not self._namespaces or meta.get("namespace") in self._namespaces
+        )
         try:
             pod = parse.pod_from_body(body)
         except parse.ParseError as e:
@@ -149,6 +154,8 @@ class Operator:
 
     def on_policy(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
+        if self._namespaces and meta.get("namespace") not in self._namespaces:
+            return
         key = model.PolicyKey(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
         if event_type == "DELETED":
             self.cache.remove_policy(key)
@@ -261,6 +268,13 @@ class Operator:
             health = record.health.setdefault(r.metric, MetricHealth())
             ok = r.error is None
             if not ok and health.ok is not False:
+                logger.warning(
+                    "metric %s of policy %s failed: %s: %s",
+                    r.metric,
+                    r.policy,
+                    r.error,
+                    r.error_message,
+                )
                 self.recorder.record(
                     self._policy_ref(r.policy),
                     event_type="Warning",
@@ -269,6 +283,7 @@ class Operator:
                     message=f"metric {r.metric}: {r.error}: {r.error_message}",
                 )
             elif ok and health.ok is False:
+                logger.info("metric %s of policy %s recovered", r.metric, r.policy)
                 self.recorder.record(
                     self._policy_ref(r.policy),
                     event_type="Normal",
@@ -494,13 +509,8 @@ class Operator:
             self.stop.set()
 
     async def _kopf(self, registry: kopf.OperatorRegistry) -> None:
-        namespaces = list(self.config.namespaces)
         await kopf.operator(
-            registry=registry,
-            clusterwide=not namespaces,
-            namespaces=namespaces,
-            standalone=True,
-            stop_flag=self.stop,
+            registry=registry, clusterwide=True, standalone=True, stop_flag=self.stop
         )
 
 
@@ -558,8 +568,20 @@ def connection_info(api_client: Any) -> kopf.ConnectionInfo:
     )
 
 
+class KubeconfigError(RuntimeError):
+    """No usable cluster credentials: said in one line, not a traceback."""
+
+
 def load_api_client(kubeconfig: str | None) -> Any:
     """The kubernetes ApiClient: in-cluster, else the kubeconfig (explicit or default)."""
+    try:
+        return _load_api_client(kubeconfig)
+    except (kubernetes.config.ConfigException, OSError, ValueError, TypeError) as e:
+        where = kubeconfig or "in-cluster config or ~/.kube/config"
+        raise KubeconfigError(f"cannot load cluster credentials from {where}: {e}") from e
+
+
+def _load_api_client(kubeconfig: str | None) -> Any:
     if kubeconfig:
         return kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=kubeconfig

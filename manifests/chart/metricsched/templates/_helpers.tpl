@@ -1,0 +1,84 @@
+{{/*
+Names and labels shared by every template. Names are cut to 63 characters (the DNS label
+limit) with any trailing dash removed.
+*/}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "metricsched.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name of the release's resources: fullnameOverride, else the release name if it
+already contains the chart name (helm install metricsched ... gives "metricsched", not
+"metricsched-metricsched"), else release-chart.
+*/}}
+{{- define "metricsched.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* chart-version, for the helm.sh/chart label. */}}
+{{- define "metricsched.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "metricsched.labels" -}}
+helm.sh/chart: {{ include "metricsched.chart" . }}
+{{ include "metricsched.selectorLabels" . }}
+app.kubernetes.io/version: {{ include "metricsched.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/component: scheduler
+app.kubernetes.io/part-of: metricsched
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Labels that select the operator's pods; never change them after a release exists. */}}
+{{- define "metricsched.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "metricsched.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The ServiceAccount the operator runs as. */}}
+{{- define "metricsched.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "metricsched.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The image tag: image.tag, else the chart's appVersion. */}}
+{{- define "metricsched.imageTag" -}}
+{{- default .Chart.AppVersion .Values.image.tag }}
+{{- end }}
+
+{{/* repository:tag of the operator image. */}}
+{{- define "metricsched.image" -}}
+{{- printf "%s:%s" .Values.image.repository (include "metricsched.imageTag" .) }}
+{{- end }}
+
+{{/* "true" when leader election runs: asked for, or more than one replica. */}}
+{{- define "metricsched.leaderElection" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/*
+Name of the leader-election Lease (METRICSCHED_LEADER_ELECTION_ID). One per release, so
+two releases in one namespace (say, two scheduler names) do not share a leader.
+*/}}
+{{- define "metricsched.leaseName" -}}
+{{- include "metricsched.fullname" . }}
+{{- end }}
+
+{{/* Where the Prometheus bearer token and CA bundle are mounted. */}}
+{{- define "metricsched.tokenDir" -}}/etc/metricsched/prometheus-token{{- end }}
+{{- define "metricsched.caDir" -}}/etc/metricsched/prometheus-ca{{- end }}
