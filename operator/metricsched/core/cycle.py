@@ -222,10 +222,10 @@ def schedule_one(
     SchedulingPolicy governs). ``rr_counter`` and ``seed`` drive the RoundRobin and Random
     fallback strategies; ``now`` is the time that decides freshness and recent binds.
 
-    Every node gets a verdict. With ``detail`` off, only the winner and the runner-up
-    carry their per-metric scores (all the event message needs): at thousands of nodes
-    the other scores cost more than the decision itself. ``metricsched explain`` keeps
-    it on.
+    Every node gets a verdict. With ``detail`` off (the operator's hot path), a pod that
+    is placed by its metrics carries the verdicts of the winner and the runner-up only
+    (all the event message and the log need): at thousands of nodes the others cost more
+    than the decision itself. ``metricsched explain`` keeps it on.
     """
     skip = _skip_reason(pod, scheduler_names)
     if skip is not None:
@@ -373,17 +373,28 @@ def schedule_one(
         )
         for slot in detailed
     }
-    for slot, index in enumerate(scored_indices):
-        verdicts[index] = model.NodeVerdict(
-            names[index],
+
+    def verdict(slot: int) -> model.NodeVerdict:
+        return model.NodeVerdict(
+            names[scored_indices[slot]],
             True,
             "",
             per_node_metrics.get(slot, ()),
             scored_bursts[slot],
             scores.totals[slot],
         )
-    winner = verdicts[scored_indices[top[0]]]
-    runner_up = verdicts[scored_indices[top[1]]] if len(top) > 1 else None
+
+    if detail:
+        for slot, index in enumerate(scored_indices):
+            verdicts[index] = verdict(slot)
+        final = finish()
+        winner = verdicts[scored_indices[top[0]]]
+        runner_up = verdicts[scored_indices[top[1]]] if len(top) > 1 else None
+    else:
+        # The hot path: the winner and the runner-up are all the event and the log need;
+        # one verdict per node would cost more than the decision at thousands of nodes.
+        final = tuple(verdict(slot) for slot in top)
+        winner, runner_up = final[0], (final[1] if len(final) > 1 else None)
     assert winner is not None
     return _decision(
         pod=pod,
@@ -397,7 +408,7 @@ def schedule_one(
             runner_up=runner_up,
             penalty=scores.penalties[top[0]],
         ),
-        verdicts=finish(),
+        verdicts=final,
     )
 
 

@@ -267,5 +267,7 @@ class Decision:
     outcome: Outcome
     node: NodeName | None
     fallback_reason: str  # "" unless fallback decided; says why
-    verdicts: tuple[NodeVerdict, ...]  # every node, in name order
+    # every node in name order; with schedule_one(detail=False) a pod placed by its
+    # metrics carries only the winner's and the runner-up's
+    verdicts: tuple[NodeVerdict, ...]
     message: str  # the event message (Scheduled or FailedScheduling), <= 1024 chars

@@ -57,6 +57,8 @@ def log_decision(
     duration_ms: float,
 ) -> None:
     """One INFO line for one decision: pod, policy, outcome, node, score, fallback, duration."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
     score = next(
         (
             v.score

@@ -197,13 +197,11 @@ class ClusterCache:
 
 
 def _build_state(node: _Node) -> model.NodeState:
-    state = model.NodeState(
+    pods = tuple(node.pods.values())
+    return model.NodeState(
         node=node.info,
-        requested=model.Resources(),
-        used_ports=frozenset(),
-        pods=(),
+        requested=parse.sum_resources(pod.requests for pod in pods),
+        used_ports=frozenset(port for pod in pods for port in pod.host_ports),
+        pods=pods,
         recent_binds=tuple(node.recent),
     )
-    for pod in node.pods.values():
-        state = parse.add_pod(state, pod)
-    return state

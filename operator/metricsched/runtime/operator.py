@@ -10,6 +10,7 @@ operator neither forgets a pending pod nor overcommits a node it has not heard o
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
@@ -123,7 +124,7 @@ class Operator:
         except parse.ParseError as e:
             if ours and not (body.get("spec") or {}).get("nodeName"):
                 # A pod we cannot read is reported, not dropped: it stays Pending with a reason.
-                self.recorder.record(
+                self._record(
                     binder.ObjectRef.pod(
                         namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=uid
                     ),
@@ -173,7 +174,7 @@ class Operator:
             message = "; ".join(e.problems)
             self.cache.reject_policy(key, message)
             if changed or not record.invalid:
-                self.recorder.record(
+                self._record(
                     self._policy_ref(key),
                     event_type="Warning",
                     reason="InvalidPolicy",
@@ -190,7 +191,19 @@ class Operator:
             record.health.clear()
             record.metrics.clear()
             self.refresh_now.set()  # new metrics: query them now, not at the next tick
-        self._write_status_soon()
+        if changed:
+            # Our own status PATCH comes back as an event too: only a spec change (or a
+            # new object) writes at once; counters follow at each refresh.
+            self._write_status_soon()
+
+    def _record(self, ref: binder.ObjectRef, **kwargs: Any) -> None:
+        """Post an event without blocking the event loop (the recorder's I/O is blocking)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread (the start-up sync): post directly
+            self.recorder.record(ref, **kwargs)
+            return
+        loop.run_in_executor(None, functools.partial(self.recorder.record, ref, **kwargs))
 
     # --- start-up ----------------------------------------------------------------------
 
@@ -275,7 +288,7 @@ class Operator:
                     r.error,
                     r.error_message,
                 )
-                self.recorder.record(
+                self._record(
                     self._policy_ref(r.policy),
                     event_type="Warning",
                     reason="MetricQueryFailed",
@@ -284,7 +297,7 @@ class Operator:
                 )
             elif ok and health.ok is False:
                 logger.info("metric %s of policy %s recovered", r.metric, r.policy)
-                self.recorder.record(
+                self._record(
                     self._policy_ref(r.policy),
                     event_type="Normal",
                     reason="MetricsRecovered",
@@ -295,7 +308,7 @@ class Operator:
 
     def _fallback_changed(self, key: model.PolicyKey, active: bool, reason: str) -> None:
         if active:
-            self.recorder.record(
+            self._record(
                 self._policy_ref(key),
                 event_type="Warning",
                 reason="FallbackActive",
@@ -458,6 +471,13 @@ class Operator:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop.set)
+        # Every API call runs in a thread; the default pool (cpu + 4 threads) would cap the
+        # Bindings in flight well below --bind-concurrency.
+        loop.set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.config.bind_concurrency + 8, thread_name_prefix="api"
+            )
+        )
         self.metrics.set_metric_age_source(lambda: self.store.ages(time.time()))
         self.recorder.start()
         try:
@@ -572,28 +592,34 @@ class KubeconfigError(RuntimeError):
     """No usable cluster credentials: said in one line, not a traceback."""
 
 
-def load_api_client(kubeconfig: str | None) -> Any:
+def load_api_client(kubeconfig: str | None, *, pool_size: int = 32) -> Any:
     """The kubernetes ApiClient: in-cluster, else the kubeconfig (explicit or default)."""
     try:
-        return _load_api_client(kubeconfig)
+        return _load_api_client(kubeconfig, pool_size=pool_size)
     except (kubernetes.config.ConfigException, OSError, ValueError, TypeError) as e:
         where = kubeconfig or "in-cluster config or ~/.kube/config"
         raise KubeconfigError(f"cannot load cluster credentials from {where}: {e}") from e
 
 
-def _load_api_client(kubeconfig: str | None) -> Any:
+def _load_api_client(kubeconfig: str | None, *, pool_size: int = 32) -> Any:
+    cfg = kubernetes.client.Configuration()
     if kubeconfig:
-        return kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=cfg
         )
-    try:
-        cfg = kubernetes.client.Configuration()
-        kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=cfg
-        )
-        return kubernetes.client.ApiClient(cfg)
-    except kubernetes.config.ConfigException:
-        return kubernetes.config.new_client_from_config()  # type: ignore[no-untyped-call]
+    else:
+        try:
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=cfg
+            )
+        except kubernetes.config.ConfigException:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                client_configuration=cfg
+            )
+    # urllib3 keeps this many connections per host: one per Binding in flight, plus the
+    # event and status writers (the client's default, 10, would queue the binds).
+    cfg.connection_pool_maxsize = pool_size
+    return kubernetes.client.ApiClient(cfg)
 
 
 def _list_all(fetch: Any) -> Iterator[Mapping[str, Any]]:
@@ -623,5 +649,5 @@ def _rfc3339(ts: float) -> str:
 
 async def run(config: Config) -> None:
     logs.configure("text" if config.log_format == "text" else "json", config.log_level.upper())
-    api_client = load_api_client(config.kubeconfig)
+    api_client = load_api_client(config.kubeconfig, pool_size=config.bind_concurrency + 8)
     await Operator(config, api_client).run()

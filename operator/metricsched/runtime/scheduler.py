@@ -68,6 +68,8 @@ class Scheduler:
         self._rr = 0
         self._binds = asyncio.Semaphore(config.bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._max_in_flight = 2 * config.bind_concurrency
+        self._capacity = asyncio.Event()
         self._seen_generation = -1
         self._seen_metrics = -1
         self._last_resync = 0.0
@@ -83,6 +85,12 @@ class Scheduler:
             await self.queue.wait(now=now, max_wait=1.0)
             now = time.time()
             for uid in self.queue.pop_ready(now, _BATCH):
+                # Backpressure: decide no further ahead of the binder than it can follow,
+                # or decisions (and their memory) pile up while binds starve for the loop.
+                while len(self._tasks) >= self._max_in_flight:
+                    self._capacity.clear()
+                    await self._capacity.wait()
+                now = time.time()
                 pod = self.cache.pending.get(uid)
                 if pod is None:
                     self.queue.done(uid)
@@ -130,7 +138,8 @@ class Scheduler:
         if decision.outcome is model.Outcome.BIND and decision.node is not None:
             self._rr += 1
             self.cache.assume(pod, decision.node, now=now)
-            self._spawn(self._bind(pod, decision))
+            # The binder needs the node and the message, not the per-node verdicts.
+            self._spawn(self._bind(pod, dataclasses.replace(decision, verdicts=())))
         elif decision.outcome in (model.Outcome.UNSCHEDULABLE, model.Outcome.WAIT):
             result = "wait" if decision.outcome is model.Outcome.WAIT else "unschedulable"
             self.metrics.attempts.labels(result=result).inc()
@@ -237,6 +246,8 @@ class Scheduler:
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        if len(self._tasks) < self._max_in_flight:
+            self._capacity.set()
         if not task.cancelled() and task.exception() is not None:
             logger.error("background task failed", exc_info=task.exception())
 

@@ -48,9 +48,12 @@ def test_fallback_places_pods_while_prometheus_is_down_and_recovers(
         wait_bound(cluster, namespace, "during")
         message = wait_event(cluster, namespace, "during", "Scheduled")[0]
         assert "fallback LeastAllocated" in message and "unreachable" in message, message
-        policy_events = [e for e in cluster.events_for(namespace, "lat")]
-        reasons = {e["reason"] for e in policy_events}
-        assert "MetricQueryFailed" in reasons
+        wait_for(
+            "MetricQueryFailed event",
+            lambda: (
+                "MetricQueryFailed" in {e["reason"] for e in cluster.events_for(namespace, "lat")}
+            ),
+        )
         wait_for(
             "FallbackActive event",
             lambda: "FallbackActive" in {e["reason"] for e in cluster.events_for(namespace, "lat")},

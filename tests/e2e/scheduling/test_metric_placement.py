@@ -7,7 +7,6 @@ from tests.e2e.scheduling.conftest import (
     REFRESH_S,
     OperatorProcess,
     apply_policy,
-    event_messages,
     prom_metric,
     set_and_wait,
     wait_bound,
@@ -129,8 +128,9 @@ def test_scheduled_event_names_scheduler_policy_and_scores(
     wait_policy_refreshed(cluster, namespace, "lat")
     cluster.create_pod(namespace, "p")
     wait_bound(cluster, namespace, "p")
+    # The event is posted after the Binding returns: wait for it, as a user would.
+    wait_event(cluster, namespace, "p", "Scheduled")
     events = [e for e in cluster.events_for(namespace, "p") if e["reason"] == "Scheduled"]
-    assert events, event_messages(cluster, namespace, "p", "Scheduled")
     assert events[0]["source"]["component"] == "metricsched"
     assert events[0]["type"] == "Normal"
     message = events[0]["message"]

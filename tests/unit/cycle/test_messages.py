@@ -256,7 +256,7 @@ def test_multiplying_all_weights_by_a_constant_changes_no_decision(
     assert decide(factor) == decide(1)
 
 
-def test_lean_decision_keeps_every_verdict_but_details_only_winner_and_runner_up(
+def test_lean_decision_carries_only_the_winner_and_runner_up_with_their_details(
     *, make_node, make_cluster, make_pod, make_policy, make_view, now
 ):
     from metricsched.core import cycle as cycle_
@@ -283,6 +283,8 @@ def test_lean_decision_keeps_every_verdict_but_details_only_winner_and_runner_up
     full, lean = decide(True), decide(False)
 
     assert (lean.node, lean.message) == (full.node, full.message)
-    assert [v.score for v in lean.verdicts] == [v.score for v in full.verdicts]
-    assert [bool(v.metrics) for v in lean.verdicts] == [True, True, False, False, False, False]
+    by_node = {v.node: v for v in full.verdicts}
+    assert [v.node for v in lean.verdicts] == ["node-0", "node-1"]
+    assert list(lean.verdicts) == [by_node["node-0"], by_node["node-1"]]
+    assert len(full.verdicts) == 6
     assert all(v.metrics for v in full.verdicts)
