@@ -543,6 +543,11 @@ def build_registry(op: Operator) -> kopf.OperatorRegistry:
         settings.scanning.disabled = True
         settings.peering.standalone = True
         settings.watching.field_selectors[("v1", "pods")] = POD_FIELD_SELECTOR
+        # LIST in pages: an unchunked initial list holds every pod's body at once.
+        settings.watching.chunk_size = 500
+        # kopf keeps a worker (and the last body) per object until it idles out: pods see
+        # a burst of events around their bind and then quiet, so let the workers go soon.
+        settings.queueing.idle_timeout = 1.0
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         settings.networking.request_timeout = 60
