@@ -1,0 +1,275 @@
+"""Command line of the benchmark.
+
+    python -m bench run [--plan full|smoke] [--nodes 100,1000] [--systems metricsched,null]
+    python -m bench cycle [--into FILE]  # cycle cost vs nodes only (no cluster)
+    python -m bench report [FILE]    # plots and bench/README.md from a results file
+
+``run`` brings the benchmark's own control plane up (ports 44xxx, ``.cluster-bench/``),
+grows it to each node count in turn, runs the trials, writes the results JSON under
+``bench/results/`` after every trial, then renders the report and stops the cluster
+(``--keep-cluster`` leaves it running). It exits non-zero only when the harness itself
+fails, never because a scheduler was slow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import cycle_cost, report, systems, trial
+from bench import env as env_mod
+from bench.kube import Kube
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    nodes: tuple[int, ...]
+    backlog_pods: int
+    backlog_systems: tuple[str, ...]
+    steady_nodes: int
+    steady_rate: float
+    steady_s: float
+    steady_systems: tuple[str, ...]
+    profile_nodes: int | None  # an extra, profiled metricsched backlog trial at this size
+    profile_pods: int
+    cycle_sizes: tuple[int, ...]
+    timeout_s: float
+
+
+ALL = ("null", "metricsched", "kube-default", "kube-open")
+PLANS = {
+    "full": Plan(
+        nodes=(100, 1000, 2000),  # 5000: kwok cannot keep them Ready on 2 cores
+        backlog_pods=5000,
+        backlog_systems=ALL,
+        steady_nodes=1000,
+        steady_rate=20.0,
+        steady_s=60.0,
+        steady_systems=ALL,
+        profile_nodes=1000,
+        profile_pods=3000,
+        cycle_sizes=cycle_cost.SIZES,
+        timeout_s=300.0,
+    ),
+    "smoke": Plan(
+        nodes=(100,),
+        backlog_pods=300,
+        backlog_systems=("null", "metricsched"),
+        steady_nodes=100,
+        steady_rate=20.0,
+        steady_s=10.0,
+        steady_systems=("null", "metricsched"),
+        profile_nodes=None,
+        profile_pods=0,
+        cycle_sizes=(100, 500),
+        timeout_s=90.0,
+    ),
+}
+
+
+def _specs(
+    plan: Plan, n: int, only: set[str] | None, operator_path: str | None = None
+) -> list[trial.TrialSpec]:
+    def wanted(name: str) -> bool:
+        return only is None or name in only
+
+    specs = [
+        trial.TrialSpec(
+            "backlog",
+            systems.SYSTEMS[s],
+            n,
+            pods=plan.backlog_pods,
+            timeout_s=plan.timeout_s,
+            operator_path=operator_path,
+        )
+        for s in plan.backlog_systems
+        if wanted(s)
+    ]
+    if n == plan.steady_nodes:
+        specs += [
+            trial.TrialSpec(
+                "steady",
+                systems.SYSTEMS[s],
+                n,
+                rate=plan.steady_rate,
+                duration_s=plan.steady_s,
+                timeout_s=60.0,
+                operator_path=operator_path,
+            )
+            for s in plan.steady_systems
+            if wanted(s)
+        ]
+    if n == plan.profile_nodes and wanted("metricsched") and wanted("profile"):
+        specs.append(
+            trial.TrialSpec(
+                "profile",
+                systems.SYSTEMS["metricsched"],
+                n,
+                pods=plan.profile_pods,
+                timeout_s=plan.timeout_s,
+                profile=True,
+                operator_path=operator_path,
+            )
+        )
+    return specs
+
+
+def _install_crd(cluster: env_mod.ClusterEnv) -> None:
+    kubectl = [str(cluster.tools_bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}"]
+    subprocess.run([*kubectl, "apply", "-f", str(env_mod.ROOT / "crds")], check=True)
+    subprocess.run(
+        [
+            *kubectl,
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/schedulingpolicies.metricsched.io",
+        ],
+        check=True,
+    )
+
+
+def _save(path: Path, results: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1))
+
+
+def _merge(results: dict[str, Any], record: dict[str, Any]) -> None:
+    """Replace an earlier record of the same trial (re-runs), else append."""
+    key = (record["scenario"], record["system"], record["nodes"])
+    results["trials"] = [
+        r for r in results["trials"] if (r["scenario"], r["system"], r["nodes"]) != key
+    ] + [record]
+
+
+async def _run_size(
+    plan: Plan,
+    n: int,
+    *,
+    only: set[str] | None,
+    results: dict[str, Any],
+    out: Path,
+    operator_path: str | None,
+    scenarios: set[str] | None,
+) -> None:
+    t0 = time.monotonic()
+    try:
+        env_mod.cluster_cmd("up", "--nodes", str(n))
+    except subprocess.CalledProcessError:
+        # Too many nodes for this machine (kwok cannot keep them Ready): say so, go on.
+        note = f"hack/cluster.py up --nodes {n} failed after {time.monotonic() - t0:.0f}s"
+        results.setdefault("skipped_sizes", {})[str(n)] = note
+        _save(out, results)
+        print(f"[bench] skipping {n} nodes: {note}", flush=True)
+        return
+    cluster = env_mod.load()
+    _install_crd(cluster)
+    kube = Kube(cluster.server, cluster.token, cluster.ca_file)
+    try:
+        ready = len(await kube.list_nodes())
+        results.setdefault("cluster_up_s", {})[str(n)] = round(time.monotonic() - t0, 1)
+        print(f"[bench] {ready} nodes ready ({time.monotonic() - t0:.0f}s)", flush=True)
+        for spec in _specs(plan, n, only, operator_path):
+            if scenarios and spec.scenario not in scenarios:
+                continue
+            workdir = env_mod.RESULTS / "work"
+            record = await trial.run(spec, cluster, kube, workdir)
+            _merge(results, record)
+            _save(out, results)
+    finally:
+        await kube.close()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    plan = PLANS[args.plan]
+    if args.nodes:
+        plan = dataclasses.replace(plan, nodes=tuple(int(x) for x in args.nodes.split(",")))
+    if args.pods:
+        plan = dataclasses.replace(plan, backlog_pods=args.pods)
+    only = set(args.systems.split(",")) if args.systems else None
+    out = Path(args.out) if args.out else env_mod.RESULTS / f"latest-{args.plan}.json"
+    results: dict[str, Any] = {"plan": args.plan, "trials": []}
+    if args.append and out.exists():
+        results = json.loads(out.read_text())
+    results["plan_detail"] = dataclasses.asdict(plan)
+    results["started"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    results.setdefault("runs", []).append({"started": results["started"], "argv": sys.argv[1:]})
+    results["machine"] = env_mod.machine()
+    try:
+        if not args.no_cycle:
+            results["cycle_cost"] = cycle_cost.measure(plan.cycle_sizes)
+            _save(out, results)
+        for n in plan.nodes:
+            asyncio.run(
+                _run_size(
+                    plan,
+                    n,
+                    only=only,
+                    results=results,
+                    out=out,
+                    operator_path=args.operator_path,
+                    scenarios=set(args.scenarios.split(",")) if args.scenarios else None,
+                )
+            )
+        results["machine"]["load_average_end"] = env_mod.load_average()
+        results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        _save(out, results)
+    finally:
+        if not args.keep_cluster:
+            env_mod.cluster_cmd("down")
+    report.render(out, publish=args.plan == "full" and not args.out)
+    print(f"[bench] results: {out}", flush=True)
+    return 0
+
+
+def cmd_cycle(args: argparse.Namespace) -> int:
+    rows = cycle_cost.measure()
+    if args.into:
+        path = Path(args.into)
+        results = json.loads(path.read_text()) if path.exists() else {"trials": []}
+        results["cycle_cost"] = rows
+        _save(path, results)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    path = Path(args.file) if args.file else env_mod.RESULTS / "latest-full.json"
+    report.render(path, publish=args.publish)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="run the benchmark on its own local control plane")
+    run.add_argument("--plan", choices=sorted(PLANS), default="full")
+    run.add_argument("--nodes", help="comma-separated node counts (default: the plan's)")
+    run.add_argument("--pods", type=int, help="backlog size (default: the plan's)")
+    run.add_argument("--systems", help=f"subset of {','.join(ALL)},profile")
+    run.add_argument("--scenarios", help="subset of backlog,steady,profile")
+    run.add_argument("--out", help="results file (default: bench/results/latest-PLAN.json)")
+    run.add_argument("--append", action="store_true", help="merge into an existing results file")
+    run.add_argument("--keep-cluster", action="store_true")
+    run.add_argument(
+        "--operator-path", help="PYTHONPATH of a scratch copy of the operator (experiments)"
+    )
+    run.add_argument("--no-cycle", action="store_true", help="skip the cycle-cost measurement")
+    cyc = sub.add_parser("cycle", help="cycle cost vs node count (no cluster)")
+    cyc.add_argument("--into", help="store the rows in this results file")
+    rep = sub.add_parser("report", help="render plots and README from a results file")
+    rep.add_argument("file", nargs="?")
+    rep.add_argument("--publish", action="store_true", help="write bench/README.md and bench/*.png")
+    args = parser.parse_args()
+    handlers = {"run": cmd_run, "cycle": cmd_cycle, "report": cmd_report}
+    return handlers[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Cost of one scheduling cycle versus node count, in process, on synthetic snapshots.
+
+No cluster: nodes shaped like hack/cluster.py's (4/8/16 CPUs, 3 zones, 110 pods), a few
+bound pods on each, one SchedulingPolicy with one Prometheus metric whose fresh values
+cover every node. ``core.cycle.schedule_one`` is timed as the operator calls it
+(``detail=False``, since git 06eb22e) and as ``metricsched explain`` does
+(``detail=True``); ``core.filters.run_filters`` alone shows how much of it is filtering.
+Median of up to 200 runs per size.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from metricsched.core import cycle, filters, model, parse, policy
+
+SIZES = (100, 500, 1000, 2000, 5000)
+PODS_PER_NODE = 5
+_SHAPES = (("4", "16Gi", "zone-a"), ("8", "32Gi", "zone-b"), ("16", "64Gi", "zone-c"))
+
+
+def _node(i: int) -> model.NodeInfo:
+    cpu, memory, zone = _SHAPES[(i - 1) % 3]
+    capacity = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "100Gi"}
+    return parse.node_from_body(
+        {
+            "metadata": {
+                "name": f"node-{i}",
+                "labels": {
+                    "kubernetes.io/hostname": f"node-{i}",
+                    "topology.kubernetes.io/zone": zone,
+                },
+                "annotations": {},
+            },
+            "spec": {},
+            "status": {
+                "capacity": capacity,
+                "allocatable": capacity,
+                "addresses": [
+                    {"type": "InternalIP", "address": f"10.240.{i // 250}.{i % 250 + 1}"}
+                ],
+            },
+        }
+    )
+
+
+def _pod(name: str, node: str = "") -> model.PodInfo:
+    return parse.pod_from_body(
+        {
+            "metadata": {"name": name, "namespace": "bench", "uid": f"uid-{name}", "labels": {}},
+            "spec": {
+                "schedulerName": "metricsched",
+                "nodeName": node,
+                "containers": [
+                    {"name": "app", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
+                ],
+            },
+            "status": {"phase": "Running" if node else "Pending"},
+        }
+    )
+
+
+def _policy() -> model.Policy:
+    return policy.policy_from_body(
+        {
+            "metadata": {"name": "bench-latency", "namespace": "bench", "generation": 1},
+            "spec": {
+                "podSelector": {},
+                "metrics": [
+                    {
+                        "name": "latency",
+                        "prometheus": {"query": "max by (node) (node_latency_seconds)"},
+                        "weight": 1,
+                        "goal": "Minimize",
+                    }
+                ],
+            },
+        }
+    )
+
+
+def setup(n: int, now: float) -> dict[str, Any]:
+    """A snapshot of ``n`` nodes, the policy, fresh metric values and a pending pod."""
+    nodes = [_node(i) for i in range(1, n + 1)]
+    bound = [_pod(f"b-{i}-{k}", f"node-{i}") for i in range(1, n + 1) for k in range(PODS_PER_NODE)]
+    chosen = _policy()
+    samples = {
+        model.NodeName(f"node-{i}"): model.MetricSample(0.05 + 0.03 * ((i * 7) % 10), now)
+        for i in range(1, n + 1)
+    }
+    view = {
+        model.MetricKey(chosen.key, "latency"): model.MetricSeries(
+            values=samples, last_refresh=now, error=None, error_message=""
+        )
+    }
+    return {
+        "snapshot": parse.snapshot_from(nodes, bound),
+        "policies": [chosen],
+        "metrics": view,
+        "pod": _pod("pending-0"),
+    }
+
+
+def _median_ms(fn: Callable[[], object], budget_s: float, max_runs: int) -> float:
+    fn()  # warm caches (compiled selectors, policy)
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(times) < max_runs and (len(times) < 3 or time.perf_counter() < deadline):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return round(statistics.median(times) * 1000, 3)
+
+
+def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[str, Any]]:
+    now = time.time()
+    rows = []
+    for n in sizes:
+        s = setup(n, now)
+
+        def one(detail: bool, s: dict[str, Any] = s) -> model.Decision:
+            return cycle.schedule_one(
+                pod=s["pod"],
+                snapshot=s["snapshot"],
+                policies=s["policies"],
+                metrics=s["metrics"],
+                default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
+                now=now,
+                scheduler_names=frozenset({"metricsched"}),
+                rr_counter=0,
+                seed=zlib.crc32(b"pending-0"),
+                detail=detail,
+            )
+
+        assert one(True).outcome is model.Outcome.BIND
+
+        def filter_only(s: dict[str, Any] = s) -> object:
+            return filters.run_filters(s["pod"], s["snapshot"])
+
+        row: dict[str, Any] = {
+            "nodes": n,
+            "schedule_one_ms": _median_ms(lambda: one(True), budget_s, 200),
+            "schedule_one_no_detail_ms": _median_ms(lambda: one(False), budget_s, 200),
+            "run_filters_ms": _median_ms(filter_only, budget_s, 200),
+        }
+        row["us_per_node"] = round(1000 * row["schedule_one_no_detail_ms"] / n, 2)
+        print(f"[bench] cycle cost {row}", flush=True)
+        rows.append(row)
+    return rows

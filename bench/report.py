@@ -1,0 +1,439 @@
+"""The report: PNG plots and bench/README.md rendered from a results file.
+
+    python -m bench report [bench/results/latest-full.json] [--publish]
+
+With ``--publish`` (what ``make bench`` does) the plots go to ``bench/*.png`` and the
+report to ``bench/README.md``; otherwise both go to ``bench/results/`` (git-ignored), so a
+smoke run never overwrites the committed report. The hand-written interpretation of the
+profile lives in ``bench/analysis.md`` and is embedded verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from bench import env as env_mod
+
+BENCH = env_mod.ROOT / "bench"
+ORDER = ("metricsched", "null", "kube-default", "kube-open")
+COLOURS = {
+    "metricsched": "tab:blue",
+    "null": "tab:green",
+    "kube-default": "tab:orange",
+    "kube-open": "tab:red",
+}
+LABELS = {
+    "metricsched": "metricsched",
+    "null": "Python null binder",
+    "kube-default": "kube-scheduler QPS 50",
+    "kube-open": "kube-scheduler QPS 5000",
+}
+DPI = 80
+
+
+def _trials(results: dict[str, Any], scenario: str) -> list[dict[str, Any]]:
+    return [t for t in results.get("trials", []) if t["scenario"] == scenario]
+
+
+def _find(trials: Iterable[dict[str, Any]], system: str, nodes: int) -> dict[str, Any] | None:
+    return next((t for t in trials if t["system"] == system and t["nodes"] == nodes), None)
+
+
+def _tp(trial: dict[str, Any] | None) -> float | None:
+    if trial is None:
+        return None
+    value = (trial.get("throughput") or {}).get("pods_per_s")
+    return float(value) if value is not None else None
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a is not None and b else "n/a"
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _load(trial: dict[str, Any]) -> str:
+    """The 1-minute load average after the trial, and when the trial started (UTC)."""
+    when = str(trial.get("started") or "")[11:16]
+    load = _fmt((trial.get("load_average_after") or [None])[0], 2)
+    return f"{load} ({when})" if when else load
+
+
+# --- plots -----------------------------------------------------------------------------
+
+
+def plot_bound_over_time(results: dict[str, Any], out: Path) -> None:
+    backlog = _trials(results, "backlog")
+    sizes = sorted({t["nodes"] for t in backlog})
+    if not sizes:
+        return
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.4), squeeze=False)
+    for ax, n in zip(axes[0], sizes, strict=True):
+        for system in ORDER:
+            t = _find(backlog, system, n)
+            if t is None or not t.get("bound_curve"):
+                continue
+            xs, ys = zip(*t["bound_curve"], strict=True)
+            ax.plot(xs, ys, label=LABELS[system], color=COLOURS[system], linewidth=1.5)
+        ax.set_title(f"backlog of {backlog[0].get('pods', '')} pods, {n} nodes", fontsize=9)
+        ax.set_xlabel("seconds since the scheduler started", fontsize=8)
+        ax.set_ylabel("pods bound", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=DPI)
+    plt.close(fig)
+
+
+def plot_latency_cdf(results: dict[str, Any], out: Path) -> None:
+    steady = _trials(results, "steady")
+    if not steady:
+        return
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for system in ORDER:
+        t = next((s for s in steady if s["system"] == system), None)
+        if t is None or not t.get("latency_cdf"):
+            continue
+        xs, ys = zip(*t["latency_cdf"], strict=True)
+        ax.plot([max(x, 0.5) for x in xs], ys, label=LABELS[system], color=COLOURS[system])
+    first = steady[0]
+    ax.set_xscale("log")
+    ax.axvline(100, color="grey", linestyle="--", linewidth=0.8)
+    ax.axhline(0.99, color="grey", linestyle=":", linewidth=0.8)
+    ax.set_title(
+        f"create→bind latency, {first.get('rate')} pods/s for {first.get('duration_s')} s, "
+        f"{first['nodes']} nodes",
+        fontsize=9,
+    )
+    ax.set_xlabel("ms (log; dashed: 100 ms target)", fontsize=8)
+    ax.set_ylabel("fraction of pods", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=DPI)
+    plt.close(fig)
+
+
+def plot_cycle_cost(results: dict[str, Any], out: Path) -> None:
+    rows = results.get("cycle_cost") or []
+    if not rows:
+        return
+    xs = [r["nodes"] for r in rows]
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    series = (
+        ("schedule_one_no_detail_ms", "schedule_one, detail=False (the operator)"),
+        ("schedule_one_ms", "schedule_one, detail=True (explain)"),
+        ("run_filters_ms", "filters.run_filters only"),
+    )
+    for key, label in series:
+        ax.plot(xs, [r[key] for r in rows], marker="o", label=label)
+    slope = rows[0]["schedule_one_no_detail_ms"] / rows[0]["nodes"]
+    ax.plot(xs, [slope * x for x in xs], linestyle="--", color="grey", label="linear from 100")
+    ax.set_xlabel("nodes", fontsize=8)
+    ax.set_ylabel("ms per pod (median)", fontsize=8)
+    ax.set_title("cost of one scheduling cycle vs node count (in process)", fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=DPI)
+    plt.close(fig)
+
+
+# --- tables ----------------------------------------------------------------------------
+
+
+def throughput_table(results: dict[str, Any]) -> list[str]:
+    backlog = _trials(results, "backlog")
+    lines = [
+        "| nodes | scheduler | bound | pods/s (first→last bind) | start→first bind s "
+        "| ÷ kube QPS 50 | ÷ null binder | ÷ kube QPS 5000 | load avg (1 min) (at) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in sorted({t["nodes"] for t in backlog}):
+        base = {s: _tp(_find(backlog, s, n)) for s in ORDER}
+        for system in ORDER:
+            t = _find(backlog, system, n)
+            if t is None:
+                continue
+            tp = _tp(t)
+            lines.append(
+                f"| {n} | {LABELS[system]} | {t.get('bound')}/{t.get('pods')}"
+                f"{'' if t.get('complete') else ' (timeout)'} | {_fmt(tp)} "
+                f"| {_fmt(t.get('start_to_first_bind_s'))} "
+                f"| {_ratio(tp, base['kube-default'])} | {_ratio(tp, base['null'])} "
+                f"| {_ratio(tp, base['kube-open'])} | {_load(t)} |"
+            )
+    return lines
+
+
+def latency_table(results: dict[str, Any]) -> list[str]:
+    steady = _trials(results, "steady")
+    lines = [
+        "| scheduler | pods | p50 ms | p90 ms | p99 ms | max ms | p99 watcher-only ms "
+        "| p99 ÷ kube QPS 50 | p99 ÷ null | CPU ms/pod | load avg (at) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    base = {t["system"]: (t.get("latency_ms") or {}).get("p99") for t in steady}
+    for system in ORDER:
+        t = next((s for s in steady if s["system"] == system), None)
+        if t is None:
+            continue
+        lat = t.get("latency_ms") or {}
+        wo = t.get("latency_ms_watcher_only") or {}
+        res = t.get("resources") or {}
+        lines.append(
+            f"| {LABELS[system]} | {t.get('bound')}/{t.get('pods')} | {_fmt(lat.get('p50'))} "
+            f"| {_fmt(lat.get('p90'))} | {_fmt(lat.get('p99'))} | {_fmt(lat.get('max'))} "
+            f"| {_fmt(wo.get('p99'))} "
+            f"| {_ratio(lat.get('p99'), base.get('kube-default'))} "
+            f"| {_ratio(lat.get('p99'), base.get('null'))} "
+            f"| {_fmt(res.get('cpu_ms_per_pod_arrivals'), 2)} "
+            f"| {_load(t)} |"
+        )
+    return lines
+
+
+def cost_table(results: dict[str, Any]) -> list[str]:
+    backlog = _trials(results, "backlog")
+    lines = [
+        "| nodes | scheduler | RSS max MiB | VmHWM MiB | RSS ÷ kube QPS 50 | CPU s "
+        "| CPU ms/pod | CPU ÷ kube QPS 50 | CPU util | Prom queries/pod (operator; server) "
+        "| API writes/pod (operator; apiserver) | events dropped | fallback decisions "
+        "| cycle ms (operator's histogram) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in sorted({t["nodes"] for t in backlog}):
+        kube = _find(backlog, "kube-default", n)
+        kres = (kube or {}).get("resources") or {}
+        for system in ORDER:
+            t = _find(backlog, system, n)
+            if t is None:
+                continue
+            res = t.get("resources") or {}
+            per = t.get("per_pod") or {}
+            op = t.get("operator") or {}
+            queries = (
+                f"{_fmt(per.get('prometheus_queries_operator'), 4)}; "
+                f"{_fmt(per.get('prometheus_queries_server'), 4)}"
+            )
+            writes = (
+                f"{_fmt(per.get('api_writes_operator'), 3)}; {_fmt(per.get('apiserver_writes'), 3)}"
+            )
+            lines.append(
+                f"| {n} | {LABELS[system]} | {_fmt(res.get('rss_mib_max'))} "
+                f"| {_fmt(res.get('vm_hwm_mib'))} "
+                f"| {_ratio(res.get('rss_mib_max'), kres.get('rss_mib_max'))} "
+                f"| {_fmt(res.get('cpu_s'), 2)} | {_fmt(res.get('cpu_ms_per_pod'), 2)} "
+                f"| {_ratio(res.get('cpu_ms_per_pod'), kres.get('cpu_ms_per_pod'))} "
+                f"| {_fmt(res.get('cpu_utilisation'), 2)} | {queries} | {writes} "
+                f"| {_fmt(op.get('events_dropped'), 0)} | {_fmt(op.get('fallback_decisions'), 0)} "
+                f"| {_fmt(op.get('cycle_ms_mean'), 2)} |"
+            )
+    return lines
+
+
+def cycle_table(results: dict[str, Any]) -> list[str]:
+    rows = results.get("cycle_cost") or []
+    lines = [
+        "| nodes | schedule_one ms, detail=False (operator) | µs/node "
+        "| detail=True ms (explain) | run_filters ms |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        per_node = round(1000 * r["schedule_one_no_detail_ms"] / r["nodes"], 2)
+        lines.append(
+            f"| {r['nodes']} | {r['schedule_one_no_detail_ms']} | {per_node} "
+            f"| {r['schedule_one_ms']} | {r['run_filters_ms']} |"
+        )
+    return lines
+
+
+def profile_section(results: dict[str, Any]) -> list[str]:
+    t = next((t for t in results.get("trials", []) if t.get("profile")), None)
+    if t is None:
+        return ["(no profiled trial in this results file)"]
+    p = t["profile"]
+    res = t.get("resources") or {}
+    lines = [
+        f"Profiled trial: metricsched, backlog of {t.get('pods')} pods on {t['nodes']} nodes, "
+        f"{_fmt(_tp(t))} pods/s under py-spy ({p['seconds']} s recorded at 100 Hz, `--gil`, "
+        f"`--nonblocking`). Process CPU utilisation {_fmt(res.get('cpu_utilisation'), 2)} "
+        f"cores; GIL held {_fmt(100 * (p.get('gil_busy_fraction') or 0), 0)} % of the time.",
+        "",
+        "| category (first match on the stack) | % of GIL samples |",
+        "|---|---:|",
+    ]
+    lines += [f"| {name} | {pct} |" for name, pct in p["category_pct"]]
+    lines += ["", "| function (inclusive) | % |", "|---|---:|"]
+    boring = (
+        "runners.py",
+        "base_events.py",
+        "events.py",
+        "(metricsched)",
+        "cli.py",
+        "threading.py",
+    )
+    lines += [
+        f"| `{name}` | {pct} |"
+        for name, pct in p["inclusive_pct"]
+        if not any(b in name for b in boring)
+    ]
+    lines += ["", "| function (self) | % |", "|---|---:|"]
+    lines += [f"| `{name}` | {pct} |" for name, pct in p["self_pct"]]
+    return lines
+
+
+# --- targets ---------------------------------------------------------------------------
+
+
+def _target_rows(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    backlog = _trials(results, "backlog")
+    steady = _trials(results, "steady")
+    n = 1000
+    ms = _tp(_find(backlog, "metricsched", n))
+    rows: list[tuple[str, str, bool | None]] = []
+    for base, goal, text in (
+        ("kube-default", 1.0, "≥ 1.0x kube-scheduler QPS 50 (1000 nodes)"),
+        ("null", 0.8, "≥ 0.8x Python null binder (1000 nodes)"),
+        ("kube-open", 0.5, "≥ 0.5x kube-scheduler QPS 5000 (1000 nodes)"),
+    ):
+        b = _tp(_find(backlog, base, n))
+        ok = None if ms is None or not b else ms / b >= goal
+        rows.append((text, f"{_fmt(ms)} vs {_fmt(b)} pods/s = {_ratio(ms, b)}", ok))
+    st = next((t for t in steady if t["system"] == "metricsched"), None)
+    p99 = ((st or {}).get("latency_ms") or {}).get("p99")
+    rows.append(
+        (
+            "p99 create→bind ≤ 100 ms at 20 pods/s, 1000 nodes",
+            f"{_fmt(p99)} ms",
+            None if p99 is None else p99 <= 100,
+        )
+    )
+    t = _find(backlog, "metricsched", n)
+    rss = ((t or {}).get("resources") or {}).get("rss_mib_max")
+    rows.append(
+        (
+            "RSS ≤ 150 MiB with 1000 nodes and 5000 bound pods",
+            f"{_fmt(rss)} MiB",
+            None if rss is None else rss <= 150,
+        )
+    )
+    per = (t or {}).get("per_pod") or {}
+    q = per.get("prometheus_queries_operator")
+    w = per.get("api_writes_operator")
+    rows.append(
+        ("Prometheus queries per bound pod ≤ 0.01", _fmt(q, 4), None if q is None else q <= 0.01)
+    )
+    rows.append(("API writes per bound pod ≤ 2", _fmt(w, 3), None if w is None else w <= 2))
+    return rows
+
+
+def targets_table(results: dict[str, Any]) -> list[str]:
+    lines = ["| target | measured | holds |", "|---|---|---|"]
+    for text, measured, ok in _target_rows(results):
+        verdict = "n/a" if ok is None else ("yes" if ok else "**no**")
+        lines.append(f"| {text} | {measured} | {verdict} |")
+    return lines
+
+
+# --- the README ------------------------------------------------------------------------
+
+
+def _machine_lines(results: dict[str, Any]) -> list[str]:
+    m = results.get("machine") or {}
+    return [
+        f"- CPUs: {m.get('nproc')} x {m.get('cpu_model')}; memory {m.get('mem_total_gib')} GiB",
+        f"- load average (1/5/15 min) at the start: {m.get('load_average')}, "
+        f"at the end: {m.get('load_average_end')}",
+        f"- Python {m.get('python')}, kopf {m.get('kopf')}, "
+        f"kubernetes client {m.get('kubernetes_client')}",
+        f"- {m.get('kube_scheduler')}; {m.get('prometheus')}",
+        f"- run: {results.get('started')} → {results.get('finished')}; "
+        f"`hack/cluster.py up` per size took {results.get('cluster_up_s')} s "
+        "(last invocation; reusing a running cluster is fast)",
+        *[
+            f"- not run: {n} nodes ({why})"
+            for n, why in (results.get("skipped_sizes") or {}).items()
+        ],
+    ]
+
+
+def readme(results: dict[str, Any], images: dict[str, str]) -> str:
+    method = (BENCH / "method.md").read_text() if (BENCH / "method.md").exists() else ""
+    analysis = (BENCH / "analysis.md").read_text() if (BENCH / "analysis.md").exists() else ""
+    parts = [
+        "# metricsched benchmarks",
+        "",
+        "Generated by `make bench` (`python -m bench run`; re-render with "
+        "`python -m bench report --publish`). Do not edit by hand: edit `bench/method.md`, "
+        "`bench/analysis.md` or `bench/report.py`.",
+        "",
+        "## Targets (issue 5)",
+        "",
+        *targets_table(results),
+        "",
+        "## Machine",
+        "",
+        *_machine_lines(results),
+        "",
+        method,
+        "## Results",
+        "",
+        "### Throughput: backlog drain (S1)",
+        "",
+        *throughput_table(results),
+        "",
+        f"![pods bound over time]({images['bound']})",
+        "",
+        "### Latency: steady arrivals (S3)",
+        "",
+        *latency_table(results),
+        "",
+        f"![latency CDF]({images['cdf']})",
+        "",
+        "### Cost: memory, CPU, queries and writes (backlog trials)",
+        "",
+        *cost_table(results),
+        "",
+        "### Cycle cost vs node count",
+        "",
+        *cycle_table(results),
+        "",
+        f"![cycle cost]({images['cycle']})",
+        "",
+        "## Profile of the operator during a backlog drain",
+        "",
+        *profile_section(results),
+        "",
+        analysis,
+    ]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def render(path: Path, *, publish: bool) -> None:
+    results = json.loads(path.read_text())
+    where = BENCH if publish else path.parent
+    images = {"bound": "bound-over-time.png", "cdf": "latency-cdf.png", "cycle": "cycle-cost.png"}
+    plot_bound_over_time(results, where / images["bound"])
+    plot_latency_cdf(results, where / images["cdf"])
+    plot_cycle_cost(results, where / images["cycle"])
+    target = where / ("README.md" if publish else f"{path.stem}-report.md")
+    target.write_text(readme(results, images))
+    print(f"[bench] report: {target}", flush=True)

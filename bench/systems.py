@@ -1,0 +1,238 @@
+"""The schedulers compared: how each is started, checked and stopped, and its process sampled.
+
+- ``metricsched``: ``metricsched run`` as users run it, with a one-metric SchedulingPolicy.
+- ``kube-default``: kube-scheduler (same Kubernetes version as the API server) with its
+  default client limits, QPS 50 / burst 100.
+- ``kube-open``: the same binary with QPS 5000 / burst 5000 (scheduler_perf's setting).
+- ``null``: ``bench.nullbinder``, round-robin, no filters or scores.
+
+All of them authenticate with the cluster's admin token (``system:masters``), so API
+Priority and Fairness puts them all in the ``exempt`` priority level.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench import env as env_mod
+
+POLICY_NAME = "bench-latency"
+POLICY_SPEC: dict[str, Any] = {
+    "podSelector": {},
+    "metrics": [
+        {
+            "name": "latency",
+            "prometheus": {"query": "max by (node) (node_latency_seconds)", "nodeLabel": "node"},
+            "weight": 1,
+            "goal": "Minimize",
+            "onMissing": "Neutral",
+        }
+    ],
+    "maxMetricAge": "2m",
+    "burstPenalty": 5,
+    "burstWindow": "60s",
+    "fallback": {"strategy": "LeastAllocated"},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class System:
+    name: str  # short id used in results
+    scheduler_name: str  # spec.schedulerName of its pods
+    label: str  # for tables and plots
+    qps: float | None = None  # client limit (kube-scheduler only)
+    burst: int | None = None
+    concurrency: int = 16  # null binder / metricsched bind concurrency
+
+
+SYSTEMS: dict[str, System] = {
+    "metricsched": System("metricsched", "metricsched", "metricsched"),
+    "kube-default": System(
+        "kube-default", "bench-kube", "kube-scheduler QPS 50", qps=50, burst=100
+    ),
+    "kube-open": System(
+        "kube-open", "bench-kube-open", "kube-scheduler QPS 5000", qps=5000, burst=5000
+    ),
+    "null": System("null", "bench-null", "Python null binder"),
+}
+
+
+def _kube_scheduler_config(system: System, cluster: env_mod.ClusterEnv, workdir: Path) -> Path:
+    cfg = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {
+            "kubeconfig": str(cluster.kubeconfig),
+            "qps": system.qps,
+            "burst": system.burst,
+        },
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": system.scheduler_name}],
+    }
+    path = workdir / f"{system.name}-config.yaml"
+    path.write_text(json.dumps(cfg, indent=2))  # JSON is YAML
+    return path
+
+
+def command(system: System, cluster: env_mod.ClusterEnv, workdir: Path) -> list[str]:
+    """The argv that runs ``system`` against the benchmark cluster."""
+    if system.name == "metricsched":
+        return [
+            str(Path(sys.executable).parent / "metricsched"),
+            "run",
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--prometheus-url={cluster.prometheus_url}",
+            f"--scheduler-name={system.scheduler_name}",
+            f"--metrics-port={env_mod.OPERATOR_METRICS_PORT}",
+            f"--health-port={env_mod.OPERATOR_HEALTH_PORT}",
+            "--bind-address=127.0.0.1",
+            "--log-format=json",
+            "--log-level=warning",
+            "--refresh-interval=15s",
+            f"--bind-concurrency={system.concurrency}",
+        ]
+    if system.name.startswith("kube-"):
+        certs = workdir / "kube-scheduler-certs"
+        certs.mkdir(parents=True, exist_ok=True)
+        return [
+            str(cluster.tools_bin / "kube-scheduler"),
+            f"--config={_kube_scheduler_config(system, cluster, workdir)}",
+            f"--secure-port={env_mod.KUBE_SCHEDULER_PORT}",
+            "--bind-address=127.0.0.1",
+            f"--cert-dir={certs}",
+            f"--authentication-kubeconfig={cluster.kubeconfig}",
+            f"--authorization-kubeconfig={cluster.kubeconfig}",
+            "--v=1",
+        ]
+    return [
+        sys.executable,
+        "-m",
+        "bench.nullbinder",
+        f"--scheduler-name={system.scheduler_name}",
+        f"--concurrency={system.concurrency}",
+    ]
+
+
+class Process:
+    """One running scheduler, its log, and a 1 Hz sampler of RSS and CPU time."""
+
+    def __init__(
+        self, system: System, argv: list[str], log: Path, *, python_path: str | None = None
+    ) -> None:
+        self.system = system
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log.open("ab")
+        self.started = time.time()
+        env = dict(os.environ)
+        if python_path:  # run a scratch copy of the operator package (experiments)
+            env["PYTHONPATH"] = python_path
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=env_mod.ROOT,
+            env=env,
+        )
+        self.samples: list[tuple[float, int, float]] = []  # (t, rss bytes, cpu seconds)
+        self.hwm_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="sampler")
+        self._thread.start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _sample(self) -> None:
+        try:
+            ps = psutil.Process(self.proc.pid)
+            while not self._stop.is_set():
+                with ps.oneshot():
+                    cpu = ps.cpu_times()
+                    self.samples.append((time.time(), ps.memory_info().rss, cpu.user + cpu.system))
+                self.hwm_kib = max(self.hwm_kib, _vm_hwm_kib(self.proc.pid))
+                self._stop.wait(1.0)
+        except psutil.Error:
+            return
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """Take a last sample, SIGTERM, wait, SIGKILL if needed; return the exit code."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if self.alive():
+            try:
+                ps = psutil.Process(self.proc.pid)
+                cpu = ps.cpu_times()
+                self.samples.append((time.time(), ps.memory_info().rss, cpu.user + cpu.system))
+                self.hwm_kib = max(self.hwm_kib, _vm_hwm_kib(self.proc.pid))
+            except psutil.Error:
+                pass
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+    def resources(self, bound: int) -> dict[str, Any]:
+        """RSS (p50, max, VmHWM) in MiB and CPU seconds, total and per bound pod."""
+        if not self.samples:
+            return {}
+        rss = sorted(s[1] for s in self.samples)
+        cpu = self.samples[-1][2]
+        wall = self.samples[-1][0] - self.started
+        return {
+            "rss_mib_p50": round(rss[len(rss) // 2] / 2**20, 1),
+            "rss_mib_max": round(rss[-1] / 2**20, 1),
+            "vm_hwm_mib": round(self.hwm_kib / 1024, 1),
+            "cpu_s": round(cpu, 2),
+            "wall_s": round(wall, 1),
+            "cpu_utilisation": round(cpu / wall, 3) if wall > 0 else None,
+            "cpu_ms_per_pod": round(1000 * cpu / bound, 3) if bound else None,
+            "rss_series": [
+                [round(t - self.started, 1), round(r / 2**20, 1), round(c, 2)]
+                for t, r, c in self.samples
+            ],
+        }
+
+
+def _vm_hwm_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def operator_ready() -> bool:
+    url = f"http://127.0.0.1:{env_mod.OPERATOR_HEALTH_PORT}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def operator_metrics_text() -> str:
+    url = f"http://127.0.0.1:{env_mod.OPERATOR_METRICS_PORT}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return str(r.read().decode())

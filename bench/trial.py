@@ -1,0 +1,286 @@
+"""One trial: one scheduler, one scenario, one node count, in a fresh namespace.
+
+Backlog (S1): the pods are created while no scheduler runs; then the scheduler starts
+and the trial ends when the watcher has seen every pod bound (or at the timeout).
+Steady (S3): the scheduler runs and has bound a warm-up pod; pods then arrive open-loop
+at a fixed rate. In both, the independent watcher process records the bind times and
+the harness samples the scheduler's process, its /metrics (metricsched), Prometheus's
+query counter and the API server's write counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import counters, loadgen, profiling, stats, systems
+from bench import env as env_mod
+from bench.kube import ApiError, Kube, pod_body
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialSpec:
+    scenario: str  # "backlog" | "steady"
+    system: systems.System
+    nodes: int
+    pods: int = 0  # backlog size
+    rate: float = 0.0  # steady arrivals per second
+    duration_s: float = 0.0  # steady arrival period
+    timeout_s: float = 300.0  # after the scheduler starts (backlog) or arrivals end (steady)
+    profile: bool = False  # py-spy the scheduler process (metricsched only)
+    operator_path: str | None = None  # PYTHONPATH of a scratch copy of the operator
+
+
+class Watcher:
+    """The watcher process (bench.watcher) for one namespace."""
+
+    def __init__(self, namespace: str, expect: int, workdir: Path) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.out = workdir / f"watch-{namespace}.json"
+        self.ready = workdir / f"watch-{namespace}.ready"
+        self.out.unlink(missing_ok=True)
+        self.ready.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "bench.watcher", f"--namespace={namespace}"]
+        argv += [f"--expect={expect}", f"--out={self.out}", f"--ready-file={self.ready}"]
+        self.proc = subprocess.Popen(argv, cwd=env_mod.ROOT)
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"watcher did not start (exit {self.proc.poll()})")
+            await asyncio.sleep(0.05)
+
+    async def wait_done(self, deadline: float, scheduler: systems.Process) -> bool:
+        """True when the watcher saw every pod bound before ``deadline`` (monotonic)."""
+        while self.proc.poll() is None:
+            if time.monotonic() > deadline or not scheduler.alive():
+                return False
+            await asyncio.sleep(0.25)
+        return True
+
+    def result(self) -> dict[str, Any]:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        body: dict[str, Any] = json.loads(self.out.read_text())
+        return body
+
+
+async def _snapshot_counters(kube: Kube, cluster: env_mod.ClusterEnv) -> dict[str, float]:
+    writes = await counters.apiserver_writes(kube)
+    queries = await asyncio.to_thread(counters.prometheus_queries, cluster.prometheus_url)
+    return {**{f"apiserver_{k}": v for k, v in writes.items()}, "prometheus_queries": queries}
+
+
+async def _wait_bound(kube: Kube, namespace: str, name: str, timeout: float) -> float:
+    """Poll until the pod is bound; return seconds waited (raise on timeout)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        pod = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        if (pod.get("spec") or {}).get("nodeName"):
+            return time.monotonic() - started
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"warm-up pod {namespace}/{name} not bound after {timeout:.0f}s")
+
+
+class Trial:
+    """The state of one running trial: its namespace, scheduler process and record."""
+
+    def __init__(
+        self, spec: TrialSpec, cluster: env_mod.ClusterEnv, kube: Kube, workdir: Path
+    ) -> None:
+        self.spec = spec
+        self.cluster = cluster
+        self.kube = kube
+        self.workdir = workdir
+        self.tag = f"{spec.scenario}-{spec.system.name}-n{spec.nodes}"
+        suffix = secrets.token_hex(2)
+        self.namespace = f"b-{spec.scenario[:2]}-{spec.system.name}-{spec.nodes}-{suffix}"
+        self.record: dict[str, Any] = {
+            "scenario": spec.scenario,
+            "system": spec.system.name,
+            "label": spec.system.label,
+            "scheduler_name": spec.system.scheduler_name,
+            "client_qps": spec.system.qps,
+            "client_burst": spec.system.burst,
+            "concurrency": spec.system.concurrency,
+            "nodes": spec.nodes,
+            "namespace": self.namespace,
+            "code": env_mod.code_fingerprint(
+                Path(spec.operator_path) if spec.operator_path else None
+            ),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "load_average_before": env_mod.load_average(),
+        }
+        self.before: dict[str, float] = {}
+
+    def start_scheduler(self) -> systems.Process:
+        argv = systems.command(self.spec.system, self.cluster, self.workdir)
+        log = self.workdir / "logs" / f"{self.tag}.log"
+        path = self.spec.operator_path if self.spec.system.name == "metricsched" else None
+        return systems.Process(self.spec.system, argv, log, python_path=path)
+
+    async def backlog(self) -> None:
+        spec, record = self.spec, self.record
+        watcher = Watcher(self.namespace, spec.pods, self.workdir)
+        await watcher.wait_ready()
+        t0 = time.time()
+        created = await loadgen.create_backlog(
+            self.kube, self.namespace, spec.system.scheduler_name, spec.pods
+        )
+        record["pods"] = len(created)
+        record["create_s"] = round(time.time() - t0, 2)
+        self.before = await _snapshot_counters(self.kube, self.cluster)
+        proc = self.start_scheduler()
+        profiler = None
+        if spec.profile:
+            await asyncio.sleep(1.0)  # let the interpreter start before py-spy attaches
+            profiler = profiling.Profiler(proc.pid, self.workdir / f"profile-{self.tag}.txt")
+        complete = await watcher.wait_done(time.monotonic() + spec.timeout_s, proc)
+        bound, _ = await self.finish(proc, watcher, profiler, complete, set(created))
+        times = [t for t, _ in bound.values()]
+        record["throughput"] = stats.throughput(times)
+        record["start_to_first_bind_s"] = round(min(times) - proc.started, 2) if times else None
+        record["bound_curve"] = stats.bound_curve(times, proc.started)
+        record["latency_ms"] = stats.latency_ms(created, bound)
+
+    async def steady(self) -> None:
+        spec, record = self.spec, self.record
+        count = int(spec.rate * spec.duration_s)
+        watcher = Watcher(self.namespace, count + 1, self.workdir)
+        await watcher.wait_ready()
+        proc = self.start_scheduler()
+        warm = pod_body("warm-up", spec.system.scheduler_name)
+        await self.kube.request("POST", f"/api/v1/namespaces/{self.namespace}/pods", warm)
+        record["warm_up_s"] = round(await _wait_bound(self.kube, self.namespace, "warm-up", 120), 2)
+        self.before = await _snapshot_counters(self.kube, self.cluster)
+        cpu_before = proc.samples[-1][2] if proc.samples else 0.0
+        created = await loadgen.create_steady(
+            self.kube,
+            self.namespace,
+            spec.system.scheduler_name,
+            rate=spec.rate,
+            duration_s=spec.duration_s,
+        )
+        record.update(pods=len(created), rate=spec.rate, duration_s=spec.duration_s)
+        complete = await watcher.wait_done(time.monotonic() + spec.timeout_s, proc)
+        bound, added = await self.finish(proc, watcher, None, complete, set(created))
+        names = sorted(bound)
+        latencies = [(bound[n][0] - created[n][1]) * 1000 for n in names]
+        record["latency_ms"] = stats.latency_ms(created, bound)
+        record["latency_cdf"] = stats.cdf_points(latencies)
+        # The same from the watcher's own clock: first seen (unbound) to first seen bound.
+        watch_only = [(bound[n][0] - added[n]) * 1000 for n in names if n in added]
+        record["latency_ms_watcher_only"] = stats.summary(watch_only)
+        t0 = min((created[n][1] for n in names), default=0.0)
+        record["latency_series"] = [
+            [round(created[n][1] - t0, 3), round(lat, 1)]
+            for n, lat in zip(names, latencies, strict=True)
+        ]
+        record["throughput"] = stats.throughput([t for t, _ in bound.values()])
+        cpu_after = record["resources"].get("cpu_s", 0.0)
+        record["resources"]["cpu_ms_per_pod_arrivals"] = (
+            round(1000 * (cpu_after - cpu_before) / len(bound), 3) if bound else None
+        )
+
+    async def finish(
+        self,
+        proc: systems.Process,
+        watcher: Watcher,
+        profiler: profiling.Profiler | None,
+        complete: bool,
+        measured: set[str],
+    ) -> tuple[dict[str, tuple[float, str]], dict[str, float]]:
+        """Stop everything, read every counter; return the measured pods' bind and first-
+        seen times (warm-up pods excluded)."""
+        record = self.record
+        record["complete"] = complete
+        record["scheduler_exited"] = not proc.alive()
+        if profiler is not None:
+            raw, seconds = profiler.stop()
+            if raw is not None:
+                record["profile"] = profiling.summarise(raw, seconds=seconds)
+                record["profile_file"] = str(raw)
+        if self.spec.system.name == "metricsched" and proc.alive():
+            with contextlib.suppress(OSError):
+                text = await asyncio.to_thread(systems.operator_metrics_text)
+                record["operator"] = counters.operator_counters(text)
+        await asyncio.to_thread(proc.stop)
+        after = await _snapshot_counters(self.kube, self.cluster)
+        result = watcher.result()
+        bound = {k: (v[0], v[1]) for k, v in result["bound"].items() if k in measured}
+        record["watcher_error"] = result.get("error")
+        record["bound"] = len(bound)
+        record["deltas"] = counters.delta(after, self.before)
+        record["resources"] = proc.resources(len(bound))
+        record["spread"] = stats.spread(bound)
+        _per_pod(record, len(bound))
+        return bound, result.get("added") or {}
+
+
+async def run(
+    spec: TrialSpec, cluster: env_mod.ClusterEnv, kube: Kube, workdir: Path
+) -> dict[str, Any]:
+    """Run one trial and return its result record (never raises for a slow scheduler)."""
+    t = Trial(spec, cluster, kube, workdir)
+    print(f"[bench] {t.tag}: namespace {t.namespace}", flush=True)
+    await kube.create_namespace(t.namespace)
+    if spec.system.name == "metricsched":
+        await kube.create_policy(t.namespace, systems.POLICY_NAME, systems.POLICY_SPEC)
+    try:
+        await (t.steady() if spec.scenario == "steady" else t.backlog())
+    finally:
+        t.record["load_average_after"] = env_mod.load_average()
+        try:
+            t.record["pods_left_after_cleanup"] = await kube.delete_namespace(t.namespace)
+        except (ApiError, OSError, TimeoutError) as e:  # the trial's numbers still count
+            t.record["cleanup_error"] = repr(e)
+    _print_summary(t.tag, t.record)
+    return t.record
+
+
+def _per_pod(record: dict[str, Any], bound: int) -> None:
+    """Queries and writes per bound pod, from the operator's counters and the servers'."""
+    if not bound:
+        return
+    d = record["deltas"]
+    per: dict[str, Any] = {
+        "prometheus_queries_server": round(d.get("prometheus_queries", 0) / bound, 4),
+        "apiserver_writes": round(
+            sum(d.get(k, 0) for k in d if k.startswith("apiserver_")) / bound, 3
+        ),
+        "apiserver_bindings": round(d.get("apiserver_binding", 0) / bound, 3),
+        "apiserver_events": round(d.get("apiserver_event", 0) / bound, 3),
+    }
+    op = record.get("operator")
+    if op:
+        per["prometheus_queries_operator"] = round(op["prometheus_queries"] / bound, 4)
+        per["api_writes_operator"] = round(op["api_writes"] / bound, 3)
+    record["per_pod"] = per
+
+
+def _print_summary(tag: str, record: dict[str, Any]) -> None:
+    tp = (record.get("throughput") or {}).get("pods_per_s")
+    lat = record.get("latency_ms") or {}
+    res = record.get("resources") or {}
+    print(
+        f"[bench] {tag}: bound {record.get('bound')}/{record.get('pods')}"
+        f" complete={record.get('complete')} {tp} pods/s"
+        f" p50/p99 {lat.get('p50')}/{lat.get('p99')} ms"
+        f" rss max {res.get('rss_mib_max')} MiB cpu {res.get('cpu_ms_per_pod')} ms/pod"
+        f" load {record.get('load_average_after')}",
+        flush=True,
+    )
