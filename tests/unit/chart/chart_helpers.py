@@ -38,7 +38,7 @@ def tools_bin() -> Path:
 def tool(name: str) -> Path:
     path = tools_bin() / name
     if not path.exists():
-        pytest.skip(f"{name} is not built yet: run `make tools`")
+        pytest.fail(f"{name} is not built yet: run `make tools`")
     return path
 
 

