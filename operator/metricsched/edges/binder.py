@@ -28,21 +28,16 @@ import urllib3
 import urllib3.exceptions
 
 from metricsched.core import model
-from metricsched.edges import observe
+from metricsched.edges import kube, observe
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0
+MIN_FENCE_S = 1.0  # a Binding is sent only with at least this much leadership left
 MESSAGE_LIMIT = 1024  # bytes; the API's limit for event notes, kube-scheduler's truncation
 _TRUNCATED_SUFFIX = " ..."
 
-# Errors that mean "the API call did not go through"; anything else is a bug and raises.
-_API_ERRORS = (
-    kubernetes.client.exceptions.ApiException,
-    urllib3.exceptions.HTTPError,
-    OSError,
-    ValueError,  # pydantic's ValidationError before sending, unparsable answers
-)
+_API_ERRORS = kube.API_ERRORS
 
 
 # --- binding ---------------------------------------------------------------------------
@@ -55,7 +50,10 @@ class BindOutcome(enum.StrEnum):
     GATED = "Gated"  # 409 "non-empty .spec.schedulingGates": wait for the gates to go
     CONFLICT = "Conflict"  # other 409, e.g. the uid precondition (a re-created pod)
     FORBIDDEN = "Forbidden"  # 403: RBAC for pods/binding is missing
-    ERROR = "Error"  # anything else (timeouts, 5xx, 429): retry with backoff
+    REJECTED = "Rejected"  # a definite "no" (4xx other than the above, 429): retry later
+    UNKNOWN = "Unknown"  # the answer was lost (transport error, timeout, 5xx): read the pod
+    FENCED = "Fenced"  # not sent: this replica may no longer write as leader
+    NOT_BOUND = "NotBound"  # read back after a lost answer: the pod is still unbound
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,15 +62,6 @@ class BindResult:
     message: str  # the API server's message, or the transport error
     http_status: int | None  # None when no HTTP answer arrived
     node: str = ""  # where the pod is: the target if BOUND, the other node if ALREADY_BOUND
-
-    @property
-    def done(self) -> bool:
-        """The pod is bound (by us or someone else): stop scheduling it."""
-        return self.kind in (BindOutcome.BOUND, BindOutcome.ALREADY_BOUND)
-
-    @property
-    def retryable(self) -> bool:
-        return self.kind is BindOutcome.ERROR
 
 
 _ASSIGNED_TO = re.compile(r'is already assigned to node "([^"]*)"')
@@ -86,9 +75,15 @@ def bind(
     uid: str,
     node: str,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    fence: Callable[[], float] | None = None,
     metrics: observe.Metrics | None = None,
 ) -> BindResult:
-    """POST pods/binding for one pod: exactly one API write.
+    """POST pods/binding for one pod: exactly one API write, or none if fenced.
+
+    ``fence`` (the leader elector's) is read right before sending: the time this replica
+    may still write as leader. Less than ``MIN_FENCE_S`` left: nothing is sent
+    (``FENCED``); otherwise the request's timeout is cut to what is left, so no Binding
+    of ours is still in flight when a successor may start.
 
     The Binding carries the pod's uid, which the API server checks as a precondition, so
     a pod deleted and re-created under the same name is never bound by mistake. The
@@ -100,6 +95,15 @@ def bind(
         metadata=kubernetes.client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
         target=kubernetes.client.V1ObjectReference(api_version="v1", kind="Node", name=node),
     )
+    if fence is not None:
+        left = fence()
+        if left < MIN_FENCE_S:
+            return BindResult(
+                kind=BindOutcome.FENCED,
+                message=f"not sent: this replica may write as leader for {left:.1f}s more",
+                http_status=None,
+            )
+        timeout_s = min(timeout_s, left)
     if metrics is not None:
         metrics.api_writes.labels(kind="binding").inc()
     try:
@@ -112,15 +116,15 @@ def bind(
                 _request_timeout=timeout_s,
             )
         )
-        try:
-            status = int(response.status)
-            text = _decode(response.data)
-        finally:
-            response.release_conn()
+        status = int(response.status)
+        text = _decode(kube.read_and_release(response))
     except kubernetes.client.exceptions.ApiException as e:
         result = _bind_failure(int(e.status or 0) or None, _status_message(e.body, e.reason))
     except _API_ERRORS as e:
-        result = BindResult(kind=BindOutcome.ERROR, message=_transport_message(e), http_status=None)
+        # Sent, maybe accepted, answer lost: only reading the pod can tell.
+        result = BindResult(
+            kind=BindOutcome.UNKNOWN, message=_transport_message(e), http_status=None
+        )
     else:
         if 200 <= status < 300:
             return BindResult(kind=BindOutcome.BOUND, message="", http_status=status, node=node)
@@ -133,10 +137,58 @@ def bind(
     return result
 
 
+def read_back(
+    api: kubernetes.client.CoreV1Api,
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    node: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> BindResult:
+    """Resolve a Binding whose answer was lost (``UNKNOWN``) by reading the pod.
+
+    Bound to ``node``: ``BOUND``; to another node: ``ALREADY_BOUND`` naming it; gone or
+    re-created: ``GONE``; unbound: ``NOT_BOUND``; the read failed too: ``UNKNOWN``.
+    """
+    try:
+        body = kube.read_json(
+            api.read_namespaced_pod(
+                name, namespace, _preload_content=False, _request_timeout=timeout_s
+            )
+        )
+    except kubernetes.client.exceptions.ApiException as e:
+        if e.status == 404:
+            return BindResult(kind=BindOutcome.GONE, message="pod deleted", http_status=404)
+        return BindResult(
+            kind=BindOutcome.UNKNOWN, message=kube.describe_error(e), http_status=e.status
+        )
+    except _API_ERRORS as e:
+        return BindResult(kind=BindOutcome.UNKNOWN, message=_transport_message(e), http_status=None)
+    meta = body.get("metadata") or {}
+    if meta.get("uid") != uid or meta.get("deletionTimestamp"):
+        return BindResult(
+            kind=BindOutcome.GONE, message="pod deleted or re-created", http_status=200
+        )
+    bound_to = str((body.get("spec") or {}).get("nodeName") or "")
+    if bound_to == node:
+        return BindResult(kind=BindOutcome.BOUND, message="", http_status=200, node=node)
+    if bound_to:
+        return BindResult(
+            kind=BindOutcome.ALREADY_BOUND,
+            message=f"bound to {bound_to} by another binder",
+            http_status=200,
+            node=bound_to,
+        )
+    return BindResult(kind=BindOutcome.NOT_BOUND, message="the pod is not bound", http_status=200)
+
+
 def _bind_failure(status: int | None, message: str) -> BindResult:
-    kind = BindOutcome.ERROR
+    kind = BindOutcome.REJECTED
     bound_to = ""
-    if status == 404:
+    if status is None or status == 0 or status >= 500:
+        kind = BindOutcome.UNKNOWN  # a 5xx (e.g. a 504) may come after etcd accepted it
+    elif status == 404:
         kind = BindOutcome.GONE
     elif status == 403:
         kind = BindOutcome.FORBIDDEN
@@ -245,7 +297,7 @@ def set_pod_scheduled_false(
                 _request_timeout=timeout_s,
             )
         )
-        response.release_conn()
+        kube.read_and_release(response)
     except kubernetes.client.exceptions.ApiException as e:
         if e.status == 404:
             return StatusWrite.GONE
@@ -618,7 +670,7 @@ class EventRecorder:
                     _request_timeout=self._timeout,
                 )
             )
-            response.release_conn()
+            kube.read_and_release(response)
         except _API_ERRORS as e:
             self._failure(
                 f"cannot post event {reason} for {obj.kind} {obj.namespace}/{obj.name}", e
@@ -644,7 +696,7 @@ class EventRecorder:
                     _request_timeout=self._timeout,
                 )
             )
-            response.release_conn()
+            kube.read_and_release(response)
             ok = True
         except _API_ERRORS as e:
             ok = False

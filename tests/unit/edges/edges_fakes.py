@@ -41,13 +41,18 @@ Responder = Callable[[Request], tuple[int, Any]]
 
 
 class FakeServer:
-    def __init__(self, responder: Responder) -> None:
+    """``keep_alive``: HTTP/1.1 with persistent connections, as the API server does (the
+    default HTTP/1.0 closes each connection, which hides bugs of connection reuse)."""
+
+    def __init__(self, responder: Responder, *, keep_alive: bool = False) -> None:
         self.responder = responder
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 url = urllib.parse.urlsplit(self.path)

@@ -1,0 +1,140 @@
+"""The kubernetes client at the edge: credentials, paged LISTs, and reading answers.
+
+Every raw answer (``_preload_content=False``) is read to its end before its connection
+goes back to urllib3's pool: a connection returned with an unread body makes the *next*
+request on it fail with ``ResponseNotReady('Request-sent')``, and if that next request
+was a Binding the server accepted, its success would be lost. ``read_json`` and
+``read_and_release`` are the only ways this package consumes a raw answer.
+
+Blocking: call from worker threads only.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import kopf
+import kubernetes
+import kubernetes.client.exceptions
+import urllib3
+import urllib3.exceptions
+
+
+class KubeconfigError(RuntimeError):
+    """No usable cluster credentials: said in one line, not a traceback."""
+
+
+# Errors that mean "the API call did not go through (or its answer was lost)".
+API_ERRORS = (
+    kubernetes.client.exceptions.ApiException,
+    urllib3.exceptions.HTTPError,
+    OSError,
+    ValueError,  # pydantic's ValidationError before sending, unparsable answers
+)
+
+
+def read_and_release(response: object) -> bytes:
+    """Read the whole body of a raw answer, then return its connection to the pool."""
+    raw = typing.cast(urllib3.BaseHTTPResponse, response)
+    try:
+        data = raw.data
+    finally:
+        raw.release_conn()
+    return bytes(data or b"")
+
+
+def read_json(response: object) -> dict[str, Any]:
+    data = read_and_release(response)
+    body = json.loads(data) if data else {}
+    if not isinstance(body, dict):
+        raise ValueError(f"expected a JSON object, got {type(body).__name__}")
+    return body
+
+
+def describe_error(e: BaseException) -> str:
+    """One line: HTTP status and the API's message, or the transport error."""
+    if isinstance(e, kubernetes.client.exceptions.ApiException):
+        message = e.reason
+        try:
+            parsed = json.loads(e.body) if e.body else None
+            if isinstance(parsed, dict) and parsed.get("message"):
+                message = parsed["message"]
+        except (TypeError, ValueError):
+            pass
+        return f"HTTP {e.status}: {message}"[:1024]
+    return f"{type(e).__name__}: {e}"[:1024]
+
+
+def list_all(fetch: Callable[[str | None], Any]) -> tuple[list[Mapping[str, Any]], str]:
+    """All items of a paged LIST and the list's resourceVersion (of its first page)."""
+    items: list[Mapping[str, Any]] = []
+    cont: str | None = None
+    version = ""
+    while True:
+        body = read_json(fetch(cont))
+        items.extend(body.get("items") or [])
+        meta = body.get("metadata") or {}
+        version = version or str(meta.get("resourceVersion") or "")
+        cont = meta.get("continue") or None
+        if not cont:
+            return items, version
+
+
+def iter_all(fetch: Callable[[str | None], Any]) -> Iterator[Mapping[str, Any]]:
+    yield from list_all(fetch)[0]
+
+
+def connection_info(api_client: Any) -> kopf.ConnectionInfo:
+    """kopf's credentials, taken from the kubernetes client's (one source of truth)."""
+    cfg = api_client.configuration
+    header = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix(
+        "authorization"
+    )
+    scheme, token = None, None
+    if header:
+        parts = header.split(" ", 1)
+        scheme, token = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        scheme=scheme,
+        token=token,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+        username=cfg.username or None,
+        password=cfg.password or None,
+    )
+
+
+def load_api_client(kubeconfig: str | None, *, pool_size: int = 32) -> Any:
+    """The kubernetes ApiClient: in-cluster, else the kubeconfig (explicit or default)."""
+    try:
+        return _load_api_client(kubeconfig, pool_size=pool_size)
+    except (kubernetes.config.ConfigException, OSError, ValueError, TypeError) as e:
+        where = kubeconfig or "in-cluster config or ~/.kube/config"
+        raise KubeconfigError(f"cannot load cluster credentials from {where}: {e}") from e
+
+
+def _load_api_client(kubeconfig: str | None, *, pool_size: int) -> Any:
+    cfg = kubernetes.client.Configuration()
+    if kubeconfig:
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=cfg
+        )
+    else:
+        try:
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=cfg
+            )
+        except kubernetes.config.ConfigException:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                client_configuration=cfg
+            )
+    # urllib3 keeps this many connections per host: one per Binding in flight, plus the
+    # event and status writers (the client's default, 10, would queue the binds).
+    cfg.connection_pool_maxsize = pool_size
+    return kubernetes.client.ApiClient(cfg)
