@@ -51,7 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(operator_mod.run(config))
         except KeyboardInterrupt:
             pass
-        except (operator_mod.CrdMissingError, operator_mod.KubeconfigError) as e:
+        except (
+            operator_mod.CrdMissingError,
+            operator_mod.KubeconfigError,
+            operator_mod.LeadershipLostError,
+        ) as e:
             print(f"metricsched: {e}", file=sys.stderr)
             return 1
         return 0

@@ -102,6 +102,7 @@ class PodInfo:
     creation_timestamp: float  # unix seconds; 0 if unknown
     deleting: bool  # metadata.deletionTimestamp set
     phase: str
+    priority: int = 0  # spec.priority (set by the API server from priorityClassName)
 
     @property
     def key(self) -> PodKey:

@@ -108,7 +108,17 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         creation_timestamp=_timestamp(meta, "creationTimestamp", "metadata.creationTimestamp"),
         deleting=meta.get("deletionTimestamp") is not None,
         phase=phase,
+        priority=_priority(spec),
     )
+
+
+def _priority(spec: Mapping[str, Any]) -> int:
+    value = spec.get("priority")
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParseError("spec.priority", "must be an integer")
+    return value
 
 
 def _pod_requests(

@@ -107,6 +107,22 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.watch_restarts = prometheus_client.Counter(
+            "metricsched_watch_restarts_total",
+            "Times the watches (kopf) failed and were restarted.",
+            registry=r,
+        )
+        self.relists = prometheus_client.Counter(
+            "metricsched_reconcile_removed_total",
+            "Objects removed by the re-list reconciliation (deleted while nobody watched).",
+            ["kind"],
+            registry=r,
+        )
+        self.leader = prometheus_client.Gauge(
+            "metricsched_leader",
+            "1 while this replica holds the scheduling lease (or runs without election).",
+            registry=r,
+        )
         # Known label values start at 0 so rate() and absent() behave from the first scrape.
         for result in ATTEMPT_RESULTS:
             self.attempts.labels(result=result)

@@ -592,6 +592,58 @@ class RefreshResult:
     finished_at: float  # unix time the refresh of this metric ended (``now`` + duration)
 
 
+QueryGroup = tuple[tuple[str, str], list[tuple[model.Policy, model.MetricSpec]]]
+
+
+def query_groups(policies: Sequence[model.Policy]) -> list[QueryGroup]:
+    """The Prometheus metrics of ``policies`` grouped by distinct (query, nodeLabel): one
+    query serves every metric of the group."""
+    groups: dict[tuple[str, str], list[tuple[model.Policy, model.MetricSpec]]] = {}
+    for policy in policies:
+        for spec in policy.metrics:
+            if isinstance(spec.source, model.PrometheusSource):
+                key = (spec.source.query, spec.source.node_label)
+                groups.setdefault(key, []).append((policy, spec))
+    return list(groups.items())
+
+
+def apply_report(
+    *,
+    store: MetricStore,
+    members: Sequence[tuple[model.Policy, model.MetricSpec]],
+    report: QueryReport,
+    nodes: Sequence[model.NodeInfo],
+    now: float,
+    sent: bool,
+    metrics: observe.Metrics | None = None,
+) -> list[RefreshResult]:
+    """Store one query's answer for every metric of its group; one result per metric."""
+    reporting = len(report.series.values)
+    results: list[RefreshResult] = []
+    for index, (policy, spec) in enumerate(members):
+        store.update(model.MetricKey(policy=policy.key, metric=spec.name), report.series)
+        if metrics is not None and sent:
+            metrics.metric_refresh_duration.labels(policy=policy.key, metric=spec.name).observe(
+                report.duration_s
+            )
+        results.append(
+            RefreshResult(
+                policy=policy.key,
+                metric=spec.name,
+                nodes_reporting=reporting,
+                nodes_missing=max(len(nodes) - reporting, 0),
+                error=report.series.error,
+                error_message=report.series.error_message,
+                duration_s=report.duration_s,
+                series_unknown_node=report.series_unknown_node,
+                series_duplicate=report.series_duplicate,
+                queried=sent and index == 0,
+                finished_at=now + report.duration_s,
+            )
+        )
+    return results
+
+
 def refresh_policy_metrics(
     *,
     source: PrometheusSource,
@@ -601,58 +653,44 @@ def refresh_policy_metrics(
     now: float,
     metrics: observe.Metrics | None = None,
 ) -> list[RefreshResult]:
-    """Refresh every Prometheus metric of ``policies`` into ``store``.
+    """Refresh every Prometheus metric of ``policies`` into ``store``, one query at a time.
 
     Exactly one query per distinct (query, nodeLabel), shared by all metrics using it.
     Once Prometheus proves unreachable (connection refused, connect timeout), the
     remaining queries are not attempted in this round: they would each wait out the
     timeout for the same answer. Their metrics get the same UNREACHABLE error.
     """
-    groups: dict[tuple[str, str], list[tuple[model.Policy, model.MetricSpec]]] = {}
-    for policy in policies:
-        for spec in policy.metrics:
-            if isinstance(spec.source, model.PrometheusSource):
-                key = (spec.source.query, spec.source.node_label)
-                groups.setdefault(key, []).append((policy, spec))
-
     results: list[RefreshResult] = []
     down: QueryReport | None = None
-    for (query, node_label), members in groups.items():
+    for (query, node_label), members in query_groups(policies):
         if down is None:
             report = source.query_nodes_report(query, node_label=node_label, nodes=nodes, now=now)
             sent = True
             if report.connect_failed:
                 down = report
         else:
-            report = dataclasses.replace(
-                down,
-                series=dataclasses.replace(
-                    down.series,
-                    error_message=f"not attempted: {down.series.error_message}",
-                ),
-                duration_s=0.0,
-            )
+            report = not_attempted(down)
             sent = False
-        reporting = len(report.series.values)
-        for index, (policy, spec) in enumerate(members):
-            store.update(model.MetricKey(policy=policy.key, metric=spec.name), report.series)
-            if metrics is not None and sent:
-                metrics.metric_refresh_duration.labels(policy=policy.key, metric=spec.name).observe(
-                    report.duration_s
-                )
-            results.append(
-                RefreshResult(
-                    policy=policy.key,
-                    metric=spec.name,
-                    nodes_reporting=reporting,
-                    nodes_missing=max(len(nodes) - reporting, 0),
-                    error=report.series.error,
-                    error_message=report.series.error_message,
-                    duration_s=report.duration_s,
-                    series_unknown_node=report.series_unknown_node,
-                    series_duplicate=report.series_duplicate,
-                    queried=sent and index == 0,
-                    finished_at=now + report.duration_s,
-                )
+        results.extend(
+            apply_report(
+                store=store,
+                members=members,
+                report=report,
+                nodes=nodes,
+                now=now,
+                sent=sent,
+                metrics=metrics,
             )
+        )
     return results
+
+
+def not_attempted(down: QueryReport) -> QueryReport:
+    """The report of a query skipped because Prometheus just proved unreachable."""
+    return dataclasses.replace(
+        down,
+        series=dataclasses.replace(
+            down.series, error_message=f"not attempted: {down.series.error_message}"
+        ),
+        duration_s=0.0,
+    )

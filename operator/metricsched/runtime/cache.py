@@ -8,6 +8,15 @@ Assumed pods: a pod the cycle placed is counted on its node at once (before the 
 returns and before the watch reports it bound), so a burst of pods cannot overcommit a
 node. The assumption is confirmed by the watch event that shows the pod bound, and
 forgotten if the Binding fails.
+
+Holds: when a Binding's answer was lost and the pod reads back unbound, the request may
+still be in the API server; the node keeps the pod's resources (a hold) until the watch
+shows the pod bound somewhere or deleted, or the hold expires. The pod is double counted
+meanwhile: the cache errs on the side of free capacity never counted twice.
+
+Resource versions: the last one seen per pod and node lets ``reconcile`` apply a fresh
+LIST without undoing newer watch events (kopf re-lists after a 410 without DELETED events
+for objects that vanished in the gap; the reconciliation removes those ghosts).
 """
 
 from __future__ import annotations
@@ -46,11 +55,21 @@ class ClusterCache:
         self.policy_errors: dict[model.PolicyKey, str] = {}
         self.generation = 0  # bumps on any change that can make a pending pod schedulable
         self._burst_memory_s = burst_memory_s
+        self._holds: dict[str, tuple[model.NodeName, float]] = {}  # uid -> (node, until)
+        self._pod_rv: dict[str, int] = {}  # uid -> last resourceVersion seen
+        self._node_rv: dict[model.NodeName, int] = {}
+        self._tombstones: dict[str, int] = {}  # uid -> resourceVersion of its deletion
 
     # --- nodes -------------------------------------------------------------------------
 
-    def upsert_node(self, info: model.NodeInfo) -> None:
+    def upsert_node(self, info: model.NodeInfo, *, resource_version: str = "") -> bool:
+        """Add or update a node; True if the change can make a pending pod schedulable
+        (a new node, or new allocatable, labels, annotations, taints or cordon). A status
+        heartbeat changes none of these: it neither dirties the node nor wakes the queue."""
+        self._node_rv[info.name] = max(self._node_rv.get(info.name, 0), _rv(resource_version))
         node = self._nodes.get(info.name)
+        if node is not None and node.info == info:
+            return False
         if node is None:
             node = _Node(info=info, pods={}, recent=collections.deque())
             self._nodes[info.name] = node
@@ -63,8 +82,10 @@ class ClusterCache:
             node.info = info
         self._dirty.add(info.name)
         self.generation += 1
+        return True
 
     def remove_node(self, name: model.NodeName) -> None:
+        self._node_rv.pop(name, None)
         node = self._nodes.pop(name, None)
         if node is None:
             return
@@ -77,12 +98,17 @@ class ClusterCache:
 
     # --- pods --------------------------------------------------------------------------
 
-    def upsert_pod(self, pod: model.PodInfo, *, ours: bool) -> None:
+    def upsert_pod(self, pod: model.PodInfo, *, ours: bool, resource_version: str = "") -> None:
         """A pod event. Bound pods count on their node; our unbound pods are pending."""
         uid = pod.uid
+        rv = _rv(resource_version)
+        if uid in self._tombstones and rv <= self._tombstones[uid]:
+            return  # an old copy (from a LIST) of a pod whose deletion we have seen
+        self._pod_rv[uid] = max(self._pod_rv.get(uid, 0), rv)
         if pod.node_name and pod.phase not in _TERMINAL:
             self.pending.pop(uid, None)
             self.pod_conditions.pop(uid, None)
+            self._release_hold(uid)
             previous = self._pod_node.get(uid)
             if previous is not None and previous != pod.node_name:
                 self._detach(uid)
@@ -102,7 +128,13 @@ class ClusterCache:
             self.pending.pop(uid, None)
             self.pod_conditions.pop(uid, None)
 
-    def remove_pod(self, uid: str) -> None:
+    def remove_pod(self, uid: str, *, resource_version: str = "") -> None:
+        if resource_version:
+            self._tombstones[uid] = _rv(resource_version)
+            while len(self._tombstones) > _MAX_TOMBSTONES:
+                del self._tombstones[next(iter(self._tombstones))]
+        self._pod_rv.pop(uid, None)
+        self._release_hold(uid)
         self.pending.pop(uid, None)
         self.pod_conditions.pop(uid, None)
         self._assumed.pop(uid, None)
@@ -130,8 +162,38 @@ class ClusterCache:
                 recent.pop()
         self.pending[pod.uid] = pod
 
+    def hold(self, pod: model.PodInfo, node: model.NodeName, *, until: float) -> None:
+        """Keep ``pod``'s resources on ``node`` until ``until`` (a Binding there may still
+        land), in addition to wherever the pod goes next."""
+        self._release_hold(pod.uid)
+        self._holds[pod.uid] = (node, until)
+        # No labels: a hold must not satisfy another pod's affinity to a pod not there.
+        placeholder = dataclasses.replace(pod, uid=_hold_uid(pod.uid), node_name=node, labels={})
+        self._attach(placeholder, node)
+
+    def correct(self, pod: model.PodInfo, node: model.NodeName, *, now: float) -> None:
+        """The API says the pod is bound to ``node`` (a 409, or a read-back): count it
+        there until the watch confirms, wherever we had assumed it."""
+        self._detach(pod.uid)
+        self.pending.pop(pod.uid, None)
+        self._assumed[pod.uid] = now
+        self._attach(dataclasses.replace(pod, node_name=node), node)
+
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
+
+    def holds(self) -> Mapping[str, tuple[model.NodeName, float]]:
+        return self._holds
+
+    def _release_hold(self, uid: str) -> None:
+        if self._holds.pop(uid, None) is not None:
+            self._detach(_hold_uid(uid))
+
+    def expire_holds(self, now: float) -> int:
+        expired = [uid for uid, (_, until) in self._holds.items() if until <= now]
+        for uid in expired:
+            self._release_hold(uid)
+        return len(expired)
 
     def _attach(self, pod: model.PodInfo, node: model.NodeName) -> None:
         n = self._nodes.get(node)
@@ -150,6 +212,38 @@ class ClusterCache:
         if n is not None and n.pods.pop(uid, None) is not None:
             self._dirty.add(node)
             self.generation += 1  # freed capacity may help a pending pod
+
+    # --- reconciliation with a LIST ----------------------------------------------------
+
+    def pod_ghosts(self, listed: set[str], *, list_version: str) -> list[str]:
+        """Pods the cache holds that a LIST taken at ``list_version`` does not have, and
+        that no event newer than the LIST has shown: deleted while nobody watched."""
+        version = _rv(list_version)
+        known = set(self._pod_rv) | set(self.pending) | set(self._pod_node) | set(self._orphans)
+        return sorted(
+            uid
+            for uid in known
+            if uid not in listed
+            and not uid.endswith(_HOLD_SUFFIX)
+            and uid not in self._assumed
+            and 0 < self._pod_rv.get(uid, 0) <= version
+        )
+
+    def node_ghosts(
+        self, listed: set[model.NodeName], *, list_version: str
+    ) -> list[model.NodeName]:
+        version = _rv(list_version)
+        return sorted(
+            name
+            for name in self._nodes
+            if name not in listed and 0 < self._node_rv.get(name, 0) <= version
+        )
+
+    def pod_version(self, uid: str) -> int:
+        return self._pod_rv.get(uid, 0)
+
+    def node_version(self, name: model.NodeName) -> int:
+        return self._node_rv.get(name, 0)
 
     # --- policies ----------------------------------------------------------------------
 
@@ -196,6 +290,23 @@ class ClusterCache:
         return self._nodes
 
 
+_HOLD_SUFFIX = "/hold"
+_MAX_TOMBSTONES = 100_000
+
+
+def _hold_uid(uid: str) -> str:
+    return uid + _HOLD_SUFFIX
+
+
+def _rv(resource_version: str) -> int:
+    """resourceVersions are opaque strings to clients; kube-apiserver's are etcd revisions,
+    which only grow. Anything else compares as 0 (never treated as newer or older)."""
+    try:
+        return int(resource_version)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _build_state(node: _Node) -> model.NodeState:
     pods = tuple(node.pods.values())
     return model.NodeState(
@@ -205,3 +316,8 @@ def _build_state(node: _Node) -> model.NodeState:
         pods=pods,
         recent_binds=tuple(node.recent),
     )
+
+
+def resource_version(meta: Mapping[str, object]) -> int:
+    """An object's metadata.resourceVersion as the cache compares it."""
+    return _rv(str(meta.get("resourceVersion") or ""))

@@ -1,73 +1,251 @@
-"""Lease-based leader election, so that one replica schedules at a time.
+"""Lease-based leader election with fencing: one replica binds at a time, never two.
 
-Uses the kubernetes client's own ``leaderelection`` package (a coordination.k8s.io Lease,
-the same mechanism kube-scheduler uses) in a daemon thread. Lease 15s, renew deadline
-10s, retry 2s, as kube-scheduler's defaults: a standby takes over within ~15s of the
-leader's death. Leadership changes are handed to the event loop; losing leadership ends
-the process (kube-scheduler does the same) so the next leader starts from a fresh LIST.
+An asyncio loop on the coordination.k8s.io Lease (kube-scheduler's mechanism and
+defaults: lease 15 s, renew deadline 10 s, retry 2 s). Why not the kubernetes client's
+``leaderelection`` package: its thread catches only ``ApiException``, so one transport
+error kills it silently while the process keeps binding; its requests have no timeout,
+so a hung renew is never noticed; and it measures the lease with the wall clock.
+
+What this loop guarantees, all on the monotonic clock:
+
+- Every API call has a timeout, and every exception is a failed attempt, never the end
+  of the loop. The loop itself is supervised by the operator (it ends the process).
+- A standby takes the lease only after it has seen the same record for a whole lease
+  duration on its own clock (it does not trust the holder's ``renewTime``).
+- **Fencing**: :meth:`Elector.fence` is the time left during which this replica may
+  still send a write as leader: ``renew_deadline`` after the *sending* of its last
+  successful renewal. A standby can take over no earlier than ``lease_duration`` after
+  that moment, so every write a leader sends within the fence, with a request timeout
+  no longer than the fence, ends ``lease_duration - renew_deadline`` (5 s) before any
+  successor can begin. The binder checks the fence right before each Binding.
+- A leader that cannot renew within ``renew_deadline`` stops leading: ``on_lost`` is
+  called once and the operator exits, as kube-scheduler does, so Kubernetes restarts it
+  clean (and a restarted process re-lists instead of trusting a cache that missed events).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
+import functools
 import logging
 import os
+import random
 import socket
-import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-import kubernetes
-from kubernetes.leaderelection import electionconfig, leaderelection
-from kubernetes.leaderelection.resourcelock import leaselock
+import kubernetes.client
+import kubernetes.client.exceptions
 
-from metricsched.config import Config
+from metricsched.edges import kube
+
+logger = logging.getLogger("metricsched.leader")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Timing:
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.retry_period_s < self.renew_deadline_s < self.lease_duration_s:
+            raise ValueError("need 0 < retry period < renew deadline < lease duration")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """What the Lease says, plus its resourceVersion for optimistic concurrency."""
+
+    holder: str
+    duration_s: int
+    renew_time: str
+    acquire_time: str
+    transitions: int
+    resource_version: str
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> LeaseRecord:
+        spec = body.get("spec") or {}
+        return cls(
+            holder=str(spec.get("holderIdentity") or ""),
+            duration_s=int(spec.get("leaseDurationSeconds") or 0),
+            renew_time=str(spec.get("renewTime") or ""),
+            acquire_time=str(spec.get("acquireTime") or ""),
+            transitions=int(spec.get("leaseTransitions") or 0),
+            resource_version=str((body.get("metadata") or {}).get("resourceVersion") or ""),
+        )
+
+
+def default_identity() -> str:
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
 class Elector:
-    def __init__(self, stop: threading.Event, thread: threading.Thread) -> None:
-        self._stop = stop
-        self._thread = thread
+    """One replica's side of the election. Runs on the event loop; API calls in threads.
 
-    def stop(self) -> None:
-        self._stop.set()
+    ``fence()`` may be read from any thread (it reads two floats)."""
 
+    def __init__(
+        self,
+        api: kubernetes.client.CoordinationV1Api,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        timing: Timing = Timing(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.timing = timing
+        self._clock = clock
+        self._leading = False
+        self._renewed_at = -float("inf")  # monotonic time the last good renewal was sent
+        self._observed: LeaseRecord | None = None
+        self._observed_at = 0.0
 
-def start(
-    config: Config,
-    api_client: Any,
-    *,
-    loop: asyncio.AbstractEventLoop,
-    on_change: Callable[[bool], None],
-) -> Elector:
-    # The client logs every successful renewal (every 2s) at INFO: keep its warnings only.
-    logging.getLogger("leaderelection").setLevel(logging.WARNING)
-    # LeaseLock builds its API object from the default configuration.
-    kubernetes.client.Configuration.set_default(api_client.configuration)
-    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    lock = leaselock.LeaseLock(  # type: ignore[no-untyped-call]
-        config.leader_election_id, config.leader_election_namespace, identity
-    )
-    stop = threading.Event()
+    # --- what the rest of the operator reads --------------------------------------------
 
-    def started() -> None:
-        loop.call_soon_threadsafe(on_change, True)
-        stop.wait()
+    @property
+    def leading(self) -> bool:
+        return self._leading
 
-    def stopped() -> None:
-        loop.call_soon_threadsafe(on_change, False)
+    def fence(self) -> float:
+        """Seconds during which this replica may still send a write as leader (0 if not)."""
+        if not self._leading:
+            return 0.0
+        return max(0.0, self._renewed_at + self.timing.renew_deadline_s - self._clock())
 
-    election = leaderelection.LeaderElection(  # type: ignore[no-untyped-call]
-        electionconfig.Config(  # type: ignore[no-untyped-call]
-            lock=lock,
-            lease_duration=15,
-            renew_deadline=10,
-            retry_period=2,
-            onstarted_leading=started,
-            onstopped_leading=stopped,
+    # --- the loop -------------------------------------------------------------------------
+
+    async def run(self, *, on_started: Callable[[], None], on_lost: Callable[[], None]) -> None:
+        """Acquire, then renew until the renew deadline passes without success.
+
+        Returns only after leadership was lost (``on_lost`` called) or when cancelled."""
+        while True:
+            ok = await self.try_acquire_or_renew()
+            if ok and self._leading:
+                break
+            await asyncio.sleep(self.timing.retry_period_s * (1 + 0.2 * random.random()))
+        logger.info("acquired lease %s/%s as %s", self.namespace, self.name, self.identity)
+        on_started()
+        while True:
+            await asyncio.sleep(self.timing.retry_period_s)
+            await self.try_acquire_or_renew()
+            if self.fence() <= 0.0:
+                self._leading = False
+                logger.error(
+                    "lease %s/%s not renewed within %gs: stepping down",
+                    self.namespace,
+                    self.name,
+                    self.timing.renew_deadline_s,
+                )
+                on_lost()
+                return
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt; True if this replica holds the lease afterwards. Never raises."""
+        sent_at = self._clock()
+        # A renewal answered after the fence closed must not reopen it: the call's time
+        # limit is what is left of the fence (or a retry period when not leading).
+        budget = self.fence() if self._leading else self.timing.retry_period_s
+        budget = max(0.5, min(budget, self.timing.retry_period_s * 2))
+        try:
+            ok = await asyncio.wait_for(
+                asyncio.to_thread(functools.partial(self._attempt, sent_at, budget)),
+                timeout=budget + 1.0,
+            )
+        except TimeoutError:
+            logger.warning("lease request timed out after %.1fs", budget)
+            return False
+        except Exception as e:  # every failure is one failed attempt, never the loop's end
+            logger.warning("lease request failed: %s", kube.describe_error(e))
+            return False
+        if ok:
+            self._leading = True
+            self._renewed_at = sent_at
+        return ok
+
+    # --- one attempt (blocking; in a worker thread) ----------------------------------------
+
+    def _attempt(self, sent_at: float, budget: float) -> bool:
+        timeout = (min(2.0, budget), budget)
+        try:
+            current = kube.read_json(
+                self._api.read_namespaced_lease(
+                    self.name, self.namespace, _preload_content=False, _request_timeout=timeout
+                )
+            )
+        except kubernetes.client.exceptions.ApiException as e:
+            if e.status != 404:
+                raise
+            body = self._body(None, acquiring=True)
+            kube.read_json(
+                self._api.create_namespaced_lease(
+                    self.namespace, body, _preload_content=False, _request_timeout=timeout
+                )
+            )
+            return True
+        record = LeaseRecord.from_body(current)
+        if record.holder == self.identity:
+            if not self._leading:
+                return False  # our record, but we gave it up: never resume a lost lease
+        else:
+            if record != self._observed:
+                self._observed, self._observed_at = record, sent_at
+            free = not record.holder
+            expired = sent_at - self._observed_at >= max(
+                record.duration_s, self.timing.lease_duration_s
+            )
+            if not (free or expired):
+                return False
+        body = self._body(record, acquiring=record.holder != self.identity)
+        try:
+            kube.read_json(
+                self._api.replace_namespaced_lease(
+                    self.name,
+                    self.namespace,
+                    body,
+                    _preload_content=False,
+                    _request_timeout=timeout,
+                )
+            )
+        except kubernetes.client.exceptions.ApiException as e:
+            if e.status == 409:  # someone else wrote first
+                return False
+            raise
+        return True
+
+    def _body(self, record: LeaseRecord | None, *, acquiring: bool) -> kubernetes.client.V1Lease:
+        now = datetime.datetime.now(datetime.UTC)
+        acquired = now if acquiring or record is None else _parse_time(record.acquire_time, now)
+        return kubernetes.client.V1Lease(
+            api_version="coordination.k8s.io/v1",
+            kind="Lease",
+            metadata=kubernetes.client.V1ObjectMeta(
+                name=self.name,
+                namespace=self.namespace,
+                resource_version=record.resource_version if record is not None else None,
+            ),
+            spec=kubernetes.client.V1LeaseSpec(
+                holder_identity=self.identity,
+                lease_duration_seconds=int(self.timing.lease_duration_s),
+                renew_time=now,
+                acquire_time=acquired,
+                lease_transitions=(record.transitions + (1 if acquiring else 0)) if record else 0,
+            ),
         )
-    )
-    thread = threading.Thread(target=election.run, name="leader-election", daemon=True)
-    thread.start()
-    return Elector(stop, thread)
+
+
+def _parse_time(text: str, default: datetime.datetime) -> datetime.datetime:
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return default

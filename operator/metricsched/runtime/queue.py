@@ -1,29 +1,59 @@
 """The scheduling queue: which pending pod to try next, and when to try again.
 
-Like kube-scheduler's queue in spirit: new pods are tried first-in first-out; a pod that
-could not be placed backs off exponentially (1s doubling to 10s) and is moved back early
-when something changes that may help it (a node, a bound pod, a policy, the metrics).
-Entries are pod UIDs; the pod itself lives in the cluster cache, so an entry can never
-hold stale data, and a pod is never lost: every pending pod of the cache is either queued
-or backing off, and ``sync`` re-adds any that is neither (after a restart or a missed
-event). Runs on the event loop: no locking, one asyncio.Event to wake the worker.
+Modelled on kube-scheduler's queue:
+
+- **PrioritySort**: the active queue pops the highest ``spec.priority`` first, then the
+  oldest pod (creation time), then the order of arrival.
+- **Backoff**: a pod that could not be placed waits 1 s doubling to 10 s.
+- **Queueing hints**: a waiting pod returns early only on an event that could make it
+  schedulable: ``on_cluster_change`` (a node added or changed in what the filters read,
+  capacity freed by a pod leaving a node, a policy added, changed or deleted) moves
+  every waiting pod; ``on_metrics_change(policies)`` moves only the pods last decided by
+  one of those policies. A node heartbeat is not such an event (the cache tells).
+
+Entries are pod UIDs; the pod lives in the cluster cache, so an entry never holds stale
+data, and a pod is never lost: ``sync`` re-adds any pending pod of the cache that is
+neither active nor waiting (after a restart or a missed event). Runs on the event loop:
+no locking, one asyncio.Event to wake the worker.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
+import dataclasses
 import heapq
-from collections.abc import Iterable
+import itertools
+from collections.abc import Callable, Iterable
+
+# (-priority, creation time, arrival sequence)
+_Order = tuple[int, float, int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ordering:
+    """What PrioritySort reads of a pod."""
+
+    priority: int = 0
+    created: float = 0.0
 
 
 class SchedulingQueue:
-    def __init__(self, *, initial_backoff_s: float = 1.0, max_backoff_s: float = 10.0) -> None:
-        self._active: collections.OrderedDict[str, None] = collections.OrderedDict()
+    def __init__(
+        self,
+        *,
+        initial_backoff_s: float = 1.0,
+        max_backoff_s: float = 10.0,
+        ordering: Callable[[str], Ordering] | None = None,
+    ) -> None:
+        self._active: dict[str, _Order] = {}
+        self._heap: list[tuple[_Order, str]] = []
         self._waiting: dict[str, float] = {}  # uid -> due time of its next attempt
+        self._due: list[tuple[float, str]] = []
+        self._policy: dict[str, str] = {}  # uid -> policy that last decided it
         self._attempts: dict[str, int] = {}  # failed attempts so far, kept across moves
-        self._heap: list[tuple[float, str]] = []
+        self._seq = itertools.count()
+        self._ordering = ordering or (lambda _uid: Ordering())
         self._initial = initial_backoff_s
         self._max = max_backoff_s
         self._wake = asyncio.Event()
@@ -38,40 +68,48 @@ class SchedulingQueue:
         """A new or updated pending pod: try it soon unless it is backing off."""
         if uid in self._waiting or uid in self._active:
             return
-        self._active[uid] = None
-        self._wake.set()
+        self._activate(uid)
 
     def done(self, uid: str) -> None:
-        """The pod is bound or gone: forget it."""
+        """The pod is bound or gone: forget it (heap entries go stale and are skipped)."""
         self._active.pop(uid, None)
         self._waiting.pop(uid, None)
         self._attempts.pop(uid, None)
+        self._policy.pop(uid, None)
 
     def attempts(self, uid: str) -> int:
         return self._attempts.get(uid, 0)
 
-    def retry_later(self, uid: str, *, now: float) -> float:
-        """The attempt failed: back off (1s, 2s, 4s ... max). Returns the delay chosen."""
+    def retry_later(self, uid: str, *, now: float, policy: str = "") -> float:
+        """The attempt failed: back off (1s, 2s, 4s ... max). Returns the delay chosen.
+
+        ``policy`` (the policy that decided) lets a change of its metrics move it back."""
         self._active.pop(uid, None)
         n = self._attempts.get(uid, 0)
         self._attempts[uid] = n + 1
         delay: float = min(self._max, self._initial * float(2 ** min(n, 30)))
         due = now + delay
         self._waiting[uid] = due
-        heapq.heappush(self._heap, (due, uid))
+        self._policy[uid] = policy
+        heapq.heappush(self._due, (due, uid))
         return delay
 
-    def move_all_to_active(self) -> None:
-        """Something changed that may make waiting pods schedulable: retry them now.
+    # --- queueing hints ------------------------------------------------------------------
 
-        Attempt counts are kept, so a pod that keeps failing still backs off longer."""
-        if not self._waiting:
-            return
-        for uid in sorted(self._waiting, key=self._waiting.__getitem__):
-            self._active[uid] = None
-        self._waiting.clear()
-        self._heap.clear()
-        self._wake.set()
+    def on_cluster_change(self) -> int:
+        """Nodes, capacity or policies changed in a way that may help any waiting pod."""
+        return self._move(list(self._waiting))
+
+    def on_metrics_change(self, policies: Iterable[str]) -> int:
+        """New metric values for ``policies``: retry the pods they last decided."""
+        keys = set(policies)
+        return self._move([uid for uid in self._waiting if self._policy.get(uid) in keys])
+
+    def _move(self, uids: list[str]) -> int:
+        for uid in uids:
+            del self._waiting[uid]
+            self._activate(uid)
+        return len(uids)
 
     def sync(self, pending: Iterable[str]) -> int:
         """Re-add every pending pod that is neither queued nor backing off; returns how many."""
@@ -82,31 +120,44 @@ class SchedulingQueue:
                 added += 1
         return added
 
+    # --- popping -------------------------------------------------------------------------
+
+    def _activate(self, uid: str) -> None:
+        o = self._ordering(uid)
+        order: _Order = (-o.priority, o.created, next(self._seq))
+        self._active[uid] = order
+        heapq.heappush(self._heap, (order, uid))
+        self._wake.set()
+
     def _promote_due(self, now: float) -> None:
-        while self._heap and self._heap[0][0] <= now:
-            due, uid = heapq.heappop(self._heap)
+        while self._due and self._due[0][0] <= now:
+            due, uid = heapq.heappop(self._due)
             if self._waiting.get(uid) != due:
-                continue  # stale heap entry
+                continue  # stale entry
             del self._waiting[uid]
-            self._active[uid] = None
+            self._activate(uid)
 
     def next_due(self) -> float | None:
-        while self._heap:
-            due, uid = self._heap[0]
+        while self._due:
+            due, uid = self._due[0]
             if self._waiting.get(uid) == due:
                 return due
-            heapq.heappop(self._heap)
+            heapq.heappop(self._due)
         return None
 
     def pop_ready(self, now: float, limit: int) -> list[str]:
-        """Up to `limit` pods to try now, oldest first."""
+        """Up to ``limit`` pods to try now: highest priority, then oldest, first."""
         self._promote_due(now)
         out: list[str] = []
-        while self._active and len(out) < limit:
-            uid, _ = self._active.popitem(last=False)
+        while self._heap and len(out) < limit:
+            order, uid = heapq.heappop(self._heap)
+            if self._active.get(uid) != order:
+                continue  # stale: done, moved or re-added since
+            del self._active[uid]
             out.append(uid)
         if not self._active:
             self._wake.clear()
+            self._heap.clear()
         return out
 
     async def wait(self, *, now: float, max_wait: float) -> None:

@@ -5,6 +5,12 @@ pod status) runs in a thread via ``asyncio.to_thread``, with at most ``bind_conc
 Bindings in flight. The bind path does no Prometheus query and exactly one API write per
 pod, plus its Event. A pod placed by the cycle is assumed on its node at once, so the next
 pod's cycle already sees the capacity it takes.
+
+Bind outcomes never free capacity a Binding may hold: an answer lost in transit (reset,
+timeout, 5xx) is resolved by reading the pod back (bound: done, and the cache counts it
+where it is; unbound: retried, with the first node held until the Binding cannot land
+any more). With leader election, each Binding is fenced by the lease (see leader.py),
+and losing the lease cancels the binds in flight.
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ logger = logging.getLogger("metricsched.scheduler")
 _BATCH = 64
 # Every pending pod the cache knows is re-checked against the queue this often.
 _RESYNC_S = 30.0
+# How long a node keeps the resources of a pod whose Binding answer was lost and which
+# read back unbound: longer than the API server's request timeout (60 s by default).
+HOLD_S = 90.0
+# Read-back of a lost Binding answer: first wait, doubling up to the max.
+_READ_BACK_S = (0.5, 5.0)
 
 
 @dataclasses.dataclass(slots=True)
@@ -71,9 +82,11 @@ class Scheduler:
         self._max_in_flight = 2 * config.bind_concurrency
         self._capacity = asyncio.Event()
         self._seen_generation = -1
-        self._seen_metrics = -1
         self._last_resync = 0.0
         self.active = asyncio.Event()  # set while this replica may schedule (leader)
+        # The elector's fence (seconds this replica may still write as leader); None
+        # without leader election.
+        self.fence: Callable[[], float] | None = None
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -90,6 +103,9 @@ class Scheduler:
                 while len(self._tasks) >= self._max_in_flight:
                     self._capacity.clear()
                     await self._capacity.wait()
+                if not self.active.is_set():  # leadership lost mid-batch: decide no more
+                    self.queue.add(uid)
+                    continue
                 now = time.time()
                 pod = self.cache.pending.get(uid)
                 if pod is None:
@@ -106,11 +122,13 @@ class Scheduler:
             await asyncio.sleep(0)  # let the watches in between batches
 
     def _wake_on_changes(self, now: float) -> None:
-        """Cluster, policy or metric changes may help waiting pods: move them back."""
-        gen, ver = self.cache.generation, self.store.version
-        if gen != self._seen_generation or ver != self._seen_metrics:
-            self._seen_generation, self._seen_metrics = gen, ver
-            self.queue.move_all_to_active()
+        """Cluster or policy changes that may help waiting pods move them back (metric
+        changes are hinted by the refresher, per policy)."""
+        self.cache.expire_holds(now)
+        gen = self.cache.generation
+        if gen != self._seen_generation:
+            self._seen_generation = gen
+            self.queue.on_cluster_change()
         if now - self._last_resync >= _RESYNC_S:
             self._last_resync = now
             self.queue.sync(self.cache.pending)
@@ -143,7 +161,7 @@ class Scheduler:
         elif decision.outcome in (model.Outcome.UNSCHEDULABLE, model.Outcome.WAIT):
             result = "wait" if decision.outcome is model.Outcome.WAIT else "unschedulable"
             self.metrics.attempts.labels(result=result).inc()
-            self.queue.retry_later(pod.uid, now=now)
+            self.queue.retry_later(pod.uid, now=now, policy=decision.policy or "")
             self._spawn(self._report_failure(pod, decision.message))
         else:  # SKIP: not ours (any more)
             self.queue.done(pod.uid)
@@ -168,6 +186,7 @@ class Scheduler:
 
     async def _bind(self, pod: model.PodInfo, decision: model.Decision) -> None:
         assert decision.node is not None
+        node = decision.node
         async with self._binds:
             result = await asyncio.to_thread(
                 binder.bind,
@@ -175,32 +194,71 @@ class Scheduler:
                 namespace=pod.namespace,
                 name=pod.name,
                 uid=pod.uid,
-                node=decision.node,
+                node=node,
+                fence=self.fence,
                 metrics=self.metrics,
             )
+        if result.kind is binder.BindOutcome.UNKNOWN:
+            logger.warning(
+                "binding %s to %s: answer lost (%s); reading the pod back",
+                pod.key,
+                node,
+                result.message,
+            )
+            result = await self._read_back(pod, node)
+        await self._settle(pod, decision, result)
+
+    async def _read_back(self, pod: model.PodInfo, node: str) -> binder.BindResult:
+        """Read the pod until we know whether the Binding landed. Meanwhile the pod stays
+        assumed on ``node``: its capacity is never freed on a guess."""
+        delay, cap = _READ_BACK_S
+        while True:
+            result = await asyncio.to_thread(
+                binder.read_back,
+                self.core_api,
+                namespace=pod.namespace,
+                name=pod.name,
+                uid=pod.uid,
+                node=node,
+            )
+            if result.kind is not binder.BindOutcome.UNKNOWN:
+                return result
+            await asyncio.sleep(delay)
+            delay = min(cap, delay * 2)
+
+    async def _settle(
+        self, pod: model.PodInfo, decision: model.Decision, result: binder.BindResult
+    ) -> None:
+        """Apply a Binding's (known) outcome to the cache, the queue and the pod's events."""
         now = time.time()
         kind = result.kind
-        if kind in (binder.BindOutcome.BOUND, binder.BindOutcome.ALREADY_BOUND):
+        node = decision.node or ""
+        if kind is binder.BindOutcome.ALREADY_BOUND and result.node == node:
+            kind = binder.BindOutcome.BOUND  # an earlier try of ours landed
+        if kind is binder.BindOutcome.BOUND:
             self.queue.done(pod.uid)
-            if kind is binder.BindOutcome.BOUND:
-                self.metrics.attempts.labels(result="scheduled").inc()
-                if pod.creation_timestamp:
-                    self.metrics.pod_scheduling_duration.observe(
-                        max(0.0, now - pod.creation_timestamp)
-                    )
-                if decision.policy is not None:
-                    counters = self.counters[decision.policy]
-                    counters.scheduled += 1
-                    if decision.fallback_reason:
-                        counters.fallback += 1
-                await asyncio.to_thread(
-                    self.recorder.record_pod,
-                    pod=pod,
-                    event_type="Normal",
-                    reason="Scheduled",
-                    action="Binding",
-                    message=decision.message,
-                )
+            self.metrics.attempts.labels(result="scheduled").inc()
+            if pod.creation_timestamp:
+                self.metrics.pod_scheduling_duration.observe(max(0.0, now - pod.creation_timestamp))
+            if decision.policy is not None:
+                counters = self.counters[decision.policy]
+                counters.scheduled += 1
+                if decision.fallback_reason:
+                    counters.fallback += 1
+            await asyncio.to_thread(
+                self.recorder.record_pod,
+                pod=pod,
+                event_type="Normal",
+                reason="Scheduled",
+                action="Binding",
+                message=decision.message,
+            )
+            return
+        if kind is binder.BindOutcome.ALREADY_BOUND:
+            # Bound elsewhere by someone else: count it there now, not when the watch says.
+            if result.node:
+                self.cache.correct(pod, model.NodeName(result.node), now=now)
+            self.queue.done(pod.uid)
             return
         if kind is binder.BindOutcome.GONE:
             self.cache.remove_pod(pod.uid)
@@ -211,10 +269,31 @@ class Scheduler:
             self.cache.pending.pop(pod.uid, None)  # the watch re-adds it once ungated
             self.queue.done(pod.uid)
             return
+        if kind is binder.BindOutcome.FENCED:
+            # Nothing was sent; the lease is going: the next leader schedules the pod.
+            self.queue.retry_later(pod.uid, now=now, policy=decision.policy or "")
+            return
+        if kind is binder.BindOutcome.NOT_BOUND:
+            # The Binding may still be inside the API server: hold the node's share.
+            self.cache.hold(pod, model.NodeName(node), until=now + HOLD_S)
+            self.metrics.attempts.labels(result="error").inc()
+            self.queue.retry_later(pod.uid, now=now, policy=decision.policy or "")
+            return
         self.metrics.attempts.labels(result="error").inc()
-        self.queue.retry_later(pod.uid, now=now)
+        self.queue.retry_later(pod.uid, now=now, policy=decision.policy or "")
         message = f"Binding rejected: {result.message}"
         await self._report_failure(pod, message, reason="FailedScheduling")
+
+    def cancel_binds(self) -> int:
+        """Leadership is lost: stop waiting on Bindings in flight (their requests end
+        within the fence) and schedule nothing more."""
+        self.active.clear()
+        n = 0
+        for task in list(self._tasks):
+            if not task.done():
+                task.cancel()
+                n += 1
+        return n
 
     async def _report_failure(
         self, pod: model.PodInfo, message: str, *, reason: str = "FailedScheduling"

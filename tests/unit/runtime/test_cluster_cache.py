@@ -130,3 +130,88 @@ def test_snapshot_rebuilds_only_nodes_that_changed() -> None:
     second = c.snapshot(now=0.0).nodes
     assert second[model.NodeName("n2")] is n2_before
     assert second[model.NodeName("n1")].requested.milli_cpu == 500
+
+
+# --- what wakes waiting pods ------------------------------------------------------------
+
+
+def test_a_node_heartbeat_is_not_a_change_that_can_help_a_pending_pod() -> None:
+    c = cache_mod.ClusterCache()
+    assert c.upsert_node(_node("n1"), resource_version="10")
+    g = c.generation
+    assert not c.upsert_node(_node("n1"), resource_version="11")  # same spec, new status
+    assert c.generation == g
+    assert c.upsert_node(_node("n1", cpu="8"), resource_version="12")
+    assert c.generation > g
+
+
+# --- holds and corrections after a lost Binding answer -----------------------------------
+
+
+def test_a_hold_keeps_the_capacity_while_the_pod_is_tried_elsewhere() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"))
+    c.upsert_node(_node("n2"))
+    pod = _pod("a")
+    c.upsert_pod(pod, ours=True)
+    c.assume(pod, model.NodeName("n1"), now=0.0)
+    c.forget(pod)
+    c.hold(pod, model.NodeName("n1"), until=90.0)
+    assert "uid-a" in c.pending
+    assert _cpu(c, "n1") == 500
+    c.assume(pod, model.NodeName("n2"), now=1.0)
+    assert (_cpu(c, "n1"), _cpu(c, "n2")) == (500, 500)  # counted twice, never zero times
+    c.upsert_pod(_pod("a", node="n2"), ours=True)  # the watch: bound on n2
+    assert (_cpu(c, "n1"), _cpu(c, "n2")) == (0, 500)
+
+
+def test_a_hold_expires() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"))
+    c.hold(_pod("a"), model.NodeName("n1"), until=90.0)
+    assert c.expire_holds(89.0) == 0
+    assert _cpu(c, "n1") == 500
+    assert c.expire_holds(90.0) == 1
+    assert _cpu(c, "n1") == 0
+
+
+def test_a_409_naming_another_node_moves_the_pod_there() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"))
+    c.upsert_node(_node("n2"))
+    pod = _pod("a")
+    c.assume(pod, model.NodeName("n1"), now=0.0)
+    c.correct(pod, model.NodeName("n2"), now=0.0)
+    assert (_cpu(c, "n1"), _cpu(c, "n2")) == (0, 500)
+    assert c.is_assumed("uid-a")
+
+
+# --- reconciliation with a LIST ---------------------------------------------------------
+
+
+def test_pods_and_nodes_missing_from_a_newer_list_are_ghosts() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"), resource_version="5")
+    c.upsert_node(_node("gone"), resource_version="6")
+    c.upsert_pod(_pod("kept", node="n1"), ours=False, resource_version="7")
+    c.upsert_pod(_pod("deleted", node="n1"), ours=False, resource_version="8")
+    c.upsert_pod(_pod("newer"), ours=True, resource_version="30")  # after the LIST
+    assert c.node_ghosts({model.NodeName("n1")}, list_version="20") == ["gone"]
+    assert c.pod_ghosts({"uid-kept"}, list_version="20") == ["uid-deleted"]
+
+
+def test_an_assumed_pod_is_never_a_ghost() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"), resource_version="5")
+    pod = _pod("a")
+    c.upsert_pod(pod, ours=True, resource_version="7")
+    c.assume(pod, model.NodeName("n1"), now=0.0)
+    assert c.pod_ghosts(set(), list_version="20") == []
+
+
+def test_a_listed_copy_older_than_a_seen_deletion_does_not_come_back() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_pod(_pod("a"), ours=True, resource_version="7")
+    c.remove_pod("uid-a", resource_version="9")
+    c.upsert_pod(_pod("a"), ours=True, resource_version="7")  # from a LIST taken earlier
+    assert c.pending == {}

@@ -49,7 +49,7 @@ def test_cluster_change_moves_waiting_pods_back_but_keeps_their_attempt_count() 
     q = queue_mod.SchedulingQueue(initial_backoff_s=1.0)
     q.retry_later("a", now=0.0)
     q.retry_later("a", now=0.0)
-    q.move_all_to_active()
+    assert q.on_cluster_change() == 1
     assert q.pop_ready(0.0, 10) == ["a"]
     assert q.attempts("a") == 2
     assert q.retry_later("a", now=0.0) == 4.0
@@ -90,3 +90,63 @@ def test_wait_returns_when_a_pod_is_added() -> None:
         return q.pop_ready(0.0, 10)
 
     assert asyncio.run(scenario()) == ["a"]
+
+
+# --- queueing hints ---------------------------------------------------------------------
+
+
+def test_new_metrics_move_back_only_the_pods_their_policy_decided() -> None:
+    q = queue_mod.SchedulingQueue()
+    q.retry_later("web", now=0.0, policy="shop/web-latency")
+    q.retry_later("batch", now=0.0, policy="shop/batch-cost")
+    q.retry_later("plain", now=0.0)
+    assert q.on_metrics_change({"shop/web-latency"}) == 1
+    assert q.pop_ready(0.0, 10) == ["web"]
+    assert "batch" in q and "plain" in q
+
+
+def test_no_event_means_a_waiting_pod_waits_out_its_backoff() -> None:
+    q = queue_mod.SchedulingQueue(initial_backoff_s=1.0)
+    q.retry_later("a", now=0.0)
+    q.retry_later("a", now=0.0)  # second failure: 2 s
+    assert q.on_metrics_change(set()) == 0
+    assert q.pop_ready(1.9, 10) == []
+    assert q.pop_ready(2.0, 10) == ["a"]
+
+
+# --- PrioritySort -----------------------------------------------------------------------
+
+
+def _ordering(table: dict[str, queue_mod.Ordering]) -> queue_mod.SchedulingQueue:
+    return queue_mod.SchedulingQueue(ordering=lambda uid: table.get(uid, queue_mod.Ordering()))
+
+
+def test_higher_priority_pods_come_out_first_then_the_oldest() -> None:
+    q = _ordering(
+        {
+            "low-old": queue_mod.Ordering(priority=0, created=1.0),
+            "high-new": queue_mod.Ordering(priority=1000, created=9.0),
+            "low-new": queue_mod.Ordering(priority=0, created=5.0),
+            "high-old": queue_mod.Ordering(priority=1000, created=2.0),
+        }
+    )
+    for uid in ("low-new", "high-new", "low-old", "high-old"):
+        q.add(uid)
+    assert q.pop_ready(0.0, 10) == ["high-old", "high-new", "low-old", "low-new"]
+
+
+def test_a_pod_moved_back_takes_its_place_by_priority() -> None:
+    q = _ordering({"vip": queue_mod.Ordering(priority=10, created=5.0)})
+    q.add("a")
+    q.retry_later("vip", now=0.0)
+    q.on_cluster_change()
+    assert q.pop_ready(0.0, 10) == ["vip", "a"]
+
+
+def test_a_pod_done_while_active_never_comes_out() -> None:
+    q = queue_mod.SchedulingQueue()
+    q.add("a")
+    q.add("b")
+    q.done("a")
+    assert q.pop_ready(0.0, 10) == ["b"]
+    assert len(q) == 0

@@ -1,0 +1,152 @@
+"""Re-list reconciliation: the cache compared with a fresh LIST of nodes and pods.
+
+A watch that restarts from a LIST (kopf after a 410 Gone, after a restart, and at start
+after the operator's own initial LIST) sends no DELETED event for objects that vanished
+in the gap: a deleted pod would keep its node's capacity forever, a deleted node could
+receive Bindings. The reconciler LISTs nodes and pods (in a thread) and then, on the
+event loop, in one step:
+
+- removes what the cache holds, the LIST lacks, and no event newer than the LIST has
+  shown (resourceVersions compared; assumed pods are left to their Binding's outcome);
+- applies listed objects newer than what the cache has (missed ADDED or MODIFIED), except
+  pods whose deletion was already seen (tombstones in the cache).
+
+It runs shortly after kopf (re-)lists, and every ``interval_s`` as a safety net.
+A failed LIST is logged and retried at the next trigger; it never stops the operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kubernetes.client
+
+from metricsched.core import model
+from metricsched.edges import kube, observe
+from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import watches as watches_mod
+
+logger = logging.getLogger("metricsched.reconcile")
+
+# After kopf's (re-)listing starts, wait this long for it to deliver before comparing.
+SETTLE_S = 3.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Listing:
+    nodes: list[Mapping[str, Any]]
+    nodes_version: str
+    pods: list[Mapping[str, Any]]
+    pods_version: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    nodes_removed: int
+    pods_removed: int
+    applied: int
+
+
+def fetch(core: kubernetes.client.CoreV1Api) -> Listing:
+    """LIST nodes and non-terminal pods (blocking: run in a thread)."""
+    nodes, nodes_version = kube.list_all(
+        lambda cont: core.list_node(
+            limit=500, _continue=cont, _preload_content=False, _request_timeout=(5.0, 60.0)
+        )
+    )
+    pods, pods_version = kube.list_all(
+        lambda cont: core.list_pod_for_all_namespaces(
+            limit=500,
+            _continue=cont,
+            field_selector=watches_mod.POD_FIELD_SELECTOR,
+            _preload_content=False,
+            _request_timeout=(5.0, 60.0),
+        )
+    )
+    return Listing(nodes=nodes, nodes_version=nodes_version, pods=pods, pods_version=pods_version)
+
+
+def apply(
+    listing: Listing,
+    *,
+    cache: cache_mod.ClusterCache,
+    on_pod: Callable[[str | None, Mapping[str, Any]], None],
+    on_node: Callable[[str | None, Mapping[str, Any]], None],
+) -> Outcome:
+    """Bring the cache in line with ``listing`` (on the event loop, in one step)."""
+    applied = 0
+    node_names = set()
+    for body in listing.nodes:
+        meta = body.get("metadata") or {}
+        name = model.NodeName(str(meta.get("name", "")))
+        node_names.add(name)
+        if cache_mod.resource_version(meta) > cache.node_version(name):
+            on_node("MODIFIED", body)
+            applied += 1
+    node_ghosts = cache.node_ghosts(node_names, list_version=listing.nodes_version)
+    for name in node_ghosts:
+        cache.remove_node(name)
+    uids = set()
+    for body in listing.pods:
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        uids.add(uid)
+        if cache_mod.resource_version(meta) > cache.pod_version(uid):
+            on_pod("MODIFIED", body)
+            applied += 1
+    pod_ghosts = cache.pod_ghosts(uids, list_version=listing.pods_version)
+    for uid in pod_ghosts:
+        cache.remove_pod(uid, resource_version=listing.pods_version)
+    return Outcome(nodes_removed=len(node_ghosts), pods_removed=len(pod_ghosts), applied=applied)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        core: kubernetes.client.CoreV1Api,
+        cache: cache_mod.ClusterCache,
+        watches: watches_mod.Watches,
+        metrics: observe.Metrics,
+        interval_s: float,
+    ) -> None:
+        self._core = core
+        self._cache = cache
+        self._watches = watches
+        self._metrics = metrics
+        self._interval = interval_s
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(self._watches.relisted.wait(), timeout=self._interval)
+                await asyncio.sleep(SETTLE_S)  # let kopf's listing arrive first
+            except TimeoutError:
+                pass
+            self._watches.relisted.clear()
+            await self.once()
+
+    async def once(self) -> Outcome | None:
+        try:
+            listing = await asyncio.to_thread(fetch, self._core)
+        except Exception as e:
+            logger.warning("re-list failed (%s); retrying later", kube.describe_error(e))
+            return None
+        outcome = apply(
+            listing, cache=self._cache, on_pod=self._watches.on_pod, on_node=self._watches.on_node
+        )
+        self._metrics.relists.labels(kind="node").inc(outcome.nodes_removed)
+        self._metrics.relists.labels(kind="pod").inc(outcome.pods_removed)
+        if outcome.nodes_removed or outcome.pods_removed or outcome.applied:
+            logger.warning(
+                "re-list: removed %d node(s) and %d pod(s) deleted while unwatched; "
+                "applied %d missed change(s)",
+                outcome.nodes_removed,
+                outcome.pods_removed,
+                outcome.applied,
+            )
+        return outcome

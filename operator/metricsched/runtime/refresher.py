@@ -1,0 +1,175 @@
+"""The metric refresher: one PromQL query per distinct metric per interval, never per pod.
+
+- Only the leader refreshes (``leading`` is awaited before each round); standbys send no
+  query and write no status.
+- Queries run in worker threads, at most ``concurrency`` at once. A round never waits
+  for a slow query: each query's answer is stored when it arrives, and a query still in
+  flight at the next tick is not sent again. A slow query therefore delays only its own
+  metrics, whose values age out by the policy's ``maxMetricAge`` (the cycle then uses
+  the policy's fallback); every other policy keeps fresh values.
+- Once a query proves Prometheus unreachable, the queries of the rest of the round are
+  not sent (each would wait out the timeout for the same answer).
+- It never dies: every round is wrapped, a failure is logged and the next tick comes.
+- After each answer: the queue is hinted (``on_metrics_change``) for the policies whose
+  values changed, their status is marked for the status writer, and a metric that starts
+  or stops failing posts ``MetricQueryFailed`` / ``MetricsRecovered`` on its policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from metricsched.core import model
+from metricsched.edges import observe
+from metricsched.edges import prometheus as prom
+from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import queue as queue_mod
+from metricsched.runtime import status as status_mod
+
+logger = logging.getLogger("metricsched.refresher")
+
+PolicyEvent = Callable[..., None]  # (policy key, *, event_type, reason, action, message)
+
+
+class Refresher:
+    def __init__(
+        self,
+        *,
+        source: prom.PrometheusSource,
+        store: prom.MetricStore,
+        cache: cache_mod.ClusterCache,
+        queue: queue_mod.SchedulingQueue,
+        status: status_mod.PolicyStatus,
+        metrics: observe.Metrics,
+        post_event: PolicyEvent,
+        interval_s: float,
+        concurrency: int = 4,
+    ) -> None:
+        self._source = source
+        self._store = store
+        self._cache = cache
+        self._queue = queue
+        self._status = status
+        self._metrics = metrics
+        self._post_event = post_event
+        self._interval = interval_s
+        self._slots = asyncio.Semaphore(concurrency)
+        self._in_flight: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._down: prom.QueryReport | None = None
+        self.now = asyncio.Event()  # set to refresh at once (a policy's metrics changed)
+
+    async def run(self, *, stop: asyncio.Event, leading: asyncio.Event) -> None:
+        while not stop.is_set():
+            await leading.wait()
+            self.now.clear()
+            try:
+                self.round()
+            except Exception:
+                logger.exception("metric refresh round failed; retrying at the next tick")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.now.wait(), timeout=self._interval)
+        for task in self._in_flight.values():
+            task.cancel()
+
+    def round(self) -> int:
+        """Start the queries of one round (those not still in flight); returns how many."""
+        policies = list(self._cache.policies.values())
+        self._store.retain(model.MetricKey(p.key, m.name) for p in policies for m in p.metrics)
+        self._down = None
+        started = 0
+        nodes = self._cache.nodes()
+        for key, members in prom.query_groups(policies):
+            if key in self._in_flight:
+                continue
+            task = asyncio.get_running_loop().create_task(
+                self._refresh(key, members, nodes), name=f"query {key[0][:40]}"
+            )
+            self._in_flight[key] = task
+            task.add_done_callback(functools.partial(self._done, key))
+            started += 1
+        return started
+
+    def _done(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
+        self._in_flight.pop(key, None)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("metric query task failed", exc_info=task.exception())
+
+    async def _refresh(
+        self,
+        key: tuple[str, str],
+        members: Sequence[tuple[model.Policy, model.MetricSpec]],
+        nodes: list[model.NodeInfo],
+    ) -> None:
+        query, node_label = key
+        async with self._slots:
+            now = time.time()
+            down = self._down
+            if down is not None:
+                report, sent = prom.not_attempted(down), False
+            else:
+                report = await asyncio.to_thread(
+                    functools.partial(
+                        self._source.query_nodes_report,
+                        query,
+                        node_label=node_label,
+                        nodes=nodes,
+                        now=now,
+                    )
+                )
+                sent = True
+                if report.connect_failed:
+                    self._down = report
+        version = self._store.version
+        results = prom.apply_report(
+            store=self._store,
+            members=members,
+            report=report,
+            nodes=nodes,
+            now=now,
+            sent=sent,
+            metrics=self._metrics,
+        )
+        if self._store.version != version:  # new values or a new error state
+            self._queue.on_metrics_change({p.key for p, _ in members})
+        self.record(results)
+
+    def record(self, results: Sequence[prom.RefreshResult]) -> None:
+        """Keep results for status; post an event when a metric starts or stops failing."""
+        for r in results:
+            record = self._status.records.get(r.policy)
+            if record is None:
+                continue
+            record.metrics[r.metric] = r
+            health = record.health.setdefault(r.metric, status_mod.MetricHealth())
+            ok = r.error is None
+            if not ok and health.ok is not False:
+                logger.warning(
+                    "metric %s of policy %s failed: %s: %s",
+                    r.metric,
+                    r.policy,
+                    r.error,
+                    r.error_message,
+                )
+                self._post_event(
+                    r.policy,
+                    event_type="Warning",
+                    reason="MetricQueryFailed",
+                    action="QueryMetrics",
+                    message=f"metric {r.metric}: {r.error}: {r.error_message}",
+                )
+            elif ok and health.ok is False:
+                logger.info("metric %s of policy %s recovered", r.metric, r.policy)
+                self._post_event(
+                    r.policy,
+                    event_type="Normal",
+                    reason="MetricsRecovered",
+                    action="QueryMetrics",
+                    message=f"metric {r.metric}: {r.nodes_reporting} node(s) reporting again",
+                )
+            health.ok = ok
+            self._status.mark(r.policy)

@@ -1,0 +1,343 @@
+"""SchedulingPolicy status: derived from the refresher's results, written by the leader only.
+
+- Derivation (``status_of``) is a function of what the operator knows; writing is a
+  separate, single task (``run``) that coalesces: each policy is written at most once per
+  ``interval_s``, and only when its status changed. ``lastRefreshTime`` alone is not a
+  change (it moves every refresh); it is carried along with real changes, or written
+  when it is older than ``refresh_stale_s``.
+- Only the leader writes. Counters survive a change of leader: the status a replica last
+  saw on the policy (every replica watches it) is the base its own counts add to.
+- A failed write is logged and retried at the next pass; nothing here ever raises into
+  the operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import datetime
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kubernetes.client
+import kubernetes.client.exceptions
+
+from metricsched.core import model, policy, scoring
+from metricsched.edges import kube, observe
+from metricsched.edges import prometheus as prom
+
+logger = logging.getLogger("metricsched.status")
+
+GROUP, VERSION, PLURAL = "metricsched.io", "v1alpha1", "schedulingpolicies"
+
+
+@dataclasses.dataclass(slots=True)
+class MetricHealth:
+    ok: bool | None = None  # None = not refreshed yet
+
+
+@dataclasses.dataclass(slots=True)
+class Counters:
+    scheduled: int = 0
+    fallback: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class PolicyRecord:
+    uid: str = ""
+    generation: int = 0
+    invalid: str = ""  # validation error, "" if valid
+    metrics: dict[str, prom.RefreshResult] = dataclasses.field(default_factory=dict)
+    health: dict[str, MetricHealth] = dataclasses.field(default_factory=dict)
+    conditions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    seen: Counters = dataclasses.field(default_factory=Counters)  # on the object, last seen
+    base: Counters | None = None  # ``seen`` when this replica began to lead
+    last_written: str = ""  # status written last, without lastRefreshTime
+    last_write_at: float = -float("inf")  # monotonic
+    last_refresh_written: float = -float("inf")  # monotonic
+
+
+class PolicyStatus:
+    def __init__(
+        self,
+        *,
+        custom_api: kubernetes.client.CustomObjectsApi,
+        policies: Callable[[], Mapping[model.PolicyKey, model.Policy]],
+        nodes: Callable[[], list[model.NodeInfo]],
+        counters: Callable[[model.PolicyKey], tuple[int, int]],
+        metrics: observe.Metrics,
+        interval_s: float,
+        refresh_stale_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = custom_api
+        self._policies = policies
+        self._nodes = nodes
+        self._counters = counters
+        self._metrics = metrics
+        self._interval = interval_s
+        self._refresh_stale = refresh_stale_s
+        self._clock = clock
+        self.records: dict[model.PolicyKey, PolicyRecord] = {}
+        self._dirty: set[model.PolicyKey] = set()
+        self._wake = asyncio.Event()
+        self.leading = False
+
+    # --- inputs --------------------------------------------------------------------------
+
+    def observe(self, key: model.PolicyKey, body: Mapping[str, Any]) -> tuple[PolicyRecord, bool]:
+        """A policy event: returns its record and whether it is new or its spec changed."""
+        meta = body.get("metadata") or {}
+        record = self.records.get(key)
+        fresh = record is None
+        if record is None:
+            record = self.records[key] = PolicyRecord()
+        generation = int(meta.get("generation") or 0)
+        changed = fresh or generation != record.generation or record.uid != meta.get("uid")
+        record.uid = str(meta.get("uid", ""))
+        record.generation = generation
+        status = body.get("status") or {}
+        record.seen = Counters(
+            scheduled=_int(status.get("scheduledPods")), fallback=_int(status.get("fallbackPods"))
+        )
+        if fresh:
+            # Keep transition times across restarts and leaders.
+            for cond in status.get("conditions") or ():
+                if isinstance(cond, dict) and cond.get("type") and cond.get("lastTransitionTime"):
+                    record.conditions[str(cond["type"])] = dict(cond)
+        if changed:
+            self.mark(key)
+        return record, changed
+
+    def forget(self, key: model.PolicyKey) -> None:
+        self.records.pop(key, None)
+        self._dirty.discard(key)
+
+    def mark(self, key: model.PolicyKey | None = None) -> None:
+        """Something this policy's status shows may have changed (None: every policy)."""
+        if key is None:
+            self._dirty.update(self.records)
+        else:
+            self._dirty.add(key)
+        self._wake.set()
+
+    def start_leading(self) -> None:
+        self.leading = True
+        for record in self.records.values():
+            record.base = dataclasses.replace(record.seen)
+        self.mark()
+
+    # --- the writer ------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Write dirty statuses, each at most once per interval; supervised, never raises."""
+        while not stop.is_set():
+            try:
+                await self.write_due()
+            except Exception:
+                logger.exception("policy status pass failed; retrying")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+
+    async def write_due(self) -> int:
+        """One pass: write what is due; returns how many PATCHes went out."""
+        if not self.leading:
+            return 0
+        now = self._clock()
+        written = 0
+        for key in sorted(self._dirty):
+            record = self.records.get(key)
+            if record is None:
+                self._dirty.discard(key)
+                continue
+            if now - record.last_write_at < self._interval:
+                continue  # stays dirty: the next pass after the interval writes it
+            self._dirty.discard(key)
+            status = self.status_of(key, record)
+            text = _comparable(status)
+            refresh_stale = now - record.last_refresh_written >= self._refresh_stale
+            if text == record.last_written and not (refresh_stale and _has_refresh(status)):
+                continue
+            if await self._patch(key, status):
+                written += 1
+                record.last_written = text
+                record.last_write_at = now
+                record.last_refresh_written = now
+            else:
+                self._dirty.add(key)  # retried at a later pass
+                record.last_write_at = now
+        return written
+
+    async def _patch(self, key: model.PolicyKey, status: dict[str, Any]) -> bool:
+        namespace, _, name = key.partition("/")
+        self._metrics.api_writes.labels(kind="status").inc()  # policy status patch
+        try:
+            await asyncio.to_thread(self._patch_blocking, namespace, name, status)
+        except kubernetes.client.exceptions.ApiException as e:
+            if e.status == 404:
+                return True  # deleted meanwhile: nothing to write, nothing to retry
+            logger.warning("could not write status of %s: %s", key, kube.describe_error(e))
+            return False
+        except Exception as e:
+            logger.warning("could not write status of %s: %s", key, kube.describe_error(e))
+            return False
+        return True
+
+    def _patch_blocking(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        kube.read_and_release(
+            self._api.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                {"status": status},
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
+                _request_timeout=(5.0, 10.0),
+            )
+        )
+
+    # --- derivation ------------------------------------------------------------------------
+
+    def counters_of(self, key: model.PolicyKey, record: PolicyRecord) -> Counters:
+        scheduled, fallback = self._counters(key)
+        base = record.base or Counters()
+        return Counters(scheduled=base.scheduled + scheduled, fallback=base.fallback + fallback)
+
+    def status_of(self, key: model.PolicyKey, record: PolicyRecord) -> dict[str, Any]:
+        counters = self.counters_of(key, record)
+        pol = self._policies().get(key)
+        metrics_status: list[dict[str, Any]] = []
+        kinds: list[model.QueryErrorKind] = []
+        pending = False
+        if pol is not None:
+            nodes = self._nodes()
+            for m in pol.metrics:
+                if isinstance(m.source, model.AnnotationSource):
+                    n = sum(
+                        1
+                        for node in nodes
+                        if scoring.annotation_value(node.annotations.get(m.source.annotation))
+                        is not None
+                    )
+                    metrics_status.append(
+                        {
+                            "name": m.name,
+                            "nodesReporting": n,
+                            "nodesMissing": len(nodes) - n,
+                            "lastError": "",
+                        }
+                    )
+                    continue
+                r = record.metrics.get(m.name)
+                if r is None:
+                    pending = True
+                    metrics_status.append(
+                        {"name": m.name, "nodesReporting": 0, "nodesMissing": 0, "lastError": ""}
+                    )
+                    continue
+                if r.error is not None:
+                    kinds.append(r.error)
+                metrics_status.append(
+                    {
+                        "name": m.name,
+                        "nodesReporting": r.nodes_reporting,
+                        "nodesMissing": r.nodes_missing,
+                        "lastRefreshTime": _rfc3339(r.finished_at),
+                        "lastError": f"{r.error}: {r.error_message}" if r.error else "",
+                    }
+                )
+        if record.invalid:
+            ready = ("False", "InvalidSpec", record.invalid)
+            available = ("Unknown", "InvalidSpec", "the policy is not in use until fixed")
+        elif model.QueryErrorKind.BAD_QUERY in kinds:
+            bad = [s["name"] for s in metrics_status if "BadQuery" in s["lastError"]]
+            ready = ("False", "BadQuery", f"Prometheus rejected the query of {', '.join(bad)}")
+            available = ("False", "BadQuery", _first_error(metrics_status))
+        elif kinds:
+            reason = str(kinds[0])
+            ready = (
+                "False",
+                "MetricsUnavailable",
+                f"pods are placed by fallback {pol.fallback if pol else ''}: "
+                + _first_error(metrics_status),
+            )
+            available = ("False", reason, _first_error(metrics_status))
+        elif pending:
+            ready = ("Unknown", "Pending", "waiting for the first metric refresh")
+            available = ("Unknown", "Pending", "waiting for the first metric refresh")
+        else:
+            ready = ("True", "MetricsFresh", "all metrics refreshed")
+            available = (
+                "True",
+                "AllMetricsReporting",
+                "every metric returned values at the last refresh",
+            )
+        conditions = [
+            _condition(record, "Ready", *ready),
+            _condition(record, "MetricsAvailable", *available),
+        ]
+        return {
+            "observedGeneration": record.generation,
+            "conditions": conditions,
+            # The Metrics printer column reads this (JSONPath columns show one match only).
+            "metricNames": policy.metric_names(pol) if pol is not None else "",
+            "metrics": metrics_status,
+            "scheduledPods": counters.scheduled,
+            "fallbackPods": counters.fallback,
+        }
+
+
+def _condition(
+    record: PolicyRecord, ctype: str, status: str, reason: str, message: str
+) -> dict[str, Any]:
+    previous = record.conditions.get(ctype)
+    since = (
+        previous["lastTransitionTime"]
+        if previous and previous.get("status") == status
+        else _rfc3339(time.time())
+    )
+    cond = {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message[:1024],
+        "lastTransitionTime": since,
+        "observedGeneration": record.generation,
+    }
+    record.conditions[ctype] = cond
+    return cond
+
+
+def _comparable(status: dict[str, Any]) -> str:
+    """The status as compared for change: without the refresh timestamps."""
+    trimmed = copy.deepcopy(status)
+    for m in trimmed.get("metrics") or ():
+        m.pop("lastRefreshTime", None)
+    return json.dumps(trimmed, sort_keys=True)
+
+
+def _has_refresh(status: dict[str, Any]) -> bool:
+    return any("lastRefreshTime" in m for m in status.get("metrics") or ())
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _first_error(metrics_status: list[dict[str, Any]]) -> str:
+    for s in metrics_status:
+        if s.get("lastError"):
+            return f"{s['name']}: {s['lastError']}"
+    return ""
+
+
+def _rfc3339(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,296 @@
+"""kopf handlers → cluster cache and queue (thin), and kopf itself, supervised.
+
+kopf stays the pod event source. Its ``@kopf.on.event`` handlers (which store nothing on
+the objects they see) translate watch events into cache updates, queue entries and
+policy records. Pods are watched with a server-side field selector that leaves out
+finished pods.
+
+kopf is run under a supervisor: a watch that fails for good (kopf gives up after its
+``error_backoffs``, e.g. on a 403 after an RBAC change or a long API outage) makes
+``/readyz`` false with the reason, logs it, posts a Warning event on the operator's own
+Pod (when ``POD_NAME``/``POD_NAMESPACE`` say which), and kopf is started again with
+backoff: never an exit. ``/readyz`` turns true again once the restarted watches deliver.
+
+After kopf (re-)lists a resource (at start, after a 410 Gone, after a restart), objects
+deleted while nobody watched got no DELETED event: ``relisted`` tells the reconciler,
+which compares the cache with its own LIST.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kopf
+
+from metricsched.config import Config
+from metricsched.core import model, parse, policy
+from metricsched.edges import binder, kube, observe
+from metricsched.edges import prometheus as prom
+from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import queue as queue_mod
+from metricsched.runtime import status as status_mod
+
+logger = logging.getLogger("metricsched.watches")
+
+GROUP, VERSION, PLURAL = status_mod.GROUP, status_mod.VERSION, status_mod.PLURAL
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+# kopf's retries of a failing request before it gives up (and we restart it): short, so
+# a lasting failure shows on /readyz within seconds, not kopf's default ~54 s.
+KOPF_ERROR_BACKOFFS = (1.0, 2.0, 4.0)
+_RESTART_BACKOFF = (1.0, 30.0)
+
+
+class Watches:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        api_client: Any,
+        cache: cache_mod.ClusterCache,
+        queue: queue_mod.SchedulingQueue,
+        status: status_mod.PolicyStatus,
+        store: prom.MetricStore,
+        metrics: observe.Metrics,
+        health: observe.HealthState,
+        record: Callable[..., None],
+        refresh_now: asyncio.Event,
+    ) -> None:
+        self.config = config
+        self.api_client = api_client
+        self.cache = cache
+        self.queue = queue
+        self.status = status
+        self.store = store
+        self.metrics = metrics
+        self.health = health
+        self._record = record
+        self._refresh_now = refresh_now
+        # --namespace narrows which pods are scheduled and which policies apply; pods of
+        # all namespaces are still watched: they all take capacity on the same nodes.
+        self._namespaces = frozenset(config.namespaces)
+        self.relisted = asyncio.Event()  # kopf listed pods or nodes (again)
+        self.delivering = asyncio.Event()  # an event arrived since kopf (re)started
+
+    # --- watch events ------------------------------------------------------------------
+
+    def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        self._seen(event_type)
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        version = str(meta.get("resourceVersion") or "")
+        if event_type == "DELETED":
+            self.cache.remove_pod(uid, resource_version=version)
+            self.queue.done(uid)
+            return
+        spec = body.get("spec") or {}
+        ours = spec.get("schedulerName") in self.config.scheduler_names and (
+            not self._namespaces or meta.get("namespace") in self._namespaces
+        )
+        try:
+            pod = parse.pod_from_body(body)
+        except parse.ParseError as e:
+            if ours and not spec.get("nodeName"):
+                # A pod we cannot read is reported, not dropped: it stays Pending with a reason.
+                self._record(
+                    binder.ObjectRef.pod(
+                        namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=uid
+                    ),
+                    event_type="Warning",
+                    reason="FailedScheduling",
+                    action="Scheduling",
+                    message=f"metricsched cannot read this pod's spec: {e}",
+                )
+            return
+        self.cache.upsert_pod(pod, ours=ours, resource_version=version)
+        if uid in self.cache.pending:
+            self.cache.pod_conditions[uid] = tuple(
+                (body.get("status") or {}).get("conditions") or ()
+            )
+            self.queue.add(uid)
+        else:
+            self.queue.done(uid)
+
+    def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        self._seen(event_type)
+        meta = body.get("metadata") or {}
+        name = model.NodeName(str(meta.get("name", "")))
+        if event_type == "DELETED":
+            self.cache.remove_node(name)
+            return
+        try:
+            self.cache.upsert_node(
+                parse.node_from_body(body), resource_version=str(meta.get("resourceVersion") or "")
+            )
+        except parse.ParseError as e:
+            logger.warning("ignoring node %s: %s", name, e)
+
+    def on_policy(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        if self._namespaces and meta.get("namespace") not in self._namespaces:
+            return
+        key = model.PolicyKey(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        if event_type == "DELETED":
+            old = self.cache.policies.get(key)
+            self.cache.remove_policy(key)
+            self.status.forget(key)
+            self.store.retain(
+                model.MetricKey(p.key, m.name)
+                for p in self.cache.policies.values()
+                for m in p.metrics
+            )
+            for m in old.metrics if old is not None else ():
+                self.metrics.forget_policy_metric(policy=key, metric=m.name)
+            return
+        record, changed = self.status.observe(key, body)
+        try:
+            parsed = policy.policy_from_body(body)
+        except policy.PolicyError as e:
+            message = "; ".join(e.problems)
+            self.cache.reject_policy(key, message)
+            if changed or not record.invalid:
+                self._record(
+                    policy_ref(key, record),
+                    event_type="Warning",
+                    reason="InvalidPolicy",
+                    action="Validate",
+                    message=f"policy ignored until fixed: {message}",
+                )
+            record.invalid = message
+            self.status.mark(key)
+            return
+        if record.invalid:
+            record.invalid = ""
+            self.status.mark(key)
+        old = self.cache.policies.get(key)
+        if old == parsed:
+            return  # our own status write coming back, or a label/annotation change
+        self.cache.upsert_policy(parsed)
+        if old is None or old.metrics != parsed.metrics:
+            record.health.clear()
+            record.metrics.clear()
+            self._refresh_now.set()  # new metrics: query them now, not at the next tick
+
+    def _seen(self, event_type: str | None) -> None:
+        self.delivering.set()
+        if event_type is None:  # kopf's (re-)listing
+            self.relisted.set()
+
+    # --- kopf, supervised --------------------------------------------------------------
+
+    async def run_kopf(self, stop: asyncio.Event) -> None:
+        """Run kopf until ``stop``; restart it with backoff whenever it fails."""
+        delay, cap = _RESTART_BACKOFF
+        while not stop.is_set():
+            self.delivering.clear()
+            try:
+                await kopf.operator(
+                    registry=build_registry(self),
+                    clusterwide=True,
+                    standalone=True,
+                    stop_flag=stop,
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                reason = kube.describe_error(e)
+            else:
+                if stop.is_set():
+                    return
+                reason = "kopf stopped on its own"
+            self.metrics.watch_restarts.inc()
+            logger.error("watches failed (%s); restarting them in %gs", reason, delay)
+            self.health.set_ready(False, f"watches failing: {reason}")
+            self._record_self(reason)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+            delay = min(cap, delay * 2)
+            asyncio.get_running_loop().create_task(self._ready_when_delivering(stop))
+
+    async def _ready_when_delivering(self, stop: asyncio.Event) -> None:
+        await asyncio.wait(
+            [
+                asyncio.ensure_future(self.delivering.wait()),
+                asyncio.ensure_future(stop.wait()),
+            ],
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        if self.delivering.is_set():
+            self.health.set_ready(True, "watches delivering again")
+
+    def _record_self(self, reason: str) -> None:
+        name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+        if not name or not namespace:
+            return
+        uid = os.environ.get("POD_UID", "")
+        self._record(
+            binder.ObjectRef.pod(namespace=namespace, name=name, uid=uid),
+            event_type="Warning",
+            reason="WatchFailed",
+            action="Watch",
+            message=f"watches failed and are being restarted: {reason}",
+        )
+
+
+def policy_ref(key: model.PolicyKey, record: status_mod.PolicyRecord | None) -> binder.ObjectRef:
+    namespace, _, name = key.partition("/")
+    return binder.ObjectRef.policy(namespace=namespace, name=name, uid=record.uid if record else "")
+
+
+def build_registry(w: Watches) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.enabled = False  # we post our own events, from the scheduler's name
+        settings.scanning.disabled = True
+        settings.peering.standalone = True
+        settings.watching.field_selectors[("v1", "pods")] = POD_FIELD_SELECTOR
+        # LIST in pages: an unchunked initial list holds every pod's body at once.
+        settings.watching.chunk_size = 500
+        # kopf keeps a worker (and the last body) per object until it idles out: pods see
+        # a burst of events around their bind and then quiet, so let the workers go soon.
+        settings.queueing.idle_timeout = 1.0
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.watching.connect_timeout = 10
+        settings.networking.request_timeout = 60
+        settings.networking.connect_timeout = 10
+        settings.networking.error_backoffs = KOPF_ERROR_BACKOFFS
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return kube.connection_info(w.api_client)
+
+    @kopf.on.event("v1", "pods", registry=registry)
+    async def pod_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_pod(event.get("type"), event["object"])
+
+    @kopf.on.event("v1", "nodes", registry=registry)
+    async def node_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_node(event.get("type"), event["object"])
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def policy_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_policy(event.get("type"), event["object"])
+
+    return registry
+
+
+def post_in_thread(recorder: binder.EventRecorder) -> Callable[..., None]:
+    """Post an event without blocking the event loop (the recorder's I/O is blocking)."""
+
+    def post(ref: binder.ObjectRef, **kwargs: Any) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread (the start-up sync): post directly
+            recorder.record(ref, **kwargs)
+            return
+        loop.run_in_executor(None, functools.partial(recorder.record, ref, **kwargs))
+
+    return post

@@ -1,0 +1,210 @@
+"""Leader election: one holder, a standby that waits a whole lease, and a fence that
+closes before any successor can start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import kubernetes.client
+import kubernetes.client.exceptions
+import pytest
+import urllib3.exceptions
+
+from metricsched.runtime import leader
+
+
+class _Raw:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.data = json.dumps(body).encode()
+        self.released = False
+
+    def release_conn(self) -> None:
+        self.released = True
+
+
+class FakeLeases:
+    """The coordination API's Lease verbs on one in-memory Lease (optimistic concurrency
+    by resourceVersion, as the API server does). ``fail`` makes every call raise."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.version = 0
+        self.fail: BaseException | None = None
+        self.writes: list[str] = []
+
+    def _check(self) -> None:
+        if self.fail is not None:
+            raise self.fail
+
+    def read_namespaced_lease(self, name: str, namespace: str, **_: Any) -> _Raw:
+        self._check()
+        if self.lease is None:
+            raise kubernetes.client.exceptions.ApiException(status=404, reason="NotFound")
+        return _Raw(self.lease)
+
+    def create_namespaced_lease(self, namespace: str, body: Any, **_: Any) -> _Raw:
+        self._check()
+        if self.lease is not None:
+            raise kubernetes.client.exceptions.ApiException(status=409, reason="AlreadyExists")
+        return self._store(body)
+
+    def replace_namespaced_lease(self, name: str, namespace: str, body: Any, **_: Any) -> _Raw:
+        self._check()
+        assert self.lease is not None
+        if body.metadata.resource_version != self.lease["metadata"]["resourceVersion"]:
+            raise kubernetes.client.exceptions.ApiException(status=409, reason="Conflict")
+        return self._store(body)
+
+    def _store(self, body: Any) -> _Raw:
+        self.version += 1
+        spec = body.spec
+        self.lease = {
+            "metadata": {"name": body.metadata.name, "resourceVersion": str(self.version)},
+            "spec": {
+                "holderIdentity": spec.holder_identity,
+                "leaseDurationSeconds": spec.lease_duration_seconds,
+                "renewTime": spec.renew_time.isoformat(),
+                "acquireTime": spec.acquire_time.isoformat(),
+                "leaseTransitions": spec.lease_transitions,
+            },
+        }
+        self.writes.append(spec.holder_identity)
+        return _Raw(self.lease)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def leases() -> FakeLeases:
+    return FakeLeases()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def _elector(leases: FakeLeases, clock: Clock, identity: str) -> leader.Elector:
+    return leader.Elector(
+        leases,  # type: ignore[arg-type]
+        namespace="ms",
+        name="metricsched",
+        identity=identity,
+        clock=clock,
+    )
+
+
+def _attempt(e: leader.Elector) -> bool:
+    return asyncio.run(e.try_acquire_or_renew())
+
+
+def test_the_first_replica_creates_the_lease_and_leads(leases: FakeLeases, clock: Clock) -> None:
+    a = _elector(leases, clock, "a")
+    assert _attempt(a)
+    assert a.leading
+    assert leases.writes == ["a"]
+    assert a.fence() == pytest.approx(10.0)
+
+
+def test_a_standby_takes_over_only_after_seeing_the_same_record_for_a_whole_lease(
+    leases: FakeLeases, clock: Clock
+) -> None:
+    a, b = _elector(leases, clock, "a"), _elector(leases, clock, "b")
+    assert _attempt(a)
+    assert not _attempt(b)  # b starts watching the record now
+    clock.now += 14.9
+    assert not _attempt(b)
+    clock.now += 0.2
+    assert _attempt(b)
+    assert leases.writes == ["a", "b"]
+    assert leases.lease is not None
+    assert leases.lease["spec"]["leaseTransitions"] == 1
+
+
+def test_renewals_keep_a_standby_out(leases: FakeLeases, clock: Clock) -> None:
+    a, b = _elector(leases, clock, "a"), _elector(leases, clock, "b")
+    assert _attempt(a)
+    for _ in range(20):
+        assert not _attempt(b)
+        clock.now += 2.0
+        assert _attempt(a)
+    assert a.leading and not b.leading
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        urllib3.exceptions.MaxRetryError(None, "/", reason="connection refused"),  # type: ignore[arg-type]
+        kubernetes.client.exceptions.ApiException(status=500, reason="etcd timeout"),
+        OSError("network unreachable"),
+        TimeoutError(),
+    ],
+)
+def test_a_failed_renewal_is_one_failed_attempt_and_the_fence_closes_on_time(
+    leases: FakeLeases, clock: Clock, error: BaseException
+) -> None:
+    """Regression: the client's elector died on the first transport error and the
+    leader went on binding without renewing."""
+    a = _elector(leases, clock, "a")
+    assert _attempt(a)
+    leases.fail = error
+    clock.now += 9.0
+    assert not _attempt(a)
+    assert a.fence() == pytest.approx(1.0)
+    clock.now += 1.0
+    assert a.fence() == 0.0
+
+
+def test_the_fence_closes_before_any_successor_can_take_the_lease(
+    leases: FakeLeases, clock: Clock
+) -> None:
+    a, b = _elector(leases, clock, "a"), _elector(leases, clock, "b")
+    assert _attempt(a)
+    assert not _attempt(b)
+    leases.fail = OSError("partition: a cannot renew")
+    while a.fence() > 0:
+        clock.now += 0.5
+        _attempt(a)
+    closed_at = clock.now
+    leases.fail = None
+    while not _attempt(b):
+        clock.now += 0.5
+    assert clock.now - closed_at >= 5.0 - 0.5  # lease 15 s - renew deadline 10 s
+
+
+def test_a_lost_lease_is_never_resumed(leases: FakeLeases) -> None:
+    a = leader.Elector(
+        leases,  # type: ignore[arg-type]
+        namespace="ms",
+        name="metricsched",
+        identity="a",
+        timing=leader.Timing(lease_duration_s=0.6, renew_deadline_s=0.4, retry_period_s=0.05),
+    )
+    calls: list[str] = []
+
+    def started() -> None:
+        calls.append("started")
+        leases.fail = OSError("down")  # every renewal from now on fails
+
+    async def run() -> None:
+        await asyncio.wait_for(a.run(on_started=started, on_lost=lambda: calls.append("lost")), 10)
+
+    asyncio.run(run())
+    assert calls == ["started", "lost"]
+    assert not a.leading
+    assert a.fence() == 0.0
+    leases.fail = None
+    assert not _attempt(a)  # our identity is still on the record, but we gave it up
+
+
+def test_timing_must_leave_a_margin() -> None:
+    with pytest.raises(ValueError, match="renew deadline"):
+        leader.Timing(lease_duration_s=10, renew_deadline_s=10, retry_period_s=2)
