@@ -1,0 +1,166 @@
+"""The refresher: leader-only, a slow query delays only its own metrics, never dies."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from metricsched.core import model, policy
+from metricsched.edges import observe
+from metricsched.edges import prometheus as prom
+from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import queue as queue_mod
+from metricsched.runtime import refresher as refresher_mod
+from metricsched.runtime import status as status_mod
+
+
+class FakeSource:
+    """Answers each query with one node's value; queries named in ``slow`` block until
+    ``release`` is set; ``boom`` raises (a bug in the edge must not end the refresher)."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.slow: set[str] = set()
+        self.boom: set[str] = set()
+        self.release = threading.Event()
+
+    def query_nodes_report(self, query: str, **_: Any) -> prom.QueryReport:
+        self.sent.append(query)
+        if query in self.boom:
+            raise RuntimeError("bug")
+        if query in self.slow:
+            self.release.wait(10)
+        return prom.QueryReport(
+            series=model.MetricSeries(
+                values={model.NodeName("n1"): model.MetricSample(value=1.0, refreshed_at=0.0)},
+                last_refresh=0.0,
+                error=None,
+                error_message="",
+            ),
+            series_total=1,
+            series_unknown_node=0,
+            series_duplicate=0,
+            values_dropped=0,
+            duration_s=0.0,
+            connect_failed=False,
+        )
+
+
+def _policy(name: str, query: str) -> model.Policy:
+    return policy.policy_from_body(
+        {
+            "metadata": {"name": name, "namespace": "shop", "uid": name, "generation": 1},
+            "spec": {
+                "metrics": [
+                    {
+                        "name": "m",
+                        "prometheus": {"query": query, "nodeLabel": "node"},
+                        "weight": 1,
+                        "goal": "Minimize",
+                    }
+                ]
+            },
+        }
+    )
+
+
+class Rig:
+    def __init__(self) -> None:
+        self.source = FakeSource()
+        self.cache = cache_mod.ClusterCache()
+        self.store = prom.MetricStore()
+        self.queue = queue_mod.SchedulingQueue()
+        metrics = observe.Metrics()
+        self.status = status_mod.PolicyStatus(
+            custom_api=None,  # type: ignore[arg-type]
+            policies=lambda: self.cache.policies,
+            nodes=self.cache.nodes,
+            counters=lambda key: (0, 0),
+            metrics=metrics,
+            interval_s=15.0,
+        )
+        self.events: list[str] = []
+        self.refresher = refresher_mod.Refresher(
+            source=self.source,  # type: ignore[arg-type]
+            store=self.store,
+            cache=self.cache,
+            queue=self.queue,
+            status=self.status,
+            metrics=metrics,
+            post_event=lambda key, **kw: self.events.append(kw["reason"]),
+            interval_s=0.05,
+        )
+
+    def add(self, name: str, query: str) -> None:
+        p = _policy(name, query)
+        self.cache.upsert_policy(p)
+        self.status.records[p.key] = status_mod.PolicyRecord()
+
+    def has_values(self, name: str) -> bool:
+        return model.MetricKey(model.PolicyKey(f"shop/{name}"), "m") in self.store.view()
+
+
+def test_a_standby_sends_no_query() -> None:
+    rig = Rig()
+    rig.add("a", "up")
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=asyncio.Event()))
+        await asyncio.sleep(0.2)
+        stop.set()
+        task.cancel()
+
+    asyncio.run(go())
+    assert rig.source.sent == []
+
+
+def test_a_slow_query_delays_only_its_own_policy_and_is_not_sent_twice() -> None:
+    rig = Rig()
+    rig.add("slow", "slow_query")
+    rig.add("fast", "fast_query")
+    rig.source.slow.add("slow_query")
+
+    async def go() -> None:
+        stop, leading = asyncio.Event(), asyncio.Event()
+        leading.set()
+        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=leading))
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if rig.has_values("fast") and rig.source.sent.count("fast_query") >= 3:
+                break
+        assert rig.has_values("fast")
+        assert not rig.has_values("slow")
+        assert rig.source.sent.count("fast_query") >= 3  # several rounds went by
+        assert rig.source.sent.count("slow_query") == 1  # in flight: not sent again
+        rig.source.release.set()
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if rig.has_values("slow"):
+                break
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(go())
+    assert rig.has_values("slow")
+
+
+def test_a_failing_query_task_does_not_end_the_refresher() -> None:
+    rig = Rig()
+    rig.add("bad", "boom")
+    rig.add("good", "fine")
+    rig.source.boom.add("boom")
+
+    async def go() -> None:
+        stop, leading = asyncio.Event(), asyncio.Event()
+        leading.set()
+        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=leading))
+        await asyncio.sleep(0.3)
+        assert not task.done()
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(go())
+    assert rig.source.sent.count("boom") >= 2  # tried again at later ticks
+    assert rig.has_values("good")

@@ -1,0 +1,153 @@
+"""Watches: kopf is restarted, never fatal; a re-list removes what vanished unwatched."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+import pytest
+
+from metricsched import config as config_mod
+from metricsched.edges import observe
+from metricsched.edges import prometheus as prom
+from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import queue as queue_mod
+from metricsched.runtime import reconcile
+from metricsched.runtime import status as status_mod
+from metricsched.runtime import watches as watches_mod
+
+
+def _watches() -> watches_mod.Watches:
+    parser = argparse.ArgumentParser()
+    config_mod.add_run_arguments(parser)
+    cache = cache_mod.ClusterCache()
+    metrics = observe.Metrics()
+    return watches_mod.Watches(
+        config=config_mod.from_args(parser.parse_args([]), {}),
+        api_client=None,
+        cache=cache,
+        queue=queue_mod.SchedulingQueue(),
+        status=status_mod.PolicyStatus(
+            custom_api=None,  # type: ignore[arg-type]
+            policies=lambda: cache.policies,
+            nodes=cache.nodes,
+            counters=lambda key: (0, 0),
+            metrics=metrics,
+            interval_s=15.0,
+        ),
+        store=prom.MetricStore(),
+        metrics=metrics,
+        health=observe.HealthState(),
+        record=lambda *a, **kw: None,
+        refresh_now=asyncio.Event(),
+    )
+
+
+def _node(name: str, rv: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "resourceVersion": rv},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+    }
+
+
+def _pod(name: str, rv: str, *, node: str = "") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": rv},
+        "spec": {
+            "schedulerName": "metricsched",
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+# --- kopf under a supervisor ------------------------------------------------------------
+
+
+def test_a_failing_watch_makes_readyz_false_and_kopf_restarts_instead_of_exiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    w = _watches()
+    w.health.set_ready(True, "caches synced")
+    runs: list[str] = []
+    readiness: list[tuple[bool, str]] = []
+
+    async def fake_operator(*, stop_flag: asyncio.Event, **_: Any) -> None:
+        runs.append("run")
+        if len(runs) == 1:
+            raise RuntimeError("403 Forbidden: cannot watch nodes")
+        readiness.append(w.health.readiness())
+        w.on_node(None, _node("n1", "5"))  # the restarted watches deliver
+        await asyncio.sleep(0.05)
+        readiness.append(w.health.readiness())
+        stop_flag.set()
+
+    monkeypatch.setattr(watches_mod.kopf, "operator", fake_operator)
+    monkeypatch.setattr(watches_mod, "_RESTART_BACKOFF", (0.01, 0.01))
+
+    async def go() -> None:
+        await asyncio.wait_for(w.run_kopf(asyncio.Event()), timeout=5)
+
+    asyncio.run(go())
+    assert runs == ["run", "run"]
+    assert readiness[0][0] is False
+    assert "403 Forbidden" in readiness[0][1]
+    assert readiness[1] == (True, "watches delivering again")
+    assert w.metrics.registry.get_sample_value("metricsched_watch_restarts_total") == 1
+
+
+def test_kopf_listing_again_asks_for_a_reconciliation() -> None:
+    w = _watches()
+    w.on_node("ADDED", _node("n1", "5"))
+    assert not w.relisted.is_set()
+    w.on_node(None, _node("n1", "5"))
+    assert w.relisted.is_set()
+
+
+# --- re-list ----------------------------------------------------------------------------
+
+
+def test_a_relist_removes_pods_and_nodes_deleted_while_unwatched_and_adds_missed_ones() -> None:
+    w = _watches()
+    w.on_node("ADDED", _node("n1", "5"))
+    w.on_node("ADDED", _node("deleted-node", "6"))
+    w.on_pod("ADDED", _pod("bound", "7", node="n1"))
+    w.on_pod("ADDED", _pod("deleted-pod", "8", node="n1"))
+    listing = reconcile.Listing(
+        nodes=[_node("n1", "5"), _node("missed-node", "15")],
+        nodes_version="20",
+        pods=[_pod("bound", "7", node="n1"), _pod("missed-pending", "16")],
+        pods_version="20",
+    )
+    outcome = reconcile.apply(listing, cache=w.cache, on_pod=w.on_pod, on_node=w.on_node)
+    assert (outcome.nodes_removed, outcome.pods_removed, outcome.applied) == (1, 1, 2)
+    assert sorted(n.name for n in w.cache.nodes()) == ["missed-node", "n1"]
+    snapshot = w.cache.snapshot(now=0.0)
+    assert snapshot.nodes["n1"].requested.milli_cpu == 1000  # the ghost pod's share is freed
+    assert set(w.cache.pending) == {"uid-missed-pending"}
+    assert "uid-missed-pending" in w.queue
+
+
+def test_a_relist_keeps_what_the_watch_saw_after_the_list() -> None:
+    w = _watches()
+    w.on_node("ADDED", _node("n1", "5"))
+    w.on_pod("ADDED", _pod("new", "25"))  # created after the LIST was taken
+    listing = reconcile.Listing(
+        nodes=[_node("n1", "5")], nodes_version="20", pods=[], pods_version="20"
+    )
+    outcome = reconcile.apply(listing, cache=w.cache, on_pod=w.on_pod, on_node=w.on_node)
+    assert outcome.pods_removed == 0
+    assert "uid-new" in w.cache.pending
+
+
+def test_a_relist_does_not_resurrect_a_pod_whose_deletion_the_watch_saw() -> None:
+    w = _watches()
+    w.on_pod("ADDED", _pod("gone", "7"))
+    w.on_pod("DELETED", _pod("gone", "30"))
+    listing = reconcile.Listing(
+        nodes=[], nodes_version="20", pods=[_pod("gone", "7")], pods_version="20"
+    )
+    reconcile.apply(listing, cache=w.cache, on_pod=w.on_pod, on_node=w.on_node)
+    assert w.cache.pending == {}
