@@ -117,6 +117,9 @@ class Operator:
             metrics=self.metrics,
             post_event=self._post_policy_event,
             interval_s=config.refresh_interval_s,
+            # A query may retry once (PrometheusConfig.retries), each attempt bounded by
+            # the query timeout for connect and read.
+            deadline_s=max(config.refresh_interval_s, 2 * (2 * config.query_timeout_s)),
         )
         self.watches = watches_mod.Watches(
             config=config,

@@ -7,6 +7,9 @@
   flight at the next tick is not sent again. A slow query therefore delays only its own
   metrics, whose values age out by the policy's ``maxMetricAge`` (the cycle then uses
   the policy's fallback); every other policy keeps fresh values.
+- Each query has a deadline (``deadline_s``): past it, its metrics are recorded as
+  ``Unreachable`` ("no answer within ...") for status and events, while the thread's
+  late answer, if any, is still stored when it comes.
 - Once a query proves Prometheus unreachable, the queries of the rest of the round are
   not sent (each would wait out the timeout for the same answer).
 - It never dies: every round is wrapped, a failure is logged and the next tick comes.
@@ -48,6 +51,7 @@ class Refresher:
         metrics: observe.Metrics,
         post_event: PolicyEvent,
         interval_s: float,
+        deadline_s: float,
         concurrency: int = 4,
     ) -> None:
         self._source = source
@@ -58,6 +62,7 @@ class Refresher:
         self._metrics = metrics
         self._post_event = post_event
         self._interval = interval_s
+        self._deadline = deadline_s
         self._slots = asyncio.Semaphore(concurrency)
         self._in_flight: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._down: prom.QueryReport | None = None
@@ -106,24 +111,46 @@ class Refresher:
         nodes: list[model.NodeInfo],
     ) -> None:
         query, node_label = key
+        late: asyncio.Future[prom.QueryReport] | None = None
         async with self._slots:
             now = time.time()
             down = self._down
             if down is not None:
                 report, sent = prom.not_attempted(down), False
             else:
-                report = await asyncio.to_thread(
-                    functools.partial(
-                        self._source.query_nodes_report,
-                        query,
-                        node_label=node_label,
-                        nodes=nodes,
-                        now=now,
+                answer = asyncio.ensure_future(
+                    asyncio.to_thread(
+                        functools.partial(
+                            self._source.query_nodes_report,
+                            query,
+                            node_label=node_label,
+                            nodes=nodes,
+                            now=now,
+                        )
                     )
                 )
                 sent = True
+                try:
+                    report = await asyncio.wait_for(asyncio.shield(answer), self._deadline)
+                except TimeoutError:
+                    # Overdue: say so now, free the slot for other queries, and keep
+                    # the query in flight (not re-sent) until its late answer comes.
+                    report, late = _overdue(self._deadline, now), answer
                 if report.connect_failed:
                     self._down = report
+        self._apply(members, report, nodes, now, sent=sent and late is None)
+        if late is not None:
+            self._apply(members, await late, nodes, now, sent=True)
+
+    def _apply(
+        self,
+        members: Sequence[tuple[model.Policy, model.MetricSpec]],
+        report: prom.QueryReport,
+        nodes: list[model.NodeInfo],
+        now: float,
+        *,
+        sent: bool,
+    ) -> None:
         version = self._store.version
         results = prom.apply_report(
             store=self._store,
@@ -173,3 +200,21 @@ class Refresher:
                 )
             health.ok = ok
             self._status.mark(r.policy)
+
+
+def _overdue(deadline_s: float, now: float) -> prom.QueryReport:
+    """What a query that has not answered within its deadline counts as, meanwhile."""
+    return prom.QueryReport(
+        series=model.MetricSeries(
+            values={},
+            last_refresh=now,
+            error=model.QueryErrorKind.UNREACHABLE,
+            error_message=f"no answer within {deadline_s:g}s",
+        ),
+        series_total=0,
+        series_unknown_node=0,
+        series_duplicate=0,
+        values_dropped=0,
+        duration_s=deadline_s,
+        connect_failed=False,
+    )

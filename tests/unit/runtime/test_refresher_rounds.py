@@ -66,7 +66,7 @@ def _policy(name: str, query: str) -> model.Policy:
 
 
 class Rig:
-    def __init__(self) -> None:
+    def __init__(self, *, deadline_s: float = 5.0) -> None:
         self.source = FakeSource()
         self.cache = cache_mod.ClusterCache()
         self.store = prom.MetricStore()
@@ -90,6 +90,7 @@ class Rig:
             metrics=metrics,
             post_event=lambda key, **kw: self.events.append(kw["reason"]),
             interval_s=0.05,
+            deadline_s=deadline_s,
         )
 
     def add(self, name: str, query: str) -> None:
@@ -164,3 +165,34 @@ def test_a_failing_query_task_does_not_end_the_refresher() -> None:
     asyncio.run(go())
     assert rig.source.sent.count("boom") >= 2  # tried again at later ticks
     assert rig.has_values("good")
+
+
+def test_an_overdue_query_is_reported_unreachable_and_its_late_answer_still_counts() -> None:
+    rig = Rig(deadline_s=0.1)
+    rig.add("slow", "slow_query")
+    rig.source.slow.add("slow_query")
+    key = model.MetricKey(model.PolicyKey("shop/slow"), "m")
+
+    async def go() -> model.MetricSeries:
+        stop, leading = asyncio.Event(), asyncio.Event()
+        leading.set()
+        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=leading))
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if key in rig.store.view():
+                break
+        overdue = rig.store.view()[key]
+        rig.source.release.set()
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if rig.store.view()[key].error is None:
+                break
+        stop.set()
+        await asyncio.wait_for(task, 5)
+        return overdue
+
+    overdue = asyncio.run(go())
+    assert overdue.error is model.QueryErrorKind.UNREACHABLE
+    assert "no answer within 0.1s" in overdue.error_message
+    assert rig.events[:2] == ["MetricQueryFailed", "MetricsRecovered"]
+    assert rig.store.view()[key].error is None
