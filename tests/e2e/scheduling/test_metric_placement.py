@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import Cluster, wait_for
 from tests.e2e.scheduling.conftest import (
     REFRESH_S,
     OperatorProcess,
@@ -78,8 +78,19 @@ def test_threshold_on_every_node_gives_failed_scheduling_in_kube_scheduler_forma
     assert "1 node(s) were unschedulable" in message
     assert "4 node(s) exceeded threshold m > 0.001" in message
     assert message.endswith(".")
+    # The event is posted first, then the condition is written: wait for the condition.
+    cond = wait_for(
+        "PodScheduled condition on p",
+        lambda: next(
+            (
+                c
+                for c in cluster.pod(namespace, "p")["status"].get("conditions") or ()
+                if c["type"] == "PodScheduled"
+            ),
+            None,
+        ),
+    )
     pod = cluster.pod(namespace, "p")
-    cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
     assert cond["message"] == message
     assert not pod["spec"].get("nodeName")

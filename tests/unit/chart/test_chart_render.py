@@ -335,6 +335,12 @@ def test_more_than_one_replica_switches_leader_election_on_and_rolls():
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
 
 
+def test_the_operator_knows_its_own_pod_to_report_failing_watches_on_it():
+    env = ch.env(ch.render())
+    assert env["POD_UID"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
 def test_leader_election_can_be_asked_for_with_one_replica():
     objs = ch.render("leaderElection.enabled=true")
     assert ch.env(objs)["METRICSCHED_LEADER_ELECT"] == "true"
