@@ -59,6 +59,7 @@ class ClusterCache:
         self._pod_rv: dict[str, int] = {}  # uid -> last resourceVersion seen
         self._node_rv: dict[model.NodeName, int] = {}
         self._tombstones: dict[str, int] = {}  # uid -> resourceVersion of its deletion
+        self._node_tombstones: dict[model.NodeName, int] = {}
 
     # --- nodes -------------------------------------------------------------------------
 
@@ -66,7 +67,11 @@ class ClusterCache:
         """Add or update a node; True if the change can make a pending pod schedulable
         (a new node, or new allocatable, labels, annotations, taints or cordon). A status
         heartbeat changes none of these: it neither dirties the node nor wakes the queue."""
-        self._node_rv[info.name] = max(self._node_rv.get(info.name, 0), _rv(resource_version))
+        rv = _rv(resource_version)
+        if info.name in self._node_tombstones and rv <= self._node_tombstones[info.name]:
+            return False  # an old copy (from a LIST) of a node whose deletion we have seen
+        self._node_tombstones.pop(info.name, None)
+        self._node_rv[info.name] = max(self._node_rv.get(info.name, 0), rv)
         node = self._nodes.get(info.name)
         if node is not None and node.info == info:
             return False
@@ -84,7 +89,9 @@ class ClusterCache:
         self.generation += 1
         return True
 
-    def remove_node(self, name: model.NodeName) -> None:
+    def remove_node(self, name: model.NodeName, *, resource_version: str = "") -> None:
+        if resource_version:
+            self._node_tombstones[name] = _rv(resource_version)
         self._node_rv.pop(name, None)
         node = self._nodes.pop(name, None)
         if node is None:
@@ -174,6 +181,8 @@ class ClusterCache:
     def correct(self, pod: model.PodInfo, node: model.NodeName, *, now: float) -> None:
         """The API says the pod is bound to ``node`` (a 409, or a read-back): count it
         there until the watch confirms, wherever we had assumed it."""
+        if self._pod_node.get(pod.uid) == node and pod.uid not in self._assumed:
+            return  # the watch has already shown it there
         self._detach(pod.uid)
         self.pending.pop(pod.uid, None)
         self._assumed[pod.uid] = now

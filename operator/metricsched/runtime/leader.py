@@ -26,6 +26,7 @@ What this loop guarantees, all on the monotonic clock:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import datetime
 import functools
@@ -110,6 +111,10 @@ class Elector:
         self._renewed_at = -float("inf")  # monotonic time the last good renewal was sent
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
+        # Its own threads: a renewal never queues behind Bindings and read-backs.
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix="lease"
+        )
 
     # --- what the rest of the operator reads --------------------------------------------
 
@@ -159,7 +164,9 @@ class Elector:
         budget = max(0.5, min(budget, self.timing.retry_period_s * 2))
         try:
             ok = await asyncio.wait_for(
-                asyncio.to_thread(functools.partial(self._attempt, sent_at, budget)),
+                asyncio.get_running_loop().run_in_executor(
+                    self._executor, functools.partial(self._attempt, sent_at, budget)
+                ),
                 timeout=budget + 1.0,
             )
         except TimeoutError:

@@ -89,7 +89,7 @@ def apply(
             applied += 1
     node_ghosts = cache.node_ghosts(node_names, list_version=listing.nodes_version)
     for name in node_ghosts:
-        cache.remove_node(name)
+        cache.remove_node(name, resource_version=listing.nodes_version)
     uids = set()
     for body in listing.pods:
         meta = body.get("metadata") or {}

@@ -121,7 +121,7 @@ class Watches:
         meta = body.get("metadata") or {}
         name = model.NodeName(str(meta.get("name", "")))
         if event_type == "DELETED":
-            self.cache.remove_node(name)
+            self.cache.remove_node(name, resource_version=str(meta.get("resourceVersion") or ""))
             return
         try:
             self.cache.upsert_node(

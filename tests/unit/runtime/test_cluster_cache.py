@@ -215,3 +215,22 @@ def test_a_listed_copy_older_than_a_seen_deletion_does_not_come_back() -> None:
     c.remove_pod("uid-a", resource_version="9")
     c.upsert_pod(_pod("a"), ours=True, resource_version="7")  # from a LIST taken earlier
     assert c.pending == {}
+
+
+def test_a_listed_copy_older_than_a_seen_node_deletion_does_not_come_back() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"), resource_version="5")
+    c.remove_node(model.NodeName("n1"), resource_version="9")
+    assert not c.upsert_node(_node("n1"), resource_version="5")  # from a LIST taken earlier
+    assert c.nodes() == []
+    assert c.upsert_node(_node("n1"), resource_version="12")  # re-created later
+    assert [n.name for n in c.nodes()] == ["n1"]
+
+
+def test_a_correction_to_where_the_watch_already_put_the_pod_changes_nothing() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"))
+    c.upsert_pod(_pod("a", node="n1"), ours=True)
+    c.correct(_pod("a"), model.NodeName("n1"), now=0.0)
+    assert not c.is_assumed("uid-a")
+    assert _cpu(c, "n1") == 500
