@@ -12,7 +12,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 
-from metricsched.core import model, policy
+from metricsched.core import model, policy, promql_guard
 
 
 class ConfigError(ValueError):
@@ -42,6 +42,10 @@ class Config:
     bind_concurrency: int
     events_per_second: float
     events_burst: int
+    # Tenant safety (README "Security"): what namespaced policies may query, answer caps.
+    query_rules: promql_guard.Rules = dataclasses.field(default_factory=promql_guard.Rules)
+    max_result_series: int = 10_000
+    max_result_bytes: int = 8 * 1024 * 1024
 
 
 def _env_bool(value: str) -> bool:
@@ -57,6 +61,19 @@ def _duration(text: str) -> float:
         return policy.parse_duration(text)
     except ValueError as e:
         raise ConfigError(str(e)) from e
+
+
+_BYTE_UNITS = {"": 1, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
+
+
+def _byte_size(text: str, *, name: str) -> int:
+    """``8Mi``, ``512Ki`` or a plain number of bytes."""
+    raw = text.strip()
+    unit = raw[-2:] if raw[-2:] in _BYTE_UNITS else ""
+    number = raw[: len(raw) - len(unit)]
+    if not number.isdigit() or int(number) == 0:
+        raise ConfigError(f"METRICSCHED_{name}: not a positive size: {text!r} (e.g. 8Mi)")
+    return int(number) * _BYTE_UNITS[unit]
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -161,6 +178,35 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="event budget, token bucket (default: 50) [METRICSCHED_EVENTS_PER_SECOND]",
     )
+    a(
+        "--query-allowed-metric",
+        action="append",
+        dest="query_allowed_metrics",
+        metavar="PATTERN",
+        help="metric name (shell pattern, e.g. node_*) a policy's PromQL may select; "
+        "repeatable; set = every selector must name an allowed metric exactly (default: any) "
+        "[METRICSCHED_QUERY_ALLOWED_METRICS, comma-separated]",
+    )
+    a(
+        "--query-required-matcher",
+        action="append",
+        dest="query_required_matchers",
+        metavar="LABEL=VALUE",
+        help="label matcher every selector of a policy's PromQL must carry; {namespace} "
+        "stands for the policy's namespace, e.g. namespace={namespace}; repeatable "
+        "(default: none) [METRICSCHED_QUERY_REQUIRED_MATCHERS, comma-separated]",
+    )
+    a(
+        "--max-result-series",
+        type=int,
+        help="series one query may return; more is a ResultTooLarge error "
+        "(default: 10000) [METRICSCHED_MAX_RESULT_SERIES]",
+    )
+    a(
+        "--max-result-bytes",
+        help="bytes one query's answer may take, read incrementally; more is a "
+        "ResultTooLarge error (default: 8Mi) [METRICSCHED_MAX_RESULT_BYTES]",
+    )
 
 
 def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -213,6 +259,16 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"Prometheus URL must start with http:// or https://: {url!r}")
     events_rate = float(pick("events_per_second", "EVENTS_PER_SECOND", "50"))
+    try:
+        rules = promql_guard.Rules(
+            allowed_metrics=pick_list("query_allowed_metrics", "QUERY_ALLOWED_METRICS", []),
+            required_matchers=tuple(
+                promql_guard.parse_required_matcher(m)
+                for m in pick_list("query_required_matchers", "QUERY_REQUIRED_MATCHERS", [])
+            ),
+        )
+    except promql_guard.RuleError as e:
+        raise ConfigError(str(e)) from e
     if events_rate <= 0:
         raise ConfigError("events per second must be positive")
     return Config(
@@ -241,4 +297,9 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         bind_concurrency=pick_int("bind_concurrency", "BIND_CONCURRENCY", 16, 1, 512),
         events_per_second=events_rate,
         events_burst=max(1, int(events_rate * 2)),
+        query_rules=rules,
+        max_result_series=pick_int("max_result_series", "MAX_RESULT_SERIES", 10_000, 1, 10**7),
+        max_result_bytes=_byte_size(
+            pick("max_result_bytes", "MAX_RESULT_BYTES", "8Mi"), name="MAX_RESULT_BYTES"
+        ),
     )

@@ -209,9 +209,10 @@ class MetricKey:
 
 class QueryErrorKind(enum.StrEnum):
     UNREACHABLE = "Unreachable"  # connection refused, timeout, 5xx after retries
-    BAD_QUERY = "BadQuery"  # 400/422: PromQL rejected
+    BAD_QUERY = "BadQuery"  # 400/422: PromQL rejected; or refused by the admin's rules, unsent
     EMPTY_RESULT = "EmptyResult"  # ran fine, returned no series for any known node
     BAD_RESULT = "BadResult"  # not a vector, unparsable values
+    RESULT_TOO_LARGE = "ResultTooLarge"  # the answer passed the byte or series cap, unread
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

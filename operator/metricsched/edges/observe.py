@@ -130,6 +130,9 @@ class Metrics:
             self.api_writes.labels(kind=kind)
         self._ages = _AgeCollector()
         r.register(self._ages)
+        # (policy, metric) pairs with labelled series, so a deleted policy's can be removed.
+        self._policy_lock = threading.Lock()
+        self._policy_metrics: set[tuple[str, str]] = set()
 
     def set_metric_age_source(self, source: AgeSource | None) -> None:
         """Export ``metricsched_metric_age_seconds`` from ``source``, read at scrape time.
@@ -139,10 +142,38 @@ class Metrics:
         """
         self._ages.source = source
 
+    def observe_refresh(self, *, policy: str, metric: str, seconds: float) -> None:
+        """Record one refresh of a policy's metric (its per-policy series is remembered
+        so that ``forget_policy`` can remove it)."""
+        with self._policy_lock:
+            self._policy_metrics.add((policy, metric))
+        self.metric_refresh_duration.labels(policy=policy, metric=metric).observe(seconds)
+
     def forget_policy_metric(self, *, policy: str, metric: str) -> None:
         """Drop the labelled series of a metric whose policy (or metric entry) is gone."""
+        with self._policy_lock:
+            self._policy_metrics.discard((policy, metric))
         with contextlib.suppress(KeyError):
             self.metric_refresh_duration.remove(policy, metric)
+
+    def forget_policy(self, policy: str) -> int:
+        """Drop every per-policy series of a deleted policy (``"namespace/name"``); return
+        how many metrics of it had series."""
+        with self._policy_lock:
+            gone = [pm for pm in self._policy_metrics if pm[0] == policy]
+        for _, metric in gone:
+            self.forget_policy_metric(policy=policy, metric=metric)
+        return len(gone)
+
+    def retain_policy_metrics(self, keep: Iterable[tuple[str, str]]) -> int:
+        """Drop the per-policy series of every (policy, metric) not in ``keep`` (deleted
+        policies, metric entries removed from a spec); return how many."""
+        wanted = set(keep)
+        with self._policy_lock:
+            gone = [pm for pm in self._policy_metrics if pm not in wanted]
+        for policy, metric in gone:
+            self.forget_policy_metric(policy=policy, metric=metric)
+        return len(gone)
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""

@@ -3,18 +3,22 @@
 One instant query per distinct (query, nodeLabel) per refresh, never per pod. Each
 result series is matched to a Node by its ``nodeLabel`` value: the node's name, or one of
 its addresses once a ``:port`` (``[ipv6]:port`` too) is stripped. Failures are classified
-into ``model.QueryErrorKind`` and returned as data; nothing here raises on a bad answer,
-and no message ever carries the bearer token.
+into ``model.QueryErrorKind`` and returned as data; nothing here raises on a bad answer.
+
+A policy's messages go to its namespace (status, events), so they carry only what its
+decisions used: never the bearer token, never label names or values of series that named
+no node, never Prometheus's raw error text (a classified, scrubbed summary instead). A
+query the admin's rules (``core.promql_guard``) refuse is never sent. An answer is read
+under a byte and series cap (``edges.prometheus_http``).
 
 Blocking (``requests`` underneath): call from a worker thread, never the event loop.
 """
 
 from __future__ import annotations
 
-import ast
 import collections
 import dataclasses
-import json
+import logging
 import math
 import pathlib
 import re
@@ -23,21 +27,24 @@ import time
 import types
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-import prometheus_api_client.exceptions as prom_exceptions
-import prometheus_api_client.prometheus_connect as prom_connect
 import requests
+import requests.adapters
 import requests.auth
 import requests.exceptions
 import urllib3.exceptions
 import urllib3.util.retry
 
-from metricsched.core import model
+from metricsched import config as config_mod
+from metricsched.core import model, promql_guard
 from metricsched.edges import observe
+from metricsched.edges import prometheus_http as http
+
+logger = logging.getLogger(__name__)
 
 _REDACTED = "[REDACTED]"
-_DETAIL_LIMIT = 400  # characters of Prometheus's own error text kept in a message
+_DETAIL_LIMIT = 160  # characters of a scrubbed Prometheus error kept in a message
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,6 +58,24 @@ class PrometheusConfig:
     verify_tls: bool = True
     timeout_s: float = 5.0  # per attempt, connect and read each
     retries: int = 1  # extra attempts on connection errors and 502/503/504
+    limits: http.Limits = dataclasses.field(default_factory=http.Limits)  # caps on one answer
+    # What namespaced policies may query (default: anything).
+    rules: promql_guard.Rules = dataclasses.field(default_factory=promql_guard.Rules)
+
+    @classmethod
+    def from_config(cls, config: config_mod.Config) -> PrometheusConfig:
+        """The operator's flags (``metricsched run``) for its Prometheus source."""
+        return cls(
+            url=config.prometheus_url,
+            token_file=config.prometheus_token_file,
+            ca_file=config.prometheus_ca_file,
+            verify_tls=config.prometheus_verify_tls,
+            timeout_s=config.query_timeout_s,
+            limits=http.Limits(
+                max_bytes=config.max_result_bytes, max_series=config.max_result_series
+            ),
+            rules=config.query_rules,
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -105,17 +130,19 @@ class _BearerTokenFile(requests.auth.AuthBase):
 
 
 class PrometheusSource:
-    """One Prometheus server behind one ``PrometheusConnect`` (one HTTP connection pool).
+    """One Prometheus server behind one ``requests.Session`` (one HTTP connection pool).
 
     Thread-safe: the source keeps no per-call state and urllib3's pool is thread-safe.
     The worst-case duration of a call is ``(retries + 1) * timeout_s`` plus a short
-    backoff; ``Retry-After`` headers are ignored so that a proxy cannot stall refreshes.
+    backoff, body included; ``Retry-After`` headers are ignored so that a proxy cannot
+    stall refreshes.
     """
 
     def __init__(self, config: PrometheusConfig, *, metrics: observe.Metrics | None = None):
         self._config = config
         self._metrics = metrics
         self._auth = _BearerTokenFile(config.token_file) if config.token_file else None
+        self._url = config.url.rstrip("/")
         session = requests.Session()
         session.verify = config.ca_file or config.verify_tls
         session.auth = self._auth  # requests applies it to every request of the session
@@ -125,17 +152,29 @@ class PrometheusSource:
             status_forcelist=[502, 503, 504],
             respect_retry_after_header=False,
         )
-        self._client = prom_connect.PrometheusConnect(
-            url=config.url.rstrip("/"),
-            retry=retry,
-            session=session,
-            # Annotated int upstream; requests takes any number of seconds.
-            timeout=config.timeout_s,  # type: ignore[arg-type]
-        )
+        adapter = requests.adapters.HTTPAdapter(max_retries=retry)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        self._session = session
+        self._deadline_s = (config.retries + 1) * config.timeout_s + 0.2 * config.retries
         self._display_url = _redact_url(config.url)
 
+    @property
+    def rules(self) -> promql_guard.Rules:
+        return self._config.rules
+
     def close(self) -> None:
-        self._client.close()
+        self._session.close()
+
+    def refusal(self, query: str, *, namespace: str | None) -> str | None:
+        """Why the admin's rules forbid a policy in ``namespace`` to send ``query``.
+
+        Without a namespace the rules cannot be checked: refused whenever rules are set.
+        """
+        rules = self._config.rules
+        if namespace is None:
+            return "the policy's namespace was not given for the check" if rules.enabled else None
+        return promql_guard.check(query, namespace=namespace, rules=rules)
 
     def query_nodes(
         self,
@@ -144,9 +183,12 @@ class PrometheusSource:
         node_label: str,
         nodes: Sequence[model.NodeInfo],
         now: float,
+        namespace: str | None = None,
     ) -> model.MetricSeries:
         """Run one instant query and return its values by node (errors classified)."""
-        return self.query_nodes_report(query, node_label=node_label, nodes=nodes, now=now).series
+        return self.query_nodes_report(
+            query, node_label=node_label, nodes=nodes, now=now, namespace=namespace
+        ).series
 
     def query_nodes_report(
         self,
@@ -155,13 +197,25 @@ class PrometheusSource:
         node_label: str,
         nodes: Sequence[model.NodeInfo],
         now: float,
+        namespace: str | None = None,
     ) -> QueryReport:
-        """``query_nodes`` with the counts of series it ignored and the time it took."""
+        """``query_nodes`` with the counts of series it ignored and the time it took.
+
+        ``namespace`` is the namespace of the policy the query is for: the admin's rules
+        are checked for it first, and a refused query is not sent (a BadQuery error).
+        Without it, any query is refused while rules are set (fail closed).
+        """
         started = time.perf_counter()
-        if self._metrics is not None:
-            self._metrics.prometheus_queries.inc()
         try:
-            result = self._custom_query(query)
+            refused = self.refusal(query, namespace=namespace)
+            if refused is not None:
+                raise _QueryError(
+                    model.QueryErrorKind.BAD_QUERY,
+                    f"refused by the cluster's query rules, not sent: {refused}",
+                )
+            if self._metrics is not None:
+                self._metrics.prometheus_queries.inc()
+            result = self._instant_query(query)
             mapped = _map_series(result, node_label=node_label, nodes=nodes)
         except _QueryError as failure:
             if self._metrics is not None:
@@ -183,6 +237,15 @@ class PrometheusSource:
         error = mapped.error()
         if error is not None and self._metrics is not None:
             self._metrics.prometheus_errors.labels(kind=error[0].value).inc()
+        if mapped.unknown_examples:
+            # For the admin's log only: the policy's namespace never sees these labels.
+            logger.debug(
+                "%d series of query %r name no node by label %r, e.g. %s",
+                mapped.unknown,
+                query,
+                node_label,
+                ", ".join(repr(v) for v in mapped.unknown_examples),
+            )
         return QueryReport(
             series=model.MetricSeries(
                 values=types.MappingProxyType(
@@ -208,23 +271,49 @@ class PrometheusSource:
         if self._metrics is not None:
             self._metrics.prometheus_queries.inc()
         try:
-            self._custom_query("vector(1)")
+            self._instant_query("vector(1)")
         except _QueryError as failure:
             return False, self._scrub(failure.message)
         return True, f"Prometheus at {self._display_url} answers queries"
 
-    def _custom_query(self, query: str) -> Any:
+    def _instant_query(self, query: str) -> Any:
+        limits = self._config.limits
         try:
-            return self._client.custom_query(query=query)
+            return http.instant_query(
+                self._session,
+                url=self._url,
+                query=query,
+                timeout_s=self._config.timeout_s,
+                deadline_s=self._deadline_s,
+                limits=limits,
+            )
         except _QueryError:
             raise
-        except prom_exceptions.PrometheusApiClientException as e:
+        except http.HttpStatusError as e:
             raise self._http_failure(e) from None
-        except requests.exceptions.JSONDecodeError:
+        except http.AnswerTooLargeError as e:
+            cap = f"{e.limit} series" if e.what == "series" else f"{e.limit // 1024} KiB"
+            raise _QueryError(
+                model.QueryErrorKind.RESULT_TOO_LARGE,
+                f"the answer is larger than the operator's cap ({cap}); return one series"
+                " per node, e.g. avg by (node) (...)",
+            ) from None
+        except http.NotJsonError:
             raise _QueryError(
                 model.QueryErrorKind.BAD_RESULT,
                 f"Prometheus at {self._display_url} answered with something that is not JSON"
                 " (is the URL that of the Prometheus HTTP API?)",
+            ) from None
+        except http.NoResultError:
+            raise _QueryError(
+                model.QueryErrorKind.BAD_RESULT,
+                f"Prometheus at {self._display_url} answered without a data.result field",
+            ) from None
+        except http.DeadlineExceededError:
+            raise _QueryError(
+                model.QueryErrorKind.UNREACHABLE,
+                f"Prometheus at {self._display_url} unreachable: no complete answer within"
+                f" {self._deadline_s:g}s",
             ) from None
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as e:
             message, connect = _describe_unreachable(e, timeout_s=self._config.timeout_s)
@@ -233,31 +322,28 @@ class PrometheusSource:
                 f"Prometheus at {self._display_url} unreachable: {message}",
                 connect=connect,
             ) from None
-        except (KeyError, TypeError, ValueError):  # 200 without a data.result envelope
-            raise _QueryError(
-                model.QueryErrorKind.BAD_RESULT,
-                f"Prometheus at {self._display_url} answered without a data.result field",
-            ) from None
 
-    def _http_failure(self, e: prom_exceptions.PrometheusApiClientException) -> _QueryError:
-        status, detail = _parse_status_error(str(e))
+    def _http_failure(self, e: http.HttpStatusError) -> _QueryError:
+        status = e.status
         if status in (400, 422):
             return _QueryError(
-                model.QueryErrorKind.BAD_QUERY, f"Prometheus rejected the query: {detail}"
+                model.QueryErrorKind.BAD_QUERY,
+                "Prometheus rejected the query: "
+                + scrub_prometheus_error(error_type=e.error_type, error=e.error),
             )
+        kind = f" ({e.error_type})" if e.error_type in _ERROR_TYPES else ""
         if status in (401, 403):
             return _QueryError(
                 model.QueryErrorKind.UNREACHABLE,
                 f"Prometheus at {self._display_url} refused access (HTTP {status}):"
-                f" check the bearer token and its permissions: {detail}",
+                " check the bearer token and its permissions",
             )
-        shown = "an unexpected status" if status is None else f"HTTP {status}"
+        hint = ""
         if status == 404:
-            detail = "is the URL that of the Prometheus server (its HTTP API under /api/v1)?"
+            hint = ": is the URL that of the Prometheus server (its HTTP API under /api/v1)?"
         return _QueryError(
             model.QueryErrorKind.UNREACHABLE,
-            f"Prometheus at {self._display_url} answered {shown}"
-            + (f": {detail}" if detail else ""),
+            f"Prometheus at {self._display_url} answered HTTP {status}{kind}{hint}",
         )
 
     def _scrub(self, message: str) -> str:
@@ -279,36 +365,48 @@ def _redact_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
-_STATUS_ERROR = re.compile(r"^HTTP Status Code (\d+) \((.*)\)$", re.DOTALL)
 _ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")\]]+")
 
+# Prometheus's errorType vocabulary (web/api/v1): anything else is not repeated.
+_ERROR_TYPES = frozenset(
+    {"timeout", "canceled", "execution", "bad_data", "internal", "unavailable", "not_found"}
+)
+# Execution errors whose text is known to carry label sets of the series involved,
+# replaced by what they mean (the error names no series, so the author learns no labels).
+_EXECUTION_ERRORS = (
+    ("many-to-many matching not allowed", "many-to-many matching not allowed: the series"
+     " on one side of an operation are not unique for its matching labels"),
+    ("multiple matches for labels", "many-to-one matching must be explicit"
+     " (group_left/group_right)"),
+    ("vector cannot contain metrics with the same labelset", "vector cannot contain metrics"
+     " with the same labelset (an aggregation or label_replace made two series equal)"),
+    ("too many samples", "the query would load too many samples (Prometheus's limit)"),
+    ("query timed out", "the query timed out in Prometheus"),
+)  # fmt: skip
+_LABEL_SET = re.compile(r"\{[^{}]*\}")
+_BRACKETED_LIST = re.compile(r"\[[^\[\]]*\{[^\[\]]*\]")
 
-def _parse_status_error(text: str) -> tuple[int | None, str]:
-    """Status and Prometheus's ``error`` text from prometheus-api-client's exception.
 
-    The library formats it as ``HTTP Status Code 400 (b'{"status":"error",...}')``.
+def scrub_prometheus_error(*, error_type: str, error: str) -> str:
+    """A short summary of Prometheus's error for a policy's namespace: label sets removed.
+
+    Known execution errors (which list the label sets of the series involved) become a
+    fixed sentence; a ``bad_data`` error (a parse error, a bad parameter: about the
+    author's own query, never about series) keeps its text, with any ``{...}`` label set
+    replaced by ``{…}``; anything else is reduced to its error type.
     """
-    match = _STATUS_ERROR.match(text)
-    if match is None:
-        return None, text[:_DETAIL_LIMIT]
-    status = int(match.group(1))
-    raw = match.group(2)
-    try:
-        content = ast.literal_eval(raw)
-        body = content.decode("utf-8", "replace") if isinstance(content, bytes) else str(content)
-    except (ValueError, SyntaxError):
-        body = raw
-    try:
-        envelope = json.loads(body)
-    except ValueError:
-        return status, body.strip()[:_DETAIL_LIMIT]
-    if isinstance(envelope, dict) and envelope.get("error"):
-        error_type = envelope.get("errorType")
-        detail = str(envelope["error"])
-        if error_type:
-            detail = f"{error_type}: {detail}"
-        return status, detail[:_DETAIL_LIMIT]
-    return status, body.strip()[:_DETAIL_LIMIT]
+    for marker, summary in _EXECUTION_ERRORS:
+        if marker in error:
+            return summary
+    kind = error_type if error_type in _ERROR_TYPES else "error"
+    if error_type == "bad_data":
+        text = _BRACKETED_LIST.sub("[…]", error)
+        text = _LABEL_SET.sub("{…}", text)
+        text = " ".join(text.split())
+        if len(text) > _DETAIL_LIMIT:
+            text = text[: _DETAIL_LIMIT - 3] + "..."
+        return f"{kind}: {text}"
+    return f"{kind}: Prometheus gave no detail it is safe to repeat here"
 
 
 def _describe_unreachable(e: Exception, *, timeout_s: float) -> tuple[str, bool]:
@@ -352,12 +450,16 @@ class _MappedSeries:
     unknown: int = 0
     duplicates: int = 0
     dropped: int = 0
-    unknown_examples: list[str] = dataclasses.field(default_factory=list)
-    labels_seen: set[str] = dataclasses.field(default_factory=set)
+    unknown_valued: int = 0  # unknown series that had the node label (naming no node)
+    unknown_examples: list[str] = dataclasses.field(default_factory=list)  # for DEBUG logs
     node_label: str = ""
 
     def error(self) -> tuple[model.QueryErrorKind, str] | None:
-        """EMPTY_RESULT / BAD_RESULT when no known node got a usable value."""
+        """EMPTY_RESULT / BAD_RESULT when no known node got a usable value.
+
+        The message holds counts only: labels of series that named no node are data the
+        policy did not match, and its namespace must not read them.
+        """
         if self.values:
             return None
         if self.dropped:
@@ -368,15 +470,12 @@ class _MappedSeries:
             )
         if self.series_total == 0:
             return model.QueryErrorKind.EMPTY_RESULT, "the query returned no series"
-        if self.unknown_examples:
-            examples = ", ".join(repr(v) for v in self.unknown_examples)
-            hint = f"label {self.node_label!r} values: {examples}"
-        else:
-            seen = ", ".join(sorted(self.labels_seen)) or "none"
-            hint = f"no series has label {self.node_label!r} (labels seen: {seen})"
+        without = self.series_total - self.unknown_valued
         return (
             model.QueryErrorKind.EMPTY_RESULT,
-            f"none of the {self.series_total} series names a known node ({hint})",
+            f"none of the {self.series_total} series names a known node: {without} without"
+            f" label {self.node_label!r}, {self.unknown_valued} with a value that is no"
+            " node's name or address",
         )
 
 
@@ -431,13 +530,14 @@ def _map_series(
             raise _QueryError(
                 model.QueryErrorKind.BAD_RESULT, "a result series has no label set ('metric')"
             )
-        mapped.labels_seen.update(str(k) for k in labels)
         label_value = labels.get(node_label)
         match = _match_node(label_value, by_name, by_address) if label_value else None
         if match is None:
             mapped.unknown += 1
-            if label_value and len(mapped.unknown_examples) < 3:
-                mapped.unknown_examples.append(str(label_value))
+            if label_value:
+                mapped.unknown_valued += 1
+                if len(mapped.unknown_examples) < 3:
+                    mapped.unknown_examples.append(str(label_value))
             continue
         node, exact = match
         value = _sample_value(item.get("value"))
@@ -592,19 +692,58 @@ class RefreshResult:
     finished_at: float  # unix time the refresh of this metric ended (``now`` + duration)
 
 
-QueryGroup = tuple[tuple[str, str], list[tuple[model.Policy, model.MetricSpec]]]
+Members = list[tuple[model.Policy, model.MetricSpec]]
+QueryGroup = tuple[tuple[str, str], Members]
 
 
-def query_groups(policies: Sequence[model.Policy]) -> list[QueryGroup]:
-    """The Prometheus metrics of ``policies`` grouped by distinct (query, nodeLabel): one
-    query serves every metric of the group."""
-    groups: dict[tuple[str, str], list[tuple[model.Policy, model.MetricSpec]]] = {}
+class QueryKey(NamedTuple):
+    """One query to send for a group of metrics, and what the admin's rules say of it."""
+
+    query: str
+    node_label: str
+    namespace: str  # of the group's first policy: the query is checked (and sent) for it
+    refusal: str | None  # why the rules forbid it to every member; None = allowed to each
+
+
+GuardedGroup = tuple[QueryKey, Members]
+
+
+def guarded_query_groups(
+    policies: Sequence[model.Policy], *, rules: promql_guard.Rules
+) -> list[GuardedGroup]:
+    """The Prometheus metrics of ``policies`` grouped by distinct (query, nodeLabel) and
+    by what ``rules`` say of the query for each policy's namespace: one query serves every
+    metric of a group whose key is allowed; a refused group sends nothing.
+
+    The rules may depend on the namespace (``namespace={namespace}``): the same text is
+    allowed in the namespace it names and refused in the others, so policies share an
+    answer only when the rules allowed the query to each of them.
+    """
+    groups: dict[tuple[str, str, str | None], Members] = {}
     for policy in policies:
         for spec in policy.metrics:
             if isinstance(spec.source, model.PrometheusSource):
-                key = (spec.source.query, spec.source.node_label)
+                query = spec.source.query
+                refusal = promql_guard.check(query, namespace=policy.namespace, rules=rules)
+                key = (query, spec.source.node_label, refusal)
                 groups.setdefault(key, []).append((policy, spec))
-    return list(groups.items())
+    return [
+        (QueryKey(query, node_label, members[0][0].namespace, refusal), members)
+        for (query, node_label, refusal), members in groups.items()
+    ]
+
+
+def query_groups(policies: Sequence[model.Policy]) -> list[QueryGroup]:
+    """``guarded_query_groups`` without the admin's rules, keyed (query, nodeLabel).
+
+    Only for callers that do not send queries for policies: a refresher must use
+    ``guarded_query_groups`` and pass each key's namespace to ``query_nodes_report``
+    (which refuses a query without one whenever rules are set).
+    """
+    return [
+        ((key.query, key.node_label), members)
+        for key, members in guarded_query_groups(policies, rules=promql_guard.Rules())
+    ]
 
 
 def apply_report(
@@ -655,17 +794,25 @@ def refresh_policy_metrics(
 ) -> list[RefreshResult]:
     """Refresh every Prometheus metric of ``policies`` into ``store``, one query at a time.
 
-    Exactly one query per distinct (query, nodeLabel), shared by all metrics using it.
-    Once Prometheus proves unreachable (connection refused, connect timeout), the
-    remaining queries are not attempted in this round: they would each wait out the
-    timeout for the same answer. Their metrics get the same UNREACHABLE error.
+    Exactly one query per distinct (query, nodeLabel), shared by all metrics using it
+    whose policies the admin's rules allow to send it; a refused metric gets a BadQuery
+    error and sends nothing. Once Prometheus proves unreachable (connection refused,
+    connect timeout), the remaining queries are not attempted in this round: they would
+    each wait out the timeout for the same answer. Their metrics get the same
+    UNREACHABLE error.
     """
     results: list[RefreshResult] = []
     down: QueryReport | None = None
-    for (query, node_label), members in query_groups(policies):
-        if down is None:
-            report = source.query_nodes_report(query, node_label=node_label, nodes=nodes, now=now)
-            sent = True
+    for key, members in guarded_query_groups(policies, rules=source.rules):
+        if down is None or key.refusal is not None:
+            report = source.query_nodes_report(
+                key.query,
+                node_label=key.node_label,
+                nodes=nodes,
+                now=now,
+                namespace=key.namespace,
+            )
+            sent = key.refusal is None
             if report.connect_failed:
                 down = report
         else:

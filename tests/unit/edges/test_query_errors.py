@@ -18,7 +18,9 @@ Kind = model.QueryErrorKind
 
 
 def query(source: prometheus.PrometheusSource, promql: str = "up") -> prometheus.QueryReport:
-    return source.query_nodes_report(promql, node_label="node", nodes=NODES, now=NOW)
+    return source.query_nodes_report(
+        promql, node_label="node", nodes=NODES, now=NOW, namespace="shop"
+    )
 
 
 def make_source(url: str, **overrides: object) -> prometheus.PrometheusSource:
@@ -118,23 +120,31 @@ def test_no_series_at_all_is_an_empty_result(
     assert report.series.error_message == "the query returned no series"
 
 
-def test_series_for_no_known_node_are_an_empty_result_naming_the_values_seen(
+def test_series_for_no_known_node_are_an_empty_result_counted_without_their_labels(
     fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
 ) -> None:
-    fake_prometheus.responder = lambda r: (200, fakes.vector(({"node": "elsewhere"}, "1")))
+    fake_prometheus.responder = lambda r: (
+        200,
+        fakes.vector(({"node": "elsewhere", "tenant": "bank"}, "1"), ({"node": "node-z"}, "2")),
+    )
     report = query(source)
     assert report.series.error is Kind.EMPTY_RESULT
     assert report.series.values == {}
-    assert "'elsewhere'" in report.series.error_message
+    assert report.series.error_message == (
+        "none of the 2 series names a known node: 0 without label 'node',"
+        " 2 with a value that is no node's name or address"
+    )
 
 
-def test_missing_node_label_is_an_empty_result_listing_the_labels_there_are(
+def test_series_without_the_node_label_are_counted_without_naming_their_labels(
     fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
 ) -> None:
     fake_prometheus.responder = lambda r: (200, fakes.vector(({"instance": "10.0.0.1:9100"}, "1")))
     report = query(source)
     assert report.series.error is Kind.EMPTY_RESULT
-    assert "labels seen: instance" in report.series.error_message
+    assert "1 without label 'node'" in report.series.error_message
+    assert "instance" not in report.series.error_message
+    assert "10.0.0.1" not in report.series.error_message
 
 
 def test_only_non_finite_values_for_known_nodes_are_a_bad_result(

@@ -19,7 +19,7 @@ def run(
     *,
     label: str = "node",
 ) -> prometheus.QueryReport:
-    return source.query_nodes_report("up", node_label=label, nodes=nodes, now=NOW)
+    return source.query_nodes_report("up", node_label=label, nodes=nodes, now=NOW, namespace="shop")
 
 
 def values(report: prometheus.QueryReport) -> dict[str, float]:
@@ -30,7 +30,13 @@ def test_query_is_sent_once_as_an_instant_query(
     fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (200, fakes.vector(({"node": "node-a"}, "1")))
-    source.query_nodes("avg by (node) (rate(x[1m]))", node_label="node", nodes=three_nodes, now=NOW)
+    source.query_nodes(
+        "avg by (node) (rate(x[1m]))",
+        node_label="node",
+        nodes=three_nodes,
+        now=NOW,
+        namespace="shop",
+    )
     assert fakes.queries(fake_prometheus) == ["avg by (node) (rate(x[1m]))"]
 
 
@@ -51,7 +57,9 @@ def test_samples_carry_the_time_of_the_refresh_that_returned_them(
     fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (200, fakes.vector(({"node": "node-a"}, "1")))
-    series = source.query_nodes("up", node_label="node", nodes=three_nodes, now=NOW)
+    series = source.query_nodes(
+        "up", node_label="node", nodes=three_nodes, now=NOW, namespace="shop"
+    )
     assert series.values[model.NodeName("node-a")] == model.MetricSample(1.0, refreshed_at=NOW)
     assert series.last_refresh == NOW
 
@@ -169,9 +177,9 @@ def test_bearer_token_is_read_from_its_file_for_every_query(
     )
     source = prometheus.PrometheusSource(config)
     nodes = [fakes.node("node-a")]
-    source.query_nodes("up", node_label="node", nodes=nodes, now=NOW)
+    source.query_nodes("up", node_label="node", nodes=nodes, now=NOW, namespace="shop")
     token_file.write_text("rotated-token\n")
-    source.query_nodes("up", node_label="node", nodes=nodes, now=NOW)
+    source.query_nodes("up", node_label="node", nodes=nodes, now=NOW, namespace="shop")
     source.close()
     assert [r.headers.get("authorization") for r in fake_prometheus.requests] == [
         "Bearer first-token",
@@ -182,5 +190,7 @@ def test_bearer_token_is_read_from_its_file_for_every_query(
 def test_no_authorization_header_without_a_token_file(
     fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
 ) -> None:
-    source.query_nodes("up", node_label="node", nodes=[fakes.node("node-a")], now=NOW)
+    source.query_nodes(
+        "up", node_label="node", nodes=[fakes.node("node-a")], now=NOW, namespace="shop"
+    )
     assert "authorization" not in fake_prometheus.requests[0].headers
