@@ -39,7 +39,7 @@ import urllib3.util.retry
 from metricsched import config as config_mod
 from metricsched.core import model, promql_guard
 from metricsched.edges import observe
-from metricsched.edges import prometheus_http as http
+from metricsched.edges import prometheus_http as prom_http
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,9 @@ class PrometheusConfig:
     verify_tls: bool = True
     timeout_s: float = 5.0  # per attempt, connect and read each
     retries: int = 1  # extra attempts on connection errors and 502/503/504
-    limits: http.Limits = dataclasses.field(default_factory=http.Limits)  # caps on one answer
+    limits: prom_http.Limits = dataclasses.field(
+        default_factory=prom_http.Limits
+    )  # caps on one answer
     # What namespaced policies may query (default: anything).
     rules: promql_guard.Rules = dataclasses.field(default_factory=promql_guard.Rules)
 
@@ -71,7 +73,7 @@ class PrometheusConfig:
             ca_file=config.prometheus_ca_file,
             verify_tls=config.prometheus_verify_tls,
             timeout_s=config.query_timeout_s,
-            limits=http.Limits(
+            limits=prom_http.Limits(
                 max_bytes=config.max_result_bytes, max_series=config.max_result_series
             ),
             rules=config.query_rules,
@@ -279,7 +281,7 @@ class PrometheusSource:
     def _instant_query(self, query: str) -> Any:
         limits = self._config.limits
         try:
-            return http.instant_query(
+            return prom_http.instant_query(
                 self._session,
                 url=self._url,
                 query=query,
@@ -289,27 +291,27 @@ class PrometheusSource:
             )
         except _QueryError:
             raise
-        except http.HttpStatusError as e:
+        except prom_http.HttpStatusError as e:
             raise self._http_failure(e) from None
-        except http.AnswerTooLargeError as e:
+        except prom_http.AnswerTooLargeError as e:
             cap = f"{e.limit} series" if e.what == "series" else f"{e.limit // 1024} KiB"
             raise _QueryError(
                 model.QueryErrorKind.RESULT_TOO_LARGE,
                 f"the answer is larger than the operator's cap ({cap}); return one series"
                 " per node, e.g. avg by (node) (...)",
             ) from None
-        except http.NotJsonError:
+        except prom_http.NotJsonError:
             raise _QueryError(
                 model.QueryErrorKind.BAD_RESULT,
                 f"Prometheus at {self._display_url} answered with something that is not JSON"
                 " (is the URL that of the Prometheus HTTP API?)",
             ) from None
-        except http.NoResultError:
+        except prom_http.NoResultError:
             raise _QueryError(
                 model.QueryErrorKind.BAD_RESULT,
                 f"Prometheus at {self._display_url} answered without a data.result field",
             ) from None
-        except http.DeadlineExceededError:
+        except prom_http.DeadlineExceededError:
             raise _QueryError(
                 model.QueryErrorKind.UNREACHABLE,
                 f"Prometheus at {self._display_url} unreachable: no complete answer within"
@@ -323,7 +325,7 @@ class PrometheusSource:
                 connect=connect,
             ) from None
 
-    def _http_failure(self, e: http.HttpStatusError) -> _QueryError:
+    def _http_failure(self, e: prom_http.HttpStatusError) -> _QueryError:
         status = e.status
         if status in (400, 422):
             return _QueryError(
