@@ -1,0 +1,227 @@
+"""Events about SchedulingPolicies, with a budget of their own, re-sent while they last.
+
+The pods' ``binder.EventRecorder`` spends its budget on bursts of pods; a policy's warning
+must not be lost in one, and one that was dropped must come back. ``PolicyEvents`` owns a
+second recorder with a small budget of its own and remembers, per policy and topic (a
+metric, the fallback, the spec), which warning holds now. A warning is posted when it
+starts and again every ``resend_interval_s`` while it lasts: the same Event's count grows
+("x4 over 15m" in ``kubectl describe``), so a reader of the policy sees that it still
+holds. A post the budget dropped, or the API refused, is tried again after ``retry_s``.
+When the condition ends, one resolving event (``MetricsRecovered``) may be posted.
+
+Non-blocking for callers (safe on the event loop): ``warn``, ``resolve`` and ``forget``
+only change state under a lock; ``pump`` posts, from the daemon thread ``start`` runs.
+Must not: post about pods, block a caller on I/O, or keep state for a policy after
+``forget``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import kubernetes.client
+
+from metricsched.edges import binder, observe
+
+logger = logging.getLogger(__name__)
+
+_POSTED = (binder.Recorded.CREATED, binder.Recorded.MERGED, binder.Recorded.DEFERRED)
+
+
+@dataclasses.dataclass(slots=True)
+class _Pending:
+    ref: binder.ObjectRef
+    event_type: binder.EventType
+    reason: str
+    message: str
+    action: str
+    due: float  # monotonic time of the next post
+    lasting: bool  # a warning re-sent while it holds; False = post once (a resolution)
+    attempts: int = 0
+
+
+class PolicyEvents:
+    """Warnings and resolutions on SchedulingPolicies; see the module docstring."""
+
+    def __init__(
+        self,
+        api: kubernetes.client.CoreV1Api,
+        *,
+        component: str,
+        rate_per_s: float = 0.5,
+        burst: int = 20,
+        resend_interval_s: float = 300.0,
+        retry_s: float = 10.0,
+        max_attempts: int = 5,  # of a one-shot resolution; a warning is retried while it holds
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        metrics: observe.Metrics | None = None,
+    ) -> None:
+        self.recorder = binder.EventRecorder(
+            api,
+            component=component,
+            rate_per_s=rate_per_s,
+            burst=burst,
+            # Longer than the re-send interval, so a lasting warning stays one Event whose
+            # count grows instead of a new Event per re-send.
+            merge_window_s=max(600.0, 2.5 * resend_interval_s),
+            patch_interval_s=0.0,
+            clock=wall_clock,
+            metrics=metrics,
+        )
+        self._resend = resend_interval_s
+        self._retry = retry_s
+        self._max_attempts = max_attempts
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str], _Pending] = {}  # (policy, topic) -> next post
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- what the operator reports ---------------------------------------------------
+
+    def warn(
+        self,
+        ref: binder.ObjectRef,
+        *,
+        topic: str,
+        reason: str,
+        message: str,
+        action: str = "",
+    ) -> None:
+        """A warning that holds now (call it at every check; repeats cost nothing).
+
+        A new warning, or a new reason for a topic, is posted at once; the same reason
+        with another message is posted with that message at its next re-send.
+        """
+        key = (_policy(ref), topic)
+        with self._lock:
+            current = self._pending.get(key)
+            if current is not None and current.lasting and current.reason == reason:
+                current.ref, current.message, current.action = ref, message, action
+                return
+            self._pending[key] = _Pending(
+                ref=ref,
+                event_type="Warning",
+                reason=reason,
+                message=message,
+                action=action,
+                due=self._clock(),
+                lasting=True,
+            )
+        self._wake.set()
+
+    def resolve(
+        self,
+        ref: binder.ObjectRef,
+        *,
+        topic: str,
+        reason: str = "",
+        message: str = "",
+        action: str = "",
+    ) -> bool:
+        """The topic's warning no longer holds: stop re-sending it, and post one Normal
+        event ``reason`` if given. Return whether a warning was held."""
+        key = (_policy(ref), topic)
+        with self._lock:
+            current = self._pending.get(key)
+            if current is None or not current.lasting:
+                return False
+            if reason:
+                self._pending[key] = _Pending(
+                    ref=ref,
+                    event_type="Normal",
+                    reason=reason,
+                    message=message,
+                    action=action,
+                    due=self._clock(),
+                    lasting=False,
+                )
+            else:
+                del self._pending[key]
+        if reason:
+            self._wake.set()
+        return True
+
+    def forget(self, policy: str) -> int:
+        """Drop everything about a deleted policy (``"namespace/name"``); return how much."""
+        with self._lock:
+            gone = [key for key in self._pending if key[0] == policy]
+            for key in gone:
+                del self._pending[key]
+        return len(gone)
+
+    def active(self, policy: str) -> dict[str, str]:
+        """The warnings holding for a policy, topic -> reason (for status and tests)."""
+        with self._lock:
+            return {
+                topic: p.reason
+                for (name, topic), p in self._pending.items()
+                if name == policy and p.lasting
+            }
+
+    # --- posting ---------------------------------------------------------------------
+
+    def pump(self) -> int:
+        """Post what is due (blocking API calls); return how many posts went through."""
+        now = self._clock()
+        with self._lock:
+            due = [(key, p) for key, p in self._pending.items() if p.due <= now]
+            for _, p in due:
+                p.attempts += 1
+                p.due = now + self._retry  # until the post below says otherwise
+        posted = 0
+        for key, p in due:
+            outcome = self.recorder.record(
+                p.ref,
+                event_type=p.event_type,
+                reason=p.reason,
+                message=p.message,
+                action=p.action,
+            )
+            ok = outcome in _POSTED
+            posted += ok
+            with self._lock:
+                if self._pending.get(key) is not p:
+                    continue  # replaced or forgotten while posting
+                if p.lasting:
+                    if ok:
+                        p.due, p.attempts = now + self._resend, 0
+                elif ok or p.attempts >= self._max_attempts:
+                    del self._pending[key]
+        self.recorder.flush()  # merges the budget held back earlier
+        return posted
+
+    def start(self, *, interval_s: float = 1.0) -> None:
+        """Post due events from a daemon thread (at once when a new one arrives)."""
+        if self._thread is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                try:
+                    self.pump()
+                except Exception:  # a post must never end the thread
+                    logger.exception("posting policy events failed")
+                self._wake.wait(interval_s)
+                self._wake.clear()
+
+        self._thread = threading.Thread(target=loop, name="metricsched-policy-events", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+        self.recorder.close()
+
+
+def _policy(ref: binder.ObjectRef) -> str:
+    return f"{ref.namespace}/{ref.name}"

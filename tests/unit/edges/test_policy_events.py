@@ -1,0 +1,195 @@
+"""Policy events have a budget of their own and are re-sent while their condition lasts."""
+
+from __future__ import annotations
+
+import edges_fakes as fakes
+import kubernetes.client
+import pytest
+
+from metricsched.edges import binder, observe, policy_events
+
+WEB = binder.ObjectRef.policy(namespace="shop", name="web", uid="uid-web")
+API = binder.ObjectRef.policy(namespace="shop", name="api", uid="uid-api")
+FAILED = "metric latency: Unreachable: Prometheus at http://prom:9090 unreachable"
+
+
+@pytest.fixture
+def events(
+    kube_api: kubernetes.client.CoreV1Api, clock: fakes.FakeClock
+) -> policy_events.PolicyEvents:
+    return policy_events.PolicyEvents(
+        kube_api,
+        component="metricsched",
+        rate_per_s=0.01,
+        burst=3,
+        resend_interval_s=300.0,
+        retry_s=10.0,
+        clock=clock,
+        wall_clock=clock,
+    )
+
+
+def posts(server: fakes.FakeServer) -> list[tuple[str, str, int]]:
+    """(method, reason, count) of every event write, in order."""
+    return [
+        (r.method, r.json().get("reason", ""), int(r.json().get("count") or 0))
+        for r in server.received(path_part="/events")
+    ]
+
+
+def warn(events: policy_events.PolicyEvents, ref: binder.ObjectRef = WEB, **kw: str) -> None:
+    events.warn(
+        ref,
+        topic=kw.get("topic", "metric/latency"),
+        reason=kw.get("reason", "MetricQueryFailed"),
+        message=kw.get("message", FAILED),
+        action="QueryMetrics",
+    )
+
+
+class TestResending:
+    def test_a_new_warning_is_posted_at_once_and_not_again_within_the_interval(
+        self,
+        events: policy_events.PolicyEvents,
+        fake_kube: fakes.FakeServer,
+        clock: fakes.FakeClock,
+    ) -> None:
+        warn(events)
+        assert events.pump() == 1
+        for _ in range(10):  # every refresh confirms it
+            clock.advance(15)
+            warn(events)
+            events.pump()
+        assert posts(fake_kube) == [("POST", "MetricQueryFailed", 1)]
+
+    def test_a_lasting_warning_is_re_sent_every_interval_as_a_growing_count(
+        self,
+        events: policy_events.PolicyEvents,
+        fake_kube: fakes.FakeServer,
+        clock: fakes.FakeClock,
+    ) -> None:
+        warn(events)
+        events.pump()
+        for _ in range(2):
+            clock.advance(301)
+            warn(events)
+            events.pump()
+        assert [(m, c) for m, _, c in posts(fake_kube)] == [("POST", 1), ("PATCH", 2), ("PATCH", 3)]
+
+    def test_a_resolved_warning_is_not_re_sent_and_one_recovery_is_posted(
+        self,
+        events: policy_events.PolicyEvents,
+        fake_kube: fakes.FakeServer,
+        clock: fakes.FakeClock,
+    ) -> None:
+        warn(events)
+        events.pump()
+        assert events.resolve(
+            WEB, topic="metric/latency", reason="MetricsRecovered", message="latency back"
+        )
+        clock.advance(1000)
+        events.pump()
+        events.pump()
+        assert [r for _, r, _ in posts(fake_kube)] == ["MetricQueryFailed", "MetricsRecovered"]
+        assert events.active("shop/web") == {}
+
+    def test_resolving_what_never_failed_posts_nothing(
+        self, events: policy_events.PolicyEvents, fake_kube: fakes.FakeServer
+    ) -> None:
+        assert not events.resolve(WEB, topic="metric/latency", reason="MetricsRecovered")
+        events.pump()
+        assert posts(fake_kube) == []
+
+    def test_a_new_reason_for_a_topic_is_posted_at_once(
+        self,
+        events: policy_events.PolicyEvents,
+        fake_kube: fakes.FakeServer,
+        clock: fakes.FakeClock,
+    ) -> None:
+        warn(events)
+        events.pump()
+        clock.advance(15)
+        warn(events, reason="ResultTooLarge", message="too large")
+        events.pump()
+        assert [r for _, r, _ in posts(fake_kube)] == ["MetricQueryFailed", "ResultTooLarge"]
+
+
+class TestOwnBudget:
+    def test_a_warning_dropped_by_the_budget_is_posted_once_there_is_room(
+        self,
+        events: policy_events.PolicyEvents,
+        fake_kube: fakes.FakeServer,
+        clock: fakes.FakeClock,
+    ) -> None:
+        for i in range(4):  # one more than the burst of 3
+            warn(events, topic=f"metric/m{i}", message=f"metric m{i} failed")
+        assert events.pump() == 3
+        clock.advance(100)  # 0.01/s refills one token
+        assert events.pump() == 1
+        assert len(posts(fake_kube)) == 4
+
+    def test_a_burst_of_pod_events_does_not_spend_the_policy_budget(
+        self,
+        events: policy_events.PolicyEvents,
+        kube_api: kubernetes.client.CoreV1Api,
+        fake_kube: fakes.FakeServer,
+        clock: fakes.FakeClock,
+    ) -> None:
+        pods = binder.EventRecorder(kube_api, component="metricsched", burst=5, clock=clock)
+        for i in range(20):
+            pod = binder.ObjectRef.pod(namespace="shop", name=f"p{i}", uid=f"u{i}")
+            pods.record(pod, event_type="Warning", reason="FailedScheduling", message="x")
+        assert pods.dropped == 15
+        warn(events)
+        assert events.pump() == 1
+
+
+class TestDeletedPolicies:
+    def test_a_forgotten_policy_gets_no_more_events(
+        self,
+        events: policy_events.PolicyEvents,
+        fake_kube: fakes.FakeServer,
+        clock: fakes.FakeClock,
+    ) -> None:
+        warn(events)
+        warn(events, API)
+        events.pump()
+        assert events.forget("shop/web") == 1
+        clock.advance(301)
+        events.pump()
+        # A PATCH goes to the Event, which is named "<object>.<suffix>".
+        patched = [r.path.rsplit("/", 1)[1].split(".")[0] for r in fake_kube.received("PATCH")]
+        assert patched == ["api"]
+        assert events.active("shop/web") == {}
+        assert events.active("shop/api") == {"metric/latency": "MetricQueryFailed"}
+
+    def test_a_deleted_policy_loses_its_series_in_metrics(self) -> None:
+        metrics = observe.Metrics()
+        metrics.observe_refresh(policy="shop/web", metric="latency", seconds=0.1)
+        metrics.observe_refresh(policy="shop/web", metric="cpu", seconds=0.1)
+        metrics.observe_refresh(policy="shop/api", metric="latency", seconds=0.1)
+        assert metrics.forget_policy("shop/web") == 2
+        text = metrics.exposition().decode()
+        assert 'policy="shop/web"' not in text
+        assert 'policy="shop/api"' in text
+
+    def test_a_metric_removed_from_a_spec_loses_its_series(self) -> None:
+        metrics = observe.Metrics()
+        metrics.observe_refresh(policy="shop/web", metric="latency", seconds=0.1)
+        metrics.observe_refresh(policy="shop/web", metric="cpu", seconds=0.1)
+        assert metrics.retain_policy_metrics([("shop/web", "cpu")]) == 1
+        text = metrics.exposition().decode()
+        assert 'metric="latency"' not in text
+        assert 'metric="cpu"' in text
+
+
+def test_the_posting_thread_posts_a_new_warning_without_waiting_for_its_interval(
+    kube_api: kubernetes.client.CoreV1Api, fake_kube: fakes.FakeServer
+) -> None:
+    events = policy_events.PolicyEvents(kube_api, component="metricsched")
+    events.start(interval_s=3600.0)
+    try:
+        warn(events)
+        assert fakes.wait_for(lambda: len(posts(fake_kube)) == 1, timeout=10)
+    finally:
+        events.close()
