@@ -12,7 +12,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,9 @@ def _free_port() -> int:
 class OperatorProcess:
     """`metricsched run` against the local cluster, as users run it."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, *, extra_args: Sequence[str] = ()) -> None:
         self.cluster = cluster
+        self.extra_args = list(extra_args)
         self.proc: subprocess.Popen[bytes] | None = None
         self.metrics_port = _free_port()
         self.health_port = _free_port()
@@ -59,6 +60,7 @@ class OperatorProcess:
                 "--bind-address=127.0.0.1",
                 "--log-format=json",
                 "--log-level=info",
+                *self.extra_args,
             ],
             stdout=logf,
             stderr=subprocess.STDOUT,
