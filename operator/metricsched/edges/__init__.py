@@ -7,7 +7,11 @@ guard it with locks. Errors of the outside world are classified and returned (or
 not raised: the operator decides what to retry.
 
 Modules:
-- ``prometheus``: one instant query per metric, series mapped to nodes, the metric store.
+- ``prometheus``: one instant query per metric (checked against the admin's query rules
+  first), classified and scrubbed errors, the metric store.
+- ``prometheus_http``: the query API read incrementally under byte and series caps.
+- ``prometheus_series``: result series mapped to nodes, counts of what was left out.
+- ``policy_events``: policy events on a budget of their own, re-sent while they hold.
 - ``binder``: the Binding API, aggregated and rate-limited Events, the PodScheduled condition.
 - ``observe``: Prometheus metrics of the scheduler itself and the health/metrics HTTP server.
 - ``logs``: structured logging setup and the one-line-per-decision log.
