@@ -157,7 +157,7 @@ def queries(draw: st.DrawFn) -> tuple[str, bool]:
         lambda s: s,
     ]
     texts = [draw(st.sampled_from(shapes))(text) for text, _ in parts]
-    operator = draw(st.sampled_from([" + ", " / on (node) group_left ", " and ", " or "]))
+    operator = draw(st.sampled_from([" + ", " / on (node) group_left () ", " and ", " or "]))
     return operator.join(texts), all(ok for _, ok in parts)
 
 
