@@ -610,9 +610,7 @@ def apply_report(
     for index, (policy, spec) in enumerate(members):
         store.update(model.MetricKey(policy=policy.key, metric=spec.name), report.series)
         if metrics is not None and sent:
-            metrics.metric_refresh_duration.labels(policy=policy.key, metric=spec.name).observe(
-                report.duration_s
-            )
+            metrics.observe_refresh(policy=policy.key, metric=spec.name, seconds=report.duration_s)
         results.append(
             RefreshResult(
                 policy=policy.key,

@@ -196,3 +196,38 @@ class TestRefusedQueriesAreNotSent:
         assert 'namespace="bank"' in spy.error_message
         assert not spy.queried
         assert fakes.queries(fake_prometheus) == [shop_query]
+
+
+class TestQueryGroups:
+    def test_a_text_shared_across_namespaces_is_split_by_what_the_rules_say(self) -> None:
+        shop_query = 'node_load1{namespace="shop"}'
+        web = fakes.policy("web", fakes.metric("load", shop_query), namespace="shop")
+        api = fakes.policy("api", fakes.metric("load", shop_query), namespace="shop")
+        spy = fakes.policy("spy", fakes.metric("load", shop_query), namespace="bank")
+        groups = prometheus.guarded_query_groups([web, spy, api], rules=NAMESPACED)
+        assert [(key.namespace, key.refusal is None, len(m)) for key, m in groups] == [
+            ("shop", True, 2),
+            ("bank", False, 1),
+        ]
+
+    def test_without_rules_one_group_serves_every_namespace(self) -> None:
+        query = "avg by (node) (node_load1)"
+        policies = [
+            fakes.policy("web", fakes.metric("load", query), namespace="shop"),
+            fakes.policy("spy", fakes.metric("load", query), namespace="bank"),
+        ]
+        ((key, members),) = prometheus.guarded_query_groups(policies, rules=OPEN)
+        assert key.refusal is None
+        assert len(members) == 2
+        assert prometheus.query_groups(policies) == [((query, "node"), members)]
+
+    def test_a_query_sent_without_its_namespace_is_refused_while_rules_are_set(
+        self, fake_prometheus: fakes.FakeServer
+    ) -> None:
+        source = make_source(fake_prometheus.url, rules=NAMESPACED)
+        report = source.query_nodes_report(
+            'node_load1{namespace="shop"}', node_label="node", nodes=NODES, now=NOW
+        )
+        assert report.series.error is Kind.BAD_QUERY
+        assert "namespace was not given" in report.series.error_message
+        assert fake_prometheus.requests == []
