@@ -148,10 +148,12 @@ class PolicyEvents:
             self._wake.set()
         return True
 
-    def forget(self, policy: str) -> int:
-        """Drop everything about a deleted policy (``"namespace/name"``); return how much."""
+    def forget(self, policy: str, *, topic_prefix: str = "") -> int:
+        """Drop everything about a deleted policy (``"namespace/name"``), or only its topics
+        starting with ``topic_prefix`` (``"metric/"`` when its metrics were replaced);
+        return how much."""
         with self._lock:
-            gone = [key for key in self._pending if key[0] == policy]
+            gone = [k for k in self._pending if k[0] == policy and k[1].startswith(topic_prefix)]
             for key in gone:
                 del self._pending[key]
         return len(gone)

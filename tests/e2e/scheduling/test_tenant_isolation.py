@@ -15,6 +15,7 @@ from tests.e2e.conftest import Cluster, wait_for
 from tests.e2e.scheduling.conftest import (
     OperatorProcess,
     apply_policy,
+    condition,
     get_policy,
     set_and_wait,
     wait_bound,
@@ -100,6 +101,11 @@ def run_tenant_policies(cluster: Cluster, namespace: str, metric: str) -> dict[s
         namespace,
         "dupes",
         {"metrics": [metric_spec(f"{metric}{{{JOB}}} + on () {metric}{{{JOB}}}")]},
+    )
+    wait_for(
+        "policy mixed Ready",
+        lambda: condition(get_policy(cluster, namespace, "mixed"), "Ready").get("status") == "True",
+        timeout=60,
     )
     cluster.create_pod(namespace, "web")
     assert wait_bound(cluster, namespace, "web") == "node-2"

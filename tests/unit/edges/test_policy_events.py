@@ -163,6 +163,14 @@ class TestDeletedPolicies:
         assert events.active("shop/web") == {}
         assert events.active("shop/api") == {"metric/latency": "MetricQueryFailed"}
 
+    def test_replaced_metrics_drop_their_warnings_but_not_the_others(
+        self, events: policy_events.PolicyEvents
+    ) -> None:
+        warn(events)
+        warn(events, topic="fallback", reason="FallbackActive")
+        assert events.forget("shop/web", topic_prefix="metric/") == 1
+        assert events.active("shop/web") == {"fallback": "FallbackActive"}
+
     def test_a_deleted_policy_loses_its_series_in_metrics(self) -> None:
         metrics = observe.Metrics()
         metrics.observe_refresh(policy="shop/web", metric="latency", seconds=0.1)
