@@ -350,6 +350,9 @@ class PrometheusSource:
         hint = ""
         if status == 404:
             hint = ": is the URL that of the Prometheus server (its HTTP API under /api/v1)?"
+        elif 300 <= status < 400:
+            # Not followed: a redirect could carry the bearer token's queries elsewhere.
+            hint = ": a redirect, not followed; set the URL to where it points"
         return _QueryError(
             model.QueryErrorKind.UNREACHABLE,
             f"Prometheus at {self._display_url} answered HTTP {status}{kind}{hint}",

@@ -231,3 +231,11 @@ class TestQueryGroups:
         assert report.series.error is Kind.BAD_QUERY
         assert "namespace was not given" in report.series.error_message
         assert fake_prometheus.requests == []
+
+
+def test_a_redirect_is_not_followed_and_says_so(fake_prometheus: fakes.FakeServer) -> None:
+    fake_prometheus.responder = lambda r: (302, b"")
+    report = query(make_source(fake_prometheus.url))
+    assert report.series.error is Kind.UNREACHABLE
+    assert "HTTP 302: a redirect, not followed" in report.series.error_message
+    assert len(fake_prometheus.requests) == 1
