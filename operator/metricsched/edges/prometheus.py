@@ -58,9 +58,8 @@ class PrometheusConfig:
     verify_tls: bool = True
     timeout_s: float = 5.0  # per attempt, connect and read each
     retries: int = 1  # extra attempts on connection errors and 502/503/504
-    limits: prom_http.Limits = dataclasses.field(
-        default_factory=prom_http.Limits
-    )  # caps on one answer
+    # Caps on one answer (bytes, series).
+    limits: prom_http.Limits = dataclasses.field(default_factory=prom_http.Limits)
     # What namespaced policies may query (default: anything).
     rules: promql_guard.Rules = dataclasses.field(default_factory=promql_guard.Rules)
 
@@ -94,11 +93,19 @@ class QueryReport:
 
 
 class _QueryError(Exception):
-    def __init__(self, kind: model.QueryErrorKind, message: str, *, connect: bool = False):
+    def __init__(
+        self,
+        kind: model.QueryErrorKind,
+        message: str,
+        *,
+        connect: bool = False,
+        sent: bool = True,  # False: refused by the admin's rules, Prometheus never asked
+    ):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.connect = connect
+        self.sent = sent
 
 
 class _BearerTokenFile(requests.auth.AuthBase):
@@ -214,6 +221,7 @@ class PrometheusSource:
                 raise _QueryError(
                     model.QueryErrorKind.BAD_QUERY,
                     f"refused by the cluster's query rules, not sent: {refused}",
+                    sent=False,
                 )
             if self._metrics is not None:
                 self._metrics.prometheus_queries.inc()
@@ -223,7 +231,7 @@ class PrometheusSource:
             except prom_series.BadResultError as e:
                 raise _QueryError(model.QueryErrorKind.BAD_RESULT, str(e)) from None
         except _QueryError as failure:
-            if self._metrics is not None:
+            if self._metrics is not None and failure.sent:  # a refusal is not Prometheus's
                 self._metrics.prometheus_errors.labels(kind=failure.kind.value).inc()
             return QueryReport(
                 series=model.MetricSeries(

@@ -160,7 +160,13 @@ class TestRefusedQueriesAreNotSent:
             " the cluster's allow-list (node_*)"
         )
         assert fake_prometheus.requests == []
-        assert metrics.registry.get_sample_value("metricsched_prometheus_queries_total") == 0
+        registry = metrics.registry
+        assert registry.get_sample_value("metricsched_prometheus_queries_total") == 0
+        # Not a Prometheus error either: Prometheus was never asked.
+        assert (
+            registry.get_sample_value("metricsched_prometheus_errors_total", {"kind": "BadQuery"})
+            is None
+        )
 
     def test_an_allowed_query_is_sent(self, fake_prometheus: fakes.FakeServer) -> None:
         fake_prometheus.responder = lambda r: (200, fakes.vector(({"node": "node-a"}, "1")))
