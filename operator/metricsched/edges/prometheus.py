@@ -28,8 +28,8 @@ import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import prometheus_api_client.prometheus_connect as prom_connect
 import requests
-import requests.adapters
 import requests.auth
 import requests.exceptions
 import urllib3.exceptions
@@ -139,7 +139,13 @@ class _BearerTokenFile(requests.auth.AuthBase):
 
 
 class PrometheusSource:
-    """One Prometheus server behind one ``requests.Session`` (one HTTP connection pool).
+    """One Prometheus server behind one ``PrometheusConnect`` (one HTTP connection pool).
+
+    prometheus-api-client owns the connection: its ``PrometheusConnect`` holds the
+    session, mounts the retry policy and checks that the server answers. Queries are
+    streamed through that same session by ``prometheus_http`` instead of the client's
+    ``custom_query``, which reads the whole answer into memory before one byte can be
+    checked: the result caps must hold while the body is read.
 
     Thread-safe: the source keeps no per-call state and urllib3's pool is thread-safe.
     The worst-case duration of a call is ``(retries + 1) * timeout_s`` plus a short
@@ -161,9 +167,14 @@ class PrometheusSource:
             status_forcelist=[502, 503, 504],
             respect_retry_after_header=False,
         )
-        adapter = requests.adapters.HTTPAdapter(max_retries=retry)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
+        # The client mounts ``retry`` on the session for its URL.
+        self._client = prom_connect.PrometheusConnect(
+            url=self._url,
+            retry=retry,
+            session=session,
+            # Annotated int upstream; requests takes any number of seconds.
+            timeout=config.timeout_s,  # type: ignore[arg-type]
+        )
         self._session = session
         self._deadline_s = (config.retries + 1) * config.timeout_s + 0.2 * config.retries
         self._display_url = _redact_url(config.url)
@@ -173,7 +184,7 @@ class PrometheusSource:
         return self._config.rules
 
     def close(self) -> None:
-        self._session.close()
+        self._client.close()
 
     def refusal(self, query: str, *, namespace: str | None) -> str | None:
         """Why the admin's rules forbid a policy in ``namespace`` to send ``query``.

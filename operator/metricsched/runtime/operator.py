@@ -30,7 +30,7 @@ import kubernetes.client.exceptions
 
 from metricsched.config import Config
 from metricsched.core import model
-from metricsched.edges import binder, kube, logs, observe
+from metricsched.edges import binder, kube, logs, observe, policy_events
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import leader
@@ -73,14 +73,7 @@ class Operator:
         self.queue = queue_mod.SchedulingQueue(ordering=self._ordering)
         self.store = prom.MetricStore()
         self.source = prom.PrometheusSource(
-            prom.PrometheusConfig(
-                url=config.prometheus_url,
-                token_file=config.prometheus_token_file,
-                ca_file=config.prometheus_ca_file,
-                verify_tls=config.prometheus_verify_tls,
-                timeout_s=config.query_timeout_s,
-            ),
-            metrics=self.metrics,
+            prom.PrometheusConfig.from_config(config), metrics=self.metrics
         )
         self.recorder = binder.EventRecorder(
             self.core,
@@ -90,6 +83,10 @@ class Operator:
             metrics=self.metrics,
         )
         self.post = watches_mod.post_in_thread(self.recorder)
+        # Policy events: a budget of their own, re-sent while a warning holds.
+        self.policy_events = policy_events.PolicyEvents(
+            self.core, component=sorted(config.scheduler_names)[0], metrics=self.metrics
+        )
         self.scheduler = scheduler_mod.Scheduler(
             config=config,
             cache=self.cache,
@@ -132,6 +129,7 @@ class Operator:
             health=self.health,
             record=self.post,
             refresh_now=self.refresher.now,
+            policy_events=self.policy_events,
         )
         self.reconciler = reconcile_mod.Reconciler(
             core=self.core,
@@ -156,18 +154,28 @@ class Operator:
         c = self.scheduler.counters.get(key)
         return (c.scheduled, c.fallback) if c is not None else (0, 0)
 
-    def _post_policy_event(self, key: model.PolicyKey, **kwargs: Any) -> None:
-        self.post(watches_mod.policy_ref(key, self.status.records.get(key)), **kwargs)
+    def _post_policy_event(
+        self, key: model.PolicyKey, *, topic: str, event_type: str, **kwargs: Any
+    ) -> None:
+        """A warning holds until its topic resolves (re-sent meanwhile); Normal resolves."""
+        ref = watches_mod.policy_ref(key, self.status.records.get(key))
+        if event_type == "Warning":
+            self.policy_events.warn(ref, topic=topic, **kwargs)
+        else:
+            self.policy_events.resolve(ref, topic=topic, **kwargs)
 
     def _fallback_changed(self, key: model.PolicyKey, active: bool, reason: str) -> None:
         if active:
             self._post_policy_event(
                 key,
+                topic="fallback",
                 event_type="Warning",
                 reason="FallbackActive",
                 action="Schedule",
                 message=f"pods are placed by the fallback strategy: {reason}",
             )
+        else:
+            self._post_policy_event(key, topic="fallback", event_type="Normal")
         self.status.mark(key)
 
     # Kept for callers and tests that drive the watch translation directly.
@@ -293,6 +301,7 @@ class Operator:
         )
         self.metrics.set_metric_age_source(lambda: self.store.ages(time.time()))
         self.recorder.start()
+        self.policy_events.start()
         heartbeat = asyncio.create_task(self._heartbeat(), name="heartbeat")
         try:
             await self._sync_until_done()
@@ -348,6 +357,7 @@ class Operator:
         finally:
             heartbeat.cancel()
             self.recorder.close()
+            self.policy_events.close()
             closer.close()
             self.source.close()
         if self.lost:

@@ -14,8 +14,12 @@
   not sent (each would wait out the timeout for the same answer).
 - It never dies: every round is wrapped, a failure is logged and the next tick comes.
 - After each answer: the queue is hinted (``on_metrics_change``) for the policies whose
-  values changed, their status is marked for the status writer, and a metric that starts
-  or stops failing posts ``MetricQueryFailed`` / ``MetricsRecovered`` on its policy.
+  values changed, their status is marked for the status writer, and each metric reports
+  ``MetricQueryFailed`` while it fails / ``MetricsRecovered`` when it works (the policy
+  events edge posts a warning when it starts, re-sends it while it holds, and posts the
+  recovery once).
+- A query the admin's rules refuse for a policy's namespace is never sent (the edge
+  groups queries by the rules' verdict and checks each again before sending).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from metricsched.runtime import status as status_mod
 
 logger = logging.getLogger("metricsched.refresher")
 
-PolicyEvent = Callable[..., None]  # (policy key, *, event_type, reason, action, message)
+PolicyEvent = Callable[..., None]  # (policy key, *, topic, event_type, reason, action, message)
 
 
 class Refresher:
@@ -64,7 +68,7 @@ class Refresher:
         self._interval = interval_s
         self._deadline = deadline_s
         self._slots = asyncio.Semaphore(concurrency)
-        self._in_flight: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._in_flight: dict[prom.QueryKey, asyncio.Task[None]] = {}
         self._down: prom.QueryReport | None = None
         self.now = asyncio.Event()  # set to refresh at once (a policy's metrics changed)
 
@@ -85,10 +89,11 @@ class Refresher:
         """Start the queries of one round (those not still in flight); returns how many."""
         policies = list(self._cache.policies.values())
         self._store.retain(model.MetricKey(p.key, m.name) for p in policies for m in p.metrics)
+        self._metrics.retain_policy_metrics((p.key, m.name) for p in policies for m in p.metrics)
         self._down = None
         started = 0
         nodes = self._cache.nodes()
-        for key, members in prom.query_groups(policies):
+        for key, members in prom.guarded_query_groups(policies, rules=self._source.rules):
             if key in self._in_flight:
                 continue
             task = asyncio.get_running_loop().create_task(
@@ -99,23 +104,23 @@ class Refresher:
             started += 1
         return started
 
-    def _done(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
+    def _done(self, key: prom.QueryKey, task: asyncio.Task[None]) -> None:
         self._in_flight.pop(key, None)
         if not task.cancelled() and task.exception() is not None:
             logger.error("metric query task failed", exc_info=task.exception())
 
     async def _refresh(
         self,
-        key: tuple[str, str],
+        key: prom.QueryKey,
         members: Sequence[tuple[model.Policy, model.MetricSpec]],
         nodes: list[model.NodeInfo],
     ) -> None:
-        query, node_label = key
+        query, node_label = key.query, key.node_label
         late: asyncio.Future[prom.QueryReport] | None = None
         async with self._slots:
             now = time.time()
             down = self._down
-            if down is not None:
+            if down is not None and key.refusal is None:
                 report, sent = prom.not_attempted(down), False
             else:
                 answer = asyncio.ensure_future(
@@ -126,10 +131,11 @@ class Refresher:
                             node_label=node_label,
                             nodes=nodes,
                             now=now,
+                            namespace=key.namespace,
                         )
                     )
                 )
-                sent = True
+                sent = key.refusal is None
                 try:
                     report = await asyncio.wait_for(asyncio.shield(answer), self._deadline)
                 except TimeoutError:
@@ -182,17 +188,23 @@ class Refresher:
                     r.error,
                     r.error_message,
                 )
+            elif ok and health.ok is False:
+                logger.info("metric %s of policy %s recovered", r.metric, r.policy)
+            # Every result, not only changes: the events edge dedupes, re-sends a lasting
+            # warning, and resolves one whose health record was reset by a spec change.
+            if not ok:
                 self._post_event(
                     r.policy,
+                    topic=f"metric/{r.metric}",
                     event_type="Warning",
                     reason="MetricQueryFailed",
                     action="QueryMetrics",
                     message=f"metric {r.metric}: {r.error}: {r.error_message}",
                 )
-            elif ok and health.ok is False:
-                logger.info("metric %s of policy %s recovered", r.metric, r.policy)
+            else:
                 self._post_event(
                     r.policy,
+                    topic=f"metric/{r.metric}",
                     event_type="Normal",
                     reason="MetricsRecovered",
                     action="QueryMetrics",

@@ -259,7 +259,12 @@ class PolicyStatus:
             available = ("Unknown", "InvalidSpec", "the policy is not in use until fixed")
         elif model.QueryErrorKind.BAD_QUERY in kinds:
             bad = [s["name"] for s in metrics_status if "BadQuery" in s["lastError"]]
-            ready = ("False", "BadQuery", f"Prometheus rejected the query of {', '.join(bad)}")
+            ready = (
+                "False",
+                "BadQuery",
+                f"the query of {', '.join(bad)} was rejected by Prometheus or refused by"
+                " the cluster's query rules",
+            )
             available = ("False", "BadQuery", _first_error(metrics_status))
         elif kinds:
             reason = str(kinds[0])

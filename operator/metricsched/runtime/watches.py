@@ -31,6 +31,7 @@ import kopf
 from metricsched.config import Config
 from metricsched.core import model, parse, policy
 from metricsched.edges import binder, kube, observe
+from metricsched.edges import policy_events as policy_events_mod
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
@@ -60,6 +61,7 @@ class Watches:
         health: observe.HealthState,
         record: Callable[..., None],
         refresh_now: asyncio.Event,
+        policy_events: policy_events_mod.PolicyEvents | None = None,
     ) -> None:
         self.config = config
         self.api_client = api_client
@@ -71,6 +73,7 @@ class Watches:
         self.health = health
         self._record = record
         self._refresh_now = refresh_now
+        self._policy_events = policy_events
         # --namespace narrows which pods are scheduled and which policies apply; pods of
         # all namespaces are still watched: they all take capacity on the same nodes.
         self._namespaces = frozenset(config.namespaces)
@@ -144,8 +147,9 @@ class Watches:
                 for p in self.cache.policies.values()
                 for m in p.metrics
             )
-            for m in old.metrics if old is not None else ():
-                self.metrics.forget_policy_metric(policy=key, metric=m.name)
+            self.metrics.forget_policy(key)
+            if self._policy_events is not None:
+                self._policy_events.forget(key)
             return
         record, changed = self.status.observe(key, body)
         try:
@@ -153,7 +157,15 @@ class Watches:
         except policy.PolicyError as e:
             message = "; ".join(e.problems)
             self.cache.reject_policy(key, message)
-            if changed or not record.invalid:
+            if self._policy_events is not None:
+                self._policy_events.warn(
+                    policy_ref(key, record),
+                    topic="spec",
+                    reason="InvalidPolicy",
+                    action="Validate",
+                    message=f"policy ignored until fixed: {message}",
+                )
+            elif changed or not record.invalid:
                 self._record(
                     policy_ref(key, record),
                     event_type="Warning",
@@ -167,6 +179,8 @@ class Watches:
         if record.invalid:
             record.invalid = ""
             self.status.mark(key)
+        if self._policy_events is not None:
+            self._policy_events.resolve(policy_ref(key, record), topic="spec")
         old = self.cache.policies.get(key)
         if old == parsed:
             return  # our own status write coming back, or a label/annotation change
@@ -174,6 +188,8 @@ class Watches:
         if old is None or old.metrics != parsed.metrics:
             record.health.clear()
             record.metrics.clear()
+            if self._policy_events is not None:  # the refresh re-raises what still fails
+                self._policy_events.forget(key, topic_prefix="metric/")
             self._refresh_now.set()  # new metrics: query them now, not at the next tick
 
     def _seen(self, event_type: str | None) -> None:

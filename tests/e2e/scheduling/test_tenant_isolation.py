@@ -143,10 +143,6 @@ def restricted_operator(
         operator.start()
 
 
-# Remove this marker with the runtime hook: the operator must build its Prometheus source
-# with ``prom.PrometheusConfig.from_config(config)`` and refresh by ``guarded_query_groups``
-# (see the tenant branch's report); until then the flags are parsed but not applied.
-@pytest.mark.xfail(strict=True, reason="query rules not wired into the runtime yet")
 def test_with_query_rules_a_refused_query_is_a_bad_query_and_nothing_leaks(
     cluster: Cluster, restricted_operator: OperatorProcess, namespace: str, secret_metric: str
 ) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import threading
 from typing import Any
 
-from metricsched.core import model, policy
+from metricsched.core import model, policy, promql_guard
 from metricsched.edges import observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
@@ -18,6 +18,8 @@ from metricsched.runtime import status as status_mod
 class FakeSource:
     """Answers each query with one node's value; queries named in ``slow`` block until
     ``release`` is set; ``boom`` raises (a bug in the edge must not end the refresher)."""
+
+    rules = promql_guard.Rules()
 
     def __init__(self) -> None:
         self.sent: list[str] = []
