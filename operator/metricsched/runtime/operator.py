@@ -38,6 +38,7 @@ from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import reconcile as reconcile_mod
 from metricsched.runtime import refresher as refresher_mod
 from metricsched.runtime import scheduler as scheduler_mod
+from metricsched.runtime import shadow as shadow_mod
 from metricsched.runtime import status as status_mod
 from metricsched.runtime import watches as watches_mod
 
@@ -100,6 +101,13 @@ class Operator:
             metrics=self.metrics,
             on_fallback_change=self._fallback_changed,
         )
+        self.shadow = shadow_mod.ShadowEvaluator(
+            cache=self.cache,
+            store=self.store,
+            metrics=self.metrics,
+            scheduler_names=config.scheduler_names,
+            mark=self._mark_status,
+        )
         self.status = status_mod.PolicyStatus(
             custom_api=self.custom,
             policies=lambda: self.cache.policies,
@@ -107,6 +115,7 @@ class Operator:
             counters=self._counters,
             metrics=self.metrics,
             interval_s=config.refresh_interval_s,
+            shadow=self.shadow.status_block,
         )
         self.refresher = refresher_mod.Refresher(
             source=self.source,
@@ -132,6 +141,7 @@ class Operator:
             health=self.health,
             record=self.post,
             refresh_now=self.refresher.now,
+            on_pod_seen=self.shadow.on_pod,
         )
         self.reconciler = reconcile_mod.Reconciler(
             core=self.core,
@@ -155,6 +165,9 @@ class Operator:
     def _counters(self, key: model.PolicyKey) -> tuple[int, int]:
         c = self.scheduler.counters.get(key)
         return (c.scheduled, c.fallback) if c is not None else (0, 0)
+
+    def _mark_status(self, key: model.PolicyKey) -> None:
+        self.status.mark(key)
 
     def _post_policy_event(self, key: model.PolicyKey, **kwargs: Any) -> None:
         self.post(watches_mod.policy_ref(key, self.status.records.get(key)), **kwargs)
@@ -314,6 +327,7 @@ class Operator:
                 asyncio.create_task(self.status.run(self.stop), name="status"),
                 asyncio.create_task(self.watches.run_kopf(self.stop), name="kopf"),
                 asyncio.create_task(self.reconciler.run(self.stop), name="reconciler"),
+                asyncio.create_task(self.shadow.run(self.stop), name="shadow"),
             ]
             if self.config.leader_elect:
                 self.elector = leader.Elector(

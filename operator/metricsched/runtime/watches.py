@@ -60,6 +60,7 @@ class Watches:
         health: observe.HealthState,
         record: Callable[..., None],
         refresh_now: asyncio.Event,
+        on_pod_seen: Callable[[model.PodInfo], None] | None = None,
     ) -> None:
         self.config = config
         self.api_client = api_client
@@ -71,6 +72,7 @@ class Watches:
         self.health = health
         self._record = record
         self._refresh_now = refresh_now
+        self._on_pod_seen = on_pod_seen  # shadow mode's hook (runtime/shadow.py)
         # --namespace narrows which pods are scheduled and which policies apply; pods of
         # all namespaces are still watched: they all take capacity on the same nodes.
         self._namespaces = frozenset(config.namespaces)
@@ -107,6 +109,8 @@ class Watches:
                     message=f"metricsched cannot read this pod's spec: {e}",
                 )
             return
+        if self._on_pod_seen is not None and not ours:
+            self._on_pod_seen(pod)
         self.cache.upsert_pod(pod, ours=ours, resource_version=version)
         if uid in self.cache.pending:
             self.cache.pod_conditions[uid] = tuple(

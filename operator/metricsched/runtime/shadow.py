@@ -1,0 +1,182 @@
+"""Shadow evaluation: off the scheduling path, bounded, one task of its own.
+
+The pod watch calls ``ShadowEvaluator.on_pod`` for every pod it parses (a few dict
+lookups). A pod another scheduler is to place is remembered while unbound; when the watch
+first shows it bound and a shadow policy selects it, it joins a bounded queue. The
+evaluator's task takes the pods one at a time, evaluates each with the pure cycle on the
+cache's snapshot and the metric store as they are then (no Prometheus query: the
+refresher keeps the shadow policies' metrics like any other's), keeps the latest
+``window`` evaluations per policy, and marks the policy's status for the writer. A full
+queue drops the pod and counts it: shadow work never delays a Binding.
+
+A pod first seen already bound (before the operator started) is not evaluated: the
+cluster as its scheduler saw it is gone. Evaluations live in memory; a new leader starts
+a new window. Nothing here writes to the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+
+from metricsched.core import model, policy, shadow
+from metricsched.edges import observe
+from metricsched.edges import prometheus as prom
+from metricsched.runtime import cache as cache_mod
+
+logger = logging.getLogger("metricsched.shadow")
+
+QUEUE_CAPACITY = 1000
+WINDOW = 100
+RECENT = 20  # shown per policy in status.shadow.recent
+_MAX_REMEMBERED = 100_000  # unbound pods of other schedulers remembered at once
+
+
+@dataclasses.dataclass(slots=True)
+class _PolicyShadow:
+    evaluations: collections.deque[shadow.Evaluation]
+    dropped: int = 0
+
+
+class ShadowEvaluator:
+    def __init__(
+        self,
+        *,
+        cache: cache_mod.ClusterCache,
+        store: prom.MetricStore,
+        metrics: observe.Metrics,
+        scheduler_names: frozenset[str],
+        mark: Callable[[model.PolicyKey], None],
+        capacity: int = QUEUE_CAPACITY,
+        window: int = WINDOW,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._cache = cache
+        self._store = store
+        self._metrics = metrics
+        self._ours = scheduler_names
+        self._mark = mark
+        self._clock = clock
+        self.window = window
+        self._queue: asyncio.Queue[tuple[model.PodInfo, model.PolicyKey, float]] = asyncio.Queue(
+            maxsize=capacity
+        )
+        self._unbound: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self.policies: dict[model.PolicyKey, _PolicyShadow] = {}
+
+    # --- the watch hook (cheap: runs on every pod event) --------------------------------
+
+    def on_pod(self, pod: model.PodInfo) -> None:
+        if pod.scheduler_name in self._ours:
+            return
+        if not pod.node_name:
+            if not pod.deleting:
+                self._unbound[pod.uid] = None
+                while len(self._unbound) > _MAX_REMEMBERED:
+                    self._unbound.popitem(last=False)
+            return
+        if pod.uid not in self._unbound:
+            return  # not seen unbound: bound before we watched, or evaluated already
+        del self._unbound[pod.uid]
+        chosen = policy.shadow_policy_for(pod, list(self._cache.policies.values()))
+        if chosen is None:
+            return
+        try:
+            self._queue.put_nowait((pod, chosen.key, self._clock()))
+        except asyncio.QueueFull:
+            self._record(chosen.key).dropped += 1
+            self._metrics.shadow_dropped.inc()
+            self._mark(chosen.key)
+
+    # --- the task ----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Evaluate queued pods until ``stop``; supervised: an error is logged, never raised."""
+        while not stop.is_set():
+            try:
+                pod, key, seen_at = await asyncio.wait_for(self._queue.get(), timeout=1.0)
+            except TimeoutError:
+                self._prune()
+                continue
+            try:
+                self.evaluate(pod, key, now=seen_at)
+            except Exception:
+                logger.exception("shadow evaluation failed", extra={"pod": pod.key})
+            await asyncio.sleep(0)  # one pod per turn: the scheduling loop goes first
+
+    def evaluate(
+        self, pod: model.PodInfo, key: model.PolicyKey, *, now: float
+    ) -> shadow.Evaluation | None:
+        chosen = self._cache.policies.get(key)
+        if chosen is None or chosen.mode is not model.PolicyMode.SHADOW:
+            return None
+        evaluation = shadow.evaluate(
+            pod=pod,
+            policy=chosen,
+            snapshot=self._cache.snapshot(now=self._clock()),
+            metrics=self._store.view(),
+            now=now,
+        )
+        record = self._record(key)
+        record.evaluations.append(evaluation)
+        result = (
+            "agree"
+            if evaluation.agree
+            else ("disagree" if evaluation.policy_node is not None else "unplaceable")
+        )
+        self._metrics.shadow_evaluations.labels(policy=key, result=result).inc()
+        summary = shadow.summarize(record.evaluations, policy=chosen)
+        self._metrics.set_shadow_summary(
+            policy=key,
+            agreement=summary.agreeing / summary.evaluated if summary.evaluated else 0.0,
+            advantages={
+                m.name: m.advantage_percent / 100.0
+                for m in summary.metrics
+                if m.advantage_percent is not None
+            },
+        )
+        logger.info(
+            "shadow %s: %s on %s, policy %s would choose %s",
+            key,
+            pod.key,
+            evaluation.node,
+            "agrees" if evaluation.agree else "disagrees",
+            evaluation.policy_node or "no node",
+        )
+        self._mark(key)
+        return evaluation
+
+    def _record(self, key: model.PolicyKey) -> _PolicyShadow:
+        record = self.policies.get(key)
+        if record is None:
+            record = self.policies[key] = _PolicyShadow(
+                evaluations=collections.deque(maxlen=self.window)
+            )
+        return record
+
+    def _prune(self) -> None:
+        """Forget policies deleted or no longer in shadow mode."""
+        for key in list(self.policies):
+            p = self._cache.policies.get(key)
+            if p is None or p.mode is not model.PolicyMode.SHADOW:
+                del self.policies[key]
+                self._metrics.forget_shadow(policy=key)
+
+    # --- status ------------------------------------------------------------------------
+
+    def status_block(self, key: model.PolicyKey) -> dict[str, object] | None:
+        """``status.shadow`` of a shadow policy; None for an active one."""
+        chosen = self._cache.policies.get(key)
+        if chosen is None or chosen.mode is not model.PolicyMode.SHADOW:
+            return None
+        record = self.policies.get(key) or _PolicyShadow(evaluations=collections.deque())
+        return shadow.status_block(
+            summary=shadow.summarize(record.evaluations, policy=chosen),
+            recent=list(reversed(record.evaluations))[:RECENT],
+            window=self.window,
+            dropped=record.dropped,
+        )
