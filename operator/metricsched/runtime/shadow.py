@@ -1,16 +1,18 @@
 """Shadow evaluation: off the scheduling path, bounded, one task of its own.
 
-The pod watch calls ``ShadowEvaluator.on_pod`` for every pod it parses (a few dict
-lookups). A pod another scheduler is to place is remembered while unbound; when the watch
-first shows it bound and a shadow policy selects it, it joins a bounded queue. The
+The pod watch calls ``ShadowEvaluator.on_pod`` for every pod of another scheduler it
+parses (a few dict lookups). A bound pod whose ``PodScheduled`` condition turned true
+within ``RECENT_BIND_S`` (kube-apiserver sets it when it accepts the Binding; kopf may
+merge a pod's creation and bind into one event, so "seen unbound, then bound" is not
+reliable) and that a shadow policy selects joins a bounded queue, once. The
 evaluator's task takes the pods one at a time, evaluates each with the pure cycle on the
 cache's snapshot and the metric store as they are then (no Prometheus query: the
 refresher keeps the shadow policies' metrics like any other's), keeps the latest
 ``window`` evaluations per policy, and marks the policy's status for the writer. A full
 queue drops the pod and counts it: shadow work never delays a Binding.
 
-A pod first seen already bound (before the operator started) is not evaluated: the
-cluster as its scheduler saw it is gone. Evaluations live in memory; a new leader starts
+A pod bound longer ago (before the operator started) is not evaluated: the cluster as
+its scheduler saw it is gone. Evaluations live in memory; a new leader starts
 a new window. Nothing here writes to the API.
 """
 
@@ -20,8 +22,10 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import datetime
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from metricsched.core import model, policy, shadow
 from metricsched.edges import observe
@@ -33,7 +37,8 @@ logger = logging.getLogger("metricsched.shadow")
 QUEUE_CAPACITY = 1000
 WINDOW = 100
 RECENT = 20  # shown per policy in status.shadow.recent
-_MAX_REMEMBERED = 100_000  # unbound pods of other schedulers remembered at once
+RECENT_BIND_S = 30.0  # a bound pod is evaluated only if it was bound this recently
+_MAX_REMEMBERED = 100_000  # evaluated pods remembered (not evaluated twice)
 
 
 @dataclasses.dataclass(slots=True)
@@ -65,28 +70,26 @@ class ShadowEvaluator:
         self._queue: asyncio.Queue[tuple[model.PodInfo, model.PolicyKey, float]] = asyncio.Queue(
             maxsize=capacity
         )
-        self._unbound: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._done: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.policies: dict[model.PolicyKey, _PolicyShadow] = {}
 
     # --- the watch hook (cheap: runs on every pod event) --------------------------------
 
-    def on_pod(self, pod: model.PodInfo) -> None:
-        if pod.scheduler_name in self._ours:
+    def on_pod(self, pod: model.PodInfo, body: Mapping[str, Any]) -> None:
+        if pod.scheduler_name in self._ours or not pod.node_name or pod.uid in self._done:
             return
-        if not pod.node_name:
-            if not pod.deleting:
-                self._unbound[pod.uid] = None
-                while len(self._unbound) > _MAX_REMEMBERED:
-                    self._unbound.popitem(last=False)
+        now = self._clock()
+        bound_at = scheduled_at(body)
+        if bound_at is None or now - bound_at > RECENT_BIND_S:
             return
-        if pod.uid not in self._unbound:
-            return  # not seen unbound: bound before we watched, or evaluated already
-        del self._unbound[pod.uid]
         chosen = policy.shadow_policy_for(pod, list(self._cache.policies.values()))
         if chosen is None:
             return
+        self._done[pod.uid] = None
+        while len(self._done) > _MAX_REMEMBERED:
+            self._done.popitem(last=False)
         try:
-            self._queue.put_nowait((pod, chosen.key, self._clock()))
+            self._queue.put_nowait((pod, chosen.key, now))
         except asyncio.QueueFull:
             self._record(chosen.key).dropped += 1
             self._metrics.shadow_dropped.inc()
@@ -180,3 +183,21 @@ class ShadowEvaluator:
             window=self.window,
             dropped=record.dropped,
         )
+
+
+def scheduled_at(body: Mapping[str, Any]) -> float | None:
+    """When the pod's ``PodScheduled`` condition turned true (unix seconds), if it did."""
+    for cond in (body.get("status") or {}).get("conditions") or ():
+        if (
+            isinstance(cond, Mapping)
+            and cond.get("type") == "PodScheduled"
+            and cond.get("status") == "True"
+        ):
+            try:
+                moment = datetime.datetime.fromisoformat(str(cond.get("lastTransitionTime")))
+            except ValueError:
+                return None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=datetime.UTC)
+            return moment.timestamp()
+    return None

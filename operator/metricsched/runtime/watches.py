@@ -60,7 +60,7 @@ class Watches:
         health: observe.HealthState,
         record: Callable[..., None],
         refresh_now: asyncio.Event,
-        on_pod_seen: Callable[[model.PodInfo], None] | None = None,
+        on_pod_seen: Callable[[model.PodInfo, Mapping[str, Any]], None] | None = None,
     ) -> None:
         self.config = config
         self.api_client = api_client
@@ -110,7 +110,7 @@ class Watches:
                 )
             return
         if self._on_pod_seen is not None and not ours:
-            self._on_pod_seen(pod)
+            self._on_pod_seen(pod, body)
         self.cache.upsert_pod(pod, ours=ours, resource_version=version)
         if uid in self.cache.pending:
             self.cache.pod_conditions[uid] = tuple(

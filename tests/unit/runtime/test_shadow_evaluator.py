@@ -1,10 +1,11 @@
-"""The shadow evaluator: pods of other schedulers evaluated once, when first seen bound;
-a bounded queue that drops and counts; status and /metrics per policy."""
+"""The shadow evaluator: pods of other schedulers evaluated once, when just bound; a
+bounded queue that drops and counts; status and /metrics per policy."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 
 import pytest
 
@@ -42,9 +43,19 @@ class Rig:
             clock=lambda: NOW,
         )
 
-    def see(self, pod: model.PodInfo) -> None:
+    def see(self, pod: model.PodInfo, *, bound_at: float = NOW - 1) -> None:
         """What the pod watch does: the hook, then the cache."""
-        self.evaluator.on_pod(pod)
+        conditions = []
+        if pod.node_name:
+            moment = datetime.datetime.fromtimestamp(bound_at, datetime.UTC)
+            conditions.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastTransitionTime": f"{moment:%Y-%m-%dT%H:%M:%SZ}",
+                }
+            )
+        self.evaluator.on_pod(pod, {"status": {"conditions": conditions}})
         self.cache.upsert_pod(pod, ours=False)
 
     def drain(self) -> None:
@@ -72,7 +83,7 @@ def rig() -> Rig:
     return Rig()
 
 
-def test_a_pod_seen_pending_then_bound_is_evaluated_once(rig: Rig) -> None:
+def test_a_pod_just_bound_is_evaluated_once(rig: Rig) -> None:
     rig.see(scheduled("web-1"))
     rig.see(scheduled("web-1", "node-2"))
     rig.see(scheduled("web-1", "node-2"))  # a later update of the bound pod
@@ -91,8 +102,9 @@ def test_a_pod_seen_pending_then_bound_is_evaluated_once(rig: Rig) -> None:
     assert advantage == pytest.approx(0.75)  # 0.1 instead of 0.4
 
 
-def test_a_pod_first_seen_bound_is_not_evaluated(rig: Rig) -> None:
-    rig.see(scheduled("web-1", "node-2"))
+def test_a_pod_bound_long_ago_or_not_yet_is_not_evaluated(rig: Rig) -> None:
+    rig.see(scheduled("web-1", "node-2"), bound_at=NOW - shadow_mod.RECENT_BIND_S - 1)
+    rig.see(scheduled("web-2"))
     rig.drain()
     assert rig.evaluator.policies == {}
 
