@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int
     env: Mapping[str, str] = os.environ
     if args.command in ("explain", "shadow"):
         defaults, source = cluster_env_defaults(os.environ, cwd=pathlib.Path.cwd())
-        if defaults:
+        if defaults and args.command == "explain":
             print(f"note: using {', '.join(sorted(defaults))} from {source}", file=sys.stderr)
         env = {**defaults, **os.environ}
     if args.command == "shadow":

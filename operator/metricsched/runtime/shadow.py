@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import logging
 import datetime
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any

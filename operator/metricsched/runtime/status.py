@@ -295,9 +295,10 @@ class PolicyStatus:
             "scheduledPods": counters.scheduled,
             "fallbackPods": counters.fallback,
         }
-        shadow = self._shadow(key) if self._shadow is not None else None
-        if shadow is not None:
-            status["shadow"] = dict(shadow)
+        if self._shadow is not None:
+            # None (JSON null) removes a block left from shadow mode: the status is merge-patched.
+            shadow = self._shadow(key)
+            status["shadow"] = dict(shadow) if shadow is not None else None
         return status
 
 

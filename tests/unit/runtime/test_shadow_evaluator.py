@@ -135,8 +135,8 @@ def test_an_active_policy_has_no_shadow_status(rig: Rig) -> None:
     assert rig.evaluator.status_block(active.key) is None
 
 
-def test_the_policy_status_carries_the_shadow_block(rig: Rig) -> None:
-    status = status_mod.PolicyStatus(
+def policy_status(rig: Rig) -> status_mod.PolicyStatus:
+    return status_mod.PolicyStatus(
         custom_api=None,  # type: ignore[arg-type]
         policies=lambda: rig.cache.policies,
         nodes=rig.cache.nodes,
@@ -145,6 +145,10 @@ def test_the_policy_status_carries_the_shadow_block(rig: Rig) -> None:
         interval_s=15.0,
         shadow=rig.evaluator.status_block,
     )
+
+
+def test_the_policy_status_carries_the_shadow_block(rig: Rig) -> None:
+    status = policy_status(rig)
     rig.see(scheduled("web-1"))
     rig.see(scheduled("web-1", "node-1"))
     rig.drain()
@@ -153,3 +157,12 @@ def test_the_policy_status_carries_the_shadow_block(rig: Rig) -> None:
     assert written["shadow"]["agreementPercent"] == 100
     assert written["shadow"]["recent"][0]["pod"] == "shop/web-1"
     assert written["scheduledPods"] == 0  # metricsched bound nothing
+
+
+def test_a_policy_switched_to_active_has_its_shadow_block_removed(rig: Rig) -> None:
+    status = policy_status(rig)
+    rig.cache.upsert_policy(dataclasses.replace(rig.policy, mode=model.PolicyMode.ACTIVE))
+    record, _ = status.observe(rig.policy.key, {"metadata": {"uid": "u", "generation": 2}})
+    written = status.status_of(rig.policy.key, record)
+    assert "shadow" in written
+    assert written["shadow"] is None  # merge-patch null: the old block goes
