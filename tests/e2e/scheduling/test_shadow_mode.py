@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import ROOT, STATE, Cluster, wait_for
 from tests.e2e.scheduling.conftest import (
@@ -29,6 +30,7 @@ from tests.e2e.scheduling.conftest import (
 )
 
 DECISION = "metricsched.io/decision"
+EXAMPLE = ROOT / "manifests" / "examples" / "shadow-policy.yaml"
 # node-5 (tainted) and node-6 (cordoned) would win, but neither scheduler may use them.
 VALUES = {
     "node-1": 0.5,
@@ -143,17 +145,13 @@ def test_a_shadow_policy_reports_agreement_and_advantage_on_pods_kube_scheduler_
     metric: str,
 ) -> None:
     set_and_wait(cluster, metric, VALUES)
-    apply_policy(
-        cluster,
-        namespace,
-        "trial",
-        {
-            "mode": "Shadow",
-            "shadow": {"schedulerNames": [kube_scheduler.name]},
-            "metrics": [{**prom_metric(metric), "name": "latency"}],
-            "burstPenalty": 0,
-        },
-    )
+    # The example, on this test's metric and scheduler (and no burst penalty: every pod's
+    # best node is then node-4, whatever else this operator has bound meanwhile).
+    spec = yaml.safe_load(EXAMPLE.read_text())["spec"]
+    assert (spec["mode"], spec["metrics"][0]["goal"]) == ("Shadow", "Minimize")
+    spec["shadow"]["schedulerNames"] = [kube_scheduler.name]
+    spec["metrics"][0]["prometheus"]["query"] = f"max by (node) ({metric})"
+    apply_policy(cluster, namespace, "trial", {**spec, "burstPenalty": 0})
     wait_policy_refreshed(cluster, namespace, "trial")
     binds_before = binding_writes(operator)
     names = [f"web-{i}" for i in range(PODS)]
