@@ -155,10 +155,11 @@ class Scheduler:
         self._track_fallback(decision)
         if decision.outcome is model.Outcome.BIND and decision.node is not None:
             self._rr += 1
-            self.cache.assume(pod, decision.node, now=now)
+            # Built before the assume: nothing may raise between the assume and the bind.
             record = decision_record.annotation(
                 decision, fallback_strategy=self._strategy(decision), now=now
             )
+            self.cache.assume(pod, decision.node, now=now)
             # The binder needs the node, the message and the record, not the verdicts.
             self._spawn(self._bind(pod, dataclasses.replace(decision, verdicts=()), record))
         elif decision.outcome in (model.Outcome.UNSCHEDULABLE, model.Outcome.WAIT):

@@ -76,6 +76,13 @@ class ShadowEvaluator:
     # --- the watch hook (cheap: runs on every pod event) --------------------------------
 
     def on_pod(self, pod: model.PodInfo, body: Mapping[str, Any]) -> None:
+        """The watch's hook: never raises (the watch's own work comes after it)."""
+        try:
+            self._on_pod(pod, body)
+        except Exception:
+            logger.exception("shadow hook failed", extra={"pod": pod.key})
+
+    def _on_pod(self, pod: model.PodInfo, body: Mapping[str, Any]) -> None:
         if pod.scheduler_name in self._ours or not pod.node_name or pod.uid in self._done:
             return
         now = self._clock()

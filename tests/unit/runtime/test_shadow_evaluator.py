@@ -166,3 +166,12 @@ def test_a_policy_switched_to_active_has_its_shadow_block_removed(rig: Rig) -> N
     written = status.status_of(rig.policy.key, record)
     assert "shadow" in written
     assert written["shadow"] is None  # merge-patch null: the old block goes
+
+
+def test_a_failing_hook_never_reaches_the_watch(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(shadow_mod.policy, "shadow_policy_for", broken)
+    rig.see(scheduled("web-1", "node-1"))  # raises nothing
+    assert rig.cache.snapshot(now=NOW).nodes[model.NodeName("node-1")].pods
