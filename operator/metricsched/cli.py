@@ -224,6 +224,8 @@ def explain_pod(config: config_mod.Config, target: str, *, context: str | None =
         op.cache.remove_pod(pod.uid)
         if record is not None:
             print(explain.render_recorded(record, bound_to=bound_to))
+        elif pod.scheduler_name not in config.scheduler_names:
+            print(f"note: {target} was placed by {pod.scheduler_name}: no decision of ours to show")
         else:
             print(f"note: {target} carries no {decision_record.ANNOTATION} annotation")
         print(f"Now ({target} is bound to {pod.node_name}; where the policy would place it now):")
@@ -233,6 +235,12 @@ def explain_pod(config: config_mod.Config, target: str, *, context: str | None =
     prom.refresh_policy_metrics(
         source=op.source, store=op.store, policies=policies, nodes=op.cache.nodes(), now=now
     )
+    if pod.scheduler_name not in config.scheduler_names:
+        trial = policy.shadow_policy_for(pod, policies)
+        if trial is not None:
+            # Another scheduler's pod: decide as the shadow policy that evaluates it would.
+            print(f"note: deciding as shadow policy {trial.key} (mode Shadow) would")
+            policies = [dataclasses.replace(trial, mode=model.PolicyMode.ACTIVE)]
     decision = cycle.schedule_one(
         pod=pod,
         snapshot=op.cache.snapshot(now=now),

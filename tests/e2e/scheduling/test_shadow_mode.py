@@ -206,6 +206,11 @@ def test_a_shadow_policy_reports_agreement_and_advantage_on_pods_kube_scheduler_
         )
         assert row[1:3] == [node, POLICY_NODE]
 
+    # explain decides for one of these pods as the shadow policy would.
+    text = cli("metricsched", "explain", f"{namespace}/web-0")
+    assert f"note: deciding as shadow policy {namespace}/trial (mode Shadow) would" in text
+    assert ["Outcome:", "Bind", "→", POLICY_NODE] in [line.split() for line in text.splitlines()]
+
     # /metrics exports the same per policy.
     exported = operator.metrics_text()
     assert (
