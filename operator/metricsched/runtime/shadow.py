@@ -8,8 +8,10 @@ reliable) and that a shadow policy selects joins a bounded queue, once. The
 evaluator's task takes the pods one at a time, evaluates each with the pure cycle on the
 cache's snapshot and the metric store as they are then (no Prometheus query: the
 refresher keeps the shadow policies' metrics like any other's), keeps the latest
-``window`` evaluations per policy, and marks the policy's status for the writer. A full
-queue drops the pod and counts it: shadow work never delays a Binding.
+``window`` evaluations per policy, and marks the policy's status for the writer. After
+each pod it pauses four times as long as the evaluation took, so shadow work takes at most
+a fifth of the event loop whatever the other scheduler's pace; a full queue drops the pod
+and counts it.
 
 A pod bound longer ago (before the operator started) is not evaluated: the cluster as
 its scheduler saw it is gone. Evaluations live in memory; a new leader starts
@@ -24,7 +26,7 @@ import dataclasses
 import datetime
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from metricsched.core import model, policy, shadow
@@ -37,6 +39,7 @@ logger = logging.getLogger("metricsched.shadow")
 QUEUE_CAPACITY = 1000
 WINDOW = 100
 RECENT = 20  # shown per policy in status.shadow.recent
+CPU_SHARE = 0.2  # of the event loop's time, at most, for shadow evaluations
 RECENT_BIND_S = 30.0  # a bound pod is evaluated only if it was bound this recently
 _MAX_REMEMBERED = 100_000  # evaluated pods remembered (not evaluated twice)
 
@@ -59,6 +62,8 @@ class ShadowEvaluator:
         capacity: int = QUEUE_CAPACITY,
         window: int = WINDOW,
         clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._cache = cache
         self._store = store
@@ -66,6 +71,8 @@ class ShadowEvaluator:
         self._ours = scheduler_names
         self._mark = mark
         self._clock = clock
+        self._timer = timer
+        self._sleep = sleep
         self.window = window
         self._queue: asyncio.Queue[tuple[model.PodInfo, model.PolicyKey, float]] = asyncio.Queue(
             maxsize=capacity
@@ -112,11 +119,15 @@ class ShadowEvaluator:
             except TimeoutError:
                 self._prune()
                 continue
+            started = self._timer()
             try:
                 self.evaluate(pod, key, now=seen_at)
             except Exception:
                 logger.exception("shadow evaluation failed", extra={"pod": pod.key})
-            await asyncio.sleep(0)  # one pod per turn: the scheduling loop goes first
+            # One pod per turn, then a pause: at most CPU_SHARE of the event loop's time,
+            # however fast the other scheduler binds (the queue drops the rest).
+            elapsed = max(0.0, self._timer() - started)
+            await self._sleep(elapsed * (1.0 - CPU_SHARE) / CPU_SHARE)
 
     def evaluate(
         self, pod: model.PodInfo, key: model.PolicyKey, *, now: float

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ LATENCY = {"node-1": 0.1, "node-2": 0.4}
 
 
 class Rig:
-    def __init__(self, *, capacity: int = 10) -> None:
+    def __init__(self, *, capacity: int = 10, **timing: Any) -> None:
         self.cache = cache_mod.ClusterCache()
         for name in LATENCY:
             self.cache.upsert_node(build_node_state(name).node)
@@ -41,6 +42,7 @@ class Rig:
             mark=self.marked.append,
             capacity=capacity,
             clock=lambda: NOW,
+            **timing,
         )
 
     def see(self, pod: model.PodInfo, *, bound_at: float = NOW - 1) -> None:
@@ -175,3 +177,20 @@ def test_a_failing_hook_never_reaches_the_watch(rig: Rig, monkeypatch: pytest.Mo
     monkeypatch.setattr(shadow_mod.policy, "shadow_policy_for", broken)
     rig.see(scheduled("web-1", "node-1"))  # raises nothing
     assert rig.cache.snapshot(now=NOW).nodes[model.NodeName("node-1")].pods
+
+
+def test_each_evaluation_is_followed_by_a_pause_four_times_as_long() -> None:
+    ticks = iter([10.0, 10.5, 20.0, 20.25])  # two evaluations: 0.5 s and 0.25 s of CPU
+    pauses: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        await asyncio.sleep(0)
+
+    rig = Rig(timer=lambda: next(ticks), sleep=pause)
+    for name in ("web-1", "web-2"):
+        rig.see(scheduled(name))
+        rig.see(scheduled(name, "node-1"))
+    rig.drain()
+    assert pauses == [pytest.approx(2.0), pytest.approx(1.0)]
+    assert shadow_mod.CPU_SHARE == 0.2
