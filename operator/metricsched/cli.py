@@ -1,9 +1,20 @@
-"""The ``metricsched`` command: ``run`` (the operator), ``explain`` and ``version``.
+"""The ``metricsched`` command: ``run`` (the operator), ``explain``, ``shadow``, ``version``.
 
 ``explain NAMESPACE/POD`` runs the same pure cycle as the operator on current data (one
 LIST of nodes, pods and policies, one query per Prometheus metric) and prints, for every
 node, its filter verdict and its per-metric values and scores. For a pod that is already
-bound it shows where the pod would go now.
+bound it first shows the decision recorded on the pod (``metricsched.io/decision``), then
+where the policy would place it now and what changed.
+
+``shadow NAMESPACE/POLICY`` reads a shadow policy's status (one GET) and prints the
+latest evaluated pods and the summary.
+
+Installed twice: as ``metricsched`` and as ``kubectl-metricsched``, kubectl's plugin
+name, so ``kubectl metricsched explain shop/web-7d4`` works. ``explain`` and ``shadow``
+read the kubeconfig as kubectl does (``--kubeconfig``, then ``KUBECONFIG``, then
+``~/.kube/config``; ``--context``), and Prometheus settings from the same flags and
+``METRICSCHED_*`` variables as ``run``; in a development checkout, the local cluster's
+``.cluster/env`` fills what neither gives.
 """
 
 from __future__ import annotations
@@ -12,37 +23,99 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
+import pathlib
 import sys
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import kubernetes.client
 
 import metricsched
 from metricsched import config as config_mod
-from metricsched.core import cycle, explain, model, parse, policy
+from metricsched.core import cycle, decision_record, explain, model, parse, policy, scoring
+from metricsched.core import shadow as shadow_mod
+from metricsched.edges import kube
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import operator as operator_mod
 
+CLUSTER_ENV_NAMES = {
+    "KUBECONFIG": "METRICSCHED_KUBECONFIG",
+    "PROMETHEUS_URL": "METRICSCHED_PROMETHEUS_URL",
+}
+"""Variables of the local cluster's ``.cluster/env`` and the settings they fill."""
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="metricsched", description="A metrics-aware Kubernetes scheduler."
-    )
+
+def cluster_env_defaults(
+    env: Mapping[str, str], *, cwd: pathlib.Path
+) -> tuple[dict[str, str], pathlib.Path | None]:
+    """Settings from the development cluster's env file (``$METRICSCHED_CLUSTER_DIR/env``
+    or ``./.cluster/env``) for what neither ``METRICSCHED_*`` nor ``KUBECONFIG`` sets."""
+    folder = env.get("METRICSCHED_CLUSTER_DIR")
+    path = pathlib.Path(folder) / "env" if folder else cwd / ".cluster" / "env"
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}, None
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        name, sep, value = line.removeprefix("export ").partition("=")
+        if sep and name in CLUSTER_ENV_NAMES:
+            found[CLUSTER_ENV_NAMES[name]] = value.strip().strip('"')
+    if "KUBECONFIG" in env:  # kubectl's own variable wins over the development default
+        found.pop("METRICSCHED_KUBECONFIG", None)
+    return {k: v for k, v in found.items() if k not in env}, path
+
+
+def _client_arguments(parser: argparse.ArgumentParser, *, run_flags: bool) -> None:
+    if run_flags:
+        config_mod.add_run_arguments(parser)
+    else:
+        parser.add_argument(
+            "--kubeconfig", help="kubeconfig file (default: KUBECONFIG, then ~/.kube/config)"
+        )
+    parser.add_argument("--context", help="the kubeconfig context to use (default: current)")
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="A metrics-aware Kubernetes scheduler.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the operator (schedules pods)")
     config_mod.add_run_arguments(run)
-    ex = sub.add_parser("explain", help="show why a pod goes (or would go) where")
+    ex = sub.add_parser(
+        "explain", help="show why a pod went where it is, and where it would go now"
+    )
     ex.add_argument("pod", metavar="NAMESPACE/POD")
-    config_mod.add_run_arguments(ex)
+    _client_arguments(ex, run_flags=True)
+    sh = sub.add_parser("shadow", help="show how a shadow policy compares with live placements")
+    sh.add_argument("policy", metavar="NAMESPACE/POLICY")
+    _client_arguments(sh, run_flags=False)
     sub.add_parser("version", help="print the version")
     args = parser.parse_args(argv)
 
     if args.command == "version":
         print(f"metricsched {metricsched.__version__}")
         return 0
+    env: Mapping[str, str] = os.environ
+    if args.command in ("explain", "shadow"):
+        defaults, source = cluster_env_defaults(os.environ, cwd=pathlib.Path.cwd())
+        if defaults and args.command == "explain":
+            print(f"note: using {', '.join(sorted(defaults))} from {source}", file=sys.stderr)
+        env = {**defaults, **os.environ}
+    if args.command == "shadow":
+        try:
+            return shadow_report(
+                kubeconfig=args.kubeconfig or env.get("METRICSCHED_KUBECONFIG"),
+                context=args.context,
+                target=args.policy,
+            )
+        except operator_mod.KubeconfigError as e:
+            print(f"metricsched: {e}", file=sys.stderr)
+            return 1
     try:
-        config = config_mod.from_args(args)
+        config = config_mod.from_args(args, env=env)
     except config_mod.ConfigError as e:
         print(f"metricsched: configuration error: {e}", file=sys.stderr)
         return 2
@@ -60,18 +133,81 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         return 0
     try:
-        return explain_pod(config, args.pod)
+        return explain_pod(config, args.pod, context=getattr(args, "context", None))
     except (operator_mod.CrdMissingError, operator_mod.KubeconfigError) as e:
         print(f"metricsched: {e}", file=sys.stderr)
         return 1
 
 
-def explain_pod(config: config_mod.Config, target: str) -> int:
+def kubectl_main(argv: Sequence[str] | None = None) -> int:
+    """``kubectl metricsched ...``: kubectl passes its plugin every argument after the
+    plugin's name, global flags (``--kubeconfig``, ``--context``) included, anywhere."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    moved: list[str] = []
+    while args and args[0].startswith("--") and args[0] not in ("--help", "--version"):
+        flag = args.pop(0)
+        moved.append(flag)
+        if "=" not in flag and args:
+            moved.append(args.pop(0))
+    if args and args[0] in ("explain", "shadow"):
+        args = [args[0], *moved, *args[1:]]
+    else:
+        args = moved + args
+    return main(args, prog="kubectl metricsched")
+
+
+def _kubeconfig(explicit: str | None) -> str | None:
+    """kubectl's order: the flag, then KUBECONFIG (a ':'-separated list is merged)."""
+    return explicit or os.environ.get("KUBECONFIG") or None
+
+
+def shadow_report(*, kubeconfig: str | None, context: str | None, target: str) -> int:
+    namespace, sep, name = target.partition("/")
+    if not sep or not namespace or not name:
+        print("metricsched shadow: give the policy as NAMESPACE/NAME", file=sys.stderr)
+        return 2
+    api_client = operator_mod.load_api_client(_kubeconfig(kubeconfig), context=context)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    try:
+        body = kube.read_json(
+            custom.get_namespaced_custom_object(
+                operator_mod.GROUP,
+                operator_mod.VERSION,
+                namespace,
+                operator_mod.PLURAL,
+                name,
+                _preload_content=False,
+                _request_timeout=(5.0, 30.0),
+            )
+        )
+    except Exception as e:
+        message = kube.describe_error(e)
+        print(f"metricsched shadow: cannot read policy {target}: {message}", file=sys.stderr)
+        return 1
+    spec = body.get("spec") or {}
+    goals = {
+        str(m.get("name")): str(m.get("goal", policy.DEFAULT_GOAL))
+        for m in spec.get("metrics") or ()
+        if isinstance(m, dict)
+    }
+    print(
+        shadow_mod.render(
+            policy_key=target,
+            mode=str(spec.get("mode", policy.DEFAULT_MODE)),
+            block=(body.get("status") or {}).get("shadow"),
+            goals=goals,
+        ),
+        end="",
+    )
+    return 0
+
+
+def explain_pod(config: config_mod.Config, target: str, *, context: str | None = None) -> int:
     namespace, sep, name = target.partition("/")
     if not sep or not namespace or not name:
         print("metricsched explain: give the pod as NAMESPACE/NAME", file=sys.stderr)
         return 2
-    api_client = operator_mod.load_api_client(config.kubeconfig)
+    api_client = operator_mod.load_api_client(_kubeconfig(config.kubeconfig), context=context)
     op = operator_mod.Operator(config, api_client)
     op.initial_sync()
     try:
@@ -81,16 +217,30 @@ def explain_pod(config: config_mod.Config, target: str) -> int:
         print(f"metricsched explain: cannot read pod {target}: {e}", file=sys.stderr)
         return 1
     pod = parse.pod_from_body(body)
+    record = _recorded(body)
+    bound_to = pod.node_name
     if pod.node_name:
         # Where would it go now? Take it off its node and decide again.
         op.cache.remove_pod(pod.uid)
-        print(f"note: {target} is bound to {pod.node_name}; showing where it would go now")
+        if record is not None:
+            print(explain.render_recorded(record, bound_to=bound_to))
+        elif pod.scheduler_name not in config.scheduler_names:
+            print(f"note: {target} was placed by {pod.scheduler_name}: no decision of ours to show")
+        else:
+            print(f"note: {target} carries no {decision_record.ANNOTATION} annotation")
+        print(f"Now ({target} is bound to {pod.node_name}; where the policy would place it now):")
         pod = dataclasses.replace(pod, node_name="")
     now = time.time()
     policies = list(op.cache.policies.values())
     prom.refresh_policy_metrics(
         source=op.source, store=op.store, policies=policies, nodes=op.cache.nodes(), now=now
     )
+    if pod.scheduler_name not in config.scheduler_names:
+        trial = policy.shadow_policy_for(pod, policies)
+        if trial is not None:
+            # Another scheduler's pod: decide as the shadow policy that evaluates it would.
+            print(f"note: deciding as shadow policy {trial.key} (mode Shadow) would")
+            policies = [dataclasses.replace(trial, mode=model.PolicyMode.ACTIVE)]
     decision = cycle.schedule_one(
         pod=pod,
         snapshot=op.cache.snapshot(now=now),
@@ -105,11 +255,57 @@ def explain_pod(config: config_mod.Config, target: str) -> int:
     chosen = policy.select_policy(pod, policies)
     names = [m.name for m in chosen.policy.metrics] if chosen.policy else []
     print(explain.render(decision, policy_metrics=names))
+    if record is not None and bound_to:
+        print(_changes(op, record=record, decision=decision, chosen=chosen.policy, now=now), end="")
     for key, error in op.cache.policy_errors.items():
         if key.startswith(f"{namespace}/"):
             print(f"warning: policy {key} is invalid and ignored: {error}")
     op.source.close()
     return 0 if decision.outcome is model.Outcome.BIND else 1
+
+
+def _recorded(body: Mapping[str, Any]) -> decision_record.DecisionRecord | None:
+    text = ((body.get("metadata") or {}).get("annotations") or {}).get(decision_record.ANNOTATION)
+    if not text:
+        return None
+    try:
+        return decision_record.decode(str(text))
+    except ValueError as e:
+        print(f"note: cannot read the {decision_record.ANNOTATION} annotation: {e}")
+        return None
+
+
+def _changes(
+    op: operator_mod.Operator,
+    *,
+    record: decision_record.DecisionRecord,
+    decision: model.Decision,
+    chosen: model.Policy | None,
+    now: float,
+) -> str:
+    snapshot = op.cache.snapshot(now=now)
+    nodes = [record.winner.node]
+    if record.runner_up is not None:
+        nodes.append(record.runner_up.node)
+    if decision.node is not None:
+        nodes.append(decision.node)
+    now_values: dict[str, dict[str, float | None]] = {}
+    capacity: dict[str, str] = {}
+    for name in dict.fromkeys(nodes):
+        state = snapshot.nodes.get(model.NodeName(name))
+        if state is None:
+            continue
+        capacity[name] = explain.capacity_text(state)
+        if chosen is not None:
+            now_values[name] = {
+                m.name: scoring.metric_column(
+                    policy=chosen, metric=m, nodes=[state.node], metrics=op.store.view(), now=now
+                )[0]
+                for m in chosen.metrics
+            }
+    return explain.render_changes(
+        record=record, now=decision, now_values=now_values, capacity=capacity
+    )
 
 
 if __name__ == "__main__":

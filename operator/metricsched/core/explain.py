@@ -5,15 +5,20 @@ node: the winner first and marked ``*``, the other feasible nodes by score, then
 infeasible ones by name with kube-scheduler's reasons. Each metric gets a ``value→score``
 column. Column widths follow the content; nothing but the standard library is used.
 
+For a bound pod, ``render_recorded`` shows the decision its ``metricsched.io/decision``
+annotation kept, and ``render_changes`` what the policy would decide now and what changed
+(metric values, whether the pod still fits, what its node holds).
+
 No I/O here: the caller prints the returned string.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import datetime
+from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import model, scoring
+from metricsched.core import decision_record, model, scoring
 
 MAX_REASON_WIDTH: Final = 72
 """Longer reasons are cut with "..." so that the table stays readable in a terminal."""
@@ -108,3 +113,125 @@ def render(
     if hidden:
         lines.append(f"... {hidden} more node(s) not shown")
     return "\n".join(lines) + "\n"
+
+
+# --- a bound pod: the decision recorded at bind time, and what changed since -----------
+
+
+def _values_text(metrics: Mapping[str, float | None]) -> str:
+    if not metrics:
+        return ""
+    cells = [
+        f"{name} {'missing' if value is None else scoring.format_value(value)}"
+        for name, value in metrics.items()
+    ]
+    return f"[{', '.join(cells)}]"
+
+
+def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) -> str:
+    """The decision the pod's ``metricsched.io/decision`` annotation recorded."""
+    when = datetime.datetime.fromtimestamp(record.time, datetime.UTC)
+    lines = [f"Decision at bind time ({when:%Y-%m-%dT%H:%M:%SZ}, recorded on the pod):"]
+    fields = [("Policy", record.policy or "default policy")]
+    winner = record.winner
+    fields.append(
+        (
+            "Placed on",
+            f"{winner.node}  score {scoring.format_score(winner.score)}  "
+            f"{_values_text(winner.metrics)}".rstrip(),
+        )
+    )
+    if record.runner_up is not None:
+        runner = record.runner_up
+        fields.append(
+            (
+                "Runner-up",
+                f"{runner.node}  score {scoring.format_score(runner.score)}  "
+                f"{_values_text(runner.metrics)}".rstrip(),
+            )
+        )
+    if record.fallback_strategy:
+        fields.append(
+            ("Fallback", f"{record.fallback_strategy} because {record.fallback_reason or '-'}")
+        )
+    width = max(len(label) for label, _ in fields) + 1
+    lines += [f"  {label + ':':<{width}} {value}" for label, value in fields]
+    if bound_to and bound_to != winner.node:
+        lines.append(f"  note: the pod is bound to {bound_to}, not to the recorded node")
+    return "\n".join(lines) + "\n"
+
+
+def capacity_text(state: model.NodeState) -> str:
+    """What is requested on a node against its allocatable: cpu, memory, pods."""
+    requested, allocatable = state.requested, state.node.allocatable
+    mib = 1024 * 1024
+    return (
+        f"cpu {requested.milli_cpu}m/{allocatable.milli_cpu}m, "
+        f"memory {requested.memory // mib}Mi/{allocatable.memory // mib}Mi, "
+        f"pods {requested.pods}/{allocatable.pods}"
+    )
+
+
+def render_changes(
+    *,
+    record: decision_record.DecisionRecord,
+    now: model.Decision,
+    now_values: Mapping[str, Mapping[str, float | None]],
+    capacity: Mapping[str, str],
+) -> str:
+    """Then and now, side by side, for the recorded winner and runner-up and today's winner.
+
+    ``now_values`` holds the policy's metric values now, by node; ``capacity`` the
+    ``capacity_text`` of each node now.
+    """
+    then_node = record.winner.node
+    if now.outcome is model.Outcome.BIND and now.node is not None:
+        if now.node == then_node:
+            headline = f"The policy would still place the pod on {then_node}."
+        else:
+            headline = f"The policy would now place the pod on {now.node}, not {then_node}."
+    else:
+        headline = f"The policy would not place the pod now ({now.outcome}): {now.message}"
+    lines = ["What changed since the bind:", f"  {headline}"]
+    roles: dict[str, list[str]] = {}
+    roles.setdefault(then_node, []).append("placed then")
+    if record.runner_up is not None:
+        roles.setdefault(record.runner_up.node, []).append("runner-up then")
+    if now.node is not None:
+        roles.setdefault(now.node, []).append("winner now")
+    then_values: dict[str, Mapping[str, float | None]] = {then_node: record.winner.metrics}
+    if record.runner_up is not None:
+        then_values[record.runner_up.node] = record.runner_up.metrics
+    verdicts = {v.node: v for v in now.verdicts}
+    metric_names = list(
+        dict.fromkeys(
+            [name for values in then_values.values() for name in values]
+            + [name for values in now_values.values() for name in values]
+        )
+    )
+    header = ["NODE", "ROLE", *(f"{n.upper()} THEN→NOW" for n in metric_names)]
+    header += ["SCORE NOW", "FITS NOW", "REQUESTED NOW"]
+    rows = [header]
+    for node, role in roles.items():
+        verdict = verdicts.get(model.NodeName(node))
+        then = then_values.get(node, {})
+        current = now_values.get(node, {})
+        cells = []
+        for name in metric_names:
+            before = then.get(name)
+            after = current.get(name)
+            before_text = "-" if name not in then else _cell(before)
+            cells.append(f"{before_text}→{_cell(after)}")
+        if verdict is None:
+            fits, score = "unknown node", "-"
+        elif verdict.feasible:
+            fits, score = "yes", scoring.format_score(verdict.score)
+        else:
+            fits, score = f"no: {_cut(verdict.reason, 48)}", "-"
+        rows.append([node, ", ".join(role), *cells, score, fits, capacity.get(node, "-")])
+    lines.extend("  " + line for line in _table(rows))
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: float | None) -> str:
+    return "missing" if value is None else scoring.format_value(value)

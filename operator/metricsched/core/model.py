@@ -141,6 +141,14 @@ class OnMissing(enum.StrEnum):
     WORST = "Worst"  # score 0
 
 
+class PolicyMode(enum.StrEnum):
+    ACTIVE = "Active"  # metricsched places the pods the policy governs
+    SHADOW = "Shadow"  # other schedulers place them; metricsched only says what it would do
+
+
+DEFAULT_SHADOW_SCHEDULERS: tuple[str, ...] = ("default-scheduler",)
+
+
 class FallbackStrategy(enum.StrEnum):
     LEAST_ALLOCATED = "LeastAllocated"
     MOST_ALLOCATED = "MostAllocated"
@@ -190,6 +198,9 @@ class Policy:
     burst_penalty: float
     burst_window_s: float
     fallback: FallbackStrategy
+    mode: PolicyMode = PolicyMode.ACTIVE
+    # In shadow mode: the schedulerNames whose pods the policy evaluates.
+    shadow_scheduler_names: tuple[str, ...] = DEFAULT_SHADOW_SCHEDULERS
 
     @property
     def key(self) -> PolicyKey:

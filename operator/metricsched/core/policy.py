@@ -53,6 +53,9 @@ DEFAULT_MAX_METRIC_AGE: Final = "2m"
 DEFAULT_BURST_PENALTY: Final = 5
 DEFAULT_BURST_WINDOW: Final = "60s"
 DEFAULT_FALLBACK: Final = model.FallbackStrategy.LEAST_ALLOCATED
+DEFAULT_MODE: Final = model.PolicyMode.ACTIVE
+DEFAULT_SHADOW_SCHEDULERS: Final = model.DEFAULT_SHADOW_SCHEDULERS
+MAX_SHADOW_SCHEDULERS: Final = 10
 
 DEFAULTS: Final[Mapping[str, object]] = {
     "spec.podSelector": {},
@@ -66,6 +69,8 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "spec.burstWindow": DEFAULT_BURST_WINDOW,
     "spec.fallback": {},
     "spec.fallback.strategy": DEFAULT_FALLBACK.value,
+    "spec.mode": DEFAULT_MODE.value,
+    "spec.shadow.schedulerNames": list(DEFAULT_SHADOW_SCHEDULERS),
 }
 """Every default of the CRD's spec, by dotted path (``[]`` = each list item)."""
 
@@ -393,6 +398,26 @@ def _timestamp(raw: object, *, problems: _Problems) -> float:
     return moment.timestamp()
 
 
+def _shadow_schedulers(
+    raw: object, *, mode: model.PolicyMode | None, problems: _Problems
+) -> tuple[str, ...]:
+    shadow = _mapping(raw or {}, path="spec.shadow", problems=problems) or {}
+    if shadow and mode is not model.PolicyMode.SHADOW:
+        problems.add("spec.shadow", "is only allowed with mode: Shadow")
+    names = shadow.get("schedulerNames", list(DEFAULT_SHADOW_SCHEDULERS))
+    if (
+        not isinstance(names, list)
+        or not 1 <= len(names) <= MAX_SHADOW_SCHEDULERS
+        or not all(isinstance(n, str) and 0 < len(n) <= 253 for n in names)
+    ):
+        problems.add(
+            "spec.shadow.schedulerNames",
+            f"must list 1 to {MAX_SHADOW_SCHEDULERS} scheduler names, got {names!r}",
+        )
+        return DEFAULT_SHADOW_SCHEDULERS
+    return tuple(dict.fromkeys(names))
+
+
 def policy_from_body(body: model.RawBody) -> model.Policy:
     """Convert a raw SchedulingPolicy into a ``model.Policy``, applying the CRD's defaults.
 
@@ -457,9 +482,14 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
         path="spec.fallback.strategy",
         problems=problems,
     )
+    mode = _enum(
+        spec.get("mode", DEFAULT_MODE), kind=model.PolicyMode, path="spec.mode", problems=problems
+    )
+    shadow_schedulers = _shadow_schedulers(spec.get("shadow"), mode=mode, problems=problems)
 
     if problems.items:
         raise PolicyError(problems.items)
+    assert mode is not None
     assert generation is not None and priority is not None and max_age is not None
     assert burst_penalty is not None and burst_window is not None
     assert fallback is not None
@@ -475,6 +505,8 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
         burst_penalty=float(burst_penalty),
         burst_window_s=burst_window,
         fallback=fallback,
+        mode=mode,
+        shadow_scheduler_names=shadow_schedulers,
     )
 
 
@@ -558,8 +590,9 @@ def select_policy(pod: model.PodInfo, policies: Sequence[model.Policy]) -> Polic
     A pod label ``metricsched.io/policy: <name>`` pins the policy of that name in the pod's
     namespace, whatever its selector says. Otherwise, among the namespace's policies whose
     podSelector matches the pod, the highest priority wins; ties go to the oldest, then to
-    the first name.
+    the first name. Shadow policies never govern a pod here (see ``shadow_policy_for``).
     """
+    policies = [p for p in policies if p.mode is model.PolicyMode.ACTIVE]
     pinned_name = pod.labels.get(POLICY_LABEL)
     if pinned_name is not None:
         key = model.PolicyKey(f"{pod.namespace}/{pinned_name}")
@@ -575,3 +608,24 @@ def select_policy(pod: model.PodInfo, policies: Sequence[model.Policy]) -> Polic
     if not candidates:
         return PolicyChoice(policy=None, reason=ChoiceReason.NO_MATCH)
     return PolicyChoice(policy=min(candidates, key=_precedence), reason=ChoiceReason.SELECTED)
+
+
+def shadow_policy_for(pod: model.PodInfo, policies: Sequence[model.Policy]) -> model.Policy | None:
+    """The shadow policy that evaluates ``pod``, placed by another scheduler, or None.
+
+    Among the shadow policies of the pod's namespace that list the pod's schedulerName,
+    the one the pod's ``metricsched.io/policy`` label names, else the highest-priority one
+    whose podSelector matches (ties: oldest, then first name), as ``select_policy`` does.
+    """
+    candidates = [
+        p
+        for p in policies
+        if p.mode is model.PolicyMode.SHADOW
+        and p.namespace == pod.namespace
+        and pod.scheduler_name in p.shadow_scheduler_names
+    ]
+    pinned_name = pod.labels.get(POLICY_LABEL)
+    if pinned_name is not None:
+        return next((p for p in candidates if p.name == pinned_name), None)
+    matching = [p for p in candidates if selector_matches(p.pod_selector, pod.labels)]
+    return min(matching, key=_precedence) if matching else None

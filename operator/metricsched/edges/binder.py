@@ -77,8 +77,12 @@ def bind(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     fence: Callable[[], float] | None = None,
     metrics: observe.Metrics | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> BindResult:
     """POST pods/binding for one pod: exactly one API write, or none if fenced.
+
+    ``annotations`` (the decision record, ``metricsched.io/decision``) ride on the
+    Binding: kube-apiserver copies a Binding's annotations onto the pod it binds.
 
     ``fence`` (the leader elector's) is read right before sending: the time this replica
     may still write as leader. Less than ``MIN_FENCE_S`` left: nothing is sent
@@ -92,7 +96,9 @@ def bind(
     ``_preload_content=False`` and a check of the raw status code.
     """
     body = kubernetes.client.V1Binding(
-        metadata=kubernetes.client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
+        metadata=kubernetes.client.V1ObjectMeta(
+            name=name, namespace=namespace, uid=uid, annotations=dict(annotations or {}) or None
+        ),
         target=kubernetes.client.V1ObjectReference(api_version="v1", kind="Node", name=node),
     )
     if fence is not None:

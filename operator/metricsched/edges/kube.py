@@ -110,20 +110,26 @@ def connection_info(api_client: Any) -> kopf.ConnectionInfo:
     )
 
 
-def load_api_client(kubeconfig: str | None, *, pool_size: int = 32) -> Any:
-    """The kubernetes ApiClient: in-cluster, else the kubeconfig (explicit or default)."""
+def load_api_client(
+    kubeconfig: str | None, *, pool_size: int = 32, context: str | None = None
+) -> Any:
+    """The kubernetes ApiClient: in-cluster, else the kubeconfig (explicit or default).
+
+    ``context`` picks a kubeconfig context (kubectl's ``--context``); with it, or with
+    ``kubeconfig``, the in-cluster config is not tried.
+    """
     try:
-        return _load_api_client(kubeconfig, pool_size=pool_size)
+        return _load_api_client(kubeconfig, pool_size=pool_size, context=context)
     except (kubernetes.config.ConfigException, OSError, ValueError, TypeError) as e:
         where = kubeconfig or "in-cluster config or ~/.kube/config"
         raise KubeconfigError(f"cannot load cluster credentials from {where}: {e}") from e
 
 
-def _load_api_client(kubeconfig: str | None, *, pool_size: int) -> Any:
+def _load_api_client(kubeconfig: str | None, *, pool_size: int, context: str | None) -> Any:
     cfg = kubernetes.client.Configuration()
-    if kubeconfig:
+    if kubeconfig or context:
         kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=cfg
+            config_file=kubeconfig or None, context=context, client_configuration=cfg
         )
     else:
         try:

@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 ATTEMPT_RESULTS = ("scheduled", "unschedulable", "error", "wait")
 API_WRITE_KINDS = ("binding", "event", "status")
+SHADOW_RESULTS = ("agree", "disagree", "unplaceable")
 
 # From 1 ms: a cycle over a warm cache takes milliseconds; seconds mean trouble.
 ATTEMPT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -123,6 +124,32 @@ class Metrics:
             "1 while this replica holds the scheduling lease (or runs without election).",
             registry=r,
         )
+        self.shadow_evaluations = prometheus_client.Counter(
+            "metricsched_shadow_evaluations_total",
+            "Shadow mode: pods placed by another scheduler and evaluated, by policy and "
+            "result (agree, disagree, unplaceable).",
+            ["policy", "result"],
+            registry=r,
+        )
+        self.shadow_agreement = prometheus_client.Gauge(
+            "metricsched_shadow_agreement_ratio",
+            "Shadow mode: share of the latest evaluated pods placed where the policy would have.",
+            ["policy"],
+            registry=r,
+        )
+        self.shadow_advantage = prometheus_client.Gauge(
+            "metricsched_shadow_metric_advantage_ratio",
+            "Shadow mode: how much better the policy's nodes are by a metric than where the "
+            "latest pods went, as a fraction of the latter (0.23 = 23 % better by its goal).",
+            ["policy", "metric"],
+            registry=r,
+        )
+        self._shadow_metrics: dict[str, set[str]] = {}  # policy -> metrics with a series
+        self.shadow_dropped = prometheus_client.Counter(
+            "metricsched_shadow_dropped_total",
+            "Shadow mode: bound pods not evaluated because the evaluation queue was full.",
+            registry=r,
+        )
         # Known label values start at 0 so rate() and absent() behave from the first scrape.
         for result in ATTEMPT_RESULTS:
             self.attempts.labels(result=result)
@@ -133,6 +160,26 @@ class Metrics:
         # (policy, metric) pairs with labelled series, so a deleted policy's can be removed.
         self._policy_lock = threading.Lock()
         self._policy_metrics: set[tuple[str, str]] = set()
+
+    def set_shadow_summary(
+        self, *, policy: str, agreement: float, advantages: Mapping[str, float]
+    ) -> None:
+        """Export a shadow policy's agreement ratio and per-metric advantage ratios."""
+        self.shadow_agreement.labels(policy=policy).set(agreement)
+        for metric, ratio in advantages.items():
+            self.shadow_advantage.labels(policy=policy, metric=metric).set(ratio)
+        self._shadow_metrics.setdefault(policy, set()).update(advantages)
+
+    def forget_shadow(self, *, policy: str) -> None:
+        """Drop a deleted (or no longer shadow) policy's shadow series."""
+        with contextlib.suppress(KeyError):
+            self.shadow_agreement.remove(policy)
+        for metric in self._shadow_metrics.pop(policy, set()):
+            with contextlib.suppress(KeyError):
+                self.shadow_advantage.remove(policy, metric)
+        for result in SHADOW_RESULTS:
+            with contextlib.suppress(KeyError):
+                self.shadow_evaluations.remove(policy, result)
 
     def set_metric_age_source(self, source: AgeSource | None) -> None:
         """Export ``metricsched_metric_age_seconds`` from ``source``, read at scrape time.

@@ -38,6 +38,7 @@ from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import reconcile as reconcile_mod
 from metricsched.runtime import refresher as refresher_mod
 from metricsched.runtime import scheduler as scheduler_mod
+from metricsched.runtime import shadow as shadow_mod
 from metricsched.runtime import status as status_mod
 from metricsched.runtime import watches as watches_mod
 
@@ -97,6 +98,13 @@ class Operator:
             metrics=self.metrics,
             on_fallback_change=self._fallback_changed,
         )
+        self.shadow = shadow_mod.ShadowEvaluator(
+            cache=self.cache,
+            store=self.store,
+            metrics=self.metrics,
+            scheduler_names=config.scheduler_names,
+            mark=self._mark_status,
+        )
         self.status = status_mod.PolicyStatus(
             custom_api=self.custom,
             policies=lambda: self.cache.policies,
@@ -104,6 +112,7 @@ class Operator:
             counters=self._counters,
             metrics=self.metrics,
             interval_s=config.refresh_interval_s,
+            shadow=self.shadow.status_block,
         )
         self.refresher = refresher_mod.Refresher(
             source=self.source,
@@ -130,6 +139,7 @@ class Operator:
             record=self.post,
             refresh_now=self.refresher.now,
             policy_events=self.policy_events,
+            on_pod_seen=self.shadow.on_pod,
         )
         self.reconciler = reconcile_mod.Reconciler(
             core=self.core,
@@ -163,6 +173,9 @@ class Operator:
             self.policy_events.warn(ref, topic=topic, **kwargs)
         else:
             self.policy_events.resolve(ref, topic=topic, **kwargs)
+
+    def _mark_status(self, key: model.PolicyKey) -> None:
+        self.status.mark(key)
 
     def _fallback_changed(self, key: model.PolicyKey, active: bool, reason: str) -> None:
         if active:
@@ -323,6 +336,7 @@ class Operator:
                 asyncio.create_task(self.status.run(self.stop), name="status"),
                 asyncio.create_task(self.watches.run_kopf(self.stop), name="kopf"),
                 asyncio.create_task(self.reconciler.run(self.stop), name="reconciler"),
+                asyncio.create_task(self.shadow.run(self.stop), name="shadow"),
             ]
             if self.config.leader_elect:
                 self.elector = leader.Elector(

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from metricsched.config import Config
-from metricsched.core import cycle, model
+from metricsched.core import cycle, decision_record, model
 from metricsched.edges import binder, logs, observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
@@ -155,9 +155,13 @@ class Scheduler:
         self._track_fallback(decision)
         if decision.outcome is model.Outcome.BIND and decision.node is not None:
             self._rr += 1
+            # Built before the assume: nothing may raise between the assume and the bind.
+            record = decision_record.annotation(
+                decision, fallback_strategy=self._strategy(decision), now=now
+            )
             self.cache.assume(pod, decision.node, now=now)
-            # The binder needs the node and the message, not the per-node verdicts.
-            self._spawn(self._bind(pod, dataclasses.replace(decision, verdicts=())))
+            # The binder needs the node, the message and the record, not the verdicts.
+            self._spawn(self._bind(pod, dataclasses.replace(decision, verdicts=()), record))
         elif decision.outcome in (model.Outcome.UNSCHEDULABLE, model.Outcome.WAIT):
             result = "wait" if decision.outcome is model.Outcome.WAIT else "unschedulable"
             self.metrics.attempts.labels(result=result).inc()
@@ -167,6 +171,10 @@ class Scheduler:
             self.queue.done(pod.uid)
             self.cache.pending.pop(pod.uid, None)
         return decision
+
+    def _strategy(self, decision: model.Decision) -> model.FallbackStrategy:
+        chosen = self.cache.policies.get(decision.policy) if decision.policy else None
+        return chosen.fallback if chosen is not None else self.config.default_fallback
 
     def _track_fallback(self, decision: model.Decision) -> None:
         if decision.policy is None or decision.outcome is model.Outcome.SKIP:
@@ -184,7 +192,7 @@ class Scheduler:
             if self._on_fallback_change is not None:
                 self._on_fallback_change(decision.policy, active, decision.fallback_reason)
 
-    async def _bind(self, pod: model.PodInfo, decision: model.Decision) -> None:
+    async def _bind(self, pod: model.PodInfo, decision: model.Decision, record: str = "") -> None:
         assert decision.node is not None
         node = decision.node
         async with self._binds:
@@ -197,6 +205,7 @@ class Scheduler:
                 node=node,
                 fence=self.fence,
                 metrics=self.metrics,
+                annotations={decision_record.ANNOTATION: record} if record else None,
             )
         if result.kind is binder.BindOutcome.UNKNOWN:
             logger.warning(

@@ -74,6 +74,7 @@ class PolicyStatus:
         interval_s: float,
         refresh_stale_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        shadow: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
     ) -> None:
         self._api = custom_api
         self._policies = policies
@@ -83,6 +84,7 @@ class PolicyStatus:
         self._interval = interval_s
         self._refresh_stale = refresh_stale_s
         self._clock = clock
+        self._shadow = shadow  # status.shadow of shadow-mode policies (runtime/shadow.py)
         self.records: dict[model.PolicyKey, PolicyRecord] = {}
         self._dirty: set[model.PolicyKey] = set()
         self._wake = asyncio.Event()
@@ -289,7 +291,7 @@ class PolicyStatus:
             _condition(record, "Ready", *ready),
             _condition(record, "MetricsAvailable", *available),
         ]
-        return {
+        status: dict[str, Any] = {
             "observedGeneration": record.generation,
             "conditions": conditions,
             # The Metrics printer column reads this (JSONPath columns show one match only).
@@ -298,6 +300,11 @@ class PolicyStatus:
             "scheduledPods": counters.scheduled,
             "fallbackPods": counters.fallback,
         }
+        if self._shadow is not None:
+            # None (JSON null) removes a block left from shadow mode: the status is merge-patched.
+            shadow = self._shadow(key)
+            status["shadow"] = dict(shadow) if shadow is not None else None
+        return status
 
 
 def _condition(

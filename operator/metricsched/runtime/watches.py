@@ -62,6 +62,7 @@ class Watches:
         record: Callable[..., None],
         refresh_now: asyncio.Event,
         policy_events: policy_events_mod.PolicyEvents | None = None,
+        on_pod_seen: Callable[[model.PodInfo, Mapping[str, Any]], None] | None = None,
     ) -> None:
         self.config = config
         self.api_client = api_client
@@ -74,6 +75,7 @@ class Watches:
         self._record = record
         self._refresh_now = refresh_now
         self._policy_events = policy_events
+        self._on_pod_seen = on_pod_seen  # shadow mode's hook (runtime/shadow.py)
         # --namespace narrows which pods are scheduled and which policies apply; pods of
         # all namespaces are still watched: they all take capacity on the same nodes.
         self._namespaces = frozenset(config.namespaces)
@@ -110,6 +112,8 @@ class Watches:
                     message=f"metricsched cannot read this pod's spec: {e}",
                 )
             return
+        if self._on_pod_seen is not None and not ours:
+            self._on_pod_seen(pod, body)
         self.cache.upsert_pod(pod, ours=ours, resource_version=version)
         if uid in self.cache.pending:
             self.cache.pod_conditions[uid] = tuple(

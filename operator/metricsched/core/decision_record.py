@@ -1,0 +1,199 @@
+"""The decision kept on the pod: the ``metricsched.io/decision`` annotation.
+
+Every Binding metricsched sends carries this annotation; kube-apiserver copies a
+Binding's annotations onto the pod it binds, so the record costs no extra write. It is
+compact JSON of at most ``MAX_BYTES`` bytes::
+
+    {"v":1,"policy":"shop/web-latency","node":"node-3","score":92.5,
+     "metrics":{"latency":0.12,"cpu":0.35},
+     "runnerUp":{"node":"node-5","score":88,"metrics":{"latency":0.2,"cpu":0.3}},
+     "fallback":null,"time":"2026-11-23T05:00:00Z"}
+
+``policy`` is null for the operator's default policy; ``fallback`` is null when the
+policy's metrics decided, else ``{"strategy": ..., "reason": ...}``; a metric value is
+null when the node had no fresh value. Values keep 4 significant digits, scores one
+decimal. When the record would exceed ``MAX_BYTES`` (long names, ten metrics), the
+fallback reason is cut, then the runner-up's metric values and then the winner's are
+left out, in that order.
+
+``encode`` builds the text from a ``model.Decision``; ``decode`` reads it back for
+``metricsched explain``. No I/O here: no clients, no clocks (the time is an argument).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+from metricsched.core import model
+
+ANNOTATION: Final = "metricsched.io/decision"
+MAX_BYTES: Final = 1024
+VERSION: Final = 1
+MAX_REASON_CHARS: Final = 200
+DEFAULT_POLICY_REASON: Final = "no SchedulingPolicy selects the pod (default policy)"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Placement:
+    node: str
+    score: float
+    metrics: Mapping[str, float | None]  # {} when left out for size or decided by fallback
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    policy: str | None  # None: the operator's default policy
+    winner: Placement
+    runner_up: Placement | None
+    fallback_strategy: str  # "" when the policy's metrics decided
+    fallback_reason: str
+    time: float  # unix seconds
+
+
+def _value(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(f"{value:.4g}")
+
+
+def _score(score: float) -> float:
+    rounded = round(score, 1)
+    return int(rounded) if rounded.is_integer() else rounded
+
+
+def _placement(verdict: model.NodeVerdict) -> Placement:
+    return Placement(
+        node=verdict.node,
+        score=_score(verdict.score),
+        metrics={m.metric: _value(m.value) for m in verdict.metrics},
+    )
+
+
+def record_of(
+    decision: model.Decision,
+    *,
+    fallback_strategy: model.FallbackStrategy,
+    now: float,
+) -> DecisionRecord | None:
+    """The record of a decision to bind (None for any other outcome).
+
+    ``fallback_strategy`` is the strategy of the decision's policy (the default policy's
+    when ``decision.policy`` is None); it is recorded only when it decided.
+    """
+    if decision.outcome is not model.Outcome.BIND or decision.node is None:
+        return None
+    winner = next((v for v in decision.verdicts if v.node == decision.node), None)
+    others = [v for v in decision.verdicts if v.feasible and v.node != decision.node]
+    runner = max(others, key=lambda v: (v.score, -v.burst_count), default=None)
+    fallback = bool(decision.fallback_reason) or decision.policy is None
+    reason = decision.fallback_reason or (DEFAULT_POLICY_REASON if fallback else "")
+    return DecisionRecord(
+        policy=decision.policy,
+        winner=_placement(winner)
+        if winner is not None
+        else Placement(node=decision.node, score=0.0, metrics={}),
+        runner_up=_placement(runner) if runner is not None else None,
+        fallback_strategy=str(fallback_strategy) if fallback else "",
+        fallback_reason=reason,
+        time=now,
+    )
+
+
+def _rfc3339(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _as_json(record: DecisionRecord) -> dict[str, Any]:
+    def place(p: Placement) -> dict[str, Any]:
+        return {"node": p.node, "score": p.score, "metrics": dict(p.metrics)}
+
+    return {
+        "v": VERSION,
+        "policy": record.policy,
+        **place(record.winner),
+        "runnerUp": place(record.runner_up) if record.runner_up is not None else None,
+        "fallback": (
+            {"strategy": record.fallback_strategy, "reason": record.fallback_reason}
+            if record.fallback_strategy
+            else None
+        ),
+        "time": _rfc3339(record.time),
+    }
+
+
+def _dump(body: Mapping[str, Any]) -> str:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def encode(record: DecisionRecord) -> str:
+    """The annotation's text: compact JSON of at most ``MAX_BYTES`` UTF-8 bytes."""
+    body = _as_json(record)
+    if body["fallback"] is not None and len(body["fallback"]["reason"]) > MAX_REASON_CHARS:
+        body["fallback"]["reason"] = body["fallback"]["reason"][: MAX_REASON_CHARS - 3] + "..."
+    text = _dump(body)
+    if len(text.encode()) > MAX_BYTES and body["runnerUp"] is not None:
+        body["runnerUp"]["metrics"] = {}
+        text = _dump(body)
+    if len(text.encode()) > MAX_BYTES:
+        body["metrics"] = {}
+        text = _dump(body)
+    if len(text.encode()) > MAX_BYTES and body["fallback"] is not None:
+        body["fallback"]["reason"] = ""
+        text = _dump(body)
+    return text
+
+
+def annotation(
+    decision: model.Decision, *, fallback_strategy: model.FallbackStrategy, now: float
+) -> str:
+    """The annotation for a decision to bind; "" for any other outcome."""
+    record = record_of(decision, fallback_strategy=fallback_strategy, now=now)
+    return encode(record) if record is not None else ""
+
+
+def _metrics(raw: object) -> dict[str, float | None]:
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        str(k): float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+        for k, v in raw.items()
+    }
+
+
+def _placement_from(raw: Mapping[str, Any]) -> Placement:
+    node, score = raw.get("node"), raw.get("score")
+    if not isinstance(node, str) or not node:
+        raise ValueError("no node")
+    if not isinstance(score, int | float) or isinstance(score, bool):
+        raise ValueError("no score")
+    return Placement(node=node, score=float(score), metrics=_metrics(raw.get("metrics")))
+
+
+def decode(text: str) -> DecisionRecord:
+    """Read an annotation back; raises ``ValueError`` when it is not one of ours."""
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e}") from e
+    if not isinstance(body, dict) or body.get("v") != VERSION:
+        raise ValueError(f"not a version {VERSION} decision record")
+    runner = body.get("runnerUp")
+    fallback = body.get("fallback")
+    policy = body.get("policy")
+    try:
+        moment = datetime.datetime.fromisoformat(str(body.get("time")))
+    except ValueError as e:
+        raise ValueError(f"bad time: {e}") from e
+    return DecisionRecord(
+        policy=policy if isinstance(policy, str) else None,
+        winner=_placement_from(body),
+        runner_up=_placement_from(runner) if isinstance(runner, dict) else None,
+        fallback_strategy=str(fallback.get("strategy", "")) if isinstance(fallback, dict) else "",
+        fallback_reason=str(fallback.get("reason", "")) if isinstance(fallback, dict) else "",
+        time=moment.timestamp(),
+    )

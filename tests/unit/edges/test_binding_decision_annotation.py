@@ -1,0 +1,29 @@
+"""The decision record rides on the Binding: no extra write for it."""
+
+from __future__ import annotations
+
+import edges_fakes as fakes
+import kubernetes.client
+
+from metricsched.edges import binder
+
+
+def test_the_binding_carries_the_annotations_it_is_given_in_one_post(
+    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+) -> None:
+    record = '{"v":1,"node":"node-3"}'
+    binder.bind(
+        kube_api,
+        namespace="shop",
+        name="web-7d4",
+        uid="uid-123",
+        node="node-3",
+        annotations={"metricsched.io/decision": record},
+    )
+    (request,) = fake_kube.requests
+    assert request.json()["metadata"] == {
+        "name": "web-7d4",
+        "namespace": "shop",
+        "uid": "uid-123",
+        "annotations": {"metricsched.io/decision": record},
+    }
