@@ -1,41 +1,59 @@
 # syntax=docker/dockerfile:1
-# The metricsched operator image: the package and its dependencies as wheels on a slim
-# Python, run as a non-root user (uid 65532) with `metricsched run` as the default command.
+# The metricsched operator image: the package and its dependencies in a virtual environment
+# on a slim Python, run as a non-root user (uid 65532) with `metricsched run` by default.
 #
-#   docker build -t <registry>/metricsched:0.1.0 .    (or: make docker-build IMG=...)
-#   docker push <registry>/metricsched:0.1.0
+#   make image            podman, offline: a Debian bookworm base made with mmdebstrap and
+#                         wheels fetched on the host (hack/image.py; see the README)
+#   docker build -t <registry>/metricsched:0.1.0 .      python:3.11-slim, wheels from PyPI
 #
 # The Helm chart runs it with a read-only root filesystem and a writable /tmp.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# --- builder: the project's wheel and a wheel of every dependency ------------------------
+# --- builder: the package and its dependencies, installed into /opt/metricsched ---------
 FROM ${PYTHON_IMAGE} AS builder
+# pip's configuration: none by default (PyPI). `make image` passes a file that sends pip to
+# the wheels it mounts at /mnt/wheels and forbids any index: that build has no network.
+ARG PIP_CONFIG_FILE=/dev/null
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
 # setup.cfg reads the version from the package and the long description from README.md.
 COPY pyproject.toml setup.cfg README.md ./
 COPY operator/ operator/
-RUN pip wheel --wheel-dir /wheels .
+# A virtual environment without pip (the base's pip installs into it), no compiled caches
+# (the root filesystem is read-only, so Python compiles in memory either way), no tests of
+# dependencies, and no kubernetes.aio: the client's asyncio twin (41 MB) nothing imports.
+RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
+    && python3 -m venv --without-pip /opt/metricsched \
+    && pip --python /opt/metricsched/bin/python install --no-cache-dir --no-index --no-compile \
+       --find-links /wheels /wheels/metricsched-*.whl \
+    && find /opt/metricsched -depth \( -name __pycache__ -o -name tests \
+       -o -path '*/site-packages/kubernetes/aio' \) -exec rm -rf {} +
 
 # --- runtime ------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
-LABEL org.opencontainers.image.title="metricsched" \
-      org.opencontainers.image.description="A metrics-aware Kubernetes scheduler (kopf operator)" \
-      org.opencontainers.image.licenses="Apache-2.0"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    HOME=/tmp
-# Install from the builder's wheels only (no index, no compiler, no wheel left behind).
-RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links=/wheels /wheels/metricsched-*.whl \
-    && groupadd --system --gid 65532 nonroot \
+    HOME=/tmp \
+    PATH=/opt/metricsched/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# The account the chart runs as: uid and gid 65532, "nonroot" as in distroless images.
+RUN groupadd --system --gid 65532 nonroot \
     && useradd --system --uid 65532 --gid 65532 --no-create-home \
        --home-dir /nonexistent --shell /usr/sbin/nologin nonroot
+COPY --from=builder /opt/metricsched /opt/metricsched
 USER 65532:65532
 WORKDIR /tmp
-# /metrics and /healthz + /readyz (METRICSCHED_METRICS_PORT, METRICSCHED_HEALTH_PORT).
+# /metrics (HTTPS) and /healthz + /readyz (METRICSCHED_METRICS_PORT, METRICSCHED_HEALTH_PORT).
 EXPOSE 8080 8081
 ENTRYPOINT ["metricsched"]
 CMD ["run"]
+# Last, so that a new commit changes the image's configuration and no layer.
+ARG VERSION=0.1.0
+ARG REVISION=""
+ARG SOURCE=""
+LABEL org.opencontainers.image.title="metricsched" \
+      org.opencontainers.image.description="A metrics-aware Kubernetes scheduler (kopf operator)" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}"

@@ -6,7 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 NODES ?= 6
-IMG ?= metricsched:$(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' operator/metricsched/__init__.py)
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' operator/metricsched/__init__.py)
+# The image `make image` builds and the chart's default (image.repository:appVersion).
+IMG ?= metricsched:$(VERSION)
 
 .PHONY: help
 help: ## List the targets
@@ -56,15 +58,32 @@ docker-lint: install ## hadolint the Dockerfile (the image cannot be built here:
 	$(VENV)/bin/hadolint Dockerfile
 
 .PHONY: docker-build
-docker-build: ## Build the operator image (needs Docker): make docker-build IMG=<registry>/metricsched:0.1.0
+docker-build: ## Build the operator image with Docker and python:3.11-slim: make docker-build IMG=<registry>/metricsched:0.1.0
 	docker build -t $(IMG) .
 
+.PHONY: image-deps
+image-deps: ## Install podman, runc, skopeo and mmdebstrap if missing (apt-get)
+	@bash hack/install-image-deps.sh
+
+.PHONY: image
+image: install image-deps ## Build the operator image offline with podman (Debian base, host wheels); log in build/image/
+	@$(PY) hack/image.py build --image $(IMG)
+
+.PHONY: image-push
+image-push: ## Push the image make image built: make image-push REGISTRY=registry.example.com/team
+	@test -n "$(REGISTRY)" || { echo "usage: make image-push REGISTRY=<registry>[/<path>]" >&2; exit 2; }
+	CONTAINERS_CONF=build/image/containers.conf podman push localhost/$(IMG) docker://$(REGISTRY)/$(IMG)
+
+.PHONY: image-test
+image-test: install deps tools image ## The image as the chart runs it, and the containerised operator scheduling a pod
+	$(VENV)/bin/pytest -m image $(PYTEST_ARGS)
+
 .PHONY: unit
-unit: install tools ## Unit tests only (no cluster; the chart tests use the pinned helm and kubeconform)
-	$(VENV)/bin/pytest -m 'not e2e' $(PYTEST_ARGS)
+unit: install tools ## Unit tests only (no cluster, no image; the chart tests use the pinned helm and kubeconform)
+	$(VENV)/bin/pytest -m 'not e2e and not image' $(PYTEST_ARGS)
 
 .PHONY: test
-test: install deps tools ## All tests: unit and e2e (starts the local control plane if needed)
+test: install deps tools image ## All tests: unit, e2e and image (starts the local control plane if needed)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 .PHONY: e2e
@@ -89,4 +108,4 @@ demo: install deps tools ## Bring up the cluster, run the operator, show pods fo
 
 .PHONY: clean
 clean: cluster-down ## Stop the cluster and remove .cluster/ and caches in the repo
-	rm -rf .cluster .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .cluster .pytest_cache .mypy_cache .ruff_cache build/image

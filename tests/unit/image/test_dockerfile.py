@@ -1,8 +1,9 @@
 """The Dockerfile: hadolint-clean, multi-stage, non-root, `metricsched run` by default.
 
-No container engine runs here, so the image is never built by the tests. What is checked:
-hadolint's rules (it parses the file as Docker does), the shape of the two stages, and that
-the build context .dockerignore leaves holds everything the builder stage copies.
+What is checked here without building: hadolint's rules (it parses the file as Docker
+does), the shape of the two stages, the build arguments `make image` and Docker users rely
+on, and that the build context .dockerignore leaves holds everything the builder copies.
+The built image itself is tested in tests/image.
 """
 
 from __future__ import annotations
@@ -47,19 +48,51 @@ def test_hadolint_finds_nothing_to_complain_about():
     assert out.returncode == 0
 
 
-def test_the_image_builds_wheels_in_one_stage_and_runs_them_in_another():
-    froms = [args for word, args in instructions() if word == "FROM"]
-    assert len(froms) == 2
-    assert froms[0].endswith(" AS builder")
-    run = " ".join(args for word, args in instructions() if word == "RUN")
-    assert "pip wheel" in run
-    assert "from=builder" in run
-    assert "pip install --no-cache-dir --no-index" in run
+def stages() -> list[list[tuple[str, str]]]:
+    out: list[list[tuple[str, str]]] = []
+    for word, args in instructions():
+        if word == "FROM":
+            out.append([])
+        if out:
+            out[-1].append((word, args))
+    return out
+
+
+def build_args(stage: list[tuple[str, str]]) -> dict[str, str]:
+    pairs = (args.partition("=") for word, args in stage if word == "ARG")
+    return {name: value.strip('"') for name, _, value in pairs}
+
+
+def test_the_builder_installs_from_its_own_wheels_into_what_the_runtime_copies():
+    builder, runtime = stages()
+    assert builder[0][1].endswith(" AS builder")
+    run = " ".join(args for word, args in builder if word == "RUN")
+    assert "pip wheel --no-cache-dir --wheel-dir /wheels ." in run
+    assert "--no-index" in run
+    assert "--find-links /wheels /wheels/metricsched-*.whl" in run
+    assert ("COPY", "--from=builder /opt/metricsched /opt/metricsched") in runtime
+    assert not [args for word, args in runtime if word == "RUN" and "pip" in args]
+
+
+def test_pip_reads_no_configuration_unless_the_offline_build_passes_one():
+    (builder, _) = stages()
+    assert build_args(builder)["PIP_CONFIG_FILE"] == "/dev/null"
+
+
+def test_the_labelled_version_defaults_to_the_package_version():
+    (_, runtime) = stages()
+    init = (ROOT / "operator" / "metricsched" / "__init__.py").read_text()
+    (version,) = re.findall(r'^__version__ = "(.+)"', init, re.M)
+    assert build_args(runtime)["VERSION"] == version
+    labels = " ".join(args for word, args in runtime if word == "LABEL")
+    for key in ("version", "revision", "source", "licenses"):
+        assert f"org.opencontainers.image.{key}=" in labels
 
 
 def test_the_base_python_is_the_one_the_package_requires():
-    (arg,) = [args for word, args in instructions() if word == "ARG"]
-    image = arg.split("=", 1)[1]
+    words = [word for word, _ in instructions()]
+    global_args = build_args(instructions()[: words.index("FROM")])
+    image = global_args["PYTHON_IMAGE"]
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     required = cfg["options"]["python_requires"].removeprefix(">=")
