@@ -37,7 +37,7 @@ import metricsched
 from metricsched import config as config_mod
 from metricsched.core import cycle, decision_record, explain, model, parse, policy, scoring
 from metricsched.core import shadow as shadow_mod
-from metricsched.edges import kube
+from metricsched.edges import kube, metrics_auth
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import operator as operator_mod
 
@@ -128,6 +128,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int
             operator_mod.CrdMissingError,
             operator_mod.KubeconfigError,
             operator_mod.LeadershipLostError,
+            metrics_auth.AuthError,
         ) as e:
             print(f"metricsched: {e}", file=sys.stderr)
             return 1

@@ -33,6 +33,8 @@ class Config:
     namespaces: tuple[str, ...]  # empty = all namespaces
     metrics_port: int
     health_port: int
+    metrics_secure: bool  # HTTPS, TokenReview and SubjectAccessReview (edges.metrics_auth)
+    metrics_cert_dir: str | None
     bind_address: str
     log_format: str
     log_level: str
@@ -138,6 +140,20 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--health-port",
         type=int,
         help="port of /healthz and /readyz (default: 8081) [METRICSCHED_HEALTH_PORT]",
+    )
+    a(
+        "--metrics-secure",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve /metrics over HTTPS to callers whose bearer token may get /metrics "
+        "(TokenReview, SubjectAccessReview), as controller-runtime does; the probes stay "
+        "plain HTTP on the health port (default: off; the Helm chart turns it on) "
+        "[METRICSCHED_METRICS_SECURE]",
+    )
+    a(
+        "--metrics-cert-dir",
+        help="directory with tls.crt and tls.key for /metrics, re-read when they change "
+        "(default: a self-signed certificate made at start) [METRICSCHED_METRICS_CERT_DIR]",
     )
     a(
         "--bind-address",
@@ -252,12 +268,22 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     insecure = getattr(args, "prometheus_insecure_skip_verify", None)
     if insecure is None:
         insecure = _env_bool(env.get("METRICSCHED_PROMETHEUS_INSECURE_SKIP_VERIFY", "false"))
+    secure = getattr(args, "metrics_secure", None)
+    if secure is None:
+        secure = _env_bool(env.get("METRICSCHED_METRICS_SECURE", "false"))
     leader = getattr(args, "leader_elect", None)
     if leader is None:
         leader = _env_bool(env.get("METRICSCHED_LEADER_ELECT", "false"))
     url = pick("prometheus_url", "PROMETHEUS_URL", "http://127.0.0.1:9090").rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"Prometheus URL must start with http:// or https://: {url!r}")
+    metrics_port = pick_int("metrics_port", "METRICS_PORT", 8080, 0, 65535)
+    health_port = pick_int("health_port", "HEALTH_PORT", 8081, 0, 65535)
+    if secure and metrics_port == health_port != 0:
+        raise ConfigError(
+            "with --metrics-secure the metrics and health ports must differ: "
+            "the probes stay plain HTTP on a port of their own"
+        )
     events_rate = float(pick("events_per_second", "EVENTS_PER_SECOND", "50"))
     try:
         rules = promql_guard.Rules(
@@ -282,8 +308,10 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         refresh_interval_s=refresh,
         default_fallback=fallback,
         namespaces=pick_list("namespaces", "NAMESPACES", []),
-        metrics_port=pick_int("metrics_port", "METRICS_PORT", 8080, 0, 65535),
-        health_port=pick_int("health_port", "HEALTH_PORT", 8081, 0, 65535),
+        metrics_port=metrics_port,
+        health_port=health_port,
+        metrics_secure=secure,
+        metrics_cert_dir=pick("metrics_cert_dir", "METRICS_CERT_DIR", "") or None,
         bind_address=pick("bind_address", "BIND_ADDRESS", "0.0.0.0"),
         log_format=pick("log_format", "LOG_FORMAT", "json"),
         log_level=pick("log_level", "LOG_LEVEL", "info"),

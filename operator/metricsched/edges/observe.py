@@ -3,7 +3,9 @@
 Metrics live on a dedicated ``prometheus_client.CollectorRegistry`` held by a ``Metrics``
 object (one per operator; tests make their own), so nothing leaks into the client
 library's global registry. ``serve`` runs a stdlib ``ThreadingHTTPServer`` on a daemon
-thread (two when the metrics and health ports differ).
+thread (two when the metrics and health ports differ). With ``secure`` (see
+``metrics_auth``), /metrics is served over HTTPS to authenticated, authorised callers only,
+and the probes stay plain HTTP on the health port.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import http.server
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -19,6 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 import prometheus_client
 import prometheus_client.core
 import prometheus_client.registry
+
+from metricsched.edges import metrics_auth
 
 logger = logging.getLogger(__name__)
 
@@ -312,13 +317,25 @@ def _probe(check: Callable[[], tuple[bool, str]]) -> _Route:
     return route
 
 
-def _handler_class(routes: Mapping[str, _Route]) -> type[http.server.BaseHTTPRequestHandler]:
+def _handler_class(
+    routes: Mapping[str, _Route], guard: metrics_auth.Guard | None = None
+) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         server_version = "metricsched"
+        timeout = 30  # a client that stalls (or never finishes a TLS handshake) lets go
+
+        def setup(self) -> None:
+            super().setup()
+            if isinstance(self.request, ssl.SSLSocket):
+                self.request.do_handshake()
 
         def do_GET(self) -> None:
-            route = routes.get(self.path.split("?", 1)[0])
-            if route is None:
+            path = self.path.split("?", 1)[0]
+            route = routes.get(path)
+            denial = guard(self.headers.get("Authorization"), path) if guard and route else None
+            if denial is not None:
+                status, ctype, body = denial.status, _TEXT, (denial.reason + "\n").encode()
+            elif route is None:
                 status, ctype, body = 404, _TEXT, b"not found\n"
             else:
                 try:
@@ -341,9 +358,26 @@ def _handler_class(routes: Mapping[str, _Route]) -> type[http.server.BaseHTTPReq
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        logger.debug("http: request from %s failed", client_address, exc_info=True)
+
 
 class _Server6(_Server):
     address_family = socket.AF_INET6
+
+
+def _tls(server_class: type[_Server], certificates: metrics_auth.Certificates) -> type[_Server]:
+    """The server class wrapping accepted connections in TLS; handshakes on request threads."""
+
+    class TlsServer(server_class):  # type: ignore[valid-type,misc]
+        def get_request(self) -> tuple[socket.socket, object]:
+            conn, addr = self.socket.accept()
+            tls = certificates.context.wrap_socket(
+                conn, server_side=True, do_handshake_on_connect=False
+            )
+            return tls, addr
+
+    return TlsServer
 
 
 class Closer:
@@ -380,11 +414,13 @@ def serve(
     health_port: int,
     health: HealthState,
     metrics: Metrics,
+    secure: metrics_auth.SecureServing | None = None,
 ) -> Closer:
     """Serve /metrics on ``metrics_port`` and /healthz, /readyz on ``health_port``.
 
-    Equal ports (0 included) share one server answering all three paths. Port 0 binds an
-    ephemeral port; the ``Closer`` reports the ports actually bound.
+    Equal ports (0 included) share one server answering all three paths, unless ``secure``:
+    then /metrics is HTTPS behind its guard and the probes need a port of their own. Port 0
+    binds an ephemeral port; the ``Closer`` reports the ports actually bound.
     """
 
     def metrics_route() -> _Response:
@@ -395,17 +431,28 @@ def serve(
         "/healthz": _probe(health.liveness),
         "/readyz": _probe(health.readiness),
     }
-    if metrics_port == health_port:
-        plan = [(metrics_port, {**metrics_routes, **health_routes})]
+    server_class: type[_Server] = _Server6 if ":" in host else _Server
+    plan: list[tuple[int, dict[str, _Route], type[_Server], metrics_auth.Guard | None]]
+    if secure is not None:
+        if metrics_port == health_port and metrics_port != 0:
+            raise ValueError("secure /metrics needs a health port of its own for the probes")
+        plan = [
+            (metrics_port, metrics_routes, _tls(server_class, secure.certificates), secure.guard),
+            (health_port, health_routes, server_class, None),
+        ]
+    elif metrics_port == health_port:
+        plan = [(metrics_port, {**metrics_routes, **health_routes}, server_class, None)]
     else:
-        plan = [(metrics_port, metrics_routes), (health_port, health_routes)]
+        plan = [
+            (metrics_port, metrics_routes, server_class, None),
+            (health_port, health_routes, server_class, None),
+        ]
 
-    server_class = _Server6 if ":" in host else _Server
     servers: list[http.server.ThreadingHTTPServer] = []
     threads: list[threading.Thread] = []
     try:
-        for port, routes in plan:
-            servers.append(server_class((host, port), _handler_class(routes)))
+        for port, routes, cls, guard in plan:
+            servers.append(cls((host, port), _handler_class(routes, guard)))
     except OSError:
         for server in servers:
             server.server_close()

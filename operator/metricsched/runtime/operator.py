@@ -30,7 +30,7 @@ import kubernetes.client.exceptions
 
 from metricsched.config import Config
 from metricsched.core import model
-from metricsched.edges import binder, kube, logs, observe, policy_events
+from metricsched.edges import binder, kube, logs, metrics_auth, observe, policy_events
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import leader
@@ -301,6 +301,11 @@ class Operator:
             health_port=self.config.health_port,
             health=self.health,
             metrics=self.metrics,
+            secure=metrics_auth.secure_serving(
+                cert_dir=self.config.metrics_cert_dir, api_client=self.api_client
+            )
+            if self.config.metrics_secure
+            else None,
         )
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -146,13 +146,22 @@ def _free_port() -> int:
 class ServiceAccountOperator:
     """`metricsched run` as the chart's ServiceAccount would run it in the cluster."""
 
-    def __init__(self, cluster: Cluster, release: Release, kubeconfig: Path, log: Path) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        release: Release,
+        kubeconfig: Path,
+        log: Path,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
         self.cluster = cluster
         self.release = release
         self.kubeconfig = kubeconfig
         self.log = log
         self.scheduler_name = f"metricsched-rbac-{uuid.uuid4().hex[:6]}"
         self.health_port = _free_port()
+        self.metrics_port = _free_port()
+        self.extra_args = extra_args
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -167,7 +176,7 @@ class ServiceAccountOperator:
                     f"--scheduler-name={self.scheduler_name}",
                     "--refresh-interval=2s",
                     "--query-timeout=2s",
-                    "--metrics-port=0",
+                    f"--metrics-port={self.metrics_port}",
                     f"--health-port={self.health_port}",
                     "--bind-address=127.0.0.1",
                     "--log-format=json",
@@ -175,6 +184,7 @@ class ServiceAccountOperator:
                     "--leader-elect",
                     f"--leader-election-namespace={self.release.namespace}",
                     f"--leader-election-id={self.release.fullname}",
+                    *self.extra_args,
                 ],
                 stdout=logf,
                 stderr=subprocess.STDOUT,

@@ -97,6 +97,9 @@ ALLOWED = [
     ("patch", "schedulingpolicies.metricsched.io:status", None),
     ("create", "leases.coordination.k8s.io", "{ns}"),
     ("update", "leases.coordination.k8s.io/{lease}", "{ns}"),
+    # Secure /metrics (on by default): who scrapes, and may they.
+    ("create", "tokenreviews.authentication.k8s.io", None),
+    ("create", "subjectaccessreviews.authorization.k8s.io", None),
 ]
 DENIED = [
     ("delete", "pods", None),

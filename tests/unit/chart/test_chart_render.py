@@ -39,6 +39,13 @@ EXPECTED_CLUSTER_RULES = [
         "resources": ["schedulingpolicies/status"],
         "verbs": ["patch"],
     },
+    # edges/metrics_auth.py: secure /metrics (metrics.secure, on by default).
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["subjectaccessreviews"],
+        "verbs": ["create"],
+    },
 ]
 
 
@@ -258,12 +265,12 @@ def test_no_rbac_rule_uses_a_wildcard(values):
 
 
 def test_the_cluster_role_grants_exactly_what_the_operator_uses():
-    role = ch.one(ch.render(), "ClusterRole")
+    role = ch.one(ch.render(), "ClusterRole", "metricsched")
     assert role["rules"] == EXPECTED_CLUSTER_RULES
 
 
 def test_the_cluster_role_cannot_read_secrets_or_delete_anything():
-    for rule in ch.one(ch.render(), "ClusterRole")["rules"]:
+    for rule in ch.one(ch.render(), "ClusterRole", "metricsched")["rules"]:
         assert "secrets" not in rule["resources"]
         assert not {"delete", "deletecollection", "escalate", "bind", "impersonate"} & set(
             rule["verbs"]
@@ -272,8 +279,9 @@ def test_the_cluster_role_cannot_read_secrets_or_delete_anything():
 
 def test_the_cluster_role_is_bound_to_the_release_service_account():
     objs = ch.render()
-    binding = ch.one(objs, "ClusterRoleBinding")
-    assert binding["roleRef"]["name"] == ch.one(objs, "ClusterRole")["metadata"]["name"]
+    binding = ch.one(objs, "ClusterRoleBinding", "metricsched")
+    role = ch.one(objs, "ClusterRole", "metricsched")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "metricsched", "namespace": "metricsched"}
     ]
@@ -432,6 +440,7 @@ def test_pod_labels_cannot_break_the_selector():
 def test_the_extras_are_off_by_default():
     assert ch.kinds(ch.render()) == [
         "ClusterRole",
+        "ClusterRole",  # the metrics reader: bound to no one unless metrics.readers says so
         "ClusterRoleBinding",
         "Deployment",
         "Service",
@@ -445,7 +454,13 @@ def test_the_service_exposes_the_metrics_port_of_the_operator_pods():
     deployment = ch.one(objs, "Deployment")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["ports"] == [
-        {"name": "metrics", "port": 9100, "targetPort": "metrics", "protocol": "TCP"}
+        {
+            "name": "metrics",
+            "port": 9100,
+            "targetPort": "metrics",
+            "protocol": "TCP",
+            "appProtocol": "https",
+        }
     ]
     assert all(pod_labels[k] == v for k, v in service["spec"]["selector"].items())
     ports = {p["name"]: p["containerPort"] for p in ch.container(objs)["ports"]}
@@ -501,3 +516,79 @@ def test_the_dashboard_charts_only_metrics_the_operator_exports():
         assert wanted in used
     assert any("histogram_quantile(0.99" in e for e in exprs)
     assert any("histogram_quantile(0.5" in e for e in exprs)
+
+
+# --- secure /metrics -------------------------------------------------------------------
+
+
+def test_metrics_are_secure_by_default_and_readable_by_the_reader_role_only():
+    objs = ch.render()
+    assert ch.env(objs)["METRICSCHED_METRICS_SECURE"] == "true"
+    assert "METRICSCHED_METRICS_CERT_DIR" not in ch.env(objs)  # self-signed
+    reader = ch.one(objs, "ClusterRole", "metricsched-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    bindings = [m for m in objs if m["kind"] == "ClusterRoleBinding"]
+    assert [b["roleRef"]["name"] for b in bindings] == ["metricsched"]
+
+
+def test_plain_http_metrics_need_no_reviews_and_no_reader_role():
+    objs = ch.render("metrics.secure=false")
+    assert ch.env(objs)["METRICSCHED_METRICS_SECURE"] == "false"
+    assert ch.one(objs, "ClusterRole", "metricsched")["rules"] == EXPECTED_CLUSTER_RULES[:-2]
+    assert ch.kinds(objs).count("ClusterRole") == 1
+
+
+def test_readers_are_bound_to_the_metrics_reader_role():
+    objs = ch.render(
+        "metrics.readers[0].kind=ServiceAccount",
+        "metrics.readers[0].name=prometheus-k8s",
+        "metrics.readers[0].namespace=monitoring",
+        "metrics.readers[1].kind=Group",
+        "metrics.readers[1].name=sre",
+    )
+    binding = ch.one(objs, "ClusterRoleBinding", "metricsched-metrics-reader")
+    assert binding["roleRef"]["name"] == "metricsched-metrics-reader"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"},
+        {"kind": "Group", "name": "sre", "apiGroup": "rbac.authorization.k8s.io"},
+    ]
+
+
+def test_a_certificate_secret_is_mounted_where_the_operator_reads_it():
+    objs = ch.render("metrics.certSecret=metrics-tls", "serviceMonitor.enabled=true")
+    env = ch.env(objs)
+    mounts = {m["name"]: m for m in ch.container(objs)["volumeMounts"]}
+    assert mounts["metrics-cert"]["mountPath"] == env["METRICSCHED_METRICS_CERT_DIR"]
+    assert mounts["metrics-cert"]["readOnly"] is True
+    volumes = ch.one(objs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    (volume,) = [v for v in volumes if v["name"] == "metrics-cert"]
+    assert volume["secret"]["secretName"] == "metrics-tls"
+    (endpoint,) = ch.one(objs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["tlsConfig"]["ca"] == {"secret": {"name": "metrics-tls", "key": "ca.crt"}}
+    assert endpoint["tlsConfig"]["serverName"] == "metricsched-metrics.metricsched.svc"
+
+
+def test_the_service_monitor_scrapes_https_with_its_token_when_metrics_are_secure():
+    (endpoint,) = ch.one(ch.render("serviceMonitor.enabled=true"), "ServiceMonitor")["spec"][
+        "endpoints"
+    ]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    objs = ch.render("serviceMonitor.enabled=true", "metrics.secure=false")
+    (endpoint,) = ch.one(objs, "ServiceMonitor")["spec"]["endpoints"]
+    assert "scheme" not in endpoint and "bearerTokenFile" not in endpoint
+
+
+def test_the_network_policy_admits_the_metrics_port_only():
+    objs = ch.render(
+        "networkPolicy.enabled=true",
+        "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
+    )
+    policy = ch.one(objs, "NetworkPolicy")
+    labels = ch.one(objs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in policy["spec"]["podSelector"]["matchLabels"].items())
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}]

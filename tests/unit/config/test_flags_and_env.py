@@ -67,3 +67,17 @@ def test_a_flag_wins_over_its_environment_variable() -> None:
 def test_bad_values_give_a_clear_error(env: dict[str, str], needle: str) -> None:
     with pytest.raises(config_mod.ConfigError, match=needle):
         _parse([], env)
+
+
+def test_secure_metrics_are_off_unless_asked_for_by_flag_or_environment() -> None:
+    assert _parse([]).metrics_secure is False
+    assert _parse(["--metrics-secure"]).metrics_secure is True
+    assert _parse([], {"METRICSCHED_METRICS_SECURE": "true"}).metrics_secure is True
+    on_by_env = {"METRICSCHED_METRICS_SECURE": "true"}
+    assert _parse(["--no-metrics-secure"], on_by_env).metrics_secure is False
+    assert _parse(["--metrics-cert-dir=/certs"]).metrics_cert_dir == "/certs"
+
+
+def test_secure_metrics_need_a_health_port_of_their_own() -> None:
+    with pytest.raises(config_mod.ConfigError, match="must differ"):
+        _parse(["--metrics-secure", "--metrics-port=9000", "--health-port=9000"])

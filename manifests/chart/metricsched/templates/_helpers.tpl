@@ -82,3 +82,4 @@ two releases in one namespace (say, two scheduler names) do not share a leader.
 {{/* Where the Prometheus bearer token and CA bundle are mounted. */}}
 {{- define "metricsched.tokenDir" -}}/etc/metricsched/prometheus-token{{- end }}
 {{- define "metricsched.caDir" -}}/etc/metricsched/prometheus-ca{{- end }}
+{{- define "metricsched.metricsCertDir" -}}/etc/metricsched/metrics-cert{{- end }}

@@ -1,0 +1,292 @@
+"""/metrics as controller-runtime serves it: HTTPS, TokenReview, SubjectAccessReview.
+
+A scrape must carry a bearer token. The API server says who it belongs to (TokenReview)
+and whether that user may ``get`` the non-resource URL ``/metrics`` (SubjectAccessReview),
+so access is granted with ordinary RBAC (the chart's ``metrics-reader`` ClusterRole).
+Answers are cached as controller-runtime caches them: authentication for a minute,
+"allowed" for five, "denied" for thirty seconds, so a scrape every few seconds costs the
+API server two requests per token every few minutes. The health probes never come here:
+they stay plain HTTP on their own port.
+
+The certificate is read from a directory holding ``tls.crt`` and ``tls.key`` (a
+cert-manager or ``kubernetes.io/tls`` Secret mounted there) and re-read when it changes;
+without one, a self-signed certificate is made at start-up with ``openssl`` (as
+controller-runtime makes one in memory). Blocking calls here run on the HTTP server's
+request threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import kubernetes
+
+logger = logging.getLogger(__name__)
+
+AUTHN_TTL_S = 60.0
+ALLOW_TTL_S = 300.0
+DENY_TTL_S = 30.0
+CACHE_SIZE = 1024
+REVIEW_TIMEOUT_S = 5.0
+CERT_RELOAD_CHECK_S = 10.0
+
+
+class AuthError(RuntimeError):
+    """Secure serving cannot start (no certificate could be loaded or made)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class User:
+    name: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Denial:
+    """Why a request is refused: the HTTP status (401, 403 or 500) and a one-line reason."""
+
+    status: int
+    reason: str
+
+
+class Guard(Protocol):
+    def __call__(self, authorization: str | None, path: str) -> Denial | None:
+        """None when the request may be served, else why not."""
+
+
+class Reviews(Protocol):
+    """The two API calls a guard makes (the real ones: ``ApiReviews``)."""
+
+    def token_review(self, token: str) -> User | None: ...
+
+    def access_review(self, user: User, path: str, verb: str) -> tuple[bool, str]: ...
+
+
+class ApiReviews:
+    """TokenReview and SubjectAccessReview through the operator's kubernetes ApiClient."""
+
+    def __init__(self, api_client: Any, *, timeout_s: float = REVIEW_TIMEOUT_S) -> None:
+        self._authn: Any = kubernetes.client.AuthenticationV1Api(api_client)
+        self._authz: Any = kubernetes.client.AuthorizationV1Api(api_client)
+        self._timeout = timeout_s
+
+    def token_review(self, token: str) -> User | None:
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview"}
+        resp = self._authn.create_token_review(
+            {**body, "spec": {"token": token}},
+            _preload_content=False,
+            _request_timeout=self._timeout,
+        )
+        status = _json(resp).get("status") or {}
+        if not status.get("authenticated"):
+            return None
+        user = status.get("user") or {}
+        extra = user.get("extra") or {}
+        return User(
+            name=str(user.get("username", "")),
+            uid=str(user.get("uid", "")),
+            groups=tuple(user.get("groups") or ()),
+            extra=tuple(sorted((k, tuple(v)) for k, v in extra.items())),
+        )
+
+    def access_review(self, user: User, path: str, verb: str) -> tuple[bool, str]:
+        spec: dict[str, Any] = {
+            "user": user.name,
+            "groups": list(user.groups),
+            "nonResourceAttributes": {"path": path, "verb": verb},
+        }
+        if user.uid:
+            spec["uid"] = user.uid
+        if user.extra:
+            spec["extra"] = {k: list(v) for k, v in user.extra}
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}
+        resp = self._authz.create_subject_access_review(
+            {**body, "spec": spec}, _preload_content=False, _request_timeout=self._timeout
+        )
+        status = _json(resp).get("status") or {}
+        return bool(status.get("allowed")), str(status.get("reason", ""))
+
+
+def _json(resp: Any) -> dict[str, Any]:
+    try:
+        return dict(json.loads(resp.data))
+    finally:
+        resp.release_conn()
+
+
+class _TtlCache:
+    """A small thread-safe cache whose entries expire; the oldest go first when full."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._items: dict[Any, tuple[float, Any]] = {}
+
+    def get(self, key: Any) -> tuple[bool, Any]:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None or hit[0] <= self._clock():
+                self._items.pop(key, None)
+                return False, None
+            return True, hit[1]
+
+    def put(self, key: Any, value: Any, ttl: float) -> None:
+        with self._lock:
+            if len(self._items) >= CACHE_SIZE:
+                self._items.pop(next(iter(self._items)))
+            self._items[key] = (self._clock() + ttl, value)
+
+
+class ReviewGuard:
+    """Bearer token → TokenReview → SubjectAccessReview(get path), answers cached."""
+
+    def __init__(
+        self, reviews: Reviews, *, clock: Callable[[], float] = time.monotonic, verb: str = "get"
+    ) -> None:
+        self._reviews = reviews
+        self._verb = verb
+        self._users = _TtlCache(clock)
+        self._access = _TtlCache(clock)
+
+    def __call__(self, authorization: str | None, path: str) -> Denial | None:
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return Denial(401, "Unauthorized: a bearer token is required")
+        key = hashlib.sha256(token.encode()).hexdigest()  # the token itself is never kept
+        hit, user = self._users.get(key)
+        if not hit:
+            try:
+                user = self._reviews.token_review(token)
+            except Exception as e:
+                logger.warning("TokenReview failed: %s", _short(e))
+                return Denial(500, "Internal Server Error: authentication failed")
+            self._users.put(key, user, AUTHN_TTL_S)
+        if user is None:
+            return Denial(401, "Unauthorized: the token was not accepted")
+        access_key = (user, path)
+        hit, answer = self._access.get(access_key)
+        if not hit:
+            try:
+                answer = self._reviews.access_review(user, path, self._verb)
+            except Exception as e:
+                logger.warning("SubjectAccessReview failed: %s", _short(e))
+                return Denial(500, "Internal Server Error: authorization failed")
+            self._access.put(access_key, answer, ALLOW_TTL_S if answer[0] else DENY_TTL_S)
+        allowed, _reason = answer
+        if not allowed:
+            return Denial(403, f'Forbidden: user "{user.name}" may not {self._verb} {path}')
+        return None
+
+
+def _short(e: Exception) -> str:
+    status = getattr(e, "status", None)
+    reason = getattr(e, "reason", None)
+    return f"{status} {reason}" if status else f"{type(e).__name__}: {e}"
+
+
+# --- TLS -------------------------------------------------------------------------------
+
+
+class Certificates:
+    """The serving certificate: from ``cert_dir`` (re-read when it changes) or self-signed."""
+
+    def __init__(self, cert_dir: str | None, *, hostnames: tuple[str, ...] = ()) -> None:
+        if cert_dir:
+            self._crt = Path(cert_dir) / "tls.crt"
+            self._key = Path(cert_dir) / "tls.key"
+            self.self_signed = False
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="metricsched-tls-")
+            self._crt, self._key = _self_signed(Path(self._tmp.name), hostnames)
+            self.self_signed = True
+        self._lock = threading.Lock()
+        self._stamp = self._files_stamp()
+        self._checked = time.monotonic()
+        self.context = self._load()
+
+    def _files_stamp(self) -> tuple[float, float]:
+        try:
+            return (self._crt.stat().st_mtime, self._key.stat().st_mtime)
+        except OSError as e:
+            raise AuthError(f"cannot read the metrics certificate: {e}") from e
+
+    def _load(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(self._crt, self._key)
+        except (OSError, ssl.SSLError) as e:
+            raise AuthError(f"cannot load the metrics certificate {self._crt}: {e}") from e
+        context.sni_callback = self._maybe_reload
+        return context
+
+    def _maybe_reload(self, sock: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
+        """On a handshake, at most every few seconds: a renewed certificate is picked up."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._checked >= CERT_RELOAD_CHECK_S:
+                self._checked = now
+                try:
+                    stamp = self._files_stamp()
+                    if stamp != self._stamp:
+                        self.context = self._load()
+                        self._stamp = stamp
+                        logger.info("reloaded the metrics certificate %s", self._crt)
+                except AuthError as e:
+                    logger.warning("keeping the current metrics certificate: %s", e)
+            sock.context = self.context
+
+
+def _self_signed(directory: Path, hostnames: tuple[str, ...]) -> tuple[Path, Path]:
+    crt, key = directory / "tls.crt", directory / "tls.key"
+    names = ["DNS:localhost", "IP:127.0.0.1", *(f"DNS:{h}" for h in hostnames if h)]
+    try:
+        subprocess.run(
+            [
+                "openssl", "req", "-x509", "-nodes", "-newkey", "ec",
+                "-pkeyopt", "ec_paramgen_curve:prime256v1", "-days", "365",
+                "-subj", "/CN=metricsched-metrics", "-addext",
+                f"subjectAltName={','.join(names)}", "-keyout", str(key), "-out", str(crt),
+            ],
+            capture_output=True,
+            check=True,
+            timeout=30,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as e:
+        raise AuthError(
+            f"cannot make a self-signed metrics certificate with openssl ({e}); "
+            "give one with --metrics-cert-dir"
+        ) from e
+    return crt, key
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SecureServing:
+    """What ``observe.serve`` needs to serve /metrics securely."""
+
+    certificates: Certificates
+    guard: Guard
+
+
+def secure_serving(*, cert_dir: str | None, api_client: Any) -> SecureServing:
+    """HTTPS with the certificate of ``cert_dir`` (or a self-signed one) and API reviews."""
+    hostnames = (os.environ.get("HOSTNAME", ""),)
+    return SecureServing(
+        certificates=Certificates(cert_dir, hostnames=hostnames),
+        guard=ReviewGuard(ApiReviews(api_client)),
+    )
