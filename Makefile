@@ -54,7 +54,7 @@ helm-lint: install tools ## helm lint --strict, and helm template | kubeconform 
 	@hack/helm-lint.sh
 
 .PHONY: docker-lint
-docker-lint: install ## hadolint the Dockerfile (the image cannot be built here: no container engine)
+docker-lint: install ## hadolint the Dockerfile (make image builds it with podman)
 	$(VENV)/bin/hadolint Dockerfile
 
 .PHONY: docker-build

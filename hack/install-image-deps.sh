@@ -10,6 +10,8 @@ command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+# mmdebstrap verifies Debian's Release files with it (present on Debian, not on Ubuntu).
+[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
