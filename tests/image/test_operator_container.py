@@ -105,15 +105,20 @@ class OperatorContainer:
         (container,) = pod["spec"]["containers"]
         server = yaml.safe_load(Path(self.cluster.kubeconfig).read_text())["clusters"][0]
         host, _, port = server["cluster"]["server"].removeprefix("https://").rpartition(":")
-        env = {
-            "KUBERNETES_SERVICE_HOST": host,
-            "KUBERNETES_SERVICE_PORT": port,
-            "POD_NAME": self.name,
-            "POD_NAMESPACE": self.release.namespace,
+        env = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
+        # What the kubelet fills in from the downward API; this container has no pod object.
+        downward = {
+            "metadata.name": self.name,
+            "metadata.namespace": self.release.namespace,
+            "metadata.uid": str(uuid.uuid4()),
         }
         for var in container["env"]:
             if "value" in var:
                 env[var["name"]] = var["value"]
+            else:
+                field = var["valueFrom"]["fieldRef"]["fieldPath"]
+                assert field in downward, f"the chart sets {var['name']} from {field}"
+                env[var["name"]] = downward[field]
         security = container["securityContext"]
         assert security["readOnlyRootFilesystem"] is True
         assert security["capabilities"]["drop"] == ["ALL"]
