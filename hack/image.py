@@ -464,6 +464,16 @@ def source() -> str:
     return git("remote", "get-url", "origin") or f"file://{ROOT}"
 
 
+def build_labels() -> list[str]:
+    """The Dockerfile's label arguments, and the labels themselves: podman 4.3's layer cache
+    ignores a changed build argument, so a cached build would keep the last revision."""
+    labels = {"version": version(), "revision": revision(), "source": source()}
+    return [
+        *(f"--build-arg={key.upper()}={value}" for key, value in labels.items()),
+        *(f"--label=org.opencontainers.image.{key}={value}" for key, value in labels.items()),
+    ]
+
+
 def build_image(*, image: str, base: str) -> str:
     started = time.monotonic()
     podman(
@@ -474,9 +484,7 @@ def build_image(*, image: str, base: str) -> str:
         "--format=oci",
         f"--build-arg=PYTHON_IMAGE={base}",
         "--build-arg=PIP_CONFIG_FILE=/mnt/wheels/pip.conf",
-        f"--build-arg=VERSION={version()}",
-        f"--build-arg=REVISION={revision()}",
-        f"--build-arg=SOURCE={source()}",
+        *build_labels(),
         f"--volume={WHEELS}:/mnt/wheels:ro",
         f"--tag={image}",
         f"--file={ROOT / 'Dockerfile'}",
