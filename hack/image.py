@@ -21,7 +21,7 @@ Five steps, each reported on one line, their output in ``build/image/build.log``
    over that base, the wheels mounted at /mnt/wheels.
 5. An ``oci-archive`` of the image (skopeo) in ``build/image/`` for inspection.
 
-Stdlib only. Needs root (podman's storage in /var/lib/containers) on this kind of host.
+Stdlib only. Runs as root: mmdebstrap --mode=root, and podman's root storage.
 """
 
 from __future__ import annotations
@@ -124,6 +124,12 @@ def missing_tools() -> list[str]:
 
 
 def require_tools() -> None:
+    if os.geteuid() != 0:
+        raise MissingToolsError(
+            "make image needs root: mmdebstrap makes the base in --mode=root and podman "
+            "keeps the image in root's storage (run `sudo make image`; rootless podman is "
+            "not supported by this script)"
+        )
     missing = missing_tools()
     if missing:
         lines = "\n".join(f"  {tool:<11} {TOOLS[tool]}" for tool in missing)
