@@ -6,6 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 NODES ?= 6
+N ?= 5000
+SEED ?= 1
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' operator/metricsched/__init__.py)
 # The image `make image` builds and the chart's default (image.repository:appVersion).
 IMG ?= metricsched:$(VERSION)
@@ -85,6 +87,10 @@ unit: install tools ## Unit tests only (no cluster, no image; the chart tests us
 .PHONY: test
 test: install deps tools image ## All tests: unit, e2e and image (starts the local control plane if needed)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+.PHONY: parity
+parity: install tools ## Differential oracle vs kube-scheduler v1.35.4 on N random pods (N=5000, SEED=1); prints minimal reproductions
+	$(PY) -m tests.parity --pods $(N) --seed $(SEED)
 
 .PHONY: e2e
 e2e: install deps tools ## End-to-end tests only; one test: make e2e PYTEST_ARGS='-k smoke'

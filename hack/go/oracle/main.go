@@ -1,0 +1,267 @@
+// Command sched-oracle answers "where does kube-scheduler let this pod go, and what does
+// it say when nowhere?" for scenarios read from stdin, using kube-scheduler's own code
+// (k8s.io/kubernetes/pkg/scheduler at the pinned version) in-process: the real Scheduler
+// built by scheduler.New with the default profile from the config defaults, its cache fed
+// the scenario's nodes and bound pods exactly as its informer handlers would, and its
+// SchedulePod (PreFilter, Filter, FitError) and PostFilter (DefaultPreemption) run for
+// each incoming pod. Nothing is bound or assumed: every incoming pod of a scenario is
+// asked about the same cluster.
+//
+// Input: one JSON scenario per line,
+//
+//	{"namespaces": [Namespace], "nodes": [Node], "pods": [Pod with spec.nodeName], "incoming": [Pod]}
+//
+// Objects are defaulted as the API server would store them (SetObjectDefaults_*).
+// Output: one JSON line per scenario, {"results": [...]} with, per incoming pod, the nodes
+// that pass every filter, each other node's status (plugin and reasons), and, when no node
+// fits, kube-scheduler's FailedScheduling message without and with the PostFilter part.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	apiv1defaults "k8s.io/kubernetes/pkg/apis/core/v1"
+	"k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/profile"
+)
+
+type scenario struct {
+	Namespaces []v1.Namespace `json:"namespaces"`
+	Nodes      []v1.Node      `json:"nodes"`
+	Pods       []v1.Pod       `json:"pods"`
+	Incoming   []v1.Pod       `json:"incoming"`
+}
+
+type nodeStatus struct {
+	Code    string   `json:"code"`
+	Plugin  string   `json:"plugin"`
+	Reasons []string `json:"reasons"`
+}
+
+type result struct {
+	Pod      string                `json:"pod"`
+	Feasible []string              `json:"feasible"`
+	Rejected map[string]nodeStatus `json:"rejected"`
+	// FailedScheduling text: FitError without PostFilter, and as the event carries it.
+	Message     string `json:"message"`
+	FullMessage string `json:"fullMessage"`
+}
+
+type answer struct {
+	Results []result `json:"results"`
+	Error   string   `json:"error,omitempty"`
+}
+
+func main() {
+	klog.SetLogger(logr.Discard())
+	// OpportunisticBatching (beta, on in v1.35) lets a later cycle try a node remembered
+	// from an earlier one and stop there. It never changes which nodes are feasible, but
+	// it would make the answer depend on the order of questions; off, every pod is asked
+	// of every node.
+	if err := utilfeature.DefaultMutableFeatureGate.Set("OpportunisticBatching=false"); err != nil {
+		fatal(err)
+	}
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	out := bufio.NewWriter(os.Stdout)
+	encoder := json.NewEncoder(out)
+	for {
+		line, err := in.ReadBytes('\n')
+		if len(line) > 0 {
+			var sc scenario
+			var ans answer
+			if uerr := json.Unmarshal(line, &sc); uerr != nil {
+				ans.Error = "decoding scenario: " + uerr.Error()
+			} else if results, rerr := run(&sc); rerr != nil {
+				ans.Error = rerr.Error()
+			} else {
+				ans.Results = results
+			}
+			if eerr := encoder.Encode(&ans); eerr != nil {
+				fatal(eerr)
+			}
+			if ferr := out.Flush(); ferr != nil {
+				fatal(ferr)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			fatal(err)
+		}
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "sched-oracle:", err)
+	os.Exit(1)
+}
+
+func run(sc *scenario) ([]result, error) {
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
+	defer cancel()
+	logger := klog.FromContext(ctx)
+
+	// Namespaces come through the client (InterPodAffinity lists them for
+	// namespaceSelector); nodes and bound pods go straight into the scheduler's cache, as
+	// its informer handlers would put them.
+	client := fake.NewClientset()
+	for i := range sc.Namespaces {
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &sc.Namespaces[i], metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("namespace %s: %w", sc.Namespaces[i].Name, err)
+		}
+	}
+	// DefaultPreemption reads the incoming pods back through the informer.
+	for i := range sc.Incoming {
+		pod := &sc.Incoming[i]
+		apiv1defaults.SetObjectDefaults_Pod(pod)
+		if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	sched, err := scheduler.New(ctx, client, factory, nil, profile.NewRecorderFactory(broadcaster))
+	if err != nil {
+		return nil, fmt.Errorf("scheduler.New: %w", err)
+	}
+	factory.Start(ctx.Done())
+	for informer, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("informer %v did not sync", informer)
+		}
+	}
+	defer func() {
+		cancel() // informers stop on the context; Shutdown waits for them
+		factory.Shutdown()
+		broadcaster.Shutdown()
+	}()
+
+	names := make([]string, 0, len(sc.Nodes))
+	for i := range sc.Nodes {
+		node := &sc.Nodes[i]
+		apiv1defaults.SetObjectDefaults_Node(node)
+		sched.Cache.AddNode(logger, node)
+		names = append(names, node.Name)
+	}
+	sort.Strings(names)
+	for i := range sc.Pods {
+		pod := &sc.Pods[i]
+		apiv1defaults.SetObjectDefaults_Pod(pod)
+		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			continue // kube-scheduler's pod informer selects status.phase!=Succeeded,Failed
+		}
+		if pod.Spec.NodeName == "" {
+			return nil, fmt.Errorf("existing pod %s/%s has no spec.nodeName", pod.Namespace, pod.Name)
+		}
+		if err := sched.Cache.AddPod(logger, pod); err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+
+	results := make([]result, 0, len(sc.Incoming))
+	for i := range sc.Incoming {
+		pod := &sc.Incoming[i]
+		res, err := ask(ctx, sched, pod, names)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// ask runs one scheduling attempt for pod the way scheduleOne does, up to the decision.
+func ask(ctx context.Context, sched *scheduler.Scheduler, pod *v1.Pod, names []string) (result, error) {
+	res := result{Pod: pod.Namespace + "/" + pod.Name, Rejected: map[string]nodeStatus{}}
+	prof, ok := sched.Profiles[pod.Spec.SchedulerName]
+	if !ok {
+		return res, fmt.Errorf("no profile %q", pod.Spec.SchedulerName)
+	}
+	state := framework.NewCycleState()
+	scheduled, err := sched.SchedulePod(ctx, prof, state, pod)
+	if err == nil {
+		// The pod fits: SchedulePod reports how many nodes do, not which; ask each node
+		// (PreFilter once, then every node's filters) and check the count agrees.
+		feasible, rejected, perr := filterEachNode(ctx, prof, pod, names)
+		if perr != nil {
+			return res, perr
+		}
+		if len(feasible) != scheduled.FeasibleNodes {
+			return res, fmt.Errorf("per-node filters found %d feasible nodes, SchedulePod %d", len(feasible), scheduled.FeasibleNodes)
+		}
+		res.Feasible, res.Rejected = feasible, rejected
+		return res, nil
+	}
+	var fitErr *framework.FitError
+	if !errors.As(err, &fitErr) {
+		if errors.Is(err, scheduler.ErrNoNodesAvailable) {
+			res.Feasible = []string{}
+			res.Message, res.FullMessage = err.Error(), err.Error()
+			return res, nil
+		}
+		return res, err
+	}
+	res.Feasible = []string{}
+	for _, name := range names {
+		res.Rejected[name] = describe(fitErr.Diagnosis.NodeToStatus.Get(name))
+	}
+	res.Message = fitErr.Error()
+	_, status := prof.RunPostFilterPlugins(ctx, state, pod, fitErr.Diagnosis.NodeToStatus)
+	fitErr.Diagnosis.PostFilterMsg = status.Message()
+	res.FullMessage = fitErr.Error()
+	return res, nil
+}
+
+func filterEachNode(ctx context.Context, prof framework.Framework, pod *v1.Pod, names []string) ([]string, map[string]nodeStatus, error) {
+	state := framework.NewCycleState()
+	pre, status, plugins := prof.RunPreFilterPlugins(ctx, state, pod)
+	if !status.IsSuccess() {
+		return nil, nil, fmt.Errorf("PreFilter rejected a pod SchedulePod placed: %v", status.Message())
+	}
+	feasible := []string{}
+	rejected := map[string]nodeStatus{}
+	lister := prof.SnapshotSharedLister().NodeInfos()
+	for _, name := range names {
+		if !pre.AllNodes() && !pre.NodeNames.Has(name) {
+			rejected[name] = nodeStatus{
+				Code:    fwk.UnschedulableAndUnresolvable.String(),
+				Reasons: []string{fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", sets.List(plugins))},
+			}
+			continue
+		}
+		info, err := lister.Get(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		st := prof.RunFilterPluginsWithNominatedPods(ctx, state, pod, info)
+		if st.IsSuccess() {
+			feasible = append(feasible, name)
+		} else {
+			rejected[name] = describe(st)
+		}
+	}
+	return feasible, rejected, nil
+}
+
+func describe(st *fwk.Status) nodeStatus {
+	return nodeStatus{Code: st.Code().String(), Plugin: st.Plugin(), Reasons: st.Reasons()}
+}

@@ -1,0 +1,329 @@
+"""The differential oracle: kube-scheduler and metricsched asked the same questions.
+
+``Harness`` drives ``sched-oracle`` (hack/go/oracle, built by hack/build-tools.sh), which
+runs kube-scheduler's own scheduling framework of the pinned version in-process and
+answers, for each pending pod of a scenario, which nodes pass its filters, why the others
+do not, and the FailedScheduling message when none does. ``metricsched_answers`` asks
+metricsched's pure core the same, the way the operator does: ``filters.run_filters`` for
+the nodes and ``cycle.schedule_one`` for the message.
+
+``compare`` lists the disagreements; ``shrink`` cuts a scenario down to a minimal one that
+still shows a disagreement of the same kind, and ``reproduction`` renders it as YAML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import random
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from metricsched.core import cycle, filters, model, parse
+from tests.parity import generator
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARY = "sched-oracle"
+PODS_PER_SCENARIO = 8
+
+Body = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """One scheduler's answer for one pending pod."""
+
+    feasible: frozenset[str]
+    rejected: dict[str, tuple[str, ...]]  # node -> its reasons, sorted
+    message: str  # FailedScheduling text; "" when some node fits
+
+    def as_dict(self) -> Body:
+        return {
+            "feasible": sorted(self.feasible),
+            "rejected": {node: list(reasons) for node, reasons in sorted(self.rejected.items())},
+            "message": self.message,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Disagreement:
+    kind: str  # feasible | reasons | message
+    pod: str
+    detail: str
+
+
+@functools.cache
+def harness_binary() -> Path:
+    """Where ``make tools`` puts sched-oracle (it may not be built yet)."""
+    out = subprocess.run(
+        [str(ROOT / "hack" / "build-tools.sh"), "--print"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(out.stdout.strip().splitlines()[-1]) / BINARY
+
+
+class Harness:
+    """A running sched-oracle: one JSON scenario in, one JSON answer out, per line."""
+
+    def __init__(self, binary: Path) -> None:
+        self._process = subprocess.Popen(
+            [str(binary)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+
+    def ask(self, scenario: Body) -> list[Answer]:
+        process = self._process
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(scenario) + "\n")
+        process.stdin.flush()
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"sched-oracle exited with {process.wait()}")
+        reply = json.loads(line)
+        if reply.get("error"):
+            raise RuntimeError(f"sched-oracle: {reply['error']}")
+        return [
+            Answer(
+                feasible=frozenset(result["feasible"]),
+                rejected={
+                    node: tuple(sorted(status["reasons"]))
+                    for node, status in result["rejected"].items()
+                },
+                message=result["message"],
+            )
+            for result in reply["results"]
+        ]
+
+    def close(self) -> None:
+        process = self._process
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def metricsched_answers(scenario: Body) -> list[Answer]:
+    """What metricsched's core decides for each pending pod of ``scenario``."""
+    nodes = [parse.node_from_body(body) for body in scenario["nodes"]]
+    pods = [parse.pod_from_body(body) for body in scenario["pods"]]
+    snapshot = parse.snapshot_from(nodes, pods)
+    answers = []
+    for body in scenario["incoming"]:
+        pod = parse.pod_from_body(body)
+        reasons = filters.run_filters(pod, snapshot)
+        decision = cycle.schedule_one(
+            pod=pod,
+            snapshot=snapshot,
+            policies=(),
+            metrics={},
+            default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
+            now=0.0,
+            scheduler_names=frozenset({pod.scheduler_name}),
+            rr_counter=0,
+            seed=0,
+        )
+        unschedulable = decision.outcome is model.Outcome.UNSCHEDULABLE
+        answers.append(
+            Answer(
+                feasible=frozenset(node for node, why in reasons.items() if not why),
+                rejected={node: tuple(sorted(why)) for node, why in reasons.items() if why},
+                message=decision.message if unschedulable else "",
+            )
+        )
+    return answers
+
+
+def compare(scenario: Body, ours: Sequence[Answer], theirs: Sequence[Answer]) -> list[Disagreement]:
+    """Where the answers differ: the feasible nodes, the reasons of nodes both reject, the
+    FailedScheduling message (each kind reported once per pod)."""
+    found = []
+    for body, mine, kube in zip(scenario["incoming"], ours, theirs, strict=True):
+        name = f"{body['metadata'].get('namespace', 'default')}/{body['metadata']['name']}"
+        if mine.feasible != kube.feasible:
+            detail = (
+                f"feasible: kube-scheduler {sorted(kube.feasible)}, "
+                f"metricsched {sorted(mine.feasible)}"
+            )
+            found.append(Disagreement("feasible", name, detail))
+        both = sorted(set(kube.rejected) & set(mine.rejected))
+        if differ := [n for n in both if kube.rejected[n] != mine.rejected[n]]:
+            detail = "; ".join(
+                f"{n}: kube-scheduler {list(kube.rejected[n])}, metricsched "
+                f"{list(mine.rejected[n])}"
+                for n in differ
+            )
+            found.append(Disagreement("reasons", name, detail))
+        if mine.message != kube.message:
+            detail = f"kube-scheduler {kube.message!r}, metricsched {mine.message!r}"
+            found.append(Disagreement("message", name, detail))
+    return found
+
+
+def check(scenario: Body, harness: Harness) -> list[Disagreement]:
+    return compare(scenario, metricsched_answers(scenario), harness.ask(scenario))
+
+
+# --- many scenarios --------------------------------------------------------------------
+
+
+def scenarios(*, pods: int, seed: int) -> Iterator[tuple[int, Body]]:
+    """(index, scenario) pairs holding ``pods`` pending pods in all; scenario ``index``
+    of ``seed`` is always the same."""
+    index = 0
+    left = pods
+    while left > 0:
+        count = min(PODS_PER_SCENARIO, left)
+        yield index, generator.scenario(random.Random(f"{seed}/{index}"), pods=count)
+        left -= count
+        index += 1
+
+
+@dataclasses.dataclass
+class Report:
+    pods: int = 0
+    scenarios: int = 0
+    disagreements: list[tuple[int, Disagreement]] = dataclasses.field(default_factory=list)
+    first_of_kind: dict[str, Body] = dataclasses.field(default_factory=dict)
+
+    def summary(self) -> str:
+        kinds: dict[str, int] = {}
+        for _index, disagreement in self.disagreements:
+            kinds[disagreement.kind] = kinds.get(disagreement.kind, 0) + 1
+        counted = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+        return (
+            f"{self.pods} pods in {self.scenarios} scenarios: "
+            f"{len(self.disagreements)} disagreements" + (f" ({counted})" if counted else "")
+        )
+
+
+def run(*, pods: int, seed: int, harness: Harness) -> Report:
+    report = Report()
+    for index, scenario in scenarios(pods=pods, seed=seed):
+        report.scenarios += 1
+        report.pods += len(scenario["incoming"])
+        for disagreement in check(scenario, harness):
+            report.disagreements.append((index, disagreement))
+            if disagreement.kind not in report.first_of_kind:
+                report.first_of_kind[disagreement.kind] = _single_pod(scenario, disagreement.pod)
+    return report
+
+
+def _single_pod(scenario: Body, pod: str) -> Body:
+    namespace, name = pod.split("/", 1)
+    incoming = [
+        body
+        for body in scenario["incoming"]
+        if body["metadata"]["name"] == name
+        and body["metadata"].get("namespace", "default") == namespace
+    ]
+    return {**scenario, "incoming": incoming}
+
+
+# --- shrinking -------------------------------------------------------------------------
+
+# Keys that make an object invalid when dropped; lists under them keep one item.
+_REQUIRED = frozenset(
+    {
+        "apiVersion",
+        "kind",
+        "metadata",
+        "name",
+        "namespace",
+        "nodeName",
+        "image",
+        "containers",
+        "topologyKey",
+        "maxSkew",
+        "whenUnsatisfiable",
+        "key",
+        "operator",
+        "values",
+        "containerPort",
+        "type",
+        "status",
+        "nodeSelectorTerms",
+        "namespaces",
+        "incoming",
+        "nodes",
+    }
+)
+
+
+def shrink(scenario: Body, *, still_fails: Callable[[Body], bool]) -> Body:
+    """A smaller scenario for which ``still_fails`` holds: greedily drop list items and
+    optional fields, leaves first, until nothing more can go."""
+    current = scenario
+    progress = True
+    while progress:
+        progress = False
+        for candidate in _smaller(current):
+            if _still(still_fails, candidate):
+                current = candidate
+                progress = True
+                break
+    return current
+
+
+def _still(still_fails: Callable[[Body], bool], candidate: Body) -> bool:
+    try:
+        return still_fails(candidate)
+    except (RuntimeError, parse.ParseError, KeyError, ValueError):
+        return False  # the candidate broke something else: not a reproduction
+
+
+def _smaller(value: Any, key: str = "") -> Iterator[Any]:
+    """Every value one deletion smaller than ``value``."""
+    if isinstance(value, dict):
+        for name in value:
+            if name not in _REQUIRED:
+                yield {k: v for k, v in value.items() if k != name}
+        for name, child in value.items():
+            for smaller in _smaller(child, name):
+                yield {**value, name: smaller}
+    elif isinstance(value, list):
+        if len(value) > 1 or key not in _REQUIRED:
+            for index in range(len(value)):
+                yield value[:index] + value[index + 1 :]
+        for index, child in enumerate(value):
+            for smaller in _smaller(child, key):
+                yield [*value[:index], smaller, *value[index + 1 :]]
+
+
+def shrunk_reproduction(scenario: Body, kind: str, harness: Harness) -> str:
+    def still_fails(candidate: Body) -> bool:
+        if not candidate["incoming"]:
+            return False
+        return any(d.kind == kind for d in check(candidate, harness))
+
+    minimal = shrink(scenario, still_fails=still_fails)
+    return reproduction(minimal, harness)
+
+
+def reproduction(scenario: Body, harness: Harness) -> str:
+    """``scenario`` and both answers, as YAML a person can read and re-run."""
+    ours = metricsched_answers(scenario)
+    theirs = harness.ask(scenario)
+    document = {
+        "disagreements": [dataclasses.asdict(d) for d in compare(scenario, ours, theirs)],
+        "kube-scheduler": [answer.as_dict() for answer in theirs],
+        "metricsched": [answer.as_dict() for answer in ours],
+        "scenario": scenario,
+    }
+    return yaml.safe_dump(document, sort_keys=False, width=100)
