@@ -34,6 +34,8 @@ from metricsched.core import model
 # --- reason strings, verbatim from kube-scheduler --------------------------------------
 
 REASON_UNSCHEDULABLE: Final = "node(s) were unschedulable"
+# Since v1.35 (backported to v1.34) without the taint: its value may be sensitive.
+REASON_UNTOLERATED_TAINT: Final = "node(s) had untolerated taint(s)"
 REASON_NODE_NAME: Final = "node(s) didn't match the requested node name"
 REASON_NODE_AFFINITY: Final = "node(s) didn't match Pod's node affinity/selector"
 # Nodes that NodeAffinity's PreFilter dropped (matchFields metadata.name, e.g. DaemonSets).
@@ -71,11 +73,6 @@ _UNSCHEDULABLE_TAINT: Final = model.Taint(
 
 _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
-
-
-def untolerated_taint_reason(taint: model.Taint) -> str:
-    """TaintToleration's reason, e.g. ``node(s) had untolerated taint {dedicated: gpu}``."""
-    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
 
 
 def insufficient_reason(resource: str) -> str:
@@ -116,11 +113,11 @@ def node_name(pod: model.PodInfo, node: model.NodeInfo) -> str:
 
 
 def taint_toleration(pod: model.PodInfo, node: model.NodeInfo) -> str:
-    # Contract: every NoSchedule/NoExecute taint is tolerated; the first one that is not
-    # names the reason. PreferNoSchedule only affects kube-scheduler's score.
+    # Contract: every NoSchedule/NoExecute taint is tolerated. PreferNoSchedule only
+    # affects kube-scheduler's score.
     for taint in node.taints:
         if taint.effect in _FILTERED_EFFECTS and not tolerates(pod.tolerations, taint):
-            return untolerated_taint_reason(taint)
+            return REASON_UNTOLERATED_TAINT
     return ""
 
 
@@ -249,7 +246,7 @@ def fit_error_message(
     pre_filter_msg: str = "",
 ) -> str:
     """kube-scheduler's FitError text, e.g.
-    ``0/6 nodes are available: 1 node(s) had untolerated taint {a: b}, 2 Insufficient cpu.``
+    ``0/6 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu.``
 
     Each reason is counted once per node that reports it (a node short of cpu and memory
     counts in both), ``extra`` adds counted reasons of our own (metric thresholds), and

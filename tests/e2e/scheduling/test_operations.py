@@ -109,7 +109,7 @@ def test_explain_prints_every_node_with_its_verdict_and_scores(
     for node in ("node-1", "node-2", "node-3", "node-4", "node-5", "node-6"):
         assert re.search(rf"^\W*{node}\b", text, re.MULTILINE), (node, text)
     assert "exceeded threshold latency > 0.5" in text, text
-    assert "untolerated taint {dedicated: gpu}" in text, text
+    assert "untolerated taint(s)" in text, text
     assert "were unschedulable" in text, text
     winner = [line for line in text.splitlines() if "*" in line and "node-" in line]
     assert winner and "node-1" in winner[0], text

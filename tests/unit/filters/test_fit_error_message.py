@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from metricsched.core import filters
 
-TAINT = "node(s) had untolerated taint {dedicated: gpu}"
+TAINT = "node(s) had untolerated taint(s)"
 
 
 def test_designs_example_reasons_come_out_in_go_sort_order():
@@ -19,7 +19,7 @@ def test_designs_example_reasons_come_out_in_go_sort_order():
     }
     extra = {"node(s) exceeded threshold latency > 0.5": 3}
     assert filters.fit_error_message(6, reasons, extra) == (
-        "0/6 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+        "0/6 nodes are available: 1 node(s) had untolerated taint(s), "
         "2 Insufficient cpu, 3 node(s) exceeded threshold latency > 0.5."
     )
 

@@ -23,7 +23,7 @@ def test_first_failing_filter_is_the_only_one_reported(pod, node, cluster):
     # Tainted *and* too small: TaintToleration runs before NodeResourcesFit.
     snapshot = cluster(nodes=[node("n1", cpu="100m", taints=[GPU_TAINT])])
     assert filters.run_filters(pod(cpu="1"), snapshot)["n1"] == (
-        "node(s) had untolerated taint {dedicated: gpu}",
+        "node(s) had untolerated taint(s)",
     )
 
 

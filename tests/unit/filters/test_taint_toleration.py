@@ -13,22 +13,19 @@ GPU_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 
 def test_node_with_untolerated_noschedule_taint_is_infeasible(pod, node):
     assert filters.taint_toleration(pod(), node(taints=[GPU_TAINT])) == (
-        "node(s) had untolerated taint {dedicated: gpu}"
+        "node(s) had untolerated taint(s)"
     )
 
 
-def test_taint_without_value_shows_an_empty_value_like_kube_scheduler(pod, node):
+def test_reason_names_neither_key_nor_value_as_kube_scheduler_1_35_does(pod, node):
+    # Found by the differential oracle: v1.35 dropped "{key: value}" (values may be secret).
     tainted = node(taints=[{"key": "node-role.kubernetes.io/gpu", "effect": "NoSchedule"}])
-    assert filters.taint_toleration(pod(), tainted) == (
-        "node(s) had untolerated taint {node-role.kubernetes.io/gpu: }"
-    )
+    assert filters.taint_toleration(pod(), tainted) == ("node(s) had untolerated taint(s)")
 
 
 def test_node_with_untolerated_noexecute_taint_is_infeasible(pod, node):
     tainted = node(taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}])
-    assert filters.taint_toleration(pod(), tainted) == (
-        "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
-    )
+    assert filters.taint_toleration(pod(), tainted) == ("node(s) had untolerated taint(s)")
 
 
 def test_prefer_no_schedule_taint_does_not_filter(pod, node):
@@ -70,7 +67,7 @@ def test_non_matching_toleration_leaves_the_node_infeasible(pod, node, toleratio
     assert filters.taint_toleration(pod(tolerations=[toleration]), node(taints=[GPU_TAINT])) != ""
 
 
-def test_the_first_untolerated_taint_is_named(pod, node):
+def test_any_untolerated_taint_gives_the_same_reason(pod, node):
     tainted = node(
         taints=[
             {"key": "a", "value": "1", "effect": "NoSchedule"},
@@ -78,8 +75,8 @@ def test_the_first_untolerated_taint_is_named(pod, node):
         ]
     )
     tolerant = pod(tolerations=[{"key": "a", "operator": "Exists"}])
-    assert filters.taint_toleration(tolerant, tainted) == "node(s) had untolerated taint {b: 2}"
-    assert filters.taint_toleration(pod(), tainted) == "node(s) had untolerated taint {a: 1}"
+    assert filters.taint_toleration(tolerant, tainted) == "node(s) had untolerated taint(s)"
+    assert filters.taint_toleration(pod(), tainted) == "node(s) had untolerated taint(s)"
 
 
 def test_pod_tolerating_every_taint_fits(pod, node):
