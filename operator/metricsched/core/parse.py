@@ -11,7 +11,9 @@ regular containers are summed; a sidecar (init container with ``restartPolicy: A
 adds to that sum and stays running for later init containers; each regular init container
 needs its own request plus the sidecars started before it, and the pod needs the maximum
 of all that; pod-level ``spec.resources.requests`` replace the container total for cpu,
-memory and hugepages; ``spec.overhead`` is added last. Quantities are summed exactly and
+memory and hugepages; ``spec.overhead`` is added last. A container whose status reports
+resources (in-place resize) counts the largest of its spec, actuated and allocated
+requests, resource by resource. Quantities are summed exactly and
 rounded up once per pod, as the scheduler does.
 
 Purely computational: no I/O, no clocks, no clients.
@@ -83,11 +85,7 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         scheduler_name=_string(spec, "schedulerName", "spec.schedulerName") or DEFAULT_SCHEDULER,
         node_name=node_name,
         requests=_pod_requests(
-            spec,
-            status,
-            containers=containers,
-            init_containers=init_containers,
-            use_status=bool(node_name),
+            spec, status, containers=containers, init_containers=init_containers
         ),
         host_ports=_host_ports(containers, init_containers),
         node_selector=_string_map(spec, "nodeSelector", "spec.nodeSelector"),
@@ -127,27 +125,23 @@ def _pod_requests(
     *,
     containers: Sequence[tuple[str, Mapping[str, Any]]],
     init_containers: Sequence[tuple[str, Mapping[str, Any]]],
-    use_status: bool,
 ) -> model.Resources:
     specs = {path: _container_requests(c, path) for path, c in (*containers, *init_containers)}
-    total = _aggregate(containers, init_containers, lambda path, _c: specs[path])
-    if use_status:
-        # In-place resize: for a running pod the scheduler counts the largest of what the
-        # spec asks, what the kubelet allocated and what is actuated, so we never
-        # under-count a node that kube-scheduler would consider fuller.
-        statuses = _container_statuses(status)
-        allocated = _aggregate(
-            containers,
-            init_containers,
-            lambda path, c: _status_requests(statuses, c, actuated=False) or specs[path],
-        )
-        actuated = _aggregate(
-            containers,
-            init_containers,
-            lambda path, c: _status_requests(statuses, c, actuated=True) or specs[path],
-        )
-        _max_into(total, allocated)
-        _max_into(total, actuated)
+    # In-place resize (resource.PodRequests with UseStatusResources): a container whose
+    # status reports resources counts, per resource, the largest of its spec, actuated and
+    # allocated requests, or, while the resize is Infeasible, of actuated and allocated
+    # only. Regular init containers have finished and always count their spec.
+    statuses = _container_statuses(status)
+    infeasible = _resize_infeasible(status)
+    effective = dict(specs)
+    running = [*containers, *((p, c) for p, c in init_containers if _is_sidecar(c, p))]
+    for path, container in running:
+        reported = _status_requests(statuses, container, infeasible=infeasible)
+        if reported is not None:
+            if not infeasible:
+                _max_into(reported, specs[path])
+            effective[path] = reported
+    total = _aggregate(containers, init_containers, lambda path, _c: effective[path])
 
     _apply_pod_level(total, spec, containers_request=specs.values())
     overhead = _quantity_map(spec, "overhead", "spec.overhead")
@@ -210,7 +204,7 @@ def _apply_pod_level(
 
 def _container_statuses(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     found: dict[str, Mapping[str, Any]] = {}
-    for key in ("initContainerStatuses", "containerStatuses"):
+    for key in ("containerStatuses", "initContainerStatuses"):
         for index, item in enumerate(_list(status, key, f"status.{key}")):
             if isinstance(item, Mapping) and isinstance(item.get("name"), str):
                 found[item["name"]] = item
@@ -219,22 +213,32 @@ def _container_statuses(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any
     return found
 
 
+def _resize_infeasible(status: Mapping[str, Any]) -> bool:
+    # IsPodResizeInfeasible: the first PodResizePending condition decides.
+    for index, item in enumerate(_list(status, "conditions", "status.conditions")):
+        if not isinstance(item, Mapping):
+            raise ParseError(f"status.conditions[{index}]", "must be an object")
+        if item.get("type") == "PodResizePending":
+            return item.get("reason") == "Infeasible"
+    return False
+
+
 def _status_requests(
     statuses: Mapping[str, Mapping[str, Any]],
     container: Mapping[str, Any],
     *,
-    actuated: bool,
-) -> _Requests:
+    infeasible: bool,
+) -> _Requests | None:
+    """max(actuated, allocated) of a container whose status reports ``resources``, else
+    None (the status, if any, says nothing kube-scheduler reads)."""
     status = statuses.get(str(container.get("name", "")))
-    if status is None:
-        return {}
+    if status is None or status.get("resources") is None:
+        return None
     field = f"status.containerStatuses[{container.get('name')}]"
-    if actuated:
-        resources = _mapping(status, "resources", f"{field}.resources")
-        found = _quantity_map(resources, "requests", f"{field}.resources.requests")
-        if found:
-            return found
-    return _quantity_map(status, "allocatedResources", f"{field}.allocatedResources")
+    resources = _mapping(status, "resources", f"{field}.resources")
+    found = _quantity_map(resources, "requests", f"{field}.resources.requests")
+    _max_into(found, _quantity_map(status, "allocatedResources", f"{field}.allocatedResources"))
+    return found
 
 
 def _is_sidecar(container: Mapping[str, Any], path: str) -> bool:

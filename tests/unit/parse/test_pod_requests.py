@@ -186,14 +186,69 @@ def test_pod_level_requests_do_not_replace_ephemeral_storage(pod_body, container
     assert parse.pod_from_body(body).requests.ephemeral_storage == GI
 
 
-def test_bound_pod_counts_the_larger_of_spec_and_resized_status(pod_body, container):
+# In-place resize: the cases below were found by the differential oracle (tests/parity).
+
+
+def test_container_status_without_resources_leaves_the_spec_request(pod_body, container):
+    # kube-scheduler reads allocatedResources only for a status that reports resources.
     body = pod_body(containers=[container("app", cpu="500m", memory="1Gi")], node_name="n1")
     body["status"]["containerStatuses"] = [
         {"name": "app", "allocatedResources": {"cpu": "2", "memory": "512Mi"}}
     ]
     web = parse.pod_from_body(body)
-    assert web.requests.milli_cpu == 2000
-    assert web.requests.memory == GI
+    assert (web.requests.milli_cpu, web.requests.memory) == (500, GI)
+
+
+def test_resized_container_counts_the_largest_of_spec_actuated_and_allocated(pod_body, container):
+    body = pod_body(containers=[container("app", cpu="500m", memory="1Gi")], node_name="n1")
+    body["status"]["containerStatuses"] = [
+        {
+            "name": "app",
+            "allocatedResources": {"cpu": "2", "memory": "512Mi"},
+            "resources": {"requests": {"cpu": "750m"}},
+        }
+    ]
+    web = parse.pod_from_body(body)
+    assert (web.requests.milli_cpu, web.requests.memory) == (2000, GI)
+
+
+def test_each_resized_container_takes_its_own_maximum_before_the_sum(pod_body, container):
+    body = pod_body(containers=[container("a", cpu="1500m"), container("b")], node_name="n1")
+    body["status"]["containerStatuses"] = [
+        {"name": "a", "resources": {"requests": {"memory": "1Gi"}}},
+        {"name": "b", "resources": {"requests": {"cpu": "2"}}},
+    ]
+    web = parse.pod_from_body(body)
+    assert (web.requests.milli_cpu, web.requests.memory) == (3500, GI)
+
+
+def test_infeasible_resize_counts_actuated_and_allocated_but_not_the_spec(pod_body, container):
+    body = pod_body(containers=[container("app", cpu="4")], node_name="n1")
+    body["status"]["containerStatuses"] = [
+        {
+            "name": "app",
+            "allocatedResources": {"cpu": "1"},
+            "resources": {"requests": {"cpu": "500m"}},
+        }
+    ]
+    body["status"]["conditions"] = [
+        {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
+    ]
+    assert parse.pod_from_body(body).requests.milli_cpu == 1000
+    body["status"]["conditions"][0]["reason"] = "Deferred"
+    assert parse.pod_from_body(body).requests.milli_cpu == 4000
+
+
+def test_regular_init_container_status_is_ignored_and_sidecar_status_counts(pod_body, container):
+    init = container("init", cpu="100m")
+    sidecar = container("proxy", cpu="100m", restart_policy="Always")
+    body = pod_body(containers=[container("app", cpu="100m")], node_name="n1")
+    body["spec"]["initContainers"] = [init, sidecar]
+    body["status"]["initContainerStatuses"] = [
+        {"name": "init", "resources": {"requests": {"cpu": "8"}}},
+        {"name": "proxy", "resources": {"requests": {"cpu": "1"}}},
+    ]
+    assert parse.pod_from_body(body).requests.milli_cpu == 1100
 
 
 def test_bound_pod_counts_actuated_requests_reported_in_status(pod_body, container):
