@@ -124,10 +124,14 @@ def metricsched_answers(scenario: Body) -> list[Answer]:
     nodes = [parse.node_from_body(body) for body in scenario["nodes"]]
     pods = [parse.pod_from_body(body) for body in scenario["pods"]]
     snapshot = parse.snapshot_from(nodes, pods)
+    namespace_labels = {
+        ns["metadata"]["name"]: ns["metadata"].get("labels", {})
+        for ns in scenario.get("namespaces", ())
+    }
     answers = []
     for body in scenario["incoming"]:
         pod = parse.pod_from_body(body)
-        reasons = filters.run_filters(pod, snapshot)
+        reasons = filters.run_filters(pod, snapshot, namespace_labels=namespace_labels)
         decision = cycle.schedule_one(
             pod=pod,
             snapshot=snapshot,
@@ -138,6 +142,7 @@ def metricsched_answers(scenario: Body) -> list[Answer]:
             scheduler_names=frozenset({pod.scheduler_name}),
             rr_counter=0,
             seed=0,
+            namespace_labels=namespace_labels,
         )
         unschedulable = decision.outcome is model.Outcome.UNSCHEDULABLE
         answers.append(
@@ -267,17 +272,21 @@ _REQUIRED = frozenset(
 
 
 def shrink(scenario: Body, *, still_fails: Callable[[Body], bool]) -> Body:
-    """A smaller scenario for which ``still_fails`` holds: greedily drop list items and
-    optional fields, leaves first, until nothing more can go."""
+    """A smaller scenario for which ``still_fails`` holds: greedily drop whole nodes, pods
+    and namespaces first, then list items and optional fields anywhere, until nothing
+    more can go."""
     current = scenario
-    progress = True
-    while progress:
-        progress = False
-        for candidate in _smaller(current):
-            if _still(still_fails, candidate):
-                current = candidate
-                progress = True
-                break
+    for coarse in (True, False):
+        progress = True
+        while progress:
+            progress = False
+            index = 0
+            while index < len(candidates := list(_smaller(current, coarse=coarse))):
+                if _still(still_fails, candidates[index]):
+                    current = candidates[index]  # the same index is now the next candidate
+                    progress = True
+                else:
+                    index += 1
     return current
 
 
@@ -288,19 +297,25 @@ def _still(still_fails: Callable[[Body], bool], candidate: Body) -> bool:
         return False  # the candidate broke something else: not a reproduction
 
 
-def _smaller(value: Any, key: str = "") -> Iterator[Any]:
-    """Every value one deletion smaller than ``value``."""
+def _smaller(value: Any, key: str = "", *, coarse: bool = False) -> Iterator[Any]:
+    """Every value one deletion smaller than ``value``; ``coarse``: only items of its
+    top-level lists."""
     if isinstance(value, dict):
-        for name in value:
-            if name not in _REQUIRED:
-                yield {k: v for k, v in value.items() if k != name}
+        if not coarse:
+            for name in value:
+                if name not in _REQUIRED:
+                    yield {k: v for k, v in value.items() if k != name}
         for name, child in value.items():
-            for smaller in _smaller(child, name):
+            if coarse and not isinstance(child, list):
+                continue
+            for smaller in _smaller(child, name, coarse=coarse):
                 yield {**value, name: smaller}
     elif isinstance(value, list):
         if len(value) > 1 or key not in _REQUIRED:
             for index in range(len(value)):
                 yield value[:index] + value[index + 1 :]
+        if coarse:
+            return
         for index, child in enumerate(value):
             for smaller in _smaller(child, key):
                 yield [*value[:index], smaller, *value[index + 1 :]]

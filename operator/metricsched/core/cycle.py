@@ -215,6 +215,7 @@ def schedule_one(
     rr_counter: int,
     seed: int,
     detail: bool = True,
+    namespace_labels: filters.NamespaceLabels | None = None,
 ) -> model.Decision:
     """Decide where ``pod`` goes, or why it does not go anywhere now.
 
@@ -226,6 +227,10 @@ def schedule_one(
     is placed by its metrics carries the verdicts of the winner and the runner-up only
     (all the event message and the log need): at thousands of nodes the others cost more
     than the decision itself. ``metricsched explain`` keeps it on.
+
+    ``namespace_labels`` (namespace name -> labels) lets pod (anti-)affinity terms with a
+    namespaceSelector be decided as kube-scheduler decides them; without it, such a term
+    gets the restrictive answer (see ``filters.run_filters``).
     """
     skip = _skip_reason(pod, scheduler_names)
     if skip is not None:
@@ -271,7 +276,7 @@ def schedule_one(
         else 0
         for state in states
     ]
-    filter_reasons = filters.run_filters(pod, snapshot)
+    filter_reasons = filters.run_filters(pod, snapshot, namespace_labels=namespace_labels)
     verdicts: list[model.NodeVerdict | None] = [None] * len(names)
     feasible: list[int] = []  # indices into names/states
     for index, name in enumerate(names):
