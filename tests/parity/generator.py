@@ -23,6 +23,7 @@ ZONES = ("zone-a", "zone-b", "zone-c")
 NAMESPACES = ("default", "team-a", "team-b")
 APPS = ("web", "db", "cache")
 EXTENDED = "example.com/gpu"
+HUGEPAGES = "hugepages-2Mi"
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 TAINTS: tuple[Body, ...] = (
@@ -38,6 +39,13 @@ TOLERATIONS: tuple[Body, ...] = (
     {"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"},
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
     {"key": "team", "operator": "Equal", "value": "b"},
+    {
+        "key": "team",
+        "operator": "Equal",
+        "value": "a",
+        "effect": "NoExecute",
+        "tolerationSeconds": 30,
+    },
     {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
     {"operator": "Exists"},
 )
@@ -58,8 +66,10 @@ def scenario(rng: random.Random, *, pods: int) -> Body:
     ]
     nodes = [_node(rng, index) for index in range(rng.randint(1, 10))]
     node_names = [n["metadata"]["name"] for n in nodes]
+    # A few are bound to a node that is gone (or not yet seen): they count nowhere.
+    hosts = [*node_names, *(["node-gone"] if rng.random() < 0.2 else [])]
     existing = [
-        _pod(rng, f"old-{index}", node_name=rng.choice(node_names))
+        _pod(rng, f"old-{index}", node_name=rng.choice(hosts))
         for index in range(rng.randint(0, 20))
     ]
     incoming = [_pod(rng, f"new-{index}", node_name="", nodes=node_names) for index in range(pods)]
@@ -71,7 +81,13 @@ def scenario(rng: random.Random, *, pods: int) -> Body:
 
 def _node(rng: random.Random, index: int) -> Body:
     name = f"node-{index}"
-    labels = {HOSTNAME: name, "kubernetes.io/os": "linux"}
+    labels = {"kubernetes.io/os": "linux"}
+    roll = rng.random()
+    if roll < 0.9:
+        labels[HOSTNAME] = name
+    elif roll < 0.97:
+        labels[HOSTNAME] = f"host-{index // 2}"  # hostnames need not be node names
+
     if rng.random() < 0.85:
         labels[ZONE] = rng.choice(ZONES)
     if rng.random() < 0.5:
@@ -79,17 +95,21 @@ def _node(rng: random.Random, index: int) -> Body:
     if rng.random() < 0.6:
         labels["tier"] = str(rng.randint(1, 5))
     allocatable = {
-        "cpu": rng.choice(("500m", "1", "2", "3500m", "4", "8", "16")),
+        "cpu": rng.choice(("500m", "1", "2", "3500m", "4", "8", "16", "16", "32")),
         "memory": rng.choice(("1Gi", "2Gi", "3000Mi", "4Gi", "8Gi", "32Gi")),
-        "pods": rng.choice(("2", "4", "10", "110", "110")),
+        "pods": rng.choice(("2", "4", "10", "110", "110", "110")),
     }
     if rng.random() < 0.6:
         allocatable["ephemeral-storage"] = rng.choice(("1Gi", "10Gi"))
     if rng.random() < 0.3:
         allocatable[EXTENDED] = rng.choice(("0", "1", "2"))
+    if rng.random() < 0.2:
+        allocatable[HUGEPAGES] = rng.choice(("0", "64Mi", "128Mi"))
+    if rng.random() < 0.03:
+        del allocatable["pods"]  # a node that admits no pods
     spec: Body = {}
     taints = rng.sample(TAINTS, k=rng.choice((0, 0, 0, 0, 0, 0, 1, 1, 2)))
-    if rng.random() < 0.12:
+    if rng.random() < 0.08:
         spec["unschedulable"] = True
         if rng.random() < 0.7:  # the node lifecycle controller adds it to a cordoned node
             taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
@@ -120,14 +140,18 @@ def _requests(rng: random.Random, *, big: bool = False) -> Body:
     resources: Body = {}
     if rng.random() < 0.8:
         resources["cpu"] = rng.choice(
-            ("100m", "250m", "500m", "1", "1500m") + (("3",) if big else ())
+            ("100m", "250m", "500m", "1", "1500m", "0.1", "1.25") + (("3",) if big else ())
         )
     if rng.random() < 0.7:
-        resources["memory"] = rng.choice(("64Mi", "256Mi", "512Mi", "1Gi", "1500Mi"))
-    if rng.random() < 0.15:
+        resources["memory"] = rng.choice(
+            ("64Mi", "256Mi", "512Mi", "1Gi", "1500Mi", "1.5Gi", "1e9", "500M", "1000000001m")
+        )
+    if rng.random() < 0.08:
         resources["ephemeral-storage"] = rng.choice(("100Mi", "2Gi"))
-    if rng.random() < 0.12:
+    if rng.random() < 0.06:
         resources[EXTENDED] = rng.choice(("1", "2"))
+    if rng.random() < 0.04:
+        resources[HUGEPAGES] = rng.choice(("2Mi", "64Mi"))
     return resources
 
 
@@ -140,11 +164,13 @@ def _container(rng: random.Random, name: str, *, ports: bool) -> Body:
             container["resources"] = {"limits": requests}
         else:
             container["resources"] = {"requests": requests}
+            if HUGEPAGES in requests:  # hugepages need limits equal to requests
+                container["resources"]["limits"] = {HUGEPAGES: requests[HUGEPAGES]}
     if ports and rng.random() < 0.2:
         port = rng.choice((80, 443, 8080))
         entry: Body = {"containerPort": port, "hostPort": port}
         if rng.random() < 0.3:
-            entry["protocol"] = "UDP"
+            entry["protocol"] = rng.choice(("UDP", "UDP", "SCTP"))
         if rng.random() < 0.2:
             entry["hostIP"] = rng.choice(("127.0.0.1", "10.0.0.1"))
         container["ports"] = [entry]
@@ -235,17 +261,19 @@ def _pod(rng: random.Random, name: str, *, node_name: str, nodes: list[str] | No
     if rng.random() < 0.25:
         inits = []
         for i in range(rng.randint(1, 2)):
-            init = _container(rng, f"init{i}", ports=False)
+            init = _container(rng, f"init{i}", ports=True)
             if rng.random() < 0.5:
                 init["restartPolicy"] = "Always"  # a sidecar
                 if rng.random() < 0.3:
                     init["ports"] = [{"containerPort": 9090, "hostPort": 9090}]
             inits.append(init)
         spec["initContainers"] = inits
+    if rng.random() < 0.12:
+        _pod_level(rng, spec)
     if rng.random() < 0.1:
         spec["overhead"] = {"cpu": rng.choice(("50m", "250m")), "memory": "64Mi"}
     affinity: Body = {}
-    if rng.random() < (0.25 if pending else 0.15):
+    if rng.random() < (0.35 if pending else 0.2):
         affinity["podAntiAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [
                 _affinity_term(rng) for _ in range(rng.randint(1, 2))
@@ -266,16 +294,17 @@ def _pod(rng: random.Random, name: str, *, node_name: str, nodes: list[str] | No
                     ]
                 }
             }
-        if rng.random() < 0.2:
-            affinity["podAffinity"] = {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    _affinity_term(rng) for _ in range(rng.randint(1, 2))
-                ]
-            }
-        if rng.random() < 0.4:
-            spec["topologySpreadConstraints"] = [
-                _spread_constraint(rng, labels) for _ in range(rng.randint(1, 2))
+    # Bound pods carry them too: only their anti-affinity may bind a newcomer.
+    if rng.random() < (0.2 if pending else 0.1):
+        affinity["podAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                _affinity_term(rng) for _ in range(rng.randint(1, 2))
             ]
+        }
+    if rng.random() < (0.5 if pending else 0.1):
+        spec["topologySpreadConstraints"] = [
+            _spread_constraint(rng, labels) for _ in range(rng.randint(1, 2))
+        ]
     if affinity:
         spec["affinity"] = affinity
     namespace = rng.choice(NAMESPACES)
@@ -333,3 +362,19 @@ def _resized(rng: random.Random, spec: Body, status: Body) -> None:
                 "reason": rng.choice(("Infeasible", "Deferred")),
             }
         ]
+
+
+def _pod_level(rng: random.Random, spec: Body) -> None:
+    """Pod-level resources (beta, on in v1.35) for cpu and memory; the containers then ask
+    for neither, which keeps the pod valid (pod-level requests cover the containers')."""
+    for container in spec["containers"] + spec.get("initContainers", []):
+        for kind in ("requests", "limits"):
+            amounts = container.get("resources", {}).get(kind)
+            if amounts:
+                amounts.pop("cpu", None)
+                amounts.pop("memory", None)
+    amounts = {"cpu": rng.choice(("500m", "2", "3")), "memory": rng.choice(("256Mi", "3Gi"))}
+    if rng.random() < 0.5:
+        amounts.pop(rng.choice(("cpu", "memory")))
+    # Limits only: the API server copies them into the pod-level requests.
+    spec["resources"] = {rng.choice(("requests", "requests", "limits")): amounts}
