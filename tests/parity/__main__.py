@@ -16,6 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=5000, help="pending pods to ask about")
     parser.add_argument("--seed", type=int, default=1, help="scenario seed")
     parser.add_argument("--no-shrink", action="store_true", help="print reproductions as found")
+    parser.add_argument(
+        "--postfilter",
+        action="store_true",
+        help="compare the whole event text, with kube-scheduler's preemption suffix",
+    )
     args = parser.parse_args(argv)
 
     binary = oracle.harness_binary()
@@ -23,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{binary} is missing: run `make tools`", file=sys.stderr)
         return 2
     started = time.monotonic()
-    with oracle.Harness(binary) as harness:
+    with oracle.Harness(binary, postfilter=args.postfilter) as harness:
         report = oracle.run(pods=args.pods, seed=args.seed, harness=harness)
         elapsed = time.monotonic() - started
         for index, disagreement in report.disagreements:

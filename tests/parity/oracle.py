@@ -70,9 +70,13 @@ def harness_binary() -> Path:
 
 
 class Harness:
-    """A running sched-oracle: one JSON scenario in, one JSON answer out, per line."""
+    """A running sched-oracle: one JSON scenario in, one JSON answer out, per line.
 
-    def __init__(self, binary: Path) -> None:
+    ``postfilter``: take kube-scheduler's message with its PostFilter part (the
+    ``preemption: ...`` suffix of the event), which metricsched does not write yet."""
+
+    def __init__(self, binary: Path, *, postfilter: bool = False) -> None:
+        self._message = "fullMessage" if postfilter else "message"
         self._process = subprocess.Popen(
             [str(binary)],
             stdin=subprocess.PIPE,
@@ -99,7 +103,7 @@ class Harness:
                     node: tuple(sorted(status["reasons"]))
                     for node, status in result["rejected"].items()
                 },
-                message=result["message"],
+                message=result[self._message],
             )
             for result in reply["results"]
         ]
