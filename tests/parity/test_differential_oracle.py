@@ -11,7 +11,9 @@ from __future__ import annotations
 import random
 
 import pytest
+import yaml
 
+from metricsched.core import filters
 from tests.parity import generator, oracle
 
 pytestmark = pytest.mark.parity
@@ -65,3 +67,43 @@ def test_shrinking_keeps_a_disagreement_and_drops_what_does_not_matter():
         "incoming": [{}],
         "nodes": [{"keep": True}],
     }
+
+
+def test_a_disagreement_is_shrunk_to_a_minimal_yaml_reproduction(harness, monkeypatch):
+    # Plant a wrong reason string in metricsched and let the oracle find and shrink it.
+    monkeypatch.setattr(filters, "REASON_UNTOLERATED_TAINT", "node(s) had a taint")
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    scenario = {
+        "namespaces": [{"metadata": {"name": "default", "labels": {"team": "a"}}}],
+        "nodes": [_node("n1"), _node("n2", taints=[taint]), _node("n3")],
+        "pods": [_pod("old", node="n1"), _pod("older", node="n3")],
+        "incoming": [_pod("new")],
+    }
+    assert [d.kind for d in oracle.check(scenario, harness)] == ["reasons"]
+
+    found = yaml.safe_load(oracle.shrunk_reproduction(scenario, "reasons", harness))
+
+    # Left with the tainted node alone, the FailedScheduling message differs as well.
+    assert [d["kind"] for d in found["disagreements"]] == ["reasons", "message"]
+    assert [n["metadata"]["name"] for n in found["scenario"]["nodes"]] == ["n2"]
+    assert found["scenario"]["pods"] == []
+    assert found["kube-scheduler"][0]["rejected"] == {"n2": ["node(s) had untolerated taint(s)"]}
+    assert found["metricsched"][0]["rejected"] == {"n2": ["node(s) had a taint"]}
+
+
+def _node(name, *, taints=()):
+    allocatable = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"taints": list(taints)},
+        "status": {"capacity": allocatable, "allocatable": allocatable},
+    }
+
+
+def _pod(name, *, node=""):
+    spec = {
+        "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]
+    }
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": "default", "uid": name}, "spec": spec}
