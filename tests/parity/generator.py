@@ -59,12 +59,16 @@ def scenario(rng: random.Random, *, pods: int) -> Body:
             "kind": "Namespace",
             "metadata": {
                 "name": name,
-                "labels": {"kubernetes.io/metadata.name": name, "team": rng.choice("ab")},
+                "labels": {"kubernetes.io/metadata.name": name}
+                | ({"team": rng.choice("ab")} if rng.random() < 0.8 else {}),
             },
         }
         for name in NAMESPACES
     ]
-    nodes = [_node(rng, index) for index in range(rng.randint(1, 10))]
+    # Mostly small clusters, where every rule meets often; sometimes a bigger one (kept
+    # under 100 nodes: there kube-scheduler stops at enough feasible nodes).
+    count = rng.randint(1, 10) if rng.random() < 0.9 else rng.randint(11, 40)
+    nodes = [_node(rng, index) for index in range(count)]
     node_names = [n["metadata"]["name"] for n in nodes]
     # A few are bound to a node that is gone (or not yet seen): they count nowhere.
     hosts = [*node_names, *(["node-gone"] if rng.random() < 0.2 else [])]
@@ -140,11 +144,11 @@ def _requests(rng: random.Random, *, big: bool = False) -> Body:
     resources: Body = {}
     if rng.random() < 0.8:
         resources["cpu"] = rng.choice(
-            ("100m", "250m", "500m", "1", "1500m", "0.1", "1.25") + (("3",) if big else ())
+            ("100m", "250m", "500m", "1", "1500m", "0.1", "1.25", "0") + (("3",) if big else ())
         )
     if rng.random() < 0.7:
         resources["memory"] = rng.choice(
-            ("64Mi", "256Mi", "512Mi", "1Gi", "1500Mi", "1.5Gi", "1e9", "500M", "1000000001m")
+            ("64Mi", "256Mi", "512Mi", "1Gi", "1500Mi", "1.5Gi", "1e9", "500M", "1000000001m", "0")
         )
     if rng.random() < 0.08:
         resources["ephemeral-storage"] = rng.choice(("100Mi", "2Gi"))
