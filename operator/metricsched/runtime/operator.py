@@ -141,6 +141,7 @@ class Operator:
             policy_events=self.policy_events,
             on_pod_seen=self.shadow.on_pod,
         )
+        self.scheduler.consistent = self.watches.consistent
         self.reconciler = reconcile_mod.Reconciler(
             core=self.core,
             cache=self.cache,

@@ -12,7 +12,9 @@ event loop, in one step:
   pods whose deletion was already seen (tombstones in the cache).
 
 It runs shortly after kopf (re-)lists, and every ``interval_s`` as a safety net.
-A failed LIST is logged and retried at the next trigger; it never stops the operator.
+Scheduling waits (``Watches.consistent``) from a re-list until its reconciliation is
+done. A failed LIST is logged and retried soon (scheduling keeps waiting); it never
+stops the operator.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from metricsched.runtime import watches as watches_mod
 
 logger = logging.getLogger("metricsched.reconcile")
 
-# After kopf's (re-)listing starts, wait this long for it to deliver before comparing.
-SETTLE_S = 3.0
+# After kopf's (re-)listing starts, gather the re-lists of the other resources this long
+# before one LIST serves them all (order does not matter: resourceVersions decide).
+SETTLE_S = 1.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -128,13 +131,16 @@ class Reconciler:
             except TimeoutError:
                 pass
             self._watches.relisted.clear()
-            await self.once()
+            if await self.once() is not None and not self._watches.relisted.is_set():
+                self._watches.consistent.set()
 
     async def once(self) -> Outcome | None:
         try:
             listing = await asyncio.to_thread(fetch, self._core)
         except Exception as e:
-            logger.warning("re-list failed (%s); retrying later", kube.describe_error(e))
+            logger.warning("re-list failed (%s); retrying", kube.describe_error(e))
+            if not self._watches.consistent.is_set():
+                self._watches.relisted.set()  # scheduling waits on it: retry soon
             return None
         outcome = apply(
             listing, cache=self._cache, on_pod=self._watches.on_pod, on_node=self._watches.on_node

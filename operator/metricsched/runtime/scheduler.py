@@ -87,12 +87,17 @@ class Scheduler:
         # The elector's fence (seconds this replica may still write as leader); None
         # without leader election.
         self.fence: Callable[[], float] | None = None
+        # Set while the cache can be trusted (cleared from a watch re-list until its
+        # reconciliation): decisions wait for it.
+        self.consistent = asyncio.Event()
+        self.consistent.set()
 
     # --- the loop ----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             await self.active.wait()
+            await self.consistent.wait()
             now = time.time()
             self._wake_on_changes(now)
             await self.queue.wait(now=now, max_wait=1.0)
@@ -103,7 +108,8 @@ class Scheduler:
                 while len(self._tasks) >= self._max_in_flight:
                     self._capacity.clear()
                     await self._capacity.wait()
-                if not self.active.is_set():  # leadership lost mid-batch: decide no more
+                if not (self.active.is_set() and self.consistent.is_set()):
+                    # Leadership lost, or a re-list began, mid-batch: decide no more.
                     self.queue.add(uid)
                     continue
                 now = time.time()

@@ -13,7 +13,8 @@ backoff: never an exit. ``/readyz`` turns true again once the restarted watches 
 
 After kopf (re-)lists a resource (at start, after a 410 Gone, after a restart), objects
 deleted while nobody watched got no DELETED event: ``relisted`` tells the reconciler,
-which compares the cache with its own LIST.
+which compares the cache with its own LIST; until it has, ``consistent`` is clear and the
+scheduler decides nothing (a node deleted in the gap must not receive a Binding).
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ class Watches:
         # all namespaces are still watched: they all take capacity on the same nodes.
         self._namespaces = frozenset(config.namespaces)
         self.relisted = asyncio.Event()  # kopf listed pods or nodes (again)
+        # Clear from the moment kopf (re-)lists until the reconciler has compared the
+        # cache with its own LIST: no decision is taken on a cache that may hold ghosts.
+        self.consistent = asyncio.Event()
+        self.consistent.set()  # the start-up LIST came first
         self.delivering = asyncio.Event()  # an event arrived since kopf (re)started
 
     # --- watch events ------------------------------------------------------------------
@@ -200,6 +205,7 @@ class Watches:
         self.delivering.set()
         if event_type is None:  # kopf's (re-)listing
             self.relisted.set()
+            self.consistent.clear()
 
     # --- kopf, supervised --------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -151,3 +152,63 @@ def test_a_relist_does_not_resurrect_a_pod_whose_deletion_the_watch_saw() -> Non
     )
     reconcile.apply(listing, cache=w.cache, on_pod=w.on_pod, on_node=w.on_node)
     assert w.cache.pending == {}
+
+
+# --- no decision on a cache that may hold ghosts ------------------------------------------
+
+
+class _Raw:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.data = json.dumps(body).encode()
+
+    def release_conn(self) -> None:
+        pass
+
+
+class FakeCore:
+    def __init__(self) -> None:
+        self.fail = False
+
+    def list_node(self, **_: Any) -> _Raw:
+        if self.fail:
+            raise OSError("down")
+        return _Raw({"metadata": {"resourceVersion": "50"}, "items": [_node("n1", "5")]})
+
+    def list_pod_for_all_namespaces(self, **_: Any) -> _Raw:
+        return _Raw({"metadata": {"resourceVersion": "50"}, "items": []})
+
+
+def test_scheduling_waits_from_a_relist_until_its_reconciliation_is_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(reconcile, "SETTLE_S", 0.0)
+    w = _watches()
+    core = FakeCore()
+    r = reconcile.Reconciler(
+        core=core,  # type: ignore[arg-type]
+        cache=w.cache,
+        watches=w,
+        metrics=w.metrics,
+        interval_s=60.0,
+    )
+    w.on_node("ADDED", _node("ghost", "6"))
+    assert w.consistent.is_set()
+    core.fail = True
+
+    async def go() -> tuple[bool, bool, list[str]]:
+        stop = asyncio.Event()
+        task = asyncio.create_task(r.run(stop))
+        w.on_node(None, _node("n1", "5"))  # kopf re-lists
+        after_relist = w.consistent.is_set()
+        await asyncio.sleep(0.2)
+        while_list_fails = w.consistent.is_set()
+        core.fail = False
+        await asyncio.wait_for(w.consistent.wait(), timeout=5)
+        stop.set()
+        task.cancel()
+        return after_relist, while_list_fails, sorted(n.name for n in w.cache.nodes())
+
+    after_relist, while_list_fails, nodes = asyncio.run(go())
+    assert not after_relist
+    assert not while_list_fails
+    assert nodes == ["n1"]  # the ghost is gone before scheduling resumes
