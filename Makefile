@@ -50,6 +50,7 @@ lint: install ## ruff and mypy --strict
 	$(VENV)/bin/ruff check operator tests hack bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict tests/faults
 
 .PHONY: helm-lint
 helm-lint: install tools ## helm lint --strict, and helm template | kubeconform -strict per chart ci/*-values.yaml
@@ -82,10 +83,10 @@ image-test: install deps tools image ## The image as the chart runs it, and the 
 
 .PHONY: unit
 unit: install tools ## Unit tests only (no cluster, no image; the chart tests use the pinned helm and kubeconform)
-	$(VENV)/bin/pytest -m 'not e2e and not image' $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m 'not e2e and not image and not faults' $(PYTEST_ARGS)
 
 .PHONY: test
-test: install deps tools image ## All tests: unit, e2e and image (starts the local control plane if needed)
+test: install deps tools image ## All tests: unit, e2e, image and the fault suite (starts the local control plane if needed)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 .PHONY: parity
@@ -95,6 +96,17 @@ parity: install tools ## Differential oracle vs kube-scheduler v1.35.4 on N rand
 .PHONY: e2e
 e2e: install deps tools ## End-to-end tests only; one test: make e2e PYTEST_ARGS='-k smoke'
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
+
+.PHONY: faults
+faults: install deps tools ## The fault-injection suite only (tests/faults, two replicas per scenario; ~15 min)
+	$(VENV)/bin/pytest -m faults $(PYTEST_ARGS)
+
+.PHONY: faults-report
+faults-report: install deps tools ## Run the fault suite and write docs/reliability.md (+ docs/reliability.json)
+	@mkdir -p docs
+	rm -f docs/reliability.json
+	-METRICSCHED_FAULTS_RESULTS=$(CURDIR)/docs/reliability.json $(VENV)/bin/pytest -m faults $(PYTEST_ARGS)
+	$(PY) -m tests.faults.report --results docs/reliability.json --out docs/reliability.md
 
 $(VENV)/.bench-installed: setup.cfg pyproject.toml | $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[dev,bench]'

@@ -12,6 +12,8 @@ kubeconfig and a shell-sourceable ``env``.
     python hack/cluster.py status
     python hack/cluster.py stop prometheus  # stop / start one component (tests use this)
     python hack/cluster.py start prometheus
+    python hack/cluster.py kill kube-apiserver             # SIGKILL one component
+    python hack/cluster.py restart kube-apiserver --kill --down-for 10
 
 Stdlib only, so it runs before the project's virtualenv has anything in it.
 """
@@ -193,6 +195,23 @@ def stop(name: str, timeout: float = 10.0) -> bool:
         os.waitpid(pid, os.WNOHANG)
     pid_file(name).unlink(missing_ok=True)
     return stopped
+
+
+def kill(name: str) -> bool:
+    """SIGKILL one component (a crash: no graceful shutdown); the pid file goes."""
+    pid = read_pid(name)
+    if pid is None or not pid_is(name, pid):
+        pid_file(name).unlink(missing_ok=True)
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and pid_is(name, pid):
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.05)
+    pid_file(name).unlink(missing_ok=True)
+    return True
 
 
 def wait_for(what: str, check: Callable[[], bool], *, timeout: float, name: str) -> None:
@@ -492,6 +511,43 @@ def prometheus_config() -> Path:
     return path
 
 
+# kube-apiserver's audit log: who bound which pod, who wrote which Lease and which policy
+# status, and when (the fault suite's checker reads it; see tests/faults/audit.py). Node
+# leases (kwok renews one per node) and kube-system are left out: they are most of the
+# Lease writes and nobody asks about them.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    namespaces: [kube-node-lease, kube-system]
+  - level: Metadata
+    verbs: [create]
+    resources: [{group: "", resources: [pods/binding]}]
+  # Request level: the body says who the Lease names as holder and for how long.
+  - level: Request
+    verbs: [create, update, patch]
+    resources: [{group: coordination.k8s.io, resources: [leases]}]
+  - level: Metadata
+    verbs: [update, patch]
+    resources: [{group: metricsched.io, resources: [schedulingpolicies/status]}]
+  - level: None
+"""
+
+
+def audit_log() -> Path:
+    """The current audit log file; rotated ones sit beside it (audit-<time>.log)."""
+    return STATE / "audit" / "audit.log"
+
+
+def audit_policy() -> Path:
+    path = STATE / "audit-policy.yaml"
+    path.write_text(AUDIT_POLICY)
+    audit_log().parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def argv_for(name: str, bin_dir: Path, nodes: int) -> list[str]:
     pki = STATE / "pki"
     p = PORTS
@@ -532,6 +588,11 @@ def argv_for(name: str, bin_dir: Path, nodes: int) -> list[str]:
             "--endpoint-reconciler-type=none",
             "--profiling=false",
             "--event-ttl=1h",
+            f"--audit-policy-file={audit_policy()}",
+            f"--audit-log-path={audit_log()}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=100",  # MB per file, then rotated
+            "--audit-log-maxbackup=5",
             "--v=1",
         ]
     if name == "kube-controller-manager":
@@ -723,7 +784,7 @@ def cmd_down(quiet: bool = False) -> None:
             if not quiet:
                 log(f"stopped {name}")
     # Data is per cluster: a new `up` starts from an empty etcd and Prometheus.
-    for sub in ("etcd", "prometheus", "exporter.json", "pids"):
+    for sub in ("etcd", "prometheus", "exporter.json", "pids", "audit"):
         target = STATE / sub
         if target.is_dir():
             shutil.rmtree(target, ignore_errors=True)
@@ -750,6 +811,14 @@ def cmd_status() -> int:
     return 0 if ok else 1
 
 
+def restart(name: str, *, hard: bool, down_for: float) -> None:
+    """Take one component down (SIGKILL if hard), keep it down, start it and wait ready."""
+    kill(name) if hard else stop(name)
+    log(f"{name} {'killed' if hard else 'stopped'}; down for {down_for:g}s")
+    time.sleep(down_for)
+    start_component(name, tools_bin(build=False), read_nodes_setting())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -757,9 +826,13 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--nodes", type=int, default=int(os.environ.get("NODES", DEFAULT_NODES)))
     sub.add_parser("down")
     sub.add_parser("status")
-    for verb in ("start", "stop"):
+    for verb in ("start", "stop", "kill"):
         sp = sub.add_parser(verb)
         sp.add_argument("component", choices=COMPONENTS)
+    rs = sub.add_parser("restart", help="stop (or --kill) a component, wait, start it again")
+    rs.add_argument("component", choices=COMPONENTS)
+    rs.add_argument("--kill", action="store_true", help="SIGKILL instead of SIGTERM")
+    rs.add_argument("--down-for", type=float, default=0.0, help="seconds to stay down")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "up":
@@ -770,6 +843,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_status()
         elif args.cmd == "stop":
             stop(args.component)
+        elif args.cmd == "kill":
+            kill(args.component)
+        elif args.cmd == "restart":
+            restart(args.component, hard=args.kill, down_for=args.down_for)
         elif args.cmd == "start":
             start_component(args.component, tools_bin(build=False), read_nodes_setting())
     except ClusterError as e:

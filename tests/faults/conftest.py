@@ -1,0 +1,44 @@
+"""Fixtures of the fault suite: the local control plane, the CRD, one Scenario per test.
+
+Every test under tests/faults is marked ``faults``. The cluster fixture is the e2e one
+(it starts the control plane on demand, with the audit log this suite reads).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.e2e.conftest import Cluster, cluster
+from tests.e2e.scheduling.conftest import crd
+from tests.faults import harness
+
+__all__ = ["cluster", "crd"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/tests/faults/" in str(item.fspath):
+            item.add_marker(pytest.mark.faults)
+
+
+ScenarioFactory = Callable[[str, str], harness.Scenario]
+
+
+@pytest.fixture
+def scenario(cluster: Cluster, crd: None) -> Iterator[ScenarioFactory]:
+    """scenario(key, title): a fresh namespace, nodes and replicas, torn down afterwards."""
+    made: list[harness.Scenario] = []
+
+    def make(key: str, title: str) -> harness.Scenario:
+        ns = f"f-{key}-{uuid.uuid4().hex[:5]}"
+        cluster.create_namespace(ns)
+        s = harness.Scenario(cluster, ns, key=key, title=title)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
