@@ -13,6 +13,10 @@ server's own timestamps, so no skew between replicas and checker):
     holder (not a release), and T < that write's stageTimestamp + leaseDurationSeconds.
 
 The same rule is applied to policy status writes ("only the leader writes status").
+
+A Binding answered 504 (the API server's own timeout) may still have been applied: when
+no successful Binding of that pod exists and the pod ended bound, the 504 is taken as
+the Binding that bound it, at its stageTimestamp.
 """
 
 from __future__ import annotations
@@ -114,12 +118,20 @@ def non_holder_writes(
     resource: str,
     users: frozenset[str],
     namespace: str | None = None,
+    bound: frozenset[str] = frozenset(),
 ) -> list[Violation]:
-    """Successful ``resource`` writes by ``users`` that broke the rule in the docstring."""
+    """Successful ``resource`` writes by ``users`` that broke the rule in the docstring.
+
+    ``bound``: pods that ended bound, so that a 504 Binding of one is counted as applied.
+    """
     leases = lease_writes(entries, namespace=lease_namespace, name=lease_name)
+    applied = {e.name for e in entries if e.resource == resource and e.ok}
     out: list[Violation] = []
     for e in entries:
-        if e.resource != resource or e.user not in users or not e.ok:
+        if e.resource != resource or e.user not in users:
+            continue
+        maybe = e.code == 504 and e.name in bound and e.name not in applied
+        if not e.ok and not maybe:
             continue
         if namespace is not None and e.namespace != namespace:
             continue

@@ -383,6 +383,9 @@ class Scenario:
             resource="pods/binding",
             users=self.users(),
             namespace=self.namespace,
+            bound=frozenset(
+                p["metadata"]["name"] for p in mine if (p.get("spec") or {}).get("nodeName")
+            ),
         )
         loops = {
             r.name: len(r.unexplained_exits(self.faults))
