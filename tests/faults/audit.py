@@ -166,9 +166,9 @@ def count(
     """Successful writes of ``resource`` per user."""
     per: dict[str, int] = {}
     for e in entries:
-        if e.resource == resource and e.user in users and e.ok:
-            if namespace is None or e.namespace == namespace:
-                per[e.user] = per.get(e.user, 0) + 1
+        mine = namespace is None or e.namespace == namespace
+        if e.resource == resource and e.user in users and e.ok and mine:
+            per[e.user] = per.get(e.user, 0) + 1
     return per
 
 

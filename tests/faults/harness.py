@@ -40,8 +40,8 @@ NODE_CPU_M = 2000
 POD_CPU_M = 100
 POD_MEMORY = "64Mi"
 SET_LABEL = "metricsched.io/fault-set"
-SETTLE_S = 240.0
-AUDIT_FLUSH_S = 2.0  # a ResponseComplete audit line is written after the answer is sent  # the "generous wait" before a pending pod counts as lost
+SETTLE_S = 240.0  # the "generous wait" before a pending pod counts as lost
+AUDIT_FLUSH_S = 2.0  # a ResponseComplete audit line is written after the answer is sent
 
 
 def results_path() -> Path:
@@ -71,7 +71,7 @@ def retry(fn: Callable[[], Any], *, attempts: int = 60, pause: float = 1.0) -> A
         except kubernetes.client.exceptions.ApiException as e:
             if e.status == 409:
                 return None
-            if e.status < 500 and e.status != 429 or i == attempts - 1:
+            if (e.status < 500 and e.status != 429) or i == attempts - 1:
                 raise
         except Exception:
             if i == attempts - 1:
@@ -98,6 +98,7 @@ class Scenario:
         self.unschedulable: set[str] = set()
         self.extra: dict[str, Any] = {}
         self.recovery: dict[str, float | None] = {}
+        self.leader_lost: list[tuple[float, str | None]] = []  # (when, holder then)
         self.started = datetime.datetime.now(datetime.UTC)
         self.watch = checker.PodWatch(self.api, namespace).start()
         self._logs = STATE / "logs" / "faults"
@@ -326,6 +327,10 @@ class Scenario:
                 return (w.time - since).total_seconds()
         return None
 
+    def lost_leader(self, at: float, holder: str | None) -> None:
+        """Note that the leader was lost at ``at``: verify() reports the takeover time."""
+        self.leader_lost.append((at, holder))
+
     def wait_leader_change(self, old_holder: str | None, *, timeout: float = 90) -> str:
         """Wait until the Lease names a holder other than old_holder."""
         return str(
@@ -347,6 +352,10 @@ class Scenario:
         expected = set(self.created) - self.deleted - self.unschedulable
         checker.wait_all_bound(self.api, self.namespace, expected, timeout=settle_s)
         time.sleep(AUDIT_FLUSH_S)
+        if self.leader_lost:
+            takeovers = [self.takeover_after(t, old_holder=h) for t, h in self.leader_lost]
+            self.recovery["takeover_s"] = max((t for t in takeovers if t is not None), default=None)
+            self.extra["takeovers_s"] = takeovers
         if recover_from is not None:
             first = self.watch.first_bind_after(recover_from)
             last = self.watch.last_bind(expected)

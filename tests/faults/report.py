@@ -55,12 +55,16 @@ double placement shows as an overcommitted node. An **independent checker** (its
 watch and LISTs, its own quantity parsing; `tests/faults/checker.py`, `audit.py`) then
 counts, after a generous wait ({settle:.0f} s) for the schedulable pods:
 
-| Invariant | Counted as |
-|---|---|
-| pods lost | a created pod, not deleted by the scenario nor unschedulable by design, that is not bound to an existing node |
-| overcommitted nodes | a scenario node whose bound non-terminal pods request more cpu, memory or pods than it allocates |
-| Bindings by a non-holder | a successful `pods/binding` by replica X at audit time T where the last successful Lease write before T was not X's, was a release, or T ≥ that write + leaseDurationSeconds |
-| crash loops | an exit of a replica the harness did not cause, outside every fault window and the {explain:.0f} s after it |
+- **pods lost**: a created pod, neither deleted by the scenario nor unschedulable by
+  design, that is not bound to a node that exists;
+- **overcommitted nodes**: a scenario node whose bound non-terminal pods request more
+  cpu, memory or pods than it allocates;
+- **Bindings by a non-holder**: a successful `pods/binding` by replica X at audit time T
+  where the last successful Lease write before T was not X's, was a release, or
+  T ≥ that write's time + leaseDurationSeconds (a 504 Binding of a pod that ended bound
+  counts as applied);
+- **crash loops**: an exit of a replica the harness did not cause, outside every fault
+  window and the {explain:.0f} s after it.
 
 Recovery times are measured by the checker's watch (first bind) and the audit log
 (takeover: the first Lease write naming a new holder), from the end of the fault
@@ -69,12 +73,12 @@ Recovery times are measured by the checker's watch (first bind) and the audit lo
 
 
 def _fmt_s(v: Any) -> str:
-    return "–" if v is None else f"{float(v):.1f}"
+    return "-" if v is None else f"{float(v):.1f}"
 
 
 def _target(v: Any, limit: float) -> str:
     if v is None:
-        return "–"
+        return "-"
     return f"{float(v):.1f} {'✓' if float(v) <= limit else '✗'}"
 
 
@@ -103,8 +107,9 @@ def render(results: dict[str, Any]) -> str:
         r = results[k]
         inv = r.get("invariants", {})
         rec = r.get("recovery", {})
+        pods = f"{r.get('pods', 0)} ({r.get('unschedulable_by_design', 0)})"
         lines.append(
-            f"| {r.get('title', k)} (`{k}`) | {r.get('pods', 0)} ({r.get('unschedulable_by_design', 0)}) "
+            f"| {r.get('title', k)} (`{k}`) | {pods} "
             f"| {r.get('nodes', 0)}, {100 * float(r.get('fill', 0)):.0f} % "
             f"| {inv.get('pods_lost', '?')} | {inv.get('overcommitted_nodes', '?')} "
             f"| {inv.get('non_holder_bindings', '?')} | {inv.get('crash_loops', '?')} "
@@ -147,7 +152,8 @@ def render(results: dict[str, Any]) -> str:
     lines += [
         "## Environment",
         "",
-        f"Rendered on {platform.system()} {platform.machine()}, Python {platform.python_version()}. "
+        f"Rendered on {platform.system()} {platform.machine()}, "
+        f"Python {platform.python_version()}. "
         "Run: `make faults-report` (the suite alone: `make faults`).",
         "",
     ]

@@ -19,7 +19,13 @@ B = "system:serviceaccount:ns:r1"
 
 
 def _line(
-    at: float, user: str, resource: str, *, code: int = 201, holder: str | None = None, name: str = "p"
+    at: float,
+    user: str,
+    resource: str,
+    *,
+    code: int = 201,
+    holder: str | None = None,
+    name: str = "p",
 ) -> dict[str, Any]:
     group_resource, _, sub = resource.partition("/")
     ref: dict[str, Any] = {"resource": group_resource, "namespace": "ns", "name": name}
