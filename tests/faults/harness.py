@@ -347,8 +347,15 @@ class Scenario:
 
     # --- verdict -----------------------------------------------------------------------
 
-    def verify(self, *, recover_from: float | None = None, settle_s: float = SETTLE_S) -> None:
-        """Wait for the schedulable pods, record everything, assert the four invariants."""
+    def verify(
+        self, *, recover_from: float | None = None, outage: bool = False, settle_s: float = SETTLE_S
+    ) -> None:
+        """Wait for the schedulable pods, record everything, assert the four invariants.
+
+        recover_from: when the fault ended (first bind and drain are measured from it);
+        outage: the fault was an API outage, so the report holds the first bind after it
+        against its target.
+        """
         expected = set(self.created) - self.deleted - self.unschedulable
         checker.wait_all_bound(self.api, self.namespace, expected, timeout=settle_s)
         time.sleep(AUDIT_FLUSH_S)
@@ -415,6 +422,7 @@ class Scenario:
                 "crash_loops": sum(loops.values()),
             },
             "recovery": self.recovery,
+            "outage": outage,
             "bindings_by_replica": audit.count(
                 entries, resource="pods/binding", users=self.users(), namespace=self.namespace
             ),

@@ -34,7 +34,7 @@ def test_kube_apiserver_killed_and_back_after_ten_seconds_loses_no_pod(
         _cluster("restart", "kube-apiserver", "--kill", f"--down-for={DOWN_S:g}")
     end = time.time()
     s.arrive("after", 150)
-    s.verify(recover_from=end)
+    s.verify(recover_from=end, outage=True)
 
 
 def test_a_relist_after_a_stalled_watch_forgets_deleted_pods_and_nodes(

@@ -35,7 +35,7 @@ def test_a_three_second_api_blip_on_the_leader_loses_no_pod_and_makes_no_second_
         leader.proxy.set_mode("pass")
     s.lost_leader(w.start, holder)  # a takeover, if any, is reported
     s.arrive("after", 150)
-    s.verify(recover_from=w.end)
+    s.verify(recover_from=w.end, outage=True)
 
 
 def test_a_hung_lease_connection_hands_over_to_the_standby_without_two_binders(
@@ -97,4 +97,4 @@ def test_the_leader_killed_three_times_during_a_burst_loses_no_pod(
             leader.sigkill()
             s.wait_leader_change(holder)
         s.lost_leader(w.start, holder)
-    s.verify(recover_from=w.end)
+    s.verify(recover_from=w.start)  # the last kill: leader lost -> first bind
