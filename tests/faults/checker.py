@@ -198,8 +198,13 @@ def lost_pods(
     deleted: set[str],
     unschedulable: set[str],
     node_names: set[str],
+    seen_on: dict[str, str] | None = None,
 ) -> list[str]:
-    """Created pods that are not bound to an existing node (and were meant to be)."""
+    """Created pods that are not bound to an existing node (and were meant to be).
+
+    seen_on: the node the checker's watch saw each pod bound to, to explain a pod that is
+    gone (the pod garbage collector deletes pods bound to nodes that do not exist).
+    """
     by_name = {p["metadata"]["name"]: p for p in pods}
     lost = []
     for name in created:
@@ -207,7 +212,11 @@ def lost_pods(
             continue
         p = by_name.get(name)
         if p is None:
-            lost.append(f"{name}: gone")
+            node = (seen_on or {}).get(name)
+            if node and node not in node_names:
+                lost.append(f"{name}: bound to {node}, which does not exist (then deleted)")
+            else:
+                lost.append(f"{name}: gone")
             continue
         node = (p.get("spec") or {}).get("nodeName")
         if not node:

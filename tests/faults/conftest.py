@@ -30,6 +30,11 @@ ScenarioFactory = Callable[[str, str], harness.Scenario]
 @pytest.fixture
 def scenario(cluster: Cluster, crd: None) -> Iterator[ScenarioFactory]:
     """scenario(key, title): a fresh namespace, nodes and replicas, torn down afterwards."""
+    if not (harness.STATE / "audit" / "audit.log").exists():
+        pytest.fail(
+            "kube-apiserver writes no audit log: the running cluster predates it; "
+            "`make cluster-down` and run again (the suite starts a new one)"
+        )
     made: list[harness.Scenario] = []
 
     def make(key: str, title: str) -> harness.Scenario:

@@ -40,7 +40,7 @@ NODE_CPU_M = 2000
 POD_CPU_M = 100
 POD_MEMORY = "64Mi"
 SET_LABEL = "metricsched.io/fault-set"
-SETTLE_S = 240.0  # the "generous wait" before a pending pod counts as lost
+SETTLE_S = 120.0  # the "generous wait" before a pending pod counts as lost
 AUDIT_FLUSH_S = 2.0  # a ResponseComplete audit line is written after the answer is sent
 
 
@@ -382,6 +382,7 @@ class Scenario:
             deleted=self.deleted,
             unschedulable=self.unschedulable,
             node_names=node_names,
+            seen_on=self.watch.node_of,
         )
         over = checker.overcommitted(
             [
