@@ -226,6 +226,18 @@ def lost_pods(
     return lost
 
 
+def bound_but_marked_unschedulable(pods: Iterable[dict[str, Any]]) -> list[str]:
+    """Bound pods whose PodScheduled condition says False (a failed bind that was not)."""
+    out = []
+    for p in pods:
+        if not (p.get("spec") or {}).get("nodeName"):
+            continue
+        for c in (p.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                out.append(f"{p['metadata']['name']} on {p['spec']['nodeName']}: {c.get('reason')}")
+    return out
+
+
 def wait_all_bound(api_client: Any, namespace: str, names: set[str], *, timeout: float) -> set[str]:
     """Poll until every named pod is bound or ``timeout`` passes; returns the unbound."""
     deadline = time.monotonic() + timeout

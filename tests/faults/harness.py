@@ -8,8 +8,10 @@ at once, shows up as an overcommitted node.
 
 ``Scenario.verify()`` records the invariant counts and recovery times to the results JSON
 (rendered by ``python -m tests.faults.report``) and then asserts the four invariants:
-0 pods lost, 0 overcommitted nodes, 0 Bindings by a non-holder, no crash loop. It never
-asserts on time; recovery times are reported only.
+0 pods lost, 0 overcommitted nodes, 0 Bindings by a non-holder, no crash loop; and a
+fifth that the binder owes its users: no bound pod left with PodScheduled=False (a
+Binding the server applied, reported as failed). It never asserts on time; recovery
+times are reported only.
 """
 
 from __future__ import annotations
@@ -384,6 +386,7 @@ class Scenario:
             node_names=node_names,
             seen_on=self.watch.node_of,
         )
+        marked = checker.bound_but_marked_unschedulable(mine)
         over = checker.overcommitted(
             [
                 n
@@ -421,6 +424,7 @@ class Scenario:
                 "overcommitted_nodes": len({o.node for o in over}),
                 "non_holder_bindings": len(violations),
                 "crash_loops": sum(loops.values()),
+                "bound_marked_unschedulable": len(marked),
             },
             "recovery": self.recovery,
             "outage": outage,
@@ -430,9 +434,9 @@ class Scenario:
             "exits": {r.name: [dataclasses.asdict(e) for e in r.exits] for r in self.replicas},
             **self.extra,
         }
-        record["passed"] = not (lost or over or violations or loops) and not self.extra.get(
-            "failures"
-        )
+        record["passed"] = not (
+            lost or over or violations or loops or marked
+        ) and not self.extra.get("failures")
         self._save(record)
         problems = []
         if lost:
@@ -449,6 +453,10 @@ class Scenario:
             )
         if loops:
             problems.append(f"crash loop (unexplained exits per replica): {loops}")
+        if marked:
+            problems.append(
+                f"{len(marked)} bound pods marked PodScheduled=False, e.g. {marked[:3]}"
+            )
         problems.extend(self.extra.get("failures", []))
         assert not problems, f"{self.key}: " + " | ".join(problems)
 

@@ -64,7 +64,10 @@ counts, after a generous wait ({settle:.0f} s) for the schedulable pods:
   T ≥ that write's time + leaseDurationSeconds (a 504 Binding of a pod that ended bound
   counts as applied);
 - **crash loops**: an exit of a replica the harness did not cause, outside every fault
-  window and the {explain:.0f} s after it.
+  window and the {explain:.0f} s after it;
+- and, because a bound pod must not look unscheduled to cluster autoscalers:
+  **bound pods marked PodScheduled=False** (a Binding the server applied, reported as
+  failed). Shown in the details; part of the verdict.
 
 Recovery times are measured by the checker's watch (first bind) and the audit log
 (takeover: the first Lease write naming a new holder), from the end of the fault
@@ -132,6 +135,8 @@ def render(results: dict[str, Any]) -> str:
         for f in r.get("faults", []):
             lines.append(f"- fault: {f}")
         lines.append(f"- Bindings per replica (audit): {r.get('bindings_by_replica', {})}")
+        marked = (r.get("invariants") or {}).get("bound_marked_unschedulable")
+        lines.append(f"- bound pods marked PodScheduled=False: {marked}")
         exits = {n: len(e) for n, e in (r.get("exits") or {}).items()}
         lines.append(f"- replica exits (restarted by the harness): {exits}")
         skip = {
