@@ -51,14 +51,17 @@ def test_schedulable_pods_bind_behind_two_thousand_unschedulable_ones_with_node_
     stop = threading.Event()
     with concurrent.futures.ThreadPoolExecutor(1) as beat:
         beats = beat.submit(_heartbeats, s, stop)
-        with s.fault("2,000 unschedulable pods and heartbeats") as w:
+        try:
+            # No fault window: the API stays healthy, so no replica exit is explained.
             s.create_pods(
                 "stuck", UNSCHEDULABLE, cpu_m=2 * harness.NODE_CPU_M, unschedulable=True, threads=16
             )
+            arriving = time.time()
             for _ in range(WAVES):
                 s.create_pods("fits", SCHEDULABLE // WAVES)
                 time.sleep(1.0)
-            s.wait_bound_count(SCHEDULABLE)
+            s.extra["backlog"] = f"{UNSCHEDULABLE} unschedulable pods, heartbeats until the end"
+            s.verify(recover_from=arriving)  # heartbeats go on while it waits
+        finally:
             stop.set()
-        s.extra["heartbeat_patches"] = beats.result()
-    s.verify(recover_from=w.start)
+            beats.result()
