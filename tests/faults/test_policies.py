@@ -57,6 +57,7 @@ class CounterWatch:
         self.last: dict[tuple[str, str], int] = {}
         self.decreases: list[str] = []
         self.with_status: set[str] = set()
+        self.poll_errors = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="counter-watch", daemon=True)
         self._thread.start()
@@ -68,6 +69,7 @@ class CounterWatch:
                     GROUP, VERSION, self.namespace, PLURAL, _request_timeout=10
                 )["items"]
             except Exception:
+                self.poll_errors += 1
                 continue
             for p in items:
                 name = p["metadata"]["name"]
@@ -132,6 +134,7 @@ def test_two_hundred_policies_get_status_from_the_leader_only_with_linear_writes
     s.extra["status_writes_by_non_holder"] = len(by_non_holder)
     s.extra["counter_decreases"] = len(counters.decreases)
     s.extra["policies_with_status"] = len(counters.with_status)
+    s.extra["counter_poll_errors"] = counters.poll_errors
     s.extra["observed_s"] = round(time.time() - applied, 1)
     failures = []
     if by_non_holder:
