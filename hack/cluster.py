@@ -813,7 +813,10 @@ def cmd_status() -> int:
 
 def restart(name: str, *, hard: bool, down_for: float) -> None:
     """Take one component down (SIGKILL if hard), keep it down, start it and wait ready."""
-    kill(name) if hard else stop(name)
+    if hard:
+        kill(name)
+    else:
+        stop(name)
     log(f"{name} {'killed' if hard else 'stopped'}; down for {down_for:g}s")
     time.sleep(down_for)
     start_component(name, tools_bin(build=False), read_nodes_setting())

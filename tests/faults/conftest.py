@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,13 @@ def scenario(cluster: Cluster, crd: None) -> Iterator[ScenarioFactory]:
 
     def make(key: str, title: str) -> harness.Scenario:
         ns = f"f-{key}-{uuid.uuid4().hex[:5]}"
-        cluster.create_namespace(ns)
+        core: Any = cluster.core
+        harness.retry(lambda: core.create_namespace({"metadata": {"name": ns}}))
+        # Pods need the "default" ServiceAccount (admission). The controller manager makes
+        # it, but after a kube-apiserver kill it can take a while to resync: make it here.
+        harness.retry(
+            lambda: core.create_namespaced_service_account(ns, {"metadata": {"name": "default"}})
+        )
         s = harness.Scenario(cluster, ns, key=key, title=title)
         made.append(s)
         return s
