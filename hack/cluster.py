@@ -819,6 +819,10 @@ def restart(name: str, *, hard: bool, down_for: float) -> None:
         stop(name)
     log(f"{name} {'killed' if hard else 'stopped'}; down for {down_for:g}s")
     time.sleep(down_for)
+    # A killed process drops its memory before its sockets: the port frees a moment later.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not port_free(PORTS[name]):
+        time.sleep(0.05)
     start_component(name, tools_bin(build=False), read_nodes_setting())
 
 

@@ -6,6 +6,7 @@ Every test under tests/faults is marked ``faults``. The cluster fixture is the e
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -38,8 +39,11 @@ def scenario(cluster: Cluster, crd: None) -> Iterator[ScenarioFactory]:
         )
     made: list[harness.Scenario] = []
 
+    namespaces: list[str] = []
+
     def make(key: str, title: str) -> harness.Scenario:
         ns = f"f-{key}-{uuid.uuid4().hex[:5]}"
+        namespaces.append(ns)
         core: Any = cluster.core
         harness.retry(lambda: core.create_namespace({"metadata": {"name": ns}}))
         # Pods need the "default" ServiceAccount (admission). The controller manager makes
@@ -54,3 +58,6 @@ def scenario(cluster: Cluster, crd: None) -> Iterator[ScenarioFactory]:
     yield make
     for s in made:
         s.close()
+    for ns in namespaces[len(made) :]:  # a scenario that failed while being set up
+        with contextlib.suppress(Exception):
+            cluster.core.delete_namespace(ns)

@@ -477,12 +477,17 @@ class Scenario:
     # --- teardown ----------------------------------------------------------------------
 
     def close(self) -> None:
+        """Stop the replicas; delete the scenario's cluster-scoped objects and namespace
+        (retrying: a scenario may end while kube-apiserver is still coming back)."""
         for r in self.replicas:
             r.stop()
         self.watch.stop()
-        with contextlib.suppress(Exception):
-            identity.delete_cluster_bindings(self.api, self.namespace)
-        with contextlib.suppress(Exception):
-            self.core.delete_collection_node(label_selector=f"{SET_LABEL}={self.namespace}")
-        with contextlib.suppress(Exception):
-            self.core.delete_namespace(self.namespace)
+        for cleanup in (
+            functools.partial(identity.delete_cluster_bindings, self.api, self.namespace),
+            functools.partial(
+                self.core.delete_collection_node, label_selector=f"{SET_LABEL}={self.namespace}"
+            ),
+            functools.partial(self.core.delete_namespace, self.namespace),
+        ):
+            with contextlib.suppress(Exception):
+                retry(cleanup, attempts=30)
