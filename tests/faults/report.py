@@ -32,29 +32,29 @@ ORDER = [
 ]
 # What each scenario does, in the order of the list (tests/faults/test_*.py).
 WHAT = {
-    "le-blip": "the leader's proxy refuses (resets open and new connections) for 3 s while "
+    "le-blip": "The leader's proxy refuses (resets open and new connections) for 3 s while "
     "pods are queued and arriving; pods keep arriving for 30 s after, long enough for a "
     "leader that silently stopped renewing to be replaced while it still binds",
-    "le-hung": "the leader's proxy blackholes for 40 s (its Lease renewal hangs); the "
+    "le-hung": "The leader's proxy blackholes for 40 s (its Lease renewal hangs); the "
     "standby must take over, the old leader must not bind after its Lease ran out, "
     "requests it gave up on are not delivered when the partition heals",
-    "le-inflight": "while the leader is binding a 250-pod burst, its traffic is delayed "
+    "le-inflight": "While the leader is binding a 250-pod burst, its traffic is delayed "
     "4 s per chunk for 30 s: renewals miss the deadline and Bindings are in flight when "
     "the Lease is lost; none may land after it ran out",
-    "le-kill3": "a 600-pod burst; the leader is SIGKILLed when 100, 250 and 400 pods are "
+    "le-kill3": "A 600-pod burst; the leader is SIGKILLed when 100, 250 and 400 pods are "
     "bound (restarted after 2 s by the harness)",
-    "api-kill": "kube-apiserver SIGKILLed with 100 pods queued, restarted 10 s later; "
+    "api-kill": "The API server (kube-apiserver) is SIGKILLed with 100 pods queued, restarted 10 s later; "
     "150 pods arrive over 30 s after",
-    "watch-relist": "the leader's open connections stall; 100 bound pods and 2 empty nodes "
+    "watch-relist": "The leader's open connections stall; 100 bound pods and 2 empty nodes "
     "are deleted; kube-apiserver restarts so the leader's watches get 410 Gone and kopf "
     "re-lists; new pods then fill the nodes back to ~95 %: they need the freed capacity "
     "and must not go to the deleted nodes",
-    "bind-reset": "5 % of the leader's client→server chunks are forwarded and then answered "
-    "with a connection reset during a 400-pod burst (Bindings, Events, renewals alike)",
-    "load-backlog": "2,000 pods that fit no node, a heartbeat patch on every node each "
+    "bind-reset": "During a 400-pod burst, 5 % of the leader's client→server chunks are "
+    "forwarded and then answered with a connection reset (Bindings, Events, renewals alike)",
+    "load-backlog": "Two thousand pods that fit no node, a heartbeat patch on every node each "
     "second, and 300 schedulable pods arriving over 10 s: all 300 must bind (a pod "
     "still pending 300 s later counts as lost)",
-    "ha-policies": "200 SchedulingPolicies created at once with 2 replicas, 40 pods pinned "
+    "ha-policies": "Two hundred SchedulingPolicies created at once with 2 replicas, 40 pods pinned "
     "to them; over the scenario, status writes must come from the Lease holder only, "
     "number at most 3 per policy, and no scheduledPods/fallbackPods counter may go down",
 }
@@ -160,7 +160,7 @@ def render(results: dict[str, Any]) -> str:
         lines.append(f"### `{k}`: {r.get('title', k)}")
         lines.append("")
         if k in WHAT:
-            lines.append(WHAT[k][0].upper() + WHAT[k][1:] + ".")
+            lines.append(WHAT[k] + ".")
             lines.append("")
         lines.append(f"- run: {r.get('when', '?')}")
         for f in r.get("faults", []):
