@@ -43,8 +43,8 @@ WHAT = {
     "the Lease is lost; none may land after it ran out",
     "le-kill3": "A 600-pod burst; the leader is SIGKILLed when 100, 250 and 400 pods are "
     "bound (restarted after 2 s by the harness)",
-    "api-kill": "The API server (kube-apiserver) is SIGKILLed with 100 pods queued, restarted 10 s later; "
-    "150 pods arrive over 30 s after",
+    "api-kill": "The API server (kube-apiserver) is SIGKILLed with 100 pods queued and "
+    "restarted 10 s later; 150 pods arrive over the 30 s after",
     "watch-relist": "The leader's open connections stall; 100 bound pods and 2 empty nodes "
     "are deleted; kube-apiserver restarts so the leader's watches get 410 Gone and kopf "
     "re-lists; new pods then fill the nodes back to ~95 %: they need the freed capacity "
