@@ -9,8 +9,12 @@ The rule for "a Binding by a replica that did not hold the Lease" (one clock: th
 server's own timestamps, so no skew between replicas and checker):
 
     A successful Binding by user X at audit stageTimestamp T is legitimate iff the last
-    successful write of the scenario's Lease completed before T was made by X, named a
-    holder (not a release), and T < that write's stageTimestamp + leaseDurationSeconds.
+    successful write of the scenario's Lease completed before T was made by X, named X's
+    replica as holder (not a release, not another holder), and
+    T < that write's stageTimestamp + leaseDurationSeconds.
+
+(The harness names each replica's ServiceAccount after the replica and sets POD_NAME to
+it, so the operator's holder identity is ``<account>_<suffix>``.)
 
 The same rule is applied to policy status writes ("only the leader writes status").
 
@@ -142,6 +146,10 @@ def non_holder_writes(
             out.append(Violation(e, f"the Lease was last written by {last.user} at {last.time}"))
         elif last.holder == "":
             out.append(Violation(e, f"{e.user} had released the Lease at {last.time}"))
+        elif last.holder is not None and not last.holder.startswith(
+            e.user.rsplit(":", 1)[-1] + "_"
+        ):
+            out.append(Violation(e, f"{e.user}'s last Lease write named {last.holder}"))
         else:
             expiry = last.time + datetime.timedelta(seconds=last.lease_s or DEFAULT_LEASE_S)
             if e.time >= expiry:

@@ -88,7 +88,8 @@ counts, after a generous wait ({settle:.0f} s) for the schedulable pods:
 - **overcommitted nodes**: a scenario node whose bound non-terminal pods request more
   cpu, memory or pods than it allocates;
 - **Bindings by a non-holder**: a successful `pods/binding` by replica X at audit time T
-  where the last successful Lease write before T was not X's, was a release, or
+  where the last successful Lease write before T was not X's, did not name X as
+  holder (a release or another holder), or
   T ≥ that write's time + leaseDurationSeconds (a 504 Binding of a pod that ended bound
   counts as applied);
 - **crash loops**: an exit of a replica the harness did not cause, outside every fault

@@ -77,6 +77,13 @@ def test_a_binding_after_the_lease_ran_out_is_a_violation_even_with_no_new_holde
     assert len(_violations(tmp_path, lines)) == 1
 
 
+def test_a_lease_write_naming_another_holder_does_not_make_the_writer_a_holder(
+    tmp_path: Path,
+) -> None:
+    lines = [_line(0, A, "leases", holder="r1_y", code=200), _line(1, A, "pods/binding")]
+    assert len(_violations(tmp_path, lines)) == 1
+
+
 def test_a_failed_lease_write_does_not_make_a_holder(tmp_path: Path) -> None:
     lines = [
         _line(0, A, "leases", holder="r0_x", code=200),
