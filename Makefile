@@ -50,7 +50,7 @@ lint: install ## ruff and mypy --strict
 	$(VENV)/bin/ruff check operator tests hack bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --strict tests/faults
+	$(VENV)/bin/mypy --strict tests/faults tests/unit/faults
 
 .PHONY: helm-lint
 helm-lint: install tools ## helm lint --strict, and helm template | kubeconform -strict per chart ci/*-values.yaml
