@@ -60,13 +60,18 @@ class ClusterCache:
         self._node_rv: dict[model.NodeName, int] = {}
         self._tombstones: dict[str, int] = {}  # uid -> resourceVersion of its deletion
         self._node_tombstones: dict[model.NodeName, int] = {}
+        self.changed_annotations: set[str] = set()  # drained by the scheduler's queue hints
 
     # --- nodes -------------------------------------------------------------------------
 
     def upsert_node(self, info: model.NodeInfo, *, resource_version: str = "") -> bool:
-        """Add or update a node; True if the change can make a pending pod schedulable
-        (a new node, or new allocatable, labels, annotations, taints or cordon). A status
-        heartbeat changes none of these: it neither dirties the node nor wakes the queue."""
+        """Add or update a node; True if the change can make any pending pod schedulable
+        (a new node, or new allocatable, labels, taints or cordon: ``generation`` bumps).
+
+        A change of annotations only matters to policies that score by those annotations:
+        their keys are gathered in ``changed_annotations`` (the scheduler wakes just those
+        policies' pods) and the node's state is rebuilt, but ``generation`` stays. A
+        status heartbeat changes none of these: nothing is dirtied or woken."""
         rv = _rv(resource_version)
         if info.name in self._node_tombstones and rv <= self._node_tombstones[info.name]:
             return False  # an old copy (from a LIST) of a node whose deletion we have seen
@@ -74,6 +79,17 @@ class ClusterCache:
         self._node_rv[info.name] = max(self._node_rv.get(info.name, 0), rv)
         node = self._nodes.get(info.name)
         if node is not None and node.info == info:
+            return False
+        if (
+            node is not None
+            and dataclasses.replace(node.info, annotations=info.annotations) == info
+        ):
+            old, new = node.info.annotations, info.annotations
+            self.changed_annotations.update(
+                k for k in old.keys() | new.keys() if old.get(k) != new.get(k)
+            )
+            node.info = info
+            self._dirty.add(info.name)
             return False
         if node is None:
             node = _Node(info=info, pods={}, recent=collections.deque())

@@ -128,13 +128,26 @@ class Scheduler:
             await asyncio.sleep(0)  # let the watches in between batches
 
     def _wake_on_changes(self, now: float) -> None:
-        """Cluster or policy changes that may help waiting pods move them back (metric
-        changes are hinted by the refresher, per policy)."""
+        """Cluster or policy changes that may help waiting pods move them back; changed
+        node annotations move the pods of the policies that score by them (Prometheus
+        metric changes are hinted by the refresher, per policy)."""
         self.cache.expire_holds(now)
         gen = self.cache.generation
         if gen != self._seen_generation:
             self._seen_generation = gen
             self.queue.on_cluster_change()
+            self.cache.changed_annotations.clear()
+        elif self.cache.changed_annotations:
+            keys = self.cache.changed_annotations
+            self.queue.on_metrics_change(
+                p.key
+                for p in self.cache.policies.values()
+                if any(
+                    isinstance(m.source, model.AnnotationSource) and m.source.annotation in keys
+                    for m in p.metrics
+                )
+            )
+            keys.clear()
         if now - self._last_resync >= _RESYNC_S:
             self._last_resync = now
             self.queue.sync(self.cache.pending)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from metricsched.core import model, parse
@@ -234,3 +235,17 @@ def test_a_correction_to_where_the_watch_already_put_the_pod_changes_nothing() -
     c.correct(_pod("a"), model.NodeName("n1"), now=0.0)
     assert not c.is_assumed("uid-a")
     assert _cpu(c, "n1") == 500
+
+
+def test_an_annotation_change_is_told_apart_from_a_change_every_pod_cares_about() -> None:
+    c = cache_mod.ClusterCache()
+    node = _node("n1")
+    c.upsert_node(node, resource_version="10")
+    g = c.generation
+    annotated = dataclasses.replace(node, annotations={"example.com/price": "0.3"})
+    assert not c.upsert_node(annotated, resource_version="11")
+    assert c.generation == g
+    assert c.changed_annotations == {"example.com/price"}
+    assert c.snapshot(now=0.0).nodes[model.NodeName("n1")].node.annotations == {
+        "example.com/price": "0.3"
+    }
