@@ -126,7 +126,9 @@ def _pick_by_strategy(
         scores = tuple(
             float(allocation_score(state=state, pod=pod, strategy=strategy)) for state in states
         )
-        best = scoring.ranking(totals=scores, burst_counts=burst_counts, names=names, count=1)
+        best = scoring.ranking(
+            totals=scores, burst_counts=burst_counts, names=names, seed=seed, count=1
+        )
         return best[0], scores
     zeros = (0.0,) * len(states)
     if strategy is model.FallbackStrategy.ROUND_ROBIN:
@@ -364,6 +366,7 @@ def schedule_one(
         totals=scores.totals,
         burst_counts=scored_bursts,
         names=[names[index] for index in scored_indices],
+        seed=seed,
     )
     metric_names = [metric.name for metric in chosen.metrics]
     detailed = range(len(scored_indices)) if detail else top

@@ -177,6 +177,12 @@ class MetricSpec:
     threshold_min: float | None
     threshold_max: float | None
     on_missing: OnMissing
+    # Normalisation (DESIGN "Scoring semantics", README "No herding"): values within
+    # max(tolerance, tolerance_percent % of |best|) of the best count as equal to it; a
+    # node ``value_range`` units past that scores 0 (None: the worst scored node does).
+    tolerance: float = 0.0
+    tolerance_percent: float = 5.0
+    value_range: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -228,7 +234,7 @@ class QueryErrorKind(enum.StrEnum):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MetricSample:
-    value: float  # always finite
+    value: float  # never NaN; ±Inf are values (the best or worst there is)
     refreshed_at: float  # unix time of the refresh that returned it
 
 
