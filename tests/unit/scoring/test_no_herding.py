@@ -222,9 +222,10 @@ def test_a_much_better_node_takes_the_burst_until_the_penalty_levels_it(
         now=now,
         pods=100,
     )
-    # node-0 scores 100 and the others about 6: it takes pods while 100 - 5 k beats 6, then
-    # the penalty spreads the rest evenly over all ten.
-    assert counts["node-0"] >= 18
+    # node-0 scores 100 and the others under 2 (their gap to it is real, the noise among
+    # them is within the tolerance): it takes pods while 100 - 5 k beats 2, that is 20, and
+    # the others share the rest evenly.
+    assert counts["node-0"] == 20
     others = [counts[name] for name in names[1:]]
     assert max(others) - min(others) <= 1
     assert sum(others) == 100 - counts["node-0"]
