@@ -103,6 +103,12 @@ class PodInfo:
     deleting: bool  # metadata.deletionTimestamp set
     phase: str
     priority: int = 0  # spec.priority (set by the API server from priorityClassName)
+    # --- read for the parity plugins (core/plugins) ---
+    preemption_policy: str = ""  # spec.preemptionPolicy ("" = PreemptLowerPriority)
+    resource_claims: tuple[str, ...] = ()  # spec.resourceClaims[*].name (DRA)
+    # cpu and memory as kube-scheduler's scores count them: a container without a request
+    # counts 100m / 200Mi (NodeResourcesFit's LeastAllocated/MostAllocated, not its filter)
+    nonzero_requests: Resources | None = None  # None: same as ``requests``
 
     @property
     def key(self) -> PodKey:
@@ -118,6 +124,7 @@ class NodeState:
     used_ports: frozenset[HostPort]
     pods: tuple[PodInfo, ...]  # for inter-pod affinity and topology spread
     recent_binds: tuple[float, ...] = ()  # unix times this scheduler bound pods here (burst)
+    nonzero_requested: Resources | None = None  # sum of pods' nonzero_requests; None: requested
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -125,6 +132,9 @@ class ClusterSnapshot:
     """Everything the cycle knows about the cluster at one instant."""
 
     nodes: Mapping[NodeName, NodeState]
+    # Labels of each namespace (from the Namespace watch), for namespaceSelector in pod
+    # (anti-)affinity; None: not known, and the filters answer restrictively.
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None
 
 
 # --- policies --------------------------------------------------------------------------

@@ -107,6 +107,12 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         deleting=meta.get("deletionTimestamp") is not None,
         phase=phase,
         priority=_priority(spec),
+        **_parity_fields(
+            spec,
+            status,
+            containers=containers,
+            init_containers=init_containers,
+        ),
     )
 
 
@@ -325,6 +331,57 @@ def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
         if volume.get("persistentVolumeClaim") is not None or volume.get("ephemeral") is not None:
             return (VOLUME_TOPOLOGY,)
     return ()
+
+
+# --- pod fields for the parity plugins (core/plugins) ---------------------------------
+
+# kube-scheduler's requests for containers that request nothing, in its scores
+# (pkg/scheduler/util DefaultMilliCPURequest, DefaultMemoryRequest).
+_NON_ZERO_DEFAULTS: Final[Mapping[str, Any]] = {_CPU: "100m", _MEMORY: "200Mi"}
+
+
+def _parity_fields(
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    *,
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+) -> dict[str, Any]:
+    """PodInfo fields read for DynamicResources, PostFilter and the allocation scores."""
+    claims = []
+    for index, item in enumerate(_list(spec, "resourceClaims", "spec.resourceClaims")):
+        if not isinstance(item, Mapping):
+            raise ParseError(f"spec.resourceClaims[{index}]", "must be an object")
+        claims.append(_string(item, "name", f"spec.resourceClaims[{index}].name"))
+    policy = _string(spec, "preemptionPolicy", "spec.preemptionPolicy")
+    # NonMissingContainerRequests: the same arithmetic as the filter's request, with
+    # each container's missing cpu / memory request counted as the default.
+    nonzero = _pod_requests(
+        spec,
+        status,
+        containers=[(p, _with_default_requests(c)) for p, c in containers],
+        init_containers=[(p, _with_default_requests(c)) for p, c in init_containers],
+    )
+    return {
+        "resource_claims": tuple(claims),
+        "preemption_policy": policy,
+        "nonzero_requests": model.Resources(milli_cpu=nonzero.milli_cpu, memory=nonzero.memory),
+    }
+
+
+def _with_default_requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
+    resources = container.get("resources")
+    if not isinstance(resources, Mapping):
+        resources = {}
+    requests = resources.get("requests")
+    limits = resources.get("limits")
+    given = set(requests) if isinstance(requests, Mapping) else set()
+    given |= set(limits) if isinstance(limits, Mapping) else set()  # a limit defaults the request
+    missing = {name: value for name, value in _NON_ZERO_DEFAULTS.items() if name not in given}
+    if not missing:
+        return container
+    merged = {**(requests if isinstance(requests, Mapping) else {}), **missing}
+    return {**container, "resources": {**resources, "requests": merged}}
 
 
 # --- nodes -----------------------------------------------------------------------------

@@ -60,6 +60,8 @@ class ClusterCache:
         self._node_rv: dict[model.NodeName, int] = {}
         self._tombstones: dict[str, int] = {}  # uid -> resourceVersion of its deletion
         self._node_tombstones: dict[model.NodeName, int] = {}
+        # namespace -> labels, from the Namespace watch (None until it first delivers)
+        self._namespace_labels: dict[str, Mapping[str, str]] | None = None
 
     # --- nodes -------------------------------------------------------------------------
 
@@ -272,6 +274,22 @@ class ClusterCache:
         self.policy_errors.pop(key, None)
         self.generation += 1
 
+    # --- namespaces (labels only: namespaceSelector in pod affinity) -------------------
+
+    def upsert_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        if self._namespace_labels is None:
+            self._namespace_labels = {}
+        if self._namespace_labels.get(name) != labels:
+            self._namespace_labels[name] = dict(labels)
+            self.generation += 1  # a namespaceSelector may now match
+
+    def remove_namespace(self, name: str) -> None:
+        if (
+            self._namespace_labels is not None
+            and self._namespace_labels.pop(name, None) is not None
+        ):
+            self.generation += 1
+
     # --- reading -----------------------------------------------------------------------
 
     def nodes(self) -> list[model.NodeInfo]:
@@ -289,7 +307,7 @@ class ClusterCache:
                 n.recent.popleft()
             self._states[name] = _build_state(n)
         self._dirty.clear()
-        return model.ClusterSnapshot(nodes=self._states)
+        return model.ClusterSnapshot(nodes=self._states, namespace_labels=self._namespace_labels)
 
     def pods_bound_to(self, node: model.NodeName) -> Iterable[model.PodInfo]:
         n = self._nodes.get(node)
@@ -324,6 +342,9 @@ def _build_state(node: _Node) -> model.NodeState:
         used_ports=frozenset(port for pod in pods for port in pod.host_ports),
         pods=pods,
         recent_binds=tuple(node.recent),
+        nonzero_requested=parse.sum_resources(
+            pod.requests if pod.nonzero_requests is None else pod.nonzero_requests for pod in pods
+        ),
     )
 
 

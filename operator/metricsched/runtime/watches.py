@@ -142,6 +142,18 @@ class Watches:
         except parse.ParseError as e:
             logger.warning("ignoring node %s: %s", name, e)
 
+    def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Namespace labels only, for namespaceSelector in pod (anti-)affinity."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        if event_type == "DELETED":
+            self.cache.remove_namespace(name)
+            return
+        labels = meta.get("labels") or {}
+        if isinstance(labels, Mapping):
+            self.cache.upsert_namespace(name, {str(k): str(v) for k, v in labels.items()})
+
     def on_policy(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         if self._namespaces and meta.get("namespace") not in self._namespaces:
@@ -300,6 +312,10 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
     @kopf.on.event("v1", "nodes", registry=registry)
     async def node_event(event: Mapping[str, Any], **_: Any) -> None:
         w.on_node(event.get("type"), event["object"])
+
+    @kopf.on.event("v1", "namespaces", registry=registry)
+    async def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_namespace(event.get("type"), event["object"])
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def policy_event(event: Mapping[str, Any], **_: Any) -> None:

@@ -87,6 +87,8 @@ def test_the_operator_schedules_end_to_end_as_the_chart_service_account(
 ALLOWED = [
     ("list", "nodes", None),
     ("watch", "nodes", None),
+    ("list", "namespaces", None),
+    ("watch", "namespaces", None),
     ("watch", "pods", None),
     ("get", "pods", None),
     ("create", "pods:binding", None),
@@ -121,7 +123,8 @@ DENIED = [
     ("get", "configmaps", None),
     ("create", "serviceaccounts:token", "{ns}"),
     ("delete", "customresourcedefinitions.apiextensions.k8s.io", None),
-    ("list", "namespaces", None),
+    ("update", "namespaces", None),
+    ("delete", "namespaces", None),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None),
     ("update", "leases.coordination.k8s.io/another-lease", "{ns}"),
     ("create", "leases.coordination.k8s.io", "kube-system"),

@@ -234,3 +234,16 @@ def test_a_correction_to_where_the_watch_already_put_the_pod_changes_nothing() -
     c.correct(_pod("a"), model.NodeName("n1"), now=0.0)
     assert not c.is_assumed("uid-a")
     assert _cpu(c, "n1") == 500
+
+
+def test_node_state_sums_pods_requests_as_kube_schedulers_scores_count_them():
+    cache = cache_mod.ClusterCache()
+    cache.upsert_node(_node("n1"))
+    cache.upsert_pod(_pod("a", node="n1", cpu="500m"), ours=False)
+    cache.upsert_pod(_pod("b", node="n1", cpu="0"), ours=False)
+    state = cache.snapshot(now=0).nodes[model.NodeName("n1")]
+    assert state.requested.milli_cpu == 500
+    assert state.nonzero_requested is not None
+    # b's explicit 0 stays 0; neither asks memory: 200Mi each.
+    assert state.nonzero_requested.milli_cpu == 500
+    assert state.nonzero_requested.memory == 2 * 200 * 1024**2

@@ -1,0 +1,35 @@
+"""Namespaces are watched for their labels only; the snapshot carries them to the filters."""
+
+from __future__ import annotations
+
+from metricsched.runtime import cache as cache_mod
+from tests.unit.runtime.test_watches_and_relist import _watches
+
+
+def _namespace(name: str, **labels: str) -> dict[str, object]:
+    return {"metadata": {"name": name, "labels": labels, "annotations": {"big": "x" * 100}}}
+
+
+def test_snapshot_has_no_namespace_labels_until_the_watch_delivers():
+    assert cache_mod.ClusterCache().snapshot(now=0).namespace_labels is None
+
+
+def test_namespace_events_keep_each_namespaces_labels():
+    watches = _watches()
+    watches.on_namespace(None, _namespace("shop", team="web"))
+    watches.on_namespace("ADDED", _namespace("data", team="data"))
+    watches.on_namespace("MODIFIED", _namespace("shop", team="web", tier="front"))
+    watches.on_namespace("DELETED", _namespace("data"))
+    assert watches.cache.snapshot(now=0).namespace_labels == {
+        "shop": {"team": "web", "tier": "front"}
+    }
+
+
+def test_a_label_change_can_make_a_pending_pod_schedulable():
+    watches = _watches()
+    watches.on_namespace("ADDED", _namespace("shop", team="web"))
+    before = watches.cache.generation
+    watches.on_namespace("MODIFIED", _namespace("shop", team="web"))  # unchanged labels
+    assert watches.cache.generation == before
+    watches.on_namespace("MODIFIED", _namespace("shop", team="data"))
+    assert watches.cache.generation > before
