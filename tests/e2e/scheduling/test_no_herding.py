@@ -7,13 +7,10 @@ there), sets their metric on the exporter, and removes them afterwards.
 from __future__ import annotations
 
 import collections
-import contextlib
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import kubernetes
 import pytest
 import yaml
 
@@ -25,76 +22,15 @@ from tests.e2e.scheduling.conftest import (
     set_and_wait,
     wait_policy_refreshed,
 )
+from tests.e2e.scheduling.pools import Pool
 
-POOL_LABEL = "metricsched.io/e2e-pool"
 NODES = 10
 EXAMPLE = ROOT / "manifests" / "examples" / "tolerant-latency-policy.yaml"
 
 
-class Pool:
-    """Ten kwok nodes reserved for one test by a label and a taint."""
-
-    def __init__(self, cluster: Cluster, *, pods_capacity: dict[int, int] | None = None) -> None:
-        self.cluster = cluster
-        self.id = uuid.uuid4().hex[:6]
-        self.names = [f"herd-{self.id}-{index}" for index in range(NODES)]
-        self.pods_capacity = pods_capacity or {}
-
-    def node_body(self, index: int) -> dict[str, Any]:
-        capacity = {
-            "cpu": "16",
-            "memory": "64Gi",
-            "pods": str(self.pods_capacity.get(index, 110)),
-            "ephemeral-storage": "100Gi",
-        }
-        name = self.names[index]
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "labels": {"kubernetes.io/hostname": name, POOL_LABEL: self.id, "type": "kwok"},
-                "annotations": {"kwok.x-k8s.io/node": "fake"},
-            },
-            "spec": {"taints": [{"key": POOL_LABEL, "value": self.id, "effect": "NoSchedule"}]},
-            "status": {
-                "capacity": capacity,
-                "allocatable": capacity,
-                "addresses": [{"type": "Hostname", "address": name}],
-            },
-        }
-
-    def create(self) -> None:
-        for index in range(NODES):
-            self.cluster.core.create_node(self.node_body(index))
-
-        def ready() -> bool:
-            nodes = self.cluster.core.list_node(label_selector=f"{POOL_LABEL}={self.id}").items
-            return len(nodes) == NODES and all(
-                any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
-                and [t.key for t in n.spec.taints or []] == [POOL_LABEL]
-                for n in nodes
-            )
-
-        wait_for("the pool's nodes Ready and untainted by the node controller", ready, timeout=60)
-
-    def delete(self) -> None:
-        for name in self.names:
-            with contextlib.suppress(kubernetes.client.exceptions.ApiException):
-                self.cluster.core.delete_node(name)
-
-    def pod_spec(self) -> dict[str, Any]:
-        return {
-            "nodeSelector": {POOL_LABEL: self.id},
-            "tolerations": [
-                {"key": POOL_LABEL, "operator": "Equal", "value": self.id, "effect": "NoSchedule"}
-            ],
-        }
-
-
 @pytest.fixture
 def pool(cluster: Cluster) -> Iterator[Pool]:
-    created = Pool(cluster)
+    created = Pool(cluster, size=NODES)
     created.create()
     yield created
     created.delete()
@@ -103,7 +39,7 @@ def pool(cluster: Cluster) -> Iterator[Pool]:
 @pytest.fixture
 def small_first_pool(cluster: Cluster) -> Iterator[Pool]:
     """The pool with room for only 15 pods on its first node."""
-    created = Pool(cluster, pods_capacity={0: 15})
+    created = Pool(cluster, size=NODES, pods_capacity={0: 15})
     created.create()
     yield created
     created.delete()
