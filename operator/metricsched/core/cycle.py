@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from metricsched.core import filters, model, policy, scoring
-from metricsched.core.plugins import dynamic_resources, preemption
+from metricsched.core.plugins import dynamic_resources, preemption, volume_binding
 
 MESSAGE_LIMIT: Final = 1024
 """Bytes an event note may hold; kube-scheduler truncates to it the same way."""
@@ -276,13 +276,14 @@ def schedule_one(
         )
 
     names = sorted(snapshot.nodes)
-    claims = dynamic_resources.pre_filter(pod)
-    if claims and names:
+    volumes, refusal = volume_binding.bound_volumes(pod, snapshot)
+    refusal = refusal or dynamic_resources.pre_filter(pod)
+    if refusal and names:
         return _decision(
             pod=pod,
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
-            message=filters.fit_error_message(len(names), {}, pre_filter_msg=claims)
+            message=filters.fit_error_message(len(names), {}, pre_filter_msg=refusal)
             + preemption.suffix(pod=pod, snapshot=snapshot, reasons={}),
         )
     if not names:
@@ -302,6 +303,10 @@ def schedule_one(
         for state in states
     ]
     filter_reasons = filters.run_filters(pod, snapshot, namespace_labels=snapshot.namespace_labels)
+    if volumes:
+        filter_reasons = volume_binding.run_filter(
+            volumes=volumes, snapshot=snapshot, reasons=filter_reasons
+        )
     verdicts: list[model.NodeVerdict | None] = [None] * len(names)
     feasible: list[int] = []  # indices into names/states
     for index, name in enumerate(names):

@@ -109,6 +109,9 @@ class PodInfo:
     # cpu and memory as kube-scheduler's scores count them: a container without a request
     # counts 100m / 200Mi (NodeResourcesFit's LeastAllocated/MostAllocated, not its filter)
     nonzero_requests: Resources | None = None  # None: same as ``requests``
+    # PersistentVolumeClaims the pod's volumes use (persistentVolumeClaim.claimName, and
+    # "<pod>-<volume>" for generic ephemeral volumes), in the pod's namespace
+    volume_claims: tuple[str, ...] = ()
 
     @property
     def key(self) -> PodKey:
@@ -128,6 +131,25 @@ class NodeState:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ClaimInfo:
+    """A PersistentVolumeClaim, as VolumeBinding reads it."""
+
+    namespace: str
+    name: str
+    volume_name: str  # spec.volumeName; "" while unbound
+    deleting: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VolumeInfo:
+    """A PersistentVolume, as VolumeBinding and VolumeZone read it."""
+
+    name: str
+    node_affinity: tuple[RawBody, ...] | None  # spec.nodeAffinity.required terms; None: any
+    zone_labels: Mapping[str, str]  # its topology.kubernetes.io/zone|region labels (and beta)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     """Everything the cycle knows about the cluster at one instant."""
 
@@ -135,6 +157,10 @@ class ClusterSnapshot:
     # Labels of each namespace (from the Namespace watch), for namespaceSelector in pod
     # (anti-)affinity; None: not known, and the filters answer restrictively.
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+    # PersistentVolumeClaims by "namespace/name" and PersistentVolumes by name, from their
+    # watches; None: not known yet (pods with claims wait).
+    claims: Mapping[str, ClaimInfo] | None = None
+    volumes: Mapping[str, VolumeInfo] | None = None
 
 
 # --- policies --------------------------------------------------------------------------

@@ -62,6 +62,9 @@ class ClusterCache:
         self._node_tombstones: dict[model.NodeName, int] = {}
         # namespace -> labels, from the Namespace watch (None until it first delivers)
         self._namespace_labels: dict[str, Mapping[str, str]] | None = None
+        # PersistentVolumeClaims by "namespace/name" and PersistentVolumes by name
+        self._claims: dict[str, model.ClaimInfo] = {}
+        self._volumes: dict[str, model.VolumeInfo] = {}
 
     # --- nodes -------------------------------------------------------------------------
 
@@ -290,6 +293,27 @@ class ClusterCache:
         ):
             self.generation += 1
 
+    # --- claims and volumes (VolumeBinding for bound claims) ----------------------------
+
+    def upsert_claim(self, claim: model.ClaimInfo) -> None:
+        key = f"{claim.namespace}/{claim.name}"
+        if self._claims.get(key) != claim:
+            self._claims[key] = claim
+            self.generation += 1  # a claim bound: its pods may now be placed
+
+    def remove_claim(self, namespace: str, name: str) -> None:
+        if self._claims.pop(f"{namespace}/{name}", None) is not None:
+            self.generation += 1
+
+    def upsert_volume(self, volume: model.VolumeInfo) -> None:
+        if self._volumes.get(volume.name) != volume:
+            self._volumes[volume.name] = volume
+            self.generation += 1
+
+    def remove_volume(self, name: str) -> None:
+        if self._volumes.pop(name, None) is not None:
+            self.generation += 1
+
     # --- reading -----------------------------------------------------------------------
 
     def nodes(self) -> list[model.NodeInfo]:
@@ -307,7 +331,12 @@ class ClusterCache:
                 n.recent.popleft()
             self._states[name] = _build_state(n)
         self._dirty.clear()
-        return model.ClusterSnapshot(nodes=self._states, namespace_labels=self._namespace_labels)
+        return model.ClusterSnapshot(
+            nodes=self._states,
+            namespace_labels=self._namespace_labels,
+            claims=self._claims,
+            volumes=self._volumes,
+        )
 
     def pods_bound_to(self, node: model.NodeName) -> Iterable[model.PodInfo]:
         n = self._nodes.get(node)

@@ -11,7 +11,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from tests.e2e.conftest import Cluster, pod_body
+from tests.e2e.conftest import Cluster, pod_body, wait_for
 from tests.e2e.scheduling.conftest import (
     OperatorProcess,
     apply_policy,
@@ -195,3 +195,93 @@ def test_least_allocated_counts_containers_without_requests_as_kube_scheduler_do
     # No policy in this namespace: the default policy places by LeastAllocated.
     cluster.create_pod(namespace, "next", spec=two_nodes.pod_spec())
     assert wait_bound(cluster, namespace, "next") == busy
+
+
+# --- VolumeBinding for bound claims ----------------------------------------------------------
+
+
+@pytest.fixture
+def claim_on_node_2(cluster: Cluster, namespace: str) -> Iterator[str]:
+    """A claim bound (by the KCM's PV controller) to a volume usable on node-2 only."""
+    pv = f"{namespace}-pv"
+    cluster.core.create_persistent_volume(
+        {
+            "metadata": {"name": pv},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "hostPath": {"path": "/tmp/metricsched-e2e"},
+                "claimRef": {"namespace": namespace, "name": "data"},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "kubernetes.io/hostname",
+                                        "operator": "In",
+                                        "values": ["node-2"],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                },
+            },
+        }
+    )
+    cluster.core.create_namespaced_persistent_volume_claim(namespace, claim_body("data", pv))
+    wait_for(
+        "claim data Bound",
+        lambda: (
+            cluster.core.read_namespaced_persistent_volume_claim("data", namespace).status.phase
+            == "Bound"
+        ),
+        timeout=60,
+    )
+    yield "data"
+    cluster.core.delete_persistent_volume(pv)
+
+
+def claim_body(name: str, volume: str = "", storage_class: str = "") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": "1Gi"}},
+            **({"volumeName": volume} if volume else {}),
+        },
+    }
+
+
+def with_claim(claim: str) -> dict[str, Any]:
+    return {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
+
+
+def test_a_pod_with_a_bound_claim_goes_where_the_volume_can_be_used(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, claim_on_node_2: str
+) -> None:
+    # Without the volume, LeastAllocated would pick the biggest node (node-3).
+    cluster.create_pod(namespace, "stateful", spec=with_claim(claim_on_node_2))
+    assert wait_bound(cluster, namespace, "stateful") == "node-2"
+
+
+def test_a_pod_with_an_unbound_claim_waits_and_is_told_why(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    # A class nobody provisions for: the claim stays Pending, as a WaitForFirstConsumer
+    # claim does until a scheduler picks a node for its pod.
+    cluster.core.create_namespaced_persistent_volume_claim(
+        namespace, claim_body("later", storage_class="wait-for-first-consumer")
+    )
+    cluster.create_pod(namespace, "stateful", spec=with_claim("later"))
+
+    message = wait_event(cluster, namespace, "stateful", "FailedScheduling")[0]
+    assert message.startswith(
+        '0/6 nodes are available: persistentvolumeclaim "later" is not bound: metricsched '
+        "places pods whose claims are bound and does not bind or provision claims"
+    ), message
+    assert message.endswith(NOT_HELPFUL_6), message
+    assert still_pending(cluster, namespace, "stateful")

@@ -31,6 +31,11 @@ EXPECTED_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     {
+        "apiGroups": [""],
+        "resources": ["persistentvolumeclaims", "persistentvolumes"],
+        "verbs": ["list", "watch"],
+    },
+    {
         "apiGroups": ["metricsched.io"],
         "resources": ["schedulingpolicies"],
         "verbs": ["get", "list", "watch"],

@@ -57,3 +57,34 @@ def test_an_explicit_zero_request_is_not_replaced_by_the_default():
     info = parse.pod_from_body(pod(containers=[container("a", requests={"cpu": "0"})]))
     assert info.nonzero_requests is not None
     assert (info.nonzero_requests.milli_cpu, info.nonzero_requests.memory) == (0, 200 * MI)
+
+
+def test_a_claim_is_read_with_its_volume_and_deletion():
+    claim = parse.claim_from_body(
+        {
+            "metadata": {"name": "data", "namespace": "shop", "deletionTimestamp": "x"},
+            "spec": {"volumeName": "pv-1", "storageClassName": ""},
+        }
+    )
+    assert (claim.namespace, claim.name, claim.volume_name, claim.deleting) == (
+        "shop",
+        "data",
+        "pv-1",
+        True,
+    )
+
+
+def test_a_volume_is_read_with_its_node_affinity_and_zone_labels_only():
+    terms = [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]}]
+    volume = parse.volume_from_body(
+        {
+            "metadata": {
+                "name": "pv-1",
+                "labels": {"topology.kubernetes.io/zone": "a", "team": "x"},
+            },
+            "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": terms}}},
+        }
+    )
+    assert volume.node_affinity == tuple(terms)
+    assert volume.zone_labels == {"topology.kubernetes.io/zone": "a"}
+    assert parse.volume_from_body({"metadata": {"name": "pv-2"}}).node_affinity is None

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from metricsched.core import filters, model, parse
+from metricsched.core.plugins import volume_binding
 
 NAME: Final = "DefaultPreemption"
 PREFIX: Final = "preemption: "
@@ -140,4 +141,7 @@ def _dry_run(
     nodes[name] = emptied
     trial = dataclasses.replace(snapshot, nodes=nodes)
     found = filters.run_filters(pod, trial, namespace_labels=snapshot.namespace_labels)
+    volumes, _ = volume_binding.bound_volumes(pod, snapshot)
+    if volumes:
+        found = volume_binding.run_filter(volumes=volumes, snapshot=trial, reasons=found)
     return tuple(found.get(name, ()))

@@ -1,4 +1,4 @@
-"""Namespaces are watched for their labels only; the snapshot carries them to the filters."""
+"""Namespaces (labels only), claims and volumes are watched; the snapshot carries them."""
 
 from __future__ import annotations
 
@@ -33,3 +33,20 @@ def test_a_label_change_can_make_a_pending_pod_schedulable():
     assert watches.cache.generation == before
     watches.on_namespace("MODIFIED", _namespace("shop", team="data"))
     assert watches.cache.generation > before
+
+
+def test_claim_and_volume_events_reach_the_snapshot_and_wake_pending_pods():
+    watches = _watches()
+    claim = {"metadata": {"name": "data", "namespace": "shop"}, "spec": {}}
+    watches.on_claim("ADDED", claim)
+    before = watches.cache.generation
+    watches.on_claim("MODIFIED", {**claim, "spec": {"volumeName": "pv-1"}})
+    watches.on_volume("ADDED", {"metadata": {"name": "pv-1"}, "spec": {}})
+    assert watches.cache.generation > before
+    snapshot = watches.cache.snapshot(now=0)
+    assert snapshot.claims is not None and snapshot.claims["shop/data"].volume_name == "pv-1"
+    assert snapshot.volumes is not None and "pv-1" in snapshot.volumes
+    watches.on_claim("DELETED", claim)
+    watches.on_volume("DELETED", {"metadata": {"name": "pv-1"}})
+    snapshot = watches.cache.snapshot(now=0)
+    assert snapshot.claims == {} and snapshot.volumes == {}
