@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from metricsched.core import model, parse
+from metricsched.core.plugins import preemption
 
 Outcome = model.Outcome
 
@@ -95,3 +96,42 @@ def test_a_pod_with_resource_claims_is_refused_on_every_node_and_never_bound(
         "allocate; set spec.schedulerName to a scheduler that does (default-scheduler). "
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
+
+
+def away_from_web(pod: model.PodInfo) -> model.PodInfo:
+    term = {
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    return dataclasses.replace(pod, pod_anti_affinity=(term,), labels={"app": "api"})
+
+
+def test_the_dry_run_checks_the_filters_after_resources_on_the_emptied_node(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    # Evicting "low" frees the cpu, but "high" (app=web) stays: anti-affinity still fails.
+    busy = with_pods(
+        make_node("node-1", cpu=1000),
+        prioritised(make_pod("low", cpu=800, labels={"app": "db"}), 0),
+        prioritised(make_pod("high", cpu=100, labels={"app": "web"}), 2000),
+    )
+    pod = prioritised(away_from_web(make_pod(cpu=500)), 1000)
+    decision = schedule(pod=pod, snapshot=make_cluster(busy))
+    assert decision.message == (
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: 0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."
+    )
+
+
+def test_past_its_budget_of_whole_cluster_runs_a_node_with_room_counts_as_helped(
+    *, make_node, make_cluster, make_pod, schedule, monkeypatch
+):
+    monkeypatch.setattr(preemption, "MAX_CLUSTER_DRY_RUNS", 0)
+    busy = with_pods(
+        make_node("node-1", cpu=1000),
+        prioritised(make_pod("low", cpu=800, labels={"app": "db"}), 0),
+        prioritised(make_pod("high", cpu=100, labels={"app": "web"}), 2000),
+    )
+    pod = prioritised(away_from_web(make_pod(cpu=500)), 1000)
+    decision = schedule(pod=pod, snapshot=make_cluster(busy))
+    assert "preemption: 1 node(s) would fit the pod if pods of lower priority" in (decision.message)

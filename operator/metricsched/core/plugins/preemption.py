@@ -46,6 +46,11 @@ _RESOLVABLE: Final = frozenset(
     }
 )
 _INSUFFICIENT: Final = "Insufficient "
+# A dry run that passes NodePorts and NodeResourcesFit needs the later filters, which read
+# the whole cluster (topology spread, inter-pod affinity): at most this many such runs per
+# message (kube-scheduler's minCandidateNodesAbsolute); past it, a node that fits its
+# resources once its victims are gone counts as one preemption would help.
+MAX_CLUSTER_DRY_RUNS: Final = 100
 
 
 def suffix(
@@ -73,6 +78,7 @@ def _message(
         return NOT_ELIGIBLE_NEVER
     statuses: dict[model.NodeName, tuple[str, ...]] = {}
     would_fit = 0
+    budget = [MAX_CLUSTER_DRY_RUNS]
     for name, state in snapshot.nodes.items():
         node_reasons = reasons.get(name, ())
         if not _resolvable(pod, state.node, node_reasons):
@@ -82,7 +88,7 @@ def _message(
         if not victims:
             statuses[name] = (NO_VICTIMS,)
             continue
-        after = _dry_run(pod=pod, snapshot=snapshot, name=name, victims=victims)
+        after = _dry_run(pod=pod, snapshot=snapshot, name=name, victims=victims, budget=budget)
         if after:
             statuses[name] = after
         else:
@@ -126,8 +132,12 @@ def _dry_run(
     snapshot: model.ClusterSnapshot,
     name: model.NodeName,
     victims: Sequence[model.PodInfo],
+    budget: list[int],
 ) -> tuple[str, ...]:
-    """The node's filter reasons for ``pod`` with ``victims`` gone (empty: it would fit)."""
+    """The node's filter reasons for ``pod`` with ``victims`` gone (empty: it would fit).
+
+    ``budget[0]`` counts down the whole-cluster runs this message may still make.
+    """
     gone = {victim.uid for victim in victims}
     state = snapshot.nodes[name]
     left = tuple(other for other in state.pods if other.uid not in gone)
@@ -137,6 +147,14 @@ def _dry_run(
         used_ports=frozenset(port for other in left for port in other.host_ports),
         pods=left,
     )
+    # The node passed every filter before NodePorts; these two need this node only.
+    if ports := filters.node_ports(pod, emptied):
+        return (ports,)
+    if fit := filters.node_resources_fit(pod, emptied):
+        return fit
+    if budget[0] <= 0:
+        return ()
+    budget[0] -= 1
     nodes = dict(snapshot.nodes)
     nodes[name] = emptied
     trial = dataclasses.replace(snapshot, nodes=nodes)
