@@ -190,7 +190,12 @@ def test_least_allocated_counts_containers_without_requests_as_kube_scheduler_do
         body["spec"]["containers"][0].pop("resources")
         cluster.core.create_namespaced_pod(namespace, body)
     cluster.create_pod(namespace, "worker", cpu="500m", memory="500Mi", spec={"nodeName": busy})
-    time.sleep(2)  # the operator's watch sees the eleven bound pods
+    # kwok runs them once the watch reports them bound: the operator's watch has them too.
+    wait_for(
+        "the eleven bound pods Running",
+        lambda: sum(p["status"].get("phase") == "Running" for p in cluster.pods(namespace)) == 11,
+        timeout=60,
+    )
 
     # No policy in this namespace: the default policy places by LeastAllocated.
     cluster.create_pod(namespace, "next", spec=two_nodes.pod_spec())
