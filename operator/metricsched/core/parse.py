@@ -368,18 +368,26 @@ def _parity_fields(
             # A generic ephemeral volume's claim is named after the pod and the volume.
             volume_claims.append(f"{pod_name}-{_string(volume, 'name', f'{field}.name')}")
     # NonMissingContainerRequests: the same arithmetic as the filter's request, with
-    # each container's missing cpu / memory request counted as the default.
-    nonzero = _pod_requests(
-        spec,
-        status,
-        containers=[(p, _with_default_requests(c)) for p, c in containers],
-        init_containers=[(p, _with_default_requests(c)) for p, c in init_containers],
-    )
+    # each container's missing cpu / memory request counted as the default; worked out
+    # only when some container misses one (None: the same as the filter's request).
+    defaulted = [(p, _with_default_requests(c)) for p, c in containers]
+    defaulted_init = [(p, _with_default_requests(c)) for p, c in init_containers]
+    nonzero_requests = None
+    if any(new is not old for (_, new), (_, old) in zip(defaulted, containers, strict=True)) or any(
+        new is not old for (_, new), (_, old) in zip(defaulted_init, init_containers, strict=True)
+    ):
+        nonzero = _pod_requests(
+            spec,
+            status,
+            containers=defaulted,
+            init_containers=defaulted_init,
+        )
+        nonzero_requests = model.Resources(milli_cpu=nonzero.milli_cpu, memory=nonzero.memory)
     return {
         "resource_claims": tuple(claims),
         "preemption_policy": policy,
         "volume_claims": tuple(volume_claims),
-        "nonzero_requests": model.Resources(milli_cpu=nonzero.milli_cpu, memory=nonzero.memory),
+        "nonzero_requests": nonzero_requests,
     }
 
 
@@ -388,6 +396,8 @@ def _with_default_requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(resources, Mapping):
         resources = {}
     requests = resources.get("requests")
+    if isinstance(requests, Mapping) and _CPU in requests and _MEMORY in requests:
+        return container  # the common case: nothing to default
     limits = resources.get("limits")
     given = set(requests) if isinstance(requests, Mapping) else set()
     given |= set(limits) if isinstance(limits, Mapping) else set()  # a limit defaults the request
