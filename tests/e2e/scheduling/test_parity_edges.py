@@ -27,8 +27,13 @@ NOT_HELPFUL_6 = "preemption: 0/6 nodes are available: 6 Preemption is not helpfu
 
 
 def pod_scheduled(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    pod = cluster.pod(namespace, name)
-    return next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+    """The pod's PodScheduled condition (written after the FailedScheduling event)."""
+
+    def condition() -> dict[str, Any] | None:
+        conditions = cluster.pod(namespace, name)["status"].get("conditions") or []
+        return next((c for c in conditions if c["type"] == "PodScheduled"), None)
+
+    return dict(wait_for(f"PodScheduled condition on {name}", condition))
 
 
 def still_pending(cluster: Cluster, namespace: str, name: str, seconds: float = 3.0) -> bool:
