@@ -79,6 +79,7 @@ def test_failed_scheduling_counts_filter_and_threshold_reasons_like_kube_schedul
     assert decision.message == (
         "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable, "
         "2 node(s) exceeded threshold latency > 0.5. "
+        "no new claims to deallocate, "
         "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
     )
 

@@ -29,6 +29,7 @@ def test_nodes_ruled_out_for_good_say_preemption_is_not_helpful(
     assert decision.outcome is Outcome.UNSCHEDULABLE
     assert decision.message == (
         "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. "
+        "no new claims to deallocate, "
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
 
@@ -41,6 +42,7 @@ def test_a_full_node_without_lower_priority_pods_has_no_preemption_victims(
     decision = schedule(pod=make_pod(cpu=500), snapshot=cluster)
     assert decision.message == (
         "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. "
+        "no new claims to deallocate, "
         "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, "
         "1 Preemption is not helpful for scheduling."
     )
@@ -57,7 +59,7 @@ def test_a_node_still_full_without_its_lower_priority_pods_reports_what_it_still
     decision = schedule(pod=prioritised(make_pod(cpu=500), 1000), snapshot=make_cluster(busy))
     assert decision.message == (
         "0/1 nodes are available: 1 Insufficient cpu. "
-        "preemption: 0/1 nodes are available: 1 Insufficient cpu."
+        "no new claims to deallocate, preemption: 0/1 nodes are available: 1 Insufficient cpu."
     )
 
 
@@ -68,7 +70,8 @@ def test_a_pod_that_preemption_would_place_is_told_metricsched_does_not_preempt(
     decision = schedule(pod=prioritised(make_pod(cpu=500), 1000), snapshot=make_cluster(busy))
     assert decision.outcome is Outcome.UNSCHEDULABLE
     assert decision.message == (
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: 1 node(s) would fit the pod "
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
+        "preemption: 1 node(s) would fit the pod "
         "if pods of lower priority were evicted, but metricsched does not preempt; use a "
         "scheduler that does (default-scheduler) for pods that need preemption."
     )
@@ -80,7 +83,7 @@ def test_a_pod_that_never_preempts_is_not_eligible(*, make_node, make_cluster, m
     decision = schedule(pod=pod, snapshot=make_cluster(busy))
     assert decision.message == (
         "0/1 nodes are available: 1 Insufficient cpu. "
-        "preemption: not eligible due to preemptionPolicy=Never."
+        "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never."
     )
 
 
@@ -119,6 +122,7 @@ def test_the_dry_run_checks_the_filters_after_resources_on_the_emptied_node(
     decision = schedule(pod=pod, snapshot=make_cluster(busy))
     assert decision.message == (
         "0/1 nodes are available: 1 Insufficient cpu. "
+        "no new claims to deallocate, "
         "preemption: 0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."
     )
 
@@ -134,4 +138,7 @@ def test_past_its_budget_of_whole_cluster_runs_a_node_with_room_counts_as_helped
     )
     pod = prioritised(away_from_web(make_pod(cpu=500)), 1000)
     decision = schedule(pod=pod, snapshot=make_cluster(busy))
-    assert "preemption: 1 node(s) would fit the pod if pods of lower priority" in (decision.message)
+    assert (
+        "no new claims to deallocate, "
+        "preemption: 1 node(s) would fit the pod if pods of lower priority" in (decision.message)
+    )

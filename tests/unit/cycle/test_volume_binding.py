@@ -96,6 +96,7 @@ def test_an_unbound_claim_is_refused_on_every_node_and_never_bound(
         "places pods whose claims are bound and does not bind or provision claims "
         "(WaitForFirstConsumer); the pod waits for the claim to be bound, or set "
         "spec.schedulerName to default-scheduler. "
+        "no new claims to deallocate, "
         "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     )
 

@@ -13,6 +13,9 @@ from typing import Final
 from metricsched.core import model
 
 NAME: Final = "DynamicResources"
+# Its PostFilter's answer for a pod without claims; kube-scheduler runs it before
+# DefaultPreemption and joins the two answers with ", ".
+POST_FILTER_NO_CLAIMS: Final = "no new claims to deallocate"
 
 
 def pre_filter(pod: model.PodInfo) -> str:

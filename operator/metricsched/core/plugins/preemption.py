@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from metricsched.core import filters, model, parse
-from metricsched.core.plugins import volume_binding
+from metricsched.core.plugins import dynamic_resources, volume_binding
 
 NAME: Final = "DefaultPreemption"
 PREFIX: Final = "preemption: "
@@ -59,13 +59,16 @@ def suffix(
     snapshot: model.ClusterSnapshot,
     reasons: Mapping[model.NodeName, Sequence[str]],
 ) -> str:
-    """`` preemption: …`` to append to the FitError text of ``pod``.
+    """The PostFilter text to append to the FitError text of ``pod``:
+    `` no new claims to deallocate, preemption: …`` (DynamicResources' answer for a pod
+    without claims, then DefaultPreemption's, as kube-scheduler v1.35 joins them).
 
     ``reasons`` holds each node's filter reasons as ``filters.run_filters`` gives them
     (a node missing or with no reasons was ruled out by something removing pods cannot
     change, such as a metric threshold).
     """
-    return " " + PREFIX + _message(pod=pod, snapshot=snapshot, reasons=reasons)
+    claims = "" if pod.resource_claims else dynamic_resources.POST_FILTER_NO_CLAIMS + ", "
+    return " " + claims + PREFIX + _message(pod=pod, snapshot=snapshot, reasons=reasons)
 
 
 def _message(
