@@ -17,9 +17,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="scenario seed")
     parser.add_argument("--no-shrink", action="store_true", help="print reproductions as found")
     parser.add_argument(
-        "--postfilter",
-        action="store_true",
-        help="compare the whole event text, with kube-scheduler's preemption suffix",
+        "--without-postfilter",
+        dest="postfilter",
+        action="store_false",
+        help="compare the FitError text only, without the PostFilter (preemption) suffix",
     )
     args = parser.parse_args(argv)
 

@@ -73,9 +73,10 @@ class Harness:
     """A running sched-oracle: one JSON scenario in, one JSON answer out, per line.
 
     ``postfilter``: take kube-scheduler's message with its PostFilter part (the
-    ``preemption: ...`` suffix of the event), which metricsched does not write yet."""
+    ``no new claims to deallocate, preemption: ...`` suffix of the event), as metricsched
+    writes it (core/plugins/preemption.py); off: the FitError text alone."""
 
-    def __init__(self, binary: Path, *, postfilter: bool = False) -> None:
+    def __init__(self, binary: Path, *, postfilter: bool = True) -> None:
         self._message = "fullMessage" if postfilter else "message"
         self._process = subprocess.Popen(
             [str(binary)],

@@ -319,6 +319,9 @@ def build_metric_spec(
     threshold_min: float | None = None,
     threshold_max: float | None = None,
     on_missing: model.OnMissing = model.OnMissing.NEUTRAL,
+    tolerance: float = 0.0,
+    tolerance_percent: float = 5.0,
+    value_range: float | None = None,
 ) -> model.MetricSpec:
     """A Prometheus metric, or a node-annotation one when ``annotation`` is given."""
     source: model.PrometheusSource | model.AnnotationSource
@@ -334,6 +337,9 @@ def build_metric_spec(
         threshold_min=threshold_min,
         threshold_max=threshold_max,
         on_missing=on_missing,
+        tolerance=tolerance,
+        tolerance_percent=tolerance_percent,
+        value_range=value_range,
     )
 
 

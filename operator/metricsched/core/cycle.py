@@ -12,11 +12,13 @@ No I/O here: no clients, no clocks, no logging.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import random
 from collections.abc import Sequence
 from typing import Final
 
 from metricsched.core import filters, model, policy, scoring
+from metricsched.core.plugins import dynamic_resources, preemption, volume_binding
 
 MESSAGE_LIMIT: Final = 1024
 """Bytes an event note may hold; kube-scheduler truncates to it the same way."""
@@ -95,12 +97,21 @@ def allocation_score(
 ) -> int:
     """kube-scheduler's NodeResourcesFit score (cpu and memory, weight 1 each) for ``pod``.
 
-    LeastAllocated favours the emptiest node, MostAllocated the fullest. A pod requesting
-    no cpu or memory counts as kube-scheduler's defaults (100m, 200Mi).
+    LeastAllocated favours the emptiest node, MostAllocated the fullest. Requests count as
+    kube-scheduler's scores count them: every container (of the pod and of the pods on
+    the node) without a cpu or memory request counts 100m / 200Mi (NonZeroRequested).
     """
     allocatable = state.node.allocatable
-    cpu = state.requested.milli_cpu + (pod.requests.milli_cpu or DEFAULT_MILLI_CPU_REQUEST)
-    memory = state.requested.memory + (pod.requests.memory or DEFAULT_MEMORY_REQUEST)
+    on_node = state.requested if state.nonzero_requested is None else state.nonzero_requested
+    if pod.nonzero_requests is not None:
+        request = pod.nonzero_requests
+    else:  # a PodInfo built without them: the pod-level approximation
+        request = model.Resources(
+            milli_cpu=pod.requests.milli_cpu or DEFAULT_MILLI_CPU_REQUEST,
+            memory=pod.requests.memory or DEFAULT_MEMORY_REQUEST,
+        )
+    cpu = on_node.milli_cpu + request.milli_cpu
+    memory = on_node.memory + request.memory
     score = (
         _most_requested if strategy is model.FallbackStrategy.MOST_ALLOCATED else _least_requested
     )
@@ -126,7 +137,9 @@ def _pick_by_strategy(
         scores = tuple(
             float(allocation_score(state=state, pod=pod, strategy=strategy)) for state in states
         )
-        best = scoring.ranking(totals=scores, burst_counts=burst_counts, names=names, count=1)
+        best = scoring.ranking(
+            totals=scores, burst_counts=burst_counts, names=names, seed=seed, count=1
+        )
         return best[0], scores
     zeros = (0.0,) * len(states)
     if strategy is model.FallbackStrategy.ROUND_ROBIN:
@@ -229,9 +242,12 @@ def schedule_one(
     than the decision itself. ``metricsched explain`` keeps it on.
 
     ``namespace_labels`` (namespace name -> labels) lets pod (anti-)affinity terms with a
-    namespaceSelector be decided as kube-scheduler decides them; without it, such a term
+    namespaceSelector be decided as kube-scheduler decides them; without it, the
+    snapshot's (the runtime's Namespace watch) are used, and without those such a term
     gets the restrictive answer (see ``filters.run_filters``).
     """
+    if namespace_labels is not None:
+        snapshot = dataclasses.replace(snapshot, namespace_labels=namespace_labels)
     skip = _skip_reason(pod, scheduler_names)
     if skip is not None:
         return _decision(pod=pod, policy_key=None, outcome=model.Outcome.SKIP, message=skip)
@@ -260,6 +276,16 @@ def schedule_one(
         )
 
     names = sorted(snapshot.nodes)
+    volumes, refusal = volume_binding.bound_volumes(pod, snapshot)
+    refusal = refusal or dynamic_resources.pre_filter(pod)
+    if refusal and names:
+        return _decision(
+            pod=pod,
+            policy_key=policy_key,
+            outcome=model.Outcome.UNSCHEDULABLE,
+            message=filters.fit_error_message(len(names), {}, pre_filter_msg=refusal)
+            + preemption.suffix(pod=pod, snapshot=snapshot, reasons={}),
+        )
     if not names:
         return _decision(
             pod=pod,
@@ -276,7 +302,11 @@ def schedule_one(
         else 0
         for state in states
     ]
-    filter_reasons = filters.run_filters(pod, snapshot, namespace_labels=namespace_labels)
+    filter_reasons = filters.run_filters(pod, snapshot, namespace_labels=snapshot.namespace_labels)
+    if volumes:
+        filter_reasons = volume_binding.run_filter(
+            volumes=volumes, snapshot=snapshot, reasons=filter_reasons
+        )
     verdicts: list[model.NodeVerdict | None] = [None] * len(names)
     feasible: list[int] = []  # indices into names/states
     for index, name in enumerate(names):
@@ -297,7 +327,8 @@ def schedule_one(
             outcome=model.Outcome.UNSCHEDULABLE,
             message=filters.fit_error_message(
                 len(names), filter_reasons, pre_filter_msg=filters.pre_filter(pod)
-            ),
+            )
+            + preemption.suffix(pod=pod, snapshot=snapshot, reasons=filter_reasons),
             verdicts=finish(),
         )
 
@@ -351,7 +382,8 @@ def schedule_one(
             pod=pod,
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
-            message=filters.fit_error_message(len(names), filter_reasons, extra),
+            message=filters.fit_error_message(len(names), filter_reasons, extra)
+            + preemption.suffix(pod=pod, snapshot=snapshot, reasons=filter_reasons),
             verdicts=finish(),
         )
 
@@ -364,6 +396,7 @@ def schedule_one(
         totals=scores.totals,
         burst_counts=scored_bursts,
         names=[names[index] for index in scored_indices],
+        seed=seed,
     )
     metric_names = [metric.name for metric in chosen.metrics]
     detailed = range(len(scored_indices)) if detail else top

@@ -167,6 +167,20 @@ def inter_pod_affinity(
     return affinity.check(state.node)
 
 
+def matches_node_selector_terms(terms: Sequence[model.RawBody], node: model.NodeInfo) -> bool:
+    """Whether ``node`` matches any of a v1.NodeSelector's ``terms`` (component-helpers'
+    MatchNodeSelectorTerms); a term that cannot be parsed matches no node. Used by
+    core.plugins.volume_binding for a PersistentVolume's node affinity."""
+    for index, raw in enumerate(terms):
+        try:
+            term = _NodeSelectorTerm.parse(raw, where=f"nodeSelectorTerms[{index}]")
+        except _InvalidSpecError:
+            continue
+        if term.matches(node):
+            return True
+    return False
+
+
 # --- one pod against the whole snapshot ------------------------------------------------
 
 

@@ -103,6 +103,15 @@ class PodInfo:
     deleting: bool  # metadata.deletionTimestamp set
     phase: str
     priority: int = 0  # spec.priority (set by the API server from priorityClassName)
+    # --- read for the parity plugins (core/plugins) ---
+    preemption_policy: str = ""  # spec.preemptionPolicy ("" = PreemptLowerPriority)
+    resource_claims: tuple[str, ...] = ()  # spec.resourceClaims[*].name (DRA)
+    # cpu and memory as kube-scheduler's scores count them: a container without a request
+    # counts 100m / 200Mi (NodeResourcesFit's LeastAllocated/MostAllocated, not its filter)
+    nonzero_requests: Resources | None = None  # None: same as ``requests``
+    # PersistentVolumeClaims the pod's volumes use (persistentVolumeClaim.claimName, and
+    # "<pod>-<volume>" for generic ephemeral volumes), in the pod's namespace
+    volume_claims: tuple[str, ...] = ()
 
     @property
     def key(self) -> PodKey:
@@ -118,6 +127,26 @@ class NodeState:
     used_ports: frozenset[HostPort]
     pods: tuple[PodInfo, ...]  # for inter-pod affinity and topology spread
     recent_binds: tuple[float, ...] = ()  # unix times this scheduler bound pods here (burst)
+    nonzero_requested: Resources | None = None  # sum of pods' nonzero_requests; None: requested
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClaimInfo:
+    """A PersistentVolumeClaim, as VolumeBinding reads it."""
+
+    namespace: str
+    name: str
+    volume_name: str  # spec.volumeName; "" while unbound
+    deleting: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VolumeInfo:
+    """A PersistentVolume, as VolumeBinding and VolumeZone read it."""
+
+    name: str
+    node_affinity: tuple[RawBody, ...] | None  # spec.nodeAffinity.required terms; None: any
+    zone_labels: Mapping[str, str]  # its topology.kubernetes.io/zone|region labels (and beta)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -125,6 +154,13 @@ class ClusterSnapshot:
     """Everything the cycle knows about the cluster at one instant."""
 
     nodes: Mapping[NodeName, NodeState]
+    # Labels of each namespace (from the Namespace watch), for namespaceSelector in pod
+    # (anti-)affinity; None: not known, and the filters answer restrictively.
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+    # PersistentVolumeClaims by "namespace/name" and PersistentVolumes by name, from their
+    # watches; None: not known yet (pods with claims wait).
+    claims: Mapping[str, ClaimInfo] | None = None
+    volumes: Mapping[str, VolumeInfo] | None = None
 
 
 # --- policies --------------------------------------------------------------------------
@@ -177,6 +213,12 @@ class MetricSpec:
     threshold_min: float | None
     threshold_max: float | None
     on_missing: OnMissing
+    # Normalisation (DESIGN "Scoring semantics", README "No herding"): values within
+    # max(tolerance, tolerance_percent % of |best|) of the best count as equal to it; a
+    # node ``value_range`` units past that scores 0 (None: the worst scored node does).
+    tolerance: float = 0.0
+    tolerance_percent: float = 5.0
+    value_range: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -228,7 +270,7 @@ class QueryErrorKind(enum.StrEnum):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MetricSample:
-    value: float  # always finite
+    value: float  # never NaN; ±Inf are values (the best or worst there is)
     refreshed_at: float  # unix time of the refresh that returned it
 
 

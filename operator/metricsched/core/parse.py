@@ -107,6 +107,13 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         deleting=meta.get("deletionTimestamp") is not None,
         phase=phase,
         priority=_priority(spec),
+        **_parity_fields(
+            spec,
+            status,
+            pod_name=_string(meta, "name", "metadata.name"),
+            containers=containers,
+            init_containers=init_containers,
+        ),
     )
 
 
@@ -320,11 +327,125 @@ def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
     for index, volume in enumerate(_list(spec, "volumes", "spec.volumes")):
         if not isinstance(volume, Mapping):
             raise ParseError(f"spec.volumes[{index}]", "must be an object")
-        # Bound PVs and generic ephemeral volumes carry node affinity that only the
-        # VolumeBinding/VolumeZone plugins evaluate; DESIGN §3 leaves them out of scope.
-        if volume.get("persistentVolumeClaim") is not None or volume.get("ephemeral") is not None:
-            return (VOLUME_TOPOLOGY,)
+        # Claim-backed volumes are read into PodInfo.volume_claims and decided by
+        # core.plugins.volume_binding.
     return ()
+
+
+# --- pod fields for the parity plugins (core/plugins) ---------------------------------
+
+# kube-scheduler's requests for containers that request nothing, in its scores
+# (pkg/scheduler/util DefaultMilliCPURequest, DefaultMemoryRequest).
+_NON_ZERO_DEFAULTS: Final[Mapping[str, Any]] = {_CPU: "100m", _MEMORY: "200Mi"}
+
+
+def _parity_fields(
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    *,
+    pod_name: str,
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+) -> dict[str, Any]:
+    """PodInfo fields read for DynamicResources, PostFilter and the allocation scores."""
+    claims = []
+    for index, item in enumerate(_list(spec, "resourceClaims", "spec.resourceClaims")):
+        if not isinstance(item, Mapping):
+            raise ParseError(f"spec.resourceClaims[{index}]", "must be an object")
+        claims.append(_string(item, "name", f"spec.resourceClaims[{index}].name"))
+    policy = _string(spec, "preemptionPolicy", "spec.preemptionPolicy")
+    volume_claims = []
+    for index, volume in enumerate(_list(spec, "volumes", "spec.volumes")):
+        if not isinstance(volume, Mapping):
+            raise ParseError(f"spec.volumes[{index}]", "must be an object")
+        field = f"spec.volumes[{index}]"
+        claim = _mapping(volume, "persistentVolumeClaim", f"{field}.persistentVolumeClaim")
+        if claim:
+            volume_claims.append(
+                _string(claim, "claimName", f"{field}.persistentVolumeClaim.claimName")
+            )
+        elif volume.get("ephemeral") is not None:
+            # A generic ephemeral volume's claim is named after the pod and the volume.
+            volume_claims.append(f"{pod_name}-{_string(volume, 'name', f'{field}.name')}")
+    # NonMissingContainerRequests: the same arithmetic as the filter's request, with
+    # each container's missing cpu / memory request counted as the default; worked out
+    # only when some container misses one (None: the same as the filter's request).
+    defaulted = [(p, _with_default_requests(c)) for p, c in containers]
+    defaulted_init = [(p, _with_default_requests(c)) for p, c in init_containers]
+    nonzero_requests = None
+    if any(new is not old for (_, new), (_, old) in zip(defaulted, containers, strict=True)) or any(
+        new is not old for (_, new), (_, old) in zip(defaulted_init, init_containers, strict=True)
+    ):
+        nonzero = _pod_requests(
+            spec,
+            status,
+            containers=defaulted,
+            init_containers=defaulted_init,
+        )
+        nonzero_requests = model.Resources(milli_cpu=nonzero.milli_cpu, memory=nonzero.memory)
+    return {
+        "resource_claims": tuple(claims),
+        "preemption_policy": policy,
+        "volume_claims": tuple(volume_claims),
+        "nonzero_requests": nonzero_requests,
+    }
+
+
+def _with_default_requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
+    resources = container.get("resources")
+    if not isinstance(resources, Mapping):
+        resources = {}
+    requests = resources.get("requests")
+    if isinstance(requests, Mapping) and _CPU in requests and _MEMORY in requests:
+        return container  # the common case: nothing to default
+    limits = resources.get("limits")
+    given = set(requests) if isinstance(requests, Mapping) else set()
+    given |= set(limits) if isinstance(limits, Mapping) else set()  # a limit defaults the request
+    missing = {name: value for name, value in _NON_ZERO_DEFAULTS.items() if name not in given}
+    if not missing:
+        return container
+    merged = {**(requests if isinstance(requests, Mapping) else {}), **missing}
+    return {**container, "resources": {**resources, "requests": merged}}
+
+
+def claim_from_body(body: Mapping[str, Any]) -> model.ClaimInfo:
+    """A PersistentVolumeClaim as VolumeBinding reads it."""
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    return model.ClaimInfo(
+        namespace=_string(meta, "namespace", "metadata.namespace"),
+        name=_string(meta, "name", "metadata.name"),
+        volume_name=_string(spec, "volumeName", "spec.volumeName"),
+        deleting=meta.get("deletionTimestamp") is not None,
+    )
+
+
+_ZONE_LABELS: Final = frozenset(
+    {
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/region",
+    }
+)
+
+
+def volume_from_body(body: Mapping[str, Any]) -> model.VolumeInfo:
+    """A PersistentVolume as VolumeBinding (node affinity) and VolumeZone (labels) read it."""
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    affinity = _mapping(spec, "nodeAffinity", "spec.nodeAffinity")
+    required = _mapping(affinity, "required", "spec.nodeAffinity.required")
+    labels = _string_map(meta, "labels", "metadata.labels")
+    return model.VolumeInfo(
+        name=_string(meta, "name", "metadata.name"),
+        node_affinity=(
+            _raw_list(required, "nodeSelectorTerms", "spec.nodeAffinity.required.nodeSelectorTerms")
+            if required
+            else None
+        ),
+        zone_labels={key: value for key, value in labels.items() if key in _ZONE_LABELS},
+    )
 
 
 # --- nodes -----------------------------------------------------------------------------

@@ -38,6 +38,7 @@ MIN_WEIGHT: Final = 1
 MAX_WEIGHT: Final = 100
 MIN_BURST_PENALTY: Final = 0
 MAX_BURST_PENALTY: Final = 100
+MAX_TOLERANCE_PERCENT: Final = 100
 MAX_QUERY_LENGTH: Final = 4096
 MAX_METRIC_AGE_LIMIT_S: Final = 24 * 3600.0
 MAX_BURST_WINDOW_S: Final = 3600.0
@@ -49,6 +50,7 @@ DEFAULT_NODE_LABEL: Final = "node"
 DEFAULT_WEIGHT: Final = 1
 DEFAULT_GOAL: Final = model.Goal.MINIMIZE
 DEFAULT_ON_MISSING: Final = model.OnMissing.NEUTRAL
+DEFAULT_TOLERANCE_PERCENT: Final = 5
 DEFAULT_MAX_METRIC_AGE: Final = "2m"
 DEFAULT_BURST_PENALTY: Final = 5
 DEFAULT_BURST_WINDOW: Final = "60s"
@@ -64,6 +66,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "spec.metrics[].weight": DEFAULT_WEIGHT,
     "spec.metrics[].goal": DEFAULT_GOAL.value,
     "spec.metrics[].onMissing": DEFAULT_ON_MISSING.value,
+    "spec.metrics[].tolerancePercent": DEFAULT_TOLERANCE_PERCENT,
     "spec.maxMetricAge": DEFAULT_MAX_METRIC_AGE,
     "spec.burstPenalty": DEFAULT_BURST_PENALTY,
     "spec.burstWindow": DEFAULT_BURST_WINDOW,
@@ -309,6 +312,40 @@ def _threshold(
     return low_value, high_value
 
 
+def _scale(
+    metric: Mapping[str, Any], *, path: str, problems: _Problems
+) -> tuple[float, float, float | None] | None:
+    """``tolerance``, ``tolerancePercent`` and ``range`` of a metric (README "No herding")."""
+    tolerance = _number(metric.get("tolerance", 0), path=f"{path}.tolerance", problems=problems)
+    percent = _number(
+        metric.get("tolerancePercent", DEFAULT_TOLERANCE_PERCENT),
+        path=f"{path}.tolerancePercent",
+        problems=problems,
+    )
+    value_range = None
+    if metric.get("range") is not None:
+        value_range = _number(metric["range"], path=f"{path}.range", problems=problems)
+        if value_range is not None and value_range <= 0:
+            problems.add(f"{path}.range", f"must be more than 0, got {value_range:g}")
+            return None
+    if (
+        tolerance is None
+        or percent is None
+        or (metric.get("range") is not None and not value_range)
+    ):
+        return None
+    if tolerance < 0:
+        problems.add(f"{path}.tolerance", f"must not be negative, got {tolerance:g}")
+        return None
+    if not 0 <= percent <= MAX_TOLERANCE_PERCENT:
+        problems.add(
+            f"{path}.tolerancePercent",
+            f"must be from 0 to {MAX_TOLERANCE_PERCENT}, got {percent:g}",
+        )
+        return None
+    return tolerance, percent, value_range
+
+
 def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec | None:
     metric = _mapping(raw, path=path, problems=problems)
     if metric is None:
@@ -340,10 +377,12 @@ def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec 
     threshold: tuple[float | None, float | None] | None = (None, None)
     if metric.get("threshold") is not None:
         threshold = _threshold(metric["threshold"], path=f"{path}.threshold", problems=problems)
+    scale = _scale(metric, path=path, problems=problems)
     if len(problems.items) > before:
         return None
     assert isinstance(name, str) and source is not None and weight is not None
     assert goal is not None and on_missing is not None and threshold is not None
+    assert scale is not None
     return model.MetricSpec(
         name=name,
         source=source,
@@ -352,6 +391,9 @@ def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec 
         threshold_min=threshold[0],
         threshold_max=threshold[1],
         on_missing=on_missing,
+        tolerance=scale[0],
+        tolerance_percent=scale[1],
+        value_range=scale[2],
     )
 
 

@@ -1,18 +1,24 @@
 """Metric scoring: fresh values, thresholds, normalisation, weights and the burst penalty.
 
-The semantics are DESIGN.md's "Scoring semantics":
+The semantics are DESIGN.md's "Scoring semantics" with the README's "No herding" rules:
 
 - A node's value for a Prometheus metric is the refresher's latest sample for it, fresh
   while ``now - refreshed_at <= policy.max_metric_age_s``; a node annotation's value is
-  always fresh. Unparsable or non-finite values are missing.
+  always fresh. Unparsable or NaN values are missing; ±Inf are values (for Minimize, +Inf
+  is the worst there is and fails a ``threshold.max``).
 - A thresholded metric rules out nodes whose fresh value lies outside [min, max];
   ``onMissing: Exclude`` rules out nodes with no fresh value, thresholded or not.
-- Each metric is min-max normalised over the feasible nodes with values, to 0..100 in
-  the goal's direction (all equal: 100 each); a missing value scores 50 (Neutral) or 0
-  (Worst).
+- Each metric is scored 0..100 over the feasible nodes with values, in the goal's
+  direction: a node's distance from the best value, less the metric's tolerance (the
+  larger of ``tolerance`` and ``tolerancePercent`` % of the best value's magnitude), over
+  the metric's scale (``range`` when set, else the distance of the worst node). Values
+  within the tolerance of the best all score 100, so noise is not blown up to a
+  full-range gap. A missing value scores 50 (Neutral) or 0 (Worst).
 - A node's score is the weighted mean of its metric scores, minus ``burst_penalty`` per
   pod this scheduler bound to it within the burst window, floored at 0.
-- The highest score wins; ties go to the node with fewest recent binds, then the first name.
+- The highest score wins; ties go to the node with fewest recent binds, then to a node
+  drawn at random among those still tied (seeded per decision), as kube-scheduler's
+  selectHost does.
 
 Values are handled as columns (one tuple per metric, aligned with a node sequence), so a
 cycle costs O(nodes x metrics) with no per-node dictionaries. No I/O here.
@@ -23,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+import random
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -33,21 +40,23 @@ MAX_SCORE: Final = 100.0
 NEUTRAL_SCORE: Final = 50.0
 
 Column = tuple[float | None, ...]
-"""One metric's fresh values, aligned with a sequence of nodes; None = missing or stale."""
+"""One metric's fresh values, aligned with a sequence of nodes; None = missing or stale.
+
+Values are never NaN; they may be ±Inf."""
 
 
 # --- values ----------------------------------------------------------------------------
 
 
 def annotation_value(raw: str | None) -> float | None:
-    """A node annotation read as a number; None when absent, unparsable or not finite."""
+    """A node annotation read as a number (±Inf included); None when absent, unparsable or NaN."""
     if raw is None or "_" in raw:  # Python's float() accepts "1_000"; Kubernetes tools don't
         return None
     try:
         value = float(raw.strip())
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
+    return None if math.isnan(value) else value
 
 
 def metric_column(
@@ -74,7 +83,7 @@ def metric_column(
             value
             if (sample := get(node.name)) is not None
             and now - sample.refreshed_at <= max_age
-            and -math.inf < (value := sample.value) < math.inf
+            and (value := sample.value) == value  # NaN is missing; ±Inf are values
             else None
             for node in nodes
         ]
@@ -161,32 +170,52 @@ def missing_score(on_missing: model.OnMissing) -> float:
 
 
 def normalise(
-    column: Column, *, goal: model.Goal, on_missing: model.OnMissing
+    column: Column,
+    *,
+    goal: model.Goal,
+    on_missing: model.OnMissing,
+    tolerance: float = 0.0,
+    tolerance_percent: float = 0.0,
+    value_range: float | None = None,
 ) -> tuple[float, ...]:
-    """Min-max normalise a column to 0..100 in the goal's direction; all equal: 100 each."""
+    """Score a column 0..100 in the goal's direction; the best value scores 100.
+
+    A value's distance from the best, less the tolerance (the larger of ``tolerance`` and
+    ``tolerance_percent`` % of the best value's magnitude), over the scale (``value_range``,
+    else the worst value's distance) is what it loses, so values within the tolerance of
+    the best all score 100. With no tolerance and no range this is min-max normalisation.
+    An infinite best value (-Inf when minimising) scores 100 and every other value 0;
+    an infinite worst value scores 0 and does not set the scale of the finite ones.
+    """
     present = [value for value in column if value is not None]
     absent = missing_score(on_missing)
     if not present:
         return (absent,) * len(column)
-    # Halved so that the span of huge values (±1e308) stays finite; exact otherwise.
-    low, high = min(present) / 2, max(present) / 2
-    span = high - low
-    if span <= 0:
-        return tuple([absent if value is None else MAX_SCORE for value in column])
-    # Divide before scaling: the best value scores exactly 100 (x / x == 1.0) and no value
-    # more, since low <= value / 2 <= high.
-    minimize = goal is model.Goal.MINIMIZE
-    if len(present) == len(column):  # the common case, kept free of per-value branches
-        if minimize:
-            return tuple([(high - value / 2) / span * MAX_SCORE for value in present])
-        return tuple([(value / 2 - low) / span * MAX_SCORE for value in present])
-    if minimize:
-        return tuple(
-            [absent if value is None else (high - value / 2) / span * MAX_SCORE for value in column]
-        )
-    return tuple(
-        [absent if value is None else (value / 2 - low) / span * MAX_SCORE for value in column]
-    )
+    sign = 1.0 if goal is model.Goal.MINIMIZE else -1.0
+    # Values in the "lower is better" direction, halved so that distances between huge
+    # values (±1e308) stay finite; exact otherwise.
+    lows = [sign * value / 2 for value in present]
+    best = min(lows)
+    if math.isinf(best):  # -Inf when minimising, +Inf when maximising
+        by_value = {
+            value: (MAX_SCORE if sign * value / 2 == best else MIN_SCORE) for value in present
+        }
+        return tuple([absent if value is None else by_value[value] for value in column])
+    finite_worst = max((low for low in lows if not math.isinf(low)), default=best)
+    slack = max(tolerance, abs(best) * 2 * tolerance_percent / 100) / 2
+    scale = (finite_worst - best) if value_range is None else value_range / 2
+    if scale <= 0 or finite_worst - best <= slack:
+        if not any(math.isinf(low) for low in lows):  # all within the tolerance: all equal
+            return tuple([absent if value is None else MAX_SCORE for value in column])
+        scale = max(scale, slack, math.ulp(best) or 1.0)
+
+    def score(value: float) -> float:
+        low = sign * value / 2
+        lost = max(0.0, low - best - slack)
+        # Divide before scaling: the best value scores exactly 100, and no value more.
+        return MAX_SCORE * max(0.0, 1.0 - lost / scale)
+
+    return tuple([absent if value is None else score(value) for value in column])
 
 
 def burst_count(*, recent_binds: Sequence[float], now: float, window_s: float) -> int:
@@ -227,7 +256,14 @@ def score_nodes(
     """
     node_count = len(burst_counts)
     per_metric = tuple(
-        normalise(column, goal=metric.goal, on_missing=metric.on_missing)
+        normalise(
+            column,
+            goal=metric.goal,
+            on_missing=metric.on_missing,
+            tolerance=metric.tolerance,
+            tolerance_percent=metric.tolerance_percent,
+            value_range=metric.value_range,
+        )
         for metric, column in zip(policy.metrics, columns, strict=True)
     )
     weights = reduced_weights(policy.metrics)
@@ -258,17 +294,38 @@ def ranking(
     totals: Sequence[float],
     burst_counts: Sequence[int],
     names: Sequence[str],
+    seed: int,
     count: int = 2,
 ) -> list[int]:
     """Indices of the ``count`` best nodes, best first.
 
-    Highest score first; ties go to fewest recent binds, then the first name.
+    Highest score first; ties go to the fewest recent binds, and the winner is drawn at
+    random among the nodes still tied (kube-scheduler's selectHost draws uniformly among
+    the top scores), seeded by ``seed`` so a decision can be reproduced. The others
+    follow in score, binds, name order.
     """
-    return heapq.nsmallest(
+    if not totals:
+        return []
+    ordered = heapq.nsmallest(
         count,
         range(len(totals)),
         key=lambda index: (-totals[index], burst_counts[index], names[index]),
     )
+    top = (totals[ordered[0]], burst_counts[ordered[0]])
+    tied = [
+        index
+        for index in range(len(totals))
+        if totals[index] == top[0] and burst_counts[index] == top[1]
+    ]
+    if len(tied) == 1:
+        return ordered
+    winner = tied[random.Random(seed).randrange(len(tied))]
+    rest = heapq.nsmallest(
+        count - 1,
+        (index for index in range(len(totals)) if index != winner),
+        key=lambda index: (-totals[index], burst_counts[index], names[index]),
+    )
+    return [winner, *rest]
 
 
 # --- formatting (shared by cycle messages and explain) ---------------------------------

@@ -57,8 +57,12 @@ def without_pod(snapshot: model.ClusterSnapshot, pod: model.PodInfo) -> model.Cl
         pods=pods,
         requested=parse.sum_resources(p.requests for p in pods),
         used_ports=frozenset(port for p in pods for port in p.host_ports),
+        nonzero_requested=parse.sum_resources(
+            p.requests if p.nonzero_requests is None else p.nonzero_requests for p in pods
+        ),
     )
-    return model.ClusterSnapshot(nodes={**snapshot.nodes, state.node.name: rebuilt})
+    # dataclasses.replace keeps the namespace labels, claims and volumes the filters read.
+    return dataclasses.replace(snapshot, nodes={**snapshot.nodes, state.node.name: rebuilt})
 
 
 def _values(

@@ -46,8 +46,7 @@ class MappedSeries:
         if self.dropped:
             return (
                 model.QueryErrorKind.BAD_RESULT,
-                f"all {self.dropped} series for known nodes had non-finite or unparsable"
-                " values (NaN, ±Inf)",
+                f"all {self.dropped} series for known nodes had NaN or unparsable values",
             )
         if self.series_total == 0:
             return model.QueryErrorKind.EMPTY_RESULT, "the query returned no series"
@@ -162,7 +161,7 @@ def _strip_port(value: str) -> str:
 
 
 def _sample_value(raw: object) -> float | None:
-    """A finite float from ``[timestamp, "value"]``; None for NaN, ±Inf or garbage."""
+    """A float from ``[timestamp, "value"]`` (±Inf are values); None for NaN or garbage."""
     if not isinstance(raw, list | tuple) or len(raw) != 2:
         return None
     text = raw[1]
@@ -172,4 +171,4 @@ def _sample_value(raw: object) -> float | None:
         value = float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
+    return None if math.isnan(value) else value

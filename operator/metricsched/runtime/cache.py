@@ -61,6 +61,11 @@ class ClusterCache:
         self._tombstones: dict[str, int] = {}  # uid -> resourceVersion of its deletion
         self._node_tombstones: dict[model.NodeName, int] = {}
         self.changed_annotations: set[str] = set()  # drained by the scheduler's queue hints
+        # namespace -> labels, from the Namespace watch (None until it first delivers)
+        self._namespace_labels: dict[str, Mapping[str, str]] | None = None
+        # PersistentVolumeClaims by "namespace/name" and PersistentVolumes by name
+        self._claims: dict[str, model.ClaimInfo] = {}
+        self._volumes: dict[str, model.VolumeInfo] = {}
 
     # --- nodes -------------------------------------------------------------------------
 
@@ -288,6 +293,43 @@ class ClusterCache:
         self.policy_errors.pop(key, None)
         self.generation += 1
 
+    # --- namespaces (labels only: namespaceSelector in pod affinity) -------------------
+
+    def upsert_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        if self._namespace_labels is None:
+            self._namespace_labels = {}
+        if self._namespace_labels.get(name) != labels:
+            self._namespace_labels[name] = dict(labels)
+            self.generation += 1  # a namespaceSelector may now match
+
+    def remove_namespace(self, name: str) -> None:
+        if (
+            self._namespace_labels is not None
+            and self._namespace_labels.pop(name, None) is not None
+        ):
+            self.generation += 1
+
+    # --- claims and volumes (VolumeBinding for bound claims) ----------------------------
+
+    def upsert_claim(self, claim: model.ClaimInfo) -> None:
+        key = f"{claim.namespace}/{claim.name}"
+        if self._claims.get(key) != claim:
+            self._claims[key] = claim
+            self.generation += 1  # a claim bound: its pods may now be placed
+
+    def remove_claim(self, namespace: str, name: str) -> None:
+        if self._claims.pop(f"{namespace}/{name}", None) is not None:
+            self.generation += 1
+
+    def upsert_volume(self, volume: model.VolumeInfo) -> None:
+        if self._volumes.get(volume.name) != volume:
+            self._volumes[volume.name] = volume
+            self.generation += 1
+
+    def remove_volume(self, name: str) -> None:
+        if self._volumes.pop(name, None) is not None:
+            self.generation += 1
+
     # --- reading -----------------------------------------------------------------------
 
     def nodes(self) -> list[model.NodeInfo]:
@@ -305,7 +347,12 @@ class ClusterCache:
                 n.recent.popleft()
             self._states[name] = _build_state(n)
         self._dirty.clear()
-        return model.ClusterSnapshot(nodes=self._states)
+        return model.ClusterSnapshot(
+            nodes=self._states,
+            namespace_labels=self._namespace_labels,
+            claims=self._claims,
+            volumes=self._volumes,
+        )
 
     def pods_bound_to(self, node: model.NodeName) -> Iterable[model.PodInfo]:
         n = self._nodes.get(node)
@@ -340,6 +387,9 @@ def _build_state(node: _Node) -> model.NodeState:
         used_ports=frozenset(port for pod in pods for port in pod.host_ports),
         pods=pods,
         recent_binds=tuple(node.recent),
+        nonzero_requested=parse.sum_resources(
+            pod.requests if pod.nonzero_requests is None else pod.nonzero_requests for pod in pods
+        ),
     )
 
 

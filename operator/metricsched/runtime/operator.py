@@ -220,6 +220,25 @@ class Operator:
             raise
         for item in kube.iter_all(self._list_pods):
             self.on_pod("ADDED", item)
+        self._sync_parity_objects()
+
+    def _sync_parity_objects(self) -> None:
+        """LIST namespaces (labels), claims and volumes once, so that the first cycles see
+        them (the filters for namespaceSelector and bound claims); watches keep them."""
+        listings = (
+            (self.core.list_namespace, self.watches.on_namespace),
+            (self.core.list_persistent_volume_claim_for_all_namespaces, self.watches.on_claim),
+            (self.core.list_persistent_volume, self.watches.on_volume),
+        )
+        for list_call, handle in listings:
+
+            def page(cont: str | None, list_call: Any = list_call) -> Any:
+                return list_call(
+                    limit=500, _continue=cont, _preload_content=False, _request_timeout=(5.0, 60.0)
+                )
+
+            for item in kube.iter_all(page):
+                handle("ADDED", item)
 
     async def _sync_until_done(self) -> None:
         """The initial LIST, retried with backoff while the API cannot answer."""

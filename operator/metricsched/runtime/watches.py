@@ -142,6 +142,42 @@ class Watches:
         except parse.ParseError as e:
             logger.warning("ignoring node %s: %s", name, e)
 
+    def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Namespace labels only, for namespaceSelector in pod (anti-)affinity."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        if event_type == "DELETED":
+            self.cache.remove_namespace(name)
+            return
+        labels = meta.get("labels") or {}
+        if isinstance(labels, Mapping):
+            self.cache.upsert_namespace(name, {str(k): str(v) for k, v in labels.items()})
+
+    def on_claim(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """PersistentVolumeClaims: which volume each is bound to (VolumeBinding)."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        if event_type == "DELETED":
+            self.cache.remove_claim(str(meta.get("namespace", "")), str(meta.get("name", "")))
+            return
+        try:
+            self.cache.upsert_claim(parse.claim_from_body(body))
+        except parse.ParseError as e:
+            logger.warning("ignoring PersistentVolumeClaim %s: %s", meta.get("name"), e)
+
+    def on_volume(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """PersistentVolumes: node affinity and zone labels (VolumeBinding, VolumeZone)."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        if event_type == "DELETED":
+            self.cache.remove_volume(str(meta.get("name", "")))
+            return
+        try:
+            self.cache.upsert_volume(parse.volume_from_body(body))
+        except parse.ParseError as e:
+            logger.warning("ignoring PersistentVolume %s: %s", meta.get("name"), e)
+
     def on_policy(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         if self._namespaces and meta.get("namespace") not in self._namespaces:
@@ -300,6 +336,18 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
     @kopf.on.event("v1", "nodes", registry=registry)
     async def node_event(event: Mapping[str, Any], **_: Any) -> None:
         w.on_node(event.get("type"), event["object"])
+
+    @kopf.on.event("v1", "namespaces", registry=registry)
+    async def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_namespace(event.get("type"), event["object"])
+
+    @kopf.on.event("v1", "persistentvolumeclaims", registry=registry)
+    async def claim_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_claim(event.get("type"), event["object"])
+
+    @kopf.on.event("v1", "persistentvolumes", registry=registry)
+    async def volume_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_volume(event.get("type"), event["object"])
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def policy_event(event: Mapping[str, Any], **_: Any) -> None:

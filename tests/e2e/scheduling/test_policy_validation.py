@@ -80,6 +80,15 @@ def test_schema_invalid_policy_is_rejected_with_a_readable_message(
             {"name": "a", "nodeAnnotation": "x/y", "threshold": {"min": 5, "max": 1}},
             "min",
         ),
+        "zero range": ({"name": "a", "nodeAnnotation": "x/y", "range": 0}, "range must be more"),
+        "negative tolerance": (
+            {"name": "a", "nodeAnnotation": "x/y", "tolerance": -1},
+            "tolerance",
+        ),
+        "tolerance over 100%": (
+            {"name": "a", "nodeAnnotation": "x/y", "tolerancePercent": 101},
+            "tolerancePercent",
+        ),
     }
     for case, (metric, needle) in cases.items():
         err = api_error(lambda m=metric: apply_policy(cluster, namespace, "bad", {"metrics": [m]}))

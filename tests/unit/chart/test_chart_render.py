@@ -29,6 +29,12 @@ EXPECTED_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["persistentvolumeclaims", "persistentvolumes"],
+        "verbs": ["list", "watch"],
+    },
     {
         "apiGroups": ["metricsched.io"],
         "resources": ["schedulingpolicies"],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from metricsched.core import cycle, model
@@ -209,4 +211,23 @@ def test_least_allocated_scores_like_kube_scheduler(make_node, make_pod):
     assert (
         cycle.allocation_score(state=node, pod=empty_pod, strategy=Strategy.LEAST_ALLOCATED)
         == ((4000 - 1100) * 100 // 4000 + (6 * GIB - 200 * 1024**2) * 100 // (8 * GIB)) // 2
+    )
+
+
+def test_least_allocated_counts_defaults_per_container_like_kube_scheduler(make_node, make_pod):
+    # One container asks 1 cpu, the other nothing: kube-scheduler's score counts 1.1 cpu
+    # (the second container's 100m default), not 1 cpu.
+    pod = dataclasses.replace(
+        make_pod(cpu=1000, memory=GIB),
+        nonzero_requests=model.Resources(milli_cpu=1100, memory=GIB + 200 * 1024**2),
+    )
+    # On the node: a pod of two request-less containers, 200m / 400Mi as scores count it.
+    node = dataclasses.replace(
+        make_node("node-1", cpu=4000, memory=8 * GIB),
+        nonzero_requested=model.Resources(milli_cpu=200, memory=400 * 1024**2),
+    )
+    cpu = (4000 - 1300) * 100 // 4000
+    memory = (8 * GIB - GIB - 600 * 1024**2) * 100 // (8 * GIB)
+    assert cycle.allocation_score(state=node, pod=pod, strategy=Strategy.LEAST_ALLOCATED) == (
+        (cpu + memory) // 2
     )

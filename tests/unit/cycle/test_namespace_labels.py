@@ -49,5 +49,7 @@ def test_without_namespace_labels_the_restrictive_answer_stands(pod, node, clust
 
     assert decision.outcome is model.Outcome.UNSCHEDULABLE
     assert decision.message == (
-        "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."
+        "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules. "
+        "no new claims to deallocate, "
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pathlib
 
 import edges_fakes as fakes
@@ -122,7 +123,7 @@ def test_series_of_unknown_nodes_or_without_the_label_are_ignored_and_counted(
     assert report.series.error is None
 
 
-def test_nan_infinite_and_unparsable_values_are_dropped(
+def test_nan_and_unparsable_values_are_dropped_and_infinities_kept_as_values(
     fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (
@@ -132,12 +133,11 @@ def test_nan_infinite_and_unparsable_values_are_dropped(
             ({"node": "node-b"}, "+Inf"),
             ({"node": "node-c"}, "not-a-number"),
             ({"node": "node-c"}, "-Inf"),
-            ({"node": "node-b"}, "4"),
         ),
     )
     report = run(source, three_nodes)
-    assert values(report) == {"node-b": 4.0}
-    assert report.values_dropped == 4
+    assert values(report) == {"node-b": math.inf, "node-c": -math.inf}
+    assert report.values_dropped == 2
 
 
 def test_duplicate_series_keep_the_first_by_sorted_labels_whatever_the_order(

@@ -13,7 +13,10 @@ UNREACHABLE = model.QueryErrorKind.UNREACHABLE
 def web_latency(make_policy, make_metric):
     return make_policy(
         "web-latency",
-        metrics=[make_metric("latency", threshold_max=0.5), make_metric("cpu")],
+        metrics=[
+            make_metric("latency", threshold_max=0.5, tolerance_percent=0.0),
+            make_metric("cpu", tolerance_percent=0.0),
+        ],
         burst_penalty=5.0,
     )
 

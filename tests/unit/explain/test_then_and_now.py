@@ -13,7 +13,7 @@ LEAST = model.FallbackStrategy.LEAST_ALLOCATED
 
 @pytest.fixture
 def web_latency(make_policy):
-    return make_policy("web-latency", metrics=[build_metric_spec("latency")])
+    return make_policy("web-latency", metrics=[build_metric_spec("latency", tolerance_percent=0.0)])
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,8 +84,10 @@ def test_all_resource_shortfalls_of_a_node_are_kept(pod, node, cluster):
     )
 
 
-def test_pod_needing_volume_topology_is_refused_everywhere_with_a_clear_reason(pod, node, cluster):
-    claiming = pod(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
+def test_pod_needing_an_unsupported_feature_is_refused_everywhere_with_a_clear_reason(
+    pod, node, cluster
+):
+    claiming = dataclasses.replace(pod(), unsupported=("volume topology",))
     reason = filters.pre_filter(claiming)
     assert reason == (
         "pod needs volume topology, which metricsched does not support; "

@@ -132,15 +132,16 @@ def test_all_topology_spread_constraints_are_kept_raw(pod):
     assert pod(spread=[hard, soft]).topology_spread == (hard, soft)
 
 
-@pytest.mark.parametrize(
-    "volume",
-    [
-        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
-        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
-    ],
-)
-def test_claim_backed_volumes_are_marked_unsupported(pod, volume):
-    assert pod(volumes=[volume]).unsupported == ("volume topology",)
+def test_claim_backed_volumes_name_their_claims_for_volume_binding(pod):
+    web = pod(
+        volumes=[
+            {"name": "data", "persistentVolumeClaim": {"claimName": "web-data"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+            {"name": "tmp", "emptyDir": {}},
+        ]
+    )
+    assert web.unsupported == ()
+    assert web.volume_claims == ("web-data", f"{web.name}-scratch")
 
 
 def test_node_local_volumes_are_supported(pod):

@@ -249,3 +249,16 @@ def test_an_annotation_change_is_told_apart_from_a_change_every_pod_cares_about(
     assert c.snapshot(now=0.0).nodes[model.NodeName("n1")].node.annotations == {
         "example.com/price": "0.3"
     }
+
+
+def test_node_state_sums_pods_requests_as_kube_schedulers_scores_count_them():
+    cache = cache_mod.ClusterCache()
+    cache.upsert_node(_node("n1"))
+    cache.upsert_pod(_pod("a", node="n1", cpu="500m"), ours=False)
+    cache.upsert_pod(_pod("b", node="n1", cpu="0"), ours=False)
+    state = cache.snapshot(now=0).nodes[model.NodeName("n1")]
+    assert state.requested.milli_cpu == 500
+    assert state.nonzero_requested is not None
+    # b's explicit 0 stays 0; neither asks memory: 200Mi each.
+    assert state.nonzero_requested.milli_cpu == 500
+    assert state.nonzero_requested.memory == 2 * 200 * 1024**2

@@ -93,13 +93,25 @@ def test_metric_never_refreshed_is_missing_on_every_node(make_node, make_policy,
         ("abc", None),
         ("", None),
         ("nan", None),
-        ("inf", None),
+        ("inf", math.inf),
+        ("-Infinity", -math.inf),
         ("1_000", None),
         (None, None),
     ],
-    ids=["decimal", "padded", "exponent", "word", "empty", "nan", "inf", "underscore", "absent"],
+    ids=[
+        "decimal",
+        "padded",
+        "exponent",
+        "word",
+        "empty",
+        "nan",
+        "inf",
+        "minus-inf",
+        "underscore",
+        "absent",
+    ],
 )
-def test_node_annotation_is_read_as_a_finite_number_or_missing(raw, expected):
+def test_node_annotation_is_read_as_a_number_or_missing(raw, expected):
     assert scoring.annotation_value(raw) == expected
 
 
@@ -118,7 +130,10 @@ def test_node_annotation_metric_reads_each_nodes_annotation(
 
 def test_node_score_is_the_weighted_mean_of_its_metric_scores(make_metric, make_policy):
     policy = make_policy(
-        metrics=[make_metric("latency", weight=3), make_metric("cpu", weight=1)],
+        metrics=[
+            make_metric("latency", weight=3, tolerance_percent=0.0),
+            make_metric("cpu", weight=1, tolerance_percent=0.0),
+        ],
     )
     scores = scoring.score_nodes(
         policy=policy,

@@ -69,7 +69,8 @@ def test_a_node_collects_one_reason_per_violated_metric(make_metric, make_policy
 def test_thresholded_out_nodes_do_not_set_the_normalisation_range(
     *, make_node, make_cluster, make_pod, make_metric, make_policy, make_view, schedule
 ):
-    policy = make_policy(metrics=[make_metric("latency", threshold_max=0.5)])
+    latency = make_metric("latency", threshold_max=0.5, tolerance_percent=0.0)
+    policy = make_policy(metrics=[latency])
     cluster = make_cluster(make_node("node-1"), make_node("node-2"), make_node("node-3"))
     view = make_view(policy, {"latency": {"node-1": 0.1, "node-2": 0.3, "node-3": 9.0}})
 

@@ -1,0 +1,28 @@
+"""DynamicResources (DRA): the part metricsched does is to refuse pods with resource claims.
+
+kube-scheduler's DynamicResources plugin allocates a pod's ResourceClaims to devices on
+the chosen node while it schedules (on by default since v1.34). metricsched does not
+allocate claims: binding such a pod would start it with its claims unallocated, so it is
+refused for every node with a message that says so, and it is never bound.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from metricsched.core import model
+
+NAME: Final = "DynamicResources"
+# Its PostFilter's answer for a pod without claims; kube-scheduler runs it before
+# DefaultPreemption and joins the two answers with ", ".
+POST_FILTER_NO_CLAIMS: Final = "no new claims to deallocate"
+
+
+def pre_filter(pod: model.PodInfo) -> str:
+    """The PreFilter reason that rules out every node for ``pod``; "" when it has no claims."""
+    if not pod.resource_claims:
+        return ""
+    return (
+        f"pod has resource claims ({', '.join(pod.resource_claims)}), which metricsched does "
+        "not allocate; set spec.schedulerName to a scheduler that does (default-scheduler)"
+    )

@@ -1,0 +1,122 @@
+"""Pods with bound claims go where their volumes can be used; unbound claims wait, unbound."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from metricsched.core import model
+
+Outcome = model.Outcome
+ZONE = "topology.kubernetes.io/zone"
+ON_NODE_2 = (
+    {
+        "matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-2"]}
+        ]
+    },
+)
+
+
+def claiming(pod: model.PodInfo, *claims: str) -> model.PodInfo:
+    return dataclasses.replace(pod, volume_claims=claims)
+
+
+def with_storage(
+    cluster: model.ClusterSnapshot, *claims: model.ClaimInfo, volumes: tuple[model.VolumeInfo, ...]
+) -> model.ClusterSnapshot:
+    return dataclasses.replace(
+        cluster,
+        claims={f"{claim.namespace}/{claim.name}": claim for claim in claims},
+        volumes={volume.name: volume for volume in volumes},
+    )
+
+
+def claim(name: str, volume: str = "", *, deleting: bool = False) -> model.ClaimInfo:
+    return model.ClaimInfo(namespace="shop", name=name, volume_name=volume, deleting=deleting)
+
+
+def volume(name: str, *, affinity=None, zones=None) -> model.VolumeInfo:
+    return model.VolumeInfo(name=name, node_affinity=affinity, zone_labels=zones or {})
+
+
+def test_a_pod_goes_only_where_its_bound_volumes_node_affinity_allows(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    cluster = with_storage(
+        make_cluster(make_node("node-1"), make_node("node-2"), make_node("node-3")),
+        claim("data", "pv-1"),
+        volumes=(volume("pv-1", affinity=ON_NODE_2),),
+    )
+    decision = schedule(pod=claiming(make_pod(), "data"), snapshot=cluster)
+    assert (decision.outcome, decision.node) == (Outcome.BIND, "node-2")
+    reasons = {verdict.node: verdict.reason for verdict in decision.verdicts}
+    assert reasons["node-1"] == "node(s) didn't match PersistentVolume's node affinity"
+
+
+def test_a_volume_without_node_affinity_can_be_used_anywhere(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    cluster = with_storage(
+        make_cluster(make_node("node-1")), claim("data", "pv-1"), volumes=(volume("pv-1"),)
+    )
+    assert schedule(pod=claiming(make_pod(), "data"), snapshot=cluster).node == "node-1"
+
+
+def test_nodes_outside_the_volumes_zone_are_ruled_out_and_nodes_without_zones_are_not(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    cluster = with_storage(
+        make_cluster(
+            make_node("node-1", labels={ZONE: "zone-b"}),
+            make_node("node-2", labels={ZONE: "zone-a"}),
+        ),
+        claim("data", "pv-1"),
+        volumes=(volume("pv-1", zones={ZONE: "zone-a__zone-c"}),),
+    )
+    decision = schedule(pod=claiming(make_pod(), "data"), snapshot=cluster)
+    assert decision.node == "node-2"
+    reasons = {verdict.node: verdict.reason for verdict in decision.verdicts}
+    assert reasons["node-1"] == "node(s) had no available volume zone"
+    unzoned = with_storage(
+        make_cluster(make_node("node-1")),
+        claim("data", "pv-1"),
+        volumes=(volume("pv-1", zones={ZONE: "zone-a"}),),
+    )
+    assert schedule(pod=claiming(make_pod(), "data"), snapshot=unzoned).node == "node-1"
+
+
+def test_an_unbound_claim_is_refused_on_every_node_and_never_bound(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    cluster = with_storage(make_cluster(make_node("node-1")), claim("data"), volumes=())
+    decision = schedule(pod=claiming(make_pod(), "data"), snapshot=cluster)
+    assert (decision.outcome, decision.node) == (Outcome.UNSCHEDULABLE, None)
+    assert decision.message == (
+        '0/1 nodes are available: persistentvolumeclaim "data" is not bound: metricsched '
+        "places pods whose claims are bound and does not bind or provision claims "
+        "(WaitForFirstConsumer); the pod waits for the claim to be bound, or set "
+        "spec.schedulerName to default-scheduler. "
+        "no new claims to deallocate, "
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
+
+
+def test_missing_and_deleted_claims_and_missing_volumes_are_refused_as_kube_scheduler_says(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    nodes = make_cluster(make_node("node-1"))
+    cases = [
+        (with_storage(nodes, volumes=()), 'persistentvolumeclaim "data" not found'),
+        (
+            with_storage(nodes, claim("data", "pv-1", deleting=True), volumes=(volume("pv-1"),)),
+            'persistentvolumeclaim "data" is being deleted',
+        ),
+        (
+            with_storage(nodes, claim("data", "pv-9"), volumes=()),
+            'persistentvolume "pv-9" not found',
+        ),
+    ]
+    for cluster, reason in cases:
+        decision = schedule(pod=claiming(make_pod(), "data"), snapshot=cluster)
+        assert decision.outcome is Outcome.UNSCHEDULABLE
+        assert decision.message.startswith(f"0/1 nodes are available: {reason}. "), reason

@@ -1,0 +1,90 @@
+"""Pod fields read for the parity plugins: resource claims, preemption policy, score requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metricsched.core import parse
+
+MI = 1024**2
+
+
+def pod(**spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "web", "namespace": "shop", "uid": "u"},
+        "spec": {"schedulerName": "metricsched", **spec},
+    }
+
+
+def container(name: str, **resources: dict[str, str]) -> dict[str, Any]:
+    return {"name": name, "image": "x", "resources": resources}
+
+
+def test_resource_claims_are_read_by_name():
+    info = parse.pod_from_body(
+        pod(
+            containers=[container("app")],
+            resourceClaims=[{"name": "gpu", "resourceClaimName": "shared"}, {"name": "nic"}],
+        )
+    )
+    assert info.resource_claims == ("gpu", "nic")
+
+
+def test_preemption_policy_is_read_and_empty_when_unset():
+    assert parse.pod_from_body(pod(containers=[], preemptionPolicy="Never")).preemption_policy == (
+        "Never"
+    )
+    assert parse.pod_from_body(pod(containers=[])).preemption_policy == ""
+
+
+def test_score_requests_count_100m_and_200mi_per_container_that_requests_nothing():
+    info = parse.pod_from_body(
+        pod(
+            containers=[
+                container("a", requests={"cpu": "250m"}),  # memory missing: 200Mi
+                container("b"),  # both missing: 100m, 200Mi
+                container("c", limits={"cpu": "1", "memory": "1Gi"}),  # limits are the requests
+            ]
+        )
+    )
+    assert info.requests.milli_cpu == 1250 and info.requests.memory == 1024 * MI
+    assert info.nonzero_requests is not None
+    assert info.nonzero_requests.milli_cpu == 250 + 100 + 1000
+    assert info.nonzero_requests.memory == 200 * MI + 200 * MI + 1024 * MI
+
+
+def test_an_explicit_zero_request_is_not_replaced_by_the_default():
+    info = parse.pod_from_body(pod(containers=[container("a", requests={"cpu": "0"})]))
+    assert info.nonzero_requests is not None
+    assert (info.nonzero_requests.milli_cpu, info.nonzero_requests.memory) == (0, 200 * MI)
+
+
+def test_a_claim_is_read_with_its_volume_and_deletion():
+    claim = parse.claim_from_body(
+        {
+            "metadata": {"name": "data", "namespace": "shop", "deletionTimestamp": "x"},
+            "spec": {"volumeName": "pv-1", "storageClassName": ""},
+        }
+    )
+    assert (claim.namespace, claim.name, claim.volume_name, claim.deleting) == (
+        "shop",
+        "data",
+        "pv-1",
+        True,
+    )
+
+
+def test_a_volume_is_read_with_its_node_affinity_and_zone_labels_only():
+    terms = [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]}]
+    volume = parse.volume_from_body(
+        {
+            "metadata": {
+                "name": "pv-1",
+                "labels": {"topology.kubernetes.io/zone": "a", "team": "x"},
+            },
+            "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": terms}}},
+        }
+    )
+    assert volume.node_affinity == tuple(terms)
+    assert volume.zone_labels == {"topology.kubernetes.io/zone": "a"}
+    assert parse.volume_from_body({"metadata": {"name": "pv-2"}}).node_affinity is None
