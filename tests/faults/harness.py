@@ -235,8 +235,19 @@ class Scenario:
 
     # --- replicas ----------------------------------------------------------------------
 
-    def start_replicas(self, count: int = 2, *, refresh: str = "5s", upstream: str = "api") -> None:
-        """Replicas r0..r(count-1), each with its identity and its proxy; wait for a leader."""
+    def start_replicas(
+        self,
+        count: int = 2,
+        *,
+        refresh: str = "5s",
+        upstream: str = "api",
+        prometheus_url: str | None = None,
+        extra: list[str] | None = None,
+    ) -> None:
+        """Replicas r0..r(count-1), each with its identity and its proxy; wait for a leader.
+
+        ``prometheus_url``: where the replicas query (e.g. a fault proxy in front of
+        Prometheus); ``extra``: more operator flags."""
         identity.ensure_cluster_role(self.api)
         host, port = self.cluster.api_client.configuration.host.removeprefix("https://").rsplit(
             ":", 1
@@ -258,13 +269,14 @@ class Scenario:
                 name=name,
                 argv=replicas.operator_argv(
                     kubeconfig=kubeconfig,
-                    prometheus_url=self.cluster.prometheus_url,
+                    prometheus_url=prometheus_url or self.cluster.prometheus_url,
                     scheduler=self.scheduler,
                     lease_namespace=self.namespace,
                     lease_name=self.lease,
                     metrics_port=metrics_port,
                     health_port=health_port,
                     refresh_interval=refresh,
+                    extra=extra,
                 ),
                 proxy=px,
                 log=self._logs / f"{self.namespace}-{name}.log",

@@ -29,6 +29,9 @@ ORDER = [
     "bind-reset",
     "load-backlog",
     "ha-policies",
+    "prom-slow",
+    "prom-refuse",
+    "prom-refused-query",
 ]
 # What each scenario does, in the order of the list (tests/faults/test_*.py).
 WHAT = {
@@ -57,6 +60,16 @@ WHAT = {
     "ha-policies": "Two hundred SchedulingPolicies created at once with 2 replicas, 40 pods pinned "
     "to them; over the scenario, status writes must come from the Lease holder only, "
     "number at most 3 per policy, and no scheduledPods/fallbackPods counter may go down",
+    "prom-slow": "A fault proxy in front of Prometheus holds every chunk 10 s each way (an "
+    "answer after ~20 s) under a policy of 10 metrics; pods arrive before, during and after; "
+    "every replica's /healthz, probed each second, must never fail and no replica may exit; "
+    "the pods of the fault go by the fallback",
+    "prom-refuse": "Prometheus refuses connections for the fault (the policy turns not "
+    "Ready), pods arrive and are placed by the fallback; then it returns: the policy is "
+    "Ready again with MetricQueryFailed and MetricsRecovered events; /healthz never fails",
+    "prom-refused-query": "The replicas run with an allow-list the policy's query is "
+    "outside of: the policy reports BadQuery, pods are placed by the fallback, and the "
+    "proxy in front of Prometheus saw no connection at all (the query was never sent)",
 }
 TAKEOVER_TARGET_S = 15.0
 FIRST_BIND_TARGET_S = 5.0
@@ -161,7 +174,7 @@ def render(results: dict[str, Any]) -> str:
         lines.append(f"### `{k}`: {r.get('title', k)}")
         lines.append("")
         if k in WHAT:
-            lines.append(WHAT[k] + ".")
+            lines.append(WHAT.get(k, r.get("title", k)) + ".")
             lines.append("")
         lines.append(f"- run: {r.get('when', '?')}")
         for f in r.get("faults", []):
