@@ -15,27 +15,29 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+import yaml
 
 CLUSTER_ROLE = "metricsched-faults"
 
 # The chart's ClusterRole, rule for rule.
-RULES: list[dict[str, Any]] = [
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-    {
-        "apiGroups": ["metricsched.io"],
-        "resources": ["schedulingpolicies"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {
-        "apiGroups": ["metricsched.io"],
-        "resources": ["schedulingpolicies/status"],
-        "verbs": ["patch"],
-    },
-]
+CHART_CLUSTER_ROLE = (
+    Path(__file__).resolve().parents[2] / "manifests/chart/metricsched/templates/clusterrole.yaml"
+)
+
+
+def chart_rules() -> list[dict[str, Any]]:
+    """The chart's ClusterRole rules, read from its template (one source: a rule the
+    operator needs is added there and the replicas get it too). The optional rules of
+    secure /metrics, inside a template conditional, are left out: replicas serve plain
+    /metrics."""
+    text = CHART_CLUSTER_ROLE.read_text()
+    body = text.split("\nrules:\n", 1)[1].split("{{-", 1)[0]
+    rules = yaml.safe_load("rules:\n" + body)["rules"]
+    assert isinstance(rules, list) and rules, "no rules in the chart's ClusterRole"
+    return rules
+
+
+RULES: list[dict[str, Any]] = chart_rules()
 
 
 def _apply(create: Any, replace: Any, name: str, body: dict[str, Any], *ns: str) -> None:

@@ -251,7 +251,7 @@ class Operator:
                 raise
             except Exception as e:
                 if self.stop.is_set():
-                    raise
+                    return  # asked to stop while the API could not answer: not an error
                 logger.warning(
                     "initial sync failed (%s); retrying in %gs", kube.describe_error(e), delay
                 )
