@@ -36,8 +36,9 @@ def _prometheus_proxy(cluster: Cluster) -> tuple[proxy_mod.FaultProxy, str]:
     return px, f"http://127.0.0.1:{px.port}"
 
 
-def _policy_spec(*, metrics: int = METRICS) -> dict[str, Any]:
+def _policy_spec(scheduler: str, *, metrics: int = METRICS) -> dict[str, Any]:
     return {
+        "schedulerName": scheduler,  # the scenario's replicas serve it; no other install does
         "metrics": [
             {
                 "name": f"m{i}",
@@ -96,7 +97,7 @@ def _start(
     cluster.set_metric(METRIC, {node: 0.1 + 0.01 * i for i, node in enumerate(sorted(s.nodes))})
     px, url = _prometheus_proxy(cluster)
     s.start_replicas(2, prometheus_url=url, refresh="3s", extra=extra)
-    apply_policy(cluster, s.namespace, "latency", _policy_spec())
+    apply_policy(cluster, s.namespace, "latency", _policy_spec(s.scheduler))
     return px
 
 

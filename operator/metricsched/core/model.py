@@ -243,6 +243,8 @@ class Policy:
     mode: PolicyMode = PolicyMode.ACTIVE
     # In shadow mode: the schedulerNames whose pods the policy evaluates.
     shadow_scheduler_names: tuple[str, ...] = DEFAULT_SHADOW_SCHEDULERS
+    # The install (one of its --scheduler-name values) that serves the policy.
+    scheduler_name: str = "metricsched"
 
     @property
     def key(self) -> PolicyKey:
