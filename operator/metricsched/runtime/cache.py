@@ -140,6 +140,16 @@ class ClusterCache:
             previous = self._pod_node.get(uid)
             if previous is not None and previous != pod.node_name:
                 self._detach(uid)
+                previous = None
+            before = self._nodes[previous].pods.get(uid) if previous in self._nodes else None
+            if previous is None or (
+                before is not None
+                and (before.labels != pod.labels or before.requests != pod.requests)
+            ):
+                # A pod newly on a node (another scheduler's: a pending pod's required
+                # affinity may now hold), or one whose labels or requests (an in-place
+                # resize) changed, may help a pending pod; our own confirmed Binding not.
+                self.generation += 1
             self._assumed.pop(uid, None)  # confirmed (or placed by someone else)
             self._attach(pod, model.NodeName(pod.node_name))
             return

@@ -4,12 +4,20 @@ Modelled on kube-scheduler's queue:
 
 - **PrioritySort**: the active queue pops the highest ``spec.priority`` first, then the
   oldest pod (creation time), then the order of arrival.
-- **Backoff**: a pod that could not be placed waits 1 s doubling to 10 s.
-- **Queueing hints**: a waiting pod returns early only on an event that could make it
-  schedulable: ``on_cluster_change`` (a node added or changed in what the filters read,
-  capacity freed by a pod leaving a node, a policy added, changed or deleted) moves
+- **Backoff**: a failed attempt earns a backoff of 1 s doubling to 10 s.
+- **Unschedulable pods wait for an event**, as in kube-scheduler's unschedulable pool: a
+  pod no node could take (or a policy's ``Wait``) is tried again only when an event could
+  make it schedulable, once its backoff has ended, or after ``max_unschedulable_s``
+  (5 min, kube-scheduler's podMaxInUnschedulablePodsDuration) without one. A pod whose
+  attempt failed for another reason (a Binding error, a bug) is retried when its backoff
+  ends. So a backlog that fits nowhere costs no cycles until something changes.
+- **Queueing hints**: the events that move waiting pods: ``on_cluster_change`` (a node
+  added or changed in what the filters read, capacity freed by a pod leaving a node, a
+  bound pod's labels or requests changed, a policy added, changed or deleted) moves
   every waiting pod; ``on_metrics_change(policies)`` moves only the pods last decided by
-  one of those policies. A node heartbeat is not such an event (the cache tells).
+  one of those policies; ``update(uid)`` moves a pod whose own spec changed. A node
+  heartbeat is not such an event (the cache tells). A moved pod still in backoff waits
+  for its backoff to end.
 
 Entries are pod UIDs; the pod lives in the cluster cache, so an entry never holds stale
 data, and a pod is never lost: ``sync`` re-adds any pending pod of the cache that is
@@ -44,6 +52,7 @@ class SchedulingQueue:
         *,
         initial_backoff_s: float = 1.0,
         max_backoff_s: float = 10.0,
+        max_unschedulable_s: float = 300.0,
         ordering: Callable[[str], Ordering] | None = None,
     ) -> None:
         self._active: dict[str, _Order] = {}
@@ -52,10 +61,12 @@ class SchedulingQueue:
         self._due: list[tuple[float, str]] = []
         self._policy: dict[str, str] = {}  # uid -> policy that last decided it
         self._attempts: dict[str, int] = {}  # failed attempts so far, kept across moves
+        self._backoff_until: dict[str, float] = {}  # uid -> end of its current backoff
         self._seq = itertools.count()
         self._ordering = ordering or (lambda _uid: Ordering())
         self._initial = initial_backoff_s
         self._max = max_backoff_s
+        self._max_unschedulable = max_unschedulable_s
         self._wake = asyncio.Event()
 
     def __len__(self) -> int:
@@ -76,40 +87,67 @@ class SchedulingQueue:
         self._waiting.pop(uid, None)
         self._attempts.pop(uid, None)
         self._policy.pop(uid, None)
+        self._backoff_until.pop(uid, None)
 
     def attempts(self, uid: str) -> int:
         return self._attempts.get(uid, 0)
 
-    def retry_later(self, uid: str, *, now: float, policy: str = "") -> float:
-        """The attempt failed: back off (1s, 2s, 4s ... max). Returns the delay chosen.
+    def retry_later(
+        self, uid: str, *, now: float, policy: str = "", unschedulable: bool = False
+    ) -> float:
+        """The attempt failed: back off (1s, 2s, 4s ... max). Returns the backoff chosen.
 
-        ``policy`` (the policy that decided) lets a change of its metrics move it back."""
+        ``unschedulable``: no node could take the pod; it is tried again on an event that
+        may help it (after its backoff), or after ``max_unschedulable_s``. Otherwise it is
+        tried again when the backoff ends. ``policy`` (the policy that decided) lets a
+        change of its metrics move it back."""
         self._active.pop(uid, None)
         n = self._attempts.get(uid, 0)
         self._attempts[uid] = n + 1
         delay: float = min(self._max, self._initial * float(2 ** min(n, 30)))
-        due = now + delay
-        self._waiting[uid] = due
+        self._backoff_until[uid] = now + delay
         self._policy[uid] = policy
-        heapq.heappush(self._due, (due, uid))
+        self._wait_until(
+            uid, now + (max(delay, self._max_unschedulable) if unschedulable else delay)
+        )
         return delay
+
+    def _wait_until(self, uid: str, due: float) -> None:
+        self._waiting[uid] = due
+        heapq.heappush(self._due, (due, uid))
 
     # --- queueing hints ------------------------------------------------------------------
 
-    def on_cluster_change(self) -> int:
+    def on_cluster_change(self, *, now: float) -> int:
         """Nodes, capacity or policies changed in a way that may help any waiting pod."""
-        return self._move(list(self._waiting))
+        return self._move(list(self._waiting), now=now)
 
-    def on_metrics_change(self, policies: Iterable[str]) -> int:
+    def on_metrics_change(self, policies: Iterable[str], *, now: float) -> int:
         """New metric values for ``policies``: retry the pods they last decided."""
         keys = set(policies)
-        return self._move([uid for uid in self._waiting if self._policy.get(uid) in keys])
+        return self._move([uid for uid in self._waiting if self._policy.get(uid) in keys], now=now)
 
-    def _move(self, uids: list[str]) -> int:
+    def update(self, uid: str, *, now: float) -> None:
+        """The pending pod's own spec changed: try it again (after its backoff)."""
+        if uid in self._waiting:
+            self._move([uid], now=now)
+        else:
+            self.add(uid)
+
+    def _move(self, uids: list[str], *, now: float) -> int:
+        """Activate ``uids`` (waiting pods), or, while backing off, try them when the
+        backoff ends. Returns how many were activated or brought forward."""
+        moved = 0
         for uid in uids:
-            del self._waiting[uid]
-            self._activate(uid)
-        return len(uids)
+            backoff = self._backoff_until.get(uid, 0.0)
+            if backoff <= now:
+                del self._waiting[uid]
+                self._activate(uid)
+                moved += 1
+            elif backoff < self._waiting[uid]:
+                self._wait_until(uid, backoff)
+                moved += 1
+        return moved
 
     def sync(self, pending: Iterable[str]) -> int:
         """Re-add every pending pod that is neither queued nor backing off; returns how many."""

@@ -167,8 +167,10 @@ class Refresher:
             sent=sent,
             metrics=self._metrics,
         )
-        if self._store.version != version:  # new values or a new error state
-            self._queue.on_metrics_change({p.key for p, _ in members})
+        if self._store.version != version or any(r.error is not None for r in results):
+            # New values or a new error state; or a failing query, whose old values age
+            # towards maxMetricAge (a node may become feasible as its value goes missing).
+            self._queue.on_metrics_change({p.key for p, _ in members}, now=time.time())
         self.record(results)
 
     def record(self, results: Sequence[prom.RefreshResult]) -> None:

@@ -143,17 +143,20 @@ class Scheduler:
         gen = self.cache.generation
         if gen != self._seen_generation:
             self._seen_generation = gen
-            self.queue.on_cluster_change()
+            self.queue.on_cluster_change(now=now)
             self.cache.changed_annotations.clear()
         elif self.cache.changed_annotations:
             keys = self.cache.changed_annotations
             self.queue.on_metrics_change(
-                p.key
-                for p in self.cache.policies.values()
-                if any(
-                    isinstance(m.source, model.AnnotationSource) and m.source.annotation in keys
-                    for m in p.metrics
-                )
+                (
+                    p.key
+                    for p in self.cache.policies.values()
+                    if any(
+                        isinstance(m.source, model.AnnotationSource) and m.source.annotation in keys
+                        for m in p.metrics
+                    )
+                ),
+                now=now,
             )
             keys.clear()
         if now - self._last_resync >= _RESYNC_S:
@@ -192,7 +195,9 @@ class Scheduler:
         elif decision.outcome in (model.Outcome.UNSCHEDULABLE, model.Outcome.WAIT):
             result = "wait" if decision.outcome is model.Outcome.WAIT else "unschedulable"
             self.metrics.attempts.labels(result=result).inc()
-            self.queue.retry_later(pod.uid, now=now, policy=decision.policy or "")
+            self.queue.retry_later(
+                pod.uid, now=now, policy=decision.policy or "", unschedulable=True
+            )
             self._spawn(self._report_failure(pod, decision.message))
         else:  # SKIP: not ours (any more)
             self.queue.done(pod.uid)

@@ -24,6 +24,7 @@ import contextlib
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -119,12 +120,16 @@ class Watches:
             return
         if self._on_pod_seen is not None and not ours:
             self._on_pod_seen(pod, body)
+        before = self.cache.pending.get(uid)
         self.cache.upsert_pod(pod, ours=ours, resource_version=version)
         if uid in self.cache.pending:
             self.cache.pod_conditions[uid] = tuple(
                 (body.get("status") or {}).get("conditions") or ()
             )
-            self.queue.add(uid)
+            if before is not None and before != pod:
+                self.queue.update(uid, now=time.time())  # e.g. a toleration added
+            else:
+                self.queue.add(uid)
         else:
             self.queue.done(uid)
 

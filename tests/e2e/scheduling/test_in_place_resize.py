@@ -15,10 +15,12 @@ from tests.e2e.scheduling.test_parity_edges import still_pending
 
 
 @pytest.fixture
-def one_node(cluster: Cluster) -> Iterator[Pool]:
+def one_node(cluster: Cluster, namespace: str) -> Iterator[Pool]:
     pool = Pool(cluster, size=1)  # 16 cpu
     pool.create()
     yield pool
+    # The test's pods first: none may stay bound to a node that no longer exists.
+    cluster.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
     pool.delete()
 
 

@@ -17,10 +17,12 @@ LOW_PODS = 4
 
 
 @pytest.fixture
-def one_node(cluster: Cluster) -> Iterator[Pool]:
+def one_node(cluster: Cluster, namespace: str) -> Iterator[Pool]:
     pool = Pool(cluster, size=1)  # 16 cpu
     pool.create()
     yield pool
+    # The test's pods first: none may stay bound to a node that no longer exists.
+    cluster.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
     pool.delete()
 
 

@@ -262,3 +262,31 @@ def test_node_state_sums_pods_requests_as_kube_schedulers_scores_count_them():
     # b's explicit 0 stays 0; neither asks memory: 200Mi each.
     assert state.nonzero_requested.milli_cpu == 500
     assert state.nonzero_requested.memory == 2 * 200 * 1024**2
+
+
+def test_a_bound_pod_arriving_or_changing_labels_or_requests_can_help_a_pending_pod() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"))
+    gen = c.generation
+    c.upsert_pod(_pod("db", node="n1", scheduler="other"), ours=False)  # required affinity
+    assert c.generation > gen
+    gen = c.generation
+    relabelled = dataclasses.replace(_pod("db", node="n1", scheduler="other"), labels={"a": "b"})
+    c.upsert_pod(relabelled, ours=False)
+    assert c.generation > gen
+    gen = c.generation
+    c.upsert_pod(relabelled, ours=False)  # the same pod again (a status write)
+    assert c.generation == gen
+    c.upsert_pod(
+        dataclasses.replace(relabelled, requests=_pod("x", cpu="100m").requests), ours=False
+    )
+    assert c.generation > gen  # resized in place: capacity freed
+
+
+def test_our_own_binding_confirmed_by_the_watch_is_not_a_change() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"))
+    c.assume(_pod("web"), model.NodeName("n1"), now=0.0)
+    gen = c.generation
+    c.upsert_pod(_pod("web", node="n1"), ours=True)
+    assert c.generation == gen

@@ -47,12 +47,52 @@ def test_a_new_add_does_not_cut_a_backoff_short() -> None:
 
 def test_cluster_change_moves_waiting_pods_back_but_keeps_their_attempt_count() -> None:
     q = queue_mod.SchedulingQueue(initial_backoff_s=1.0)
-    q.retry_later("a", now=0.0)
-    q.retry_later("a", now=0.0)
-    assert q.on_cluster_change() == 1
-    assert q.pop_ready(0.0, 10) == ["a"]
+    q.retry_later("a", now=0.0, unschedulable=True)
+    q.retry_later("a", now=0.0, unschedulable=True)  # backoff 2 s
+    assert q.on_cluster_change(now=2.0) == 1
+    assert q.pop_ready(2.0, 10) == ["a"]
     assert q.attempts("a") == 2
-    assert q.retry_later("a", now=0.0) == 4.0
+    assert q.retry_later("a", now=2.0) == 4.0
+
+
+def test_an_unschedulable_pod_waits_for_an_event_not_for_its_backoff() -> None:
+    q = queue_mod.SchedulingQueue(initial_backoff_s=1.0, max_unschedulable_s=300.0)
+    q.retry_later("a", now=0.0, unschedulable=True)
+    assert q.pop_ready(10.0, 10) == []  # no event: nothing could have changed for it
+    assert q.on_cluster_change(now=10.0) == 1
+    assert q.pop_ready(10.0, 10) == ["a"]
+
+
+def test_an_event_during_the_backoff_brings_the_pod_back_when_the_backoff_ends() -> None:
+    q = queue_mod.SchedulingQueue(initial_backoff_s=1.0)
+    q.retry_later("a", now=0.0, unschedulable=True)
+    q.retry_later("a", now=0.0, unschedulable=True)  # backoff until 2.0
+    assert q.on_cluster_change(now=0.5) == 1
+    assert q.pop_ready(1.9, 10) == []
+    assert q.pop_ready(2.0, 10) == ["a"]
+
+
+def test_an_unschedulable_pod_without_any_event_is_tried_after_max_unschedulable() -> None:
+    q = queue_mod.SchedulingQueue(initial_backoff_s=1.0, max_unschedulable_s=300.0)
+    q.retry_later("a", now=0.0, unschedulable=True)
+    assert q.pop_ready(299.9, 10) == []
+    assert q.pop_ready(300.0, 10) == ["a"]
+
+
+def test_a_pod_whose_attempt_failed_otherwise_is_retried_when_its_backoff_ends() -> None:
+    q = queue_mod.SchedulingQueue(initial_backoff_s=1.0)
+    q.retry_later("a", now=0.0)  # a Binding error, not "no node fits"
+    assert q.pop_ready(0.9, 10) == []
+    assert q.pop_ready(1.0, 10) == ["a"]
+
+
+def test_a_pod_whose_own_spec_changed_is_tried_again_after_its_backoff() -> None:
+    q = queue_mod.SchedulingQueue(initial_backoff_s=1.0)
+    q.retry_later("a", now=0.0, unschedulable=True)
+    q.update("a", now=5.0)
+    assert q.pop_ready(5.0, 10) == ["a"]
+    q.update("b", now=5.0)  # not queued yet: added
+    assert q.pop_ready(5.0, 10) == ["b"]
 
 
 def test_done_forgets_the_pod_and_its_attempts() -> None:
@@ -97,11 +137,11 @@ def test_wait_returns_when_a_pod_is_added() -> None:
 
 def test_new_metrics_move_back_only_the_pods_their_policy_decided() -> None:
     q = queue_mod.SchedulingQueue()
-    q.retry_later("web", now=0.0, policy="shop/web-latency")
-    q.retry_later("batch", now=0.0, policy="shop/batch-cost")
-    q.retry_later("plain", now=0.0)
-    assert q.on_metrics_change({"shop/web-latency"}) == 1
-    assert q.pop_ready(0.0, 10) == ["web"]
+    q.retry_later("web", now=0.0, policy="shop/web-latency", unschedulable=True)
+    q.retry_later("batch", now=0.0, policy="shop/batch-cost", unschedulable=True)
+    q.retry_later("plain", now=0.0, unschedulable=True)
+    assert q.on_metrics_change({"shop/web-latency"}, now=1.0) == 1
+    assert q.pop_ready(1.0, 10) == ["web"]
     assert "batch" in q and "plain" in q
 
 
@@ -109,7 +149,7 @@ def test_no_event_means_a_waiting_pod_waits_out_its_backoff() -> None:
     q = queue_mod.SchedulingQueue(initial_backoff_s=1.0)
     q.retry_later("a", now=0.0)
     q.retry_later("a", now=0.0)  # second failure: 2 s
-    assert q.on_metrics_change(set()) == 0
+    assert q.on_metrics_change(set(), now=0.0) == 0
     assert q.pop_ready(1.9, 10) == []
     assert q.pop_ready(2.0, 10) == ["a"]
 
@@ -138,9 +178,9 @@ def test_higher_priority_pods_come_out_first_then_the_oldest() -> None:
 def test_a_pod_moved_back_takes_its_place_by_priority() -> None:
     q = _ordering({"vip": queue_mod.Ordering(priority=10, created=5.0)})
     q.add("a")
-    q.retry_later("vip", now=0.0)
-    q.on_cluster_change()
-    assert q.pop_ready(0.0, 10) == ["vip", "a"]
+    q.retry_later("vip", now=0.0, unschedulable=True)
+    q.on_cluster_change(now=1.0)
+    assert q.pop_ready(1.0, 10) == ["vip", "a"]
 
 
 def test_a_pod_done_while_active_never_comes_out() -> None:
