@@ -18,7 +18,12 @@ from collections.abc import Sequence
 from typing import Final
 
 from metricsched.core import filters, model, policy, scoring
-from metricsched.core.plugins import dynamic_resources, preemption, volume_binding
+from metricsched.core.plugins import (
+    dynamic_resources,
+    node_volume_limits,
+    preemption,
+    volume_binding,
+)
 
 MESSAGE_LIMIT: Final = 1024
 """Bytes an event note may hold; kube-scheduler truncates to it the same way."""
@@ -303,6 +308,10 @@ def schedule_one(
         for state in states
     ]
     filter_reasons = filters.run_filters(pod, snapshot, namespace_labels=snapshot.namespace_labels)
+    if volume_limits := node_volume_limits.pre_filter(volumes):
+        filter_reasons = node_volume_limits.run_filter(
+            state=volume_limits, snapshot=snapshot, reasons=filter_reasons
+        )
     if volumes:
         filter_reasons = volume_binding.run_filter(
             volumes=volumes, snapshot=snapshot, reasons=filter_reasons

@@ -138,6 +138,15 @@ class ClaimInfo:
     name: str
     volume_name: str  # spec.volumeName; "" while unbound
     deleting: bool
+    # --- read for WaitForFirstConsumer vs Immediate and NodeVolumeLimits ---
+    # its class: the beta annotation volume.beta.kubernetes.io/storage-class, else
+    # spec.storageClassName ("" = none)
+    storage_class: str = ""
+    # the PV controller finished binding (annotation pv.kubernetes.io/bind-completed): a
+    # claim with spec.volumeName but without it is pre-bound, which kube-scheduler counts
+    # as unbound
+    bind_completed: bool = False
+    lost: bool = False  # status.phase Lost: its volume is gone
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -147,6 +156,26 @@ class VolumeInfo:
     name: str
     node_affinity: tuple[RawBody, ...] | None  # spec.nodeAffinity.required terms; None: any
     zone_labels: Mapping[str, str]  # its topology.kubernetes.io/zone|region labels (and beta)
+    csi_driver: str = ""  # spec.csi.driver ("" = not a CSI volume)
+    csi_handle: str = ""  # spec.csi.volumeHandle
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StorageClassInfo:
+    """A StorageClass, as VolumeBinding (binding mode) and NodeVolumeLimits read it."""
+
+    name: str
+    provisioner: str
+    wait_for_first_consumer: bool  # volumeBindingMode WaitForFirstConsumer (else Immediate)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CSINodeInfo:
+    """A CSINode (named after its node), as NodeVolumeLimits reads it."""
+
+    name: str
+    # spec.drivers[].allocatable.count by driver name; a driver without a count has no limit
+    limits: Mapping[str, int]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -161,6 +190,10 @@ class ClusterSnapshot:
     # watches; None: not known yet (pods with claims wait).
     claims: Mapping[str, ClaimInfo] | None = None
     volumes: Mapping[str, VolumeInfo] | None = None
+    # StorageClasses and CSINodes by name, from their watches; None or absent: none known
+    # (claims without a known class are Immediate; nodes without a CSINode have no limit).
+    storage_classes: Mapping[str, StorageClassInfo] | None = None
+    csi_nodes: Mapping[str, CSINodeInfo] | None = None
 
 
 # --- policies --------------------------------------------------------------------------

@@ -412,12 +412,24 @@ def claim_from_body(body: Mapping[str, Any]) -> model.ClaimInfo:
     """A PersistentVolumeClaim as VolumeBinding reads it."""
     meta = _mapping(body, "metadata", "metadata")
     spec = _mapping(body, "spec", "spec")
+    annotations = _string_map(meta, "annotations", "metadata.annotations")
+    status = _mapping(body, "status", "status")
     return model.ClaimInfo(
         namespace=_string(meta, "namespace", "metadata.namespace"),
         name=_string(meta, "name", "metadata.name"),
         volume_name=_string(spec, "volumeName", "spec.volumeName"),
         deleting=meta.get("deletionTimestamp") is not None,
+        storage_class=annotations.get(
+            _BETA_CLASS_ANNOTATION, _string(spec, "storageClassName", "spec.storageClassName")
+        ),
+        bind_completed=_BIND_COMPLETED in annotations,
+        lost=_string(status, "phase", "status.phase") == "Lost",
     )
+
+
+# The PV controller's marks on a claim, read as kube-scheduler reads them.
+_BETA_CLASS_ANNOTATION: Final = "volume.beta.kubernetes.io/storage-class"
+_BIND_COMPLETED: Final = "pv.kubernetes.io/bind-completed"
 
 
 _ZONE_LABELS: Final = frozenset(
@@ -437,6 +449,7 @@ def volume_from_body(body: Mapping[str, Any]) -> model.VolumeInfo:
     affinity = _mapping(spec, "nodeAffinity", "spec.nodeAffinity")
     required = _mapping(affinity, "required", "spec.nodeAffinity.required")
     labels = _string_map(meta, "labels", "metadata.labels")
+    csi = _mapping(spec, "csi", "spec.csi")
     return model.VolumeInfo(
         name=_string(meta, "name", "metadata.name"),
         node_affinity=(
@@ -445,7 +458,38 @@ def volume_from_body(body: Mapping[str, Any]) -> model.VolumeInfo:
             else None
         ),
         zone_labels={key: value for key, value in labels.items() if key in _ZONE_LABELS},
+        csi_driver=_string(csi, "driver", "spec.csi.driver"),
+        csi_handle=_string(csi, "volumeHandle", "spec.csi.volumeHandle"),
     )
+
+
+def storage_class_from_body(body: Mapping[str, Any]) -> model.StorageClassInfo:
+    """A StorageClass: its provisioner and binding mode (the API server defaults the mode
+    to Immediate)."""
+    meta = _mapping(body, "metadata", "metadata")
+    return model.StorageClassInfo(
+        name=_string(meta, "name", "metadata.name"),
+        provisioner=_string(body, "provisioner", "provisioner"),
+        wait_for_first_consumer=(
+            _string(body, "volumeBindingMode", "volumeBindingMode") == "WaitForFirstConsumer"
+        ),
+    )
+
+
+def csi_node_from_body(body: Mapping[str, Any]) -> model.CSINodeInfo:
+    """A CSINode: the attach limit (allocatable.count) of each of its drivers that has one."""
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    limits: dict[str, int] = {}
+    for index, driver in enumerate(_list(spec, "drivers", "spec.drivers")):
+        field = f"spec.drivers[{index}]"
+        if not isinstance(driver, Mapping):
+            raise ParseError(field, "must be an object")
+        allocatable = _mapping(driver, "allocatable", f"{field}.allocatable")
+        if allocatable.get("count") is not None:
+            name = _string(driver, "name", f"{field}.name")
+            limits[name] = _integer(allocatable, "count", f"{field}.allocatable.count")
+    return model.CSINodeInfo(name=_string(meta, "name", "metadata.name"), limits=limits)
 
 
 # --- nodes -----------------------------------------------------------------------------

@@ -66,6 +66,9 @@ class ClusterCache:
         # PersistentVolumeClaims by "namespace/name" and PersistentVolumes by name
         self._claims: dict[str, model.ClaimInfo] = {}
         self._volumes: dict[str, model.VolumeInfo] = {}
+        # StorageClasses and CSINodes by name (binding modes; CSI attach limits)
+        self._storage_classes: dict[str, model.StorageClassInfo] = {}
+        self._csi_nodes: dict[str, model.CSINodeInfo] = {}
 
     # --- nodes -------------------------------------------------------------------------
 
@@ -330,6 +333,26 @@ class ClusterCache:
         if self._volumes.pop(name, None) is not None:
             self.generation += 1
 
+    # --- storage classes and CSI nodes (binding modes, NodeVolumeLimits) ----------------
+
+    def upsert_storage_class(self, storage_class: model.StorageClassInfo) -> None:
+        if self._storage_classes.get(storage_class.name) != storage_class:
+            self._storage_classes[storage_class.name] = storage_class
+            self.generation += 1
+
+    def remove_storage_class(self, name: str) -> None:
+        if self._storage_classes.pop(name, None) is not None:
+            self.generation += 1
+
+    def upsert_csi_node(self, csi_node: model.CSINodeInfo) -> None:
+        if self._csi_nodes.get(csi_node.name) != csi_node:
+            self._csi_nodes[csi_node.name] = csi_node
+            self.generation += 1  # a limit raised: pods over the old one may now fit
+
+    def remove_csi_node(self, name: str) -> None:
+        if self._csi_nodes.pop(name, None) is not None:
+            self.generation += 1
+
     # --- reading -----------------------------------------------------------------------
 
     def nodes(self) -> list[model.NodeInfo]:
@@ -352,6 +375,8 @@ class ClusterCache:
             namespace_labels=self._namespace_labels,
             claims=self._claims,
             volumes=self._volumes,
+            storage_classes=self._storage_classes,
+            csi_nodes=self._csi_nodes,
         )
 
     def pods_bound_to(self, node: model.NodeName) -> Iterable[model.PodInfo]:
