@@ -281,7 +281,7 @@ def schedule_one(
         )
 
     names = sorted(snapshot.nodes)
-    volumes, refusal = volume_binding.bound_volumes(pod, snapshot)
+    volumes, refusal, ends_pre_filter = volume_binding.bound_volumes(pod, snapshot)
     refusal = refusal or dynamic_resources.pre_filter(pod)
     if refusal and names:
         return _decision(
@@ -289,7 +289,11 @@ def schedule_one(
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
             message=filters.fit_error_message(len(names), {}, pre_filter_msg=refusal)
-            + preemption.suffix(pod=pod, snapshot=snapshot, reasons={}),
+            + (
+                " " + dynamic_resources.POST_FILTER_WITHOUT_STATE
+                if ends_pre_filter
+                else preemption.suffix(pod=pod, snapshot=snapshot, reasons={})
+            ),
         )
     if not names:
         return _decision(

@@ -112,6 +112,7 @@ class PodInfo:
     # PersistentVolumeClaims the pod's volumes use (persistentVolumeClaim.claimName, and
     # "<pod>-<volume>" for generic ephemeral volumes), in the pod's namespace
     volume_claims: tuple[str, ...] = ()
+    ephemeral_claims: tuple[str, ...] = ()  # those of generic ephemeral volumes
 
     @property
     def key(self) -> PodKey:
@@ -147,6 +148,7 @@ class ClaimInfo:
     # as unbound
     bind_completed: bool = False
     lost: bool = False  # status.phase Lost: its volume is gone
+    controller_uid: str = ""  # uid of its controlling owner (a generic ephemeral's pod)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -355,6 +355,7 @@ def _parity_fields(
         claims.append(_string(item, "name", f"spec.resourceClaims[{index}].name"))
     policy = _string(spec, "preemptionPolicy", "spec.preemptionPolicy")
     volume_claims = []
+    ephemeral_claims = []
     for index, volume in enumerate(_list(spec, "volumes", "spec.volumes")):
         if not isinstance(volume, Mapping):
             raise ParseError(f"spec.volumes[{index}]", "must be an object")
@@ -367,6 +368,7 @@ def _parity_fields(
         elif volume.get("ephemeral") is not None:
             # A generic ephemeral volume's claim is named after the pod and the volume.
             volume_claims.append(f"{pod_name}-{_string(volume, 'name', f'{field}.name')}")
+            ephemeral_claims.append(volume_claims[-1])
     # NonMissingContainerRequests: the same arithmetic as the filter's request, with
     # each container's missing cpu / memory request counted as the default; worked out
     # only when some container misses one (None: the same as the filter's request).
@@ -387,6 +389,7 @@ def _parity_fields(
         "resource_claims": tuple(claims),
         "preemption_policy": policy,
         "volume_claims": tuple(volume_claims),
+        "ephemeral_claims": tuple(ephemeral_claims),
         "nonzero_requests": nonzero_requests,
     }
 
@@ -424,7 +427,15 @@ def claim_from_body(body: Mapping[str, Any]) -> model.ClaimInfo:
         ),
         bind_completed=_BIND_COMPLETED in annotations,
         lost=_string(status, "phase", "status.phase") == "Lost",
+        controller_uid=_controller_uid(meta),
     )
+
+
+def _controller_uid(meta: Mapping[str, Any]) -> str:
+    for index, owner in enumerate(_list(meta, "ownerReferences", "metadata.ownerReferences")):
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            return _string(owner, "uid", f"metadata.ownerReferences[{index}].uid")
+    return ""
 
 
 # The PV controller's marks on a claim, read as kube-scheduler reads them.

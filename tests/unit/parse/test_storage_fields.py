@@ -77,3 +77,32 @@ def test_a_csi_node_keeps_the_count_of_each_driver_that_has_one():
 def test_a_malformed_csi_node_names_the_field():
     with pytest.raises(parse.ParseError, match=r"spec\.drivers\[0\]"):
         parse.csi_node_from_body({"metadata": {"name": "n"}, "spec": {"drivers": ["x"]}})
+
+
+def test_a_pods_generic_ephemeral_claims_are_named_after_the_pod_and_told_apart():
+    info = parse.pod_from_body(
+        {
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "containers": [{"name": "c"}],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                    {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+                ],
+            },
+        }
+    )
+    assert (info.volume_claims, info.ephemeral_claims) == (
+        ("data", "web-scratch"),
+        ("web-scratch",),
+    )
+
+
+def test_a_claims_controller_is_its_controlling_owner():
+    owners = [
+        {"kind": "X", "name": "x", "uid": "uid-x"},
+        {"kind": "Pod", "name": "web", "uid": "uid-web", "controller": True},
+    ]
+    body = {"metadata": {"name": "web-scratch", "ownerReferences": owners}}
+    assert parse.claim_from_body(body).controller_uid == "uid-web"
+    assert parse.claim_from_body({"metadata": {"name": "a"}}).controller_uid == ""

@@ -163,7 +163,7 @@ def _dry_run(
     nodes[name] = emptied
     trial = dataclasses.replace(snapshot, nodes=nodes)
     found = filters.run_filters(pod, trial, namespace_labels=snapshot.namespace_labels)
-    volumes, _ = volume_binding.bound_volumes(pod, snapshot)
+    volumes = volume_binding.bound_volumes(pod, snapshot).volumes
     if volume_limits := node_volume_limits.pre_filter(volumes):
         found = node_volume_limits.run_filter(state=volume_limits, snapshot=trial, reasons=found)
     if volumes:

@@ -14,6 +14,7 @@ handshake: README, "Volumes". NodeVolumeLimits is ``core.plugins.node_volume_lim
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from typing import Final
 
@@ -33,40 +34,66 @@ _TOPOLOGY_LABELS: Final[Mapping[str, str]] = {
 }
 
 
-def bound_volumes(
-    pod: model.PodInfo, snapshot: model.ClusterSnapshot
-) -> tuple[tuple[model.VolumeInfo, ...], str]:
-    """The PersistentVolumes of ``pod``'s claims, or no volumes and the PreFilter reason that
-    rules out every node (kube-scheduler's status is UnschedulableAndUnresolvable)."""
+class PodVolumes(typing.NamedTuple):
+    """What VolumeBinding's (and VolumeZone's) PreFilter found for a pod."""
+
+    volumes: tuple[model.VolumeInfo, ...]  # of its claims, all bound
+    refusal: str  # the reason that rules out every node; "" when none
+    # the refusal is kube-scheduler's own PreFilter status (UnschedulableAndUnresolvable),
+    # which ends its PreFilter before DynamicResources' runs; False for metricsched's own
+    # refusal of WaitForFirstConsumer claims (kube-scheduler gets further with those)
+    ends_pre_filter: bool
+
+
+def bound_volumes(pod: model.PodInfo, snapshot: model.ClusterSnapshot) -> PodVolumes:
+    """The PersistentVolumes of ``pod``'s claims, or none and the PreFilter reason that rules
+    out every node."""
     claims = snapshot.claims or {}
     volumes = snapshot.volumes or {}
     found: list[model.ClaimInfo] = []
     # kube-scheduler checks every claim for existence and deletion first (podHasPVCs) ...
     for name in pod.volume_claims:
         claim = claims.get(f"{pod.namespace}/{name}")
+        ephemeral = name in pod.ephemeral_claims
+        if claim is None and ephemeral:  # normal just after the pod is created
+            return PodVolumes(
+                (),
+                "waiting for ephemeral volume controller to create the persistentvolumeclaim "
+                f'"{name}"',
+                True,
+            )
         if claim is None:
-            return (), f'persistentvolumeclaim "{name}" not found'
+            return PodVolumes((), f'persistentvolumeclaim "{name}" not found', True)
         if claim.lost:
-            return (), (
+            return PodVolumes(
+                (),
                 f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
-                f'"{claim.volume_name}"'
+                f'"{claim.volume_name}"',
+                True,
             )
         if claim.deleting:
-            return (), f'persistentvolumeclaim "{name}" is being deleted'
+            return PodVolumes((), f'persistentvolumeclaim "{name}" is being deleted', True)
+        if ephemeral and claim.controller_uid != pod.uid:
+            return PodVolumes(
+                (),
+                f"PVC {pod.namespace}/{name} was not created for pod "
+                f"{pod.namespace}/{pod.name} (pod is not owner)",
+                True,
+            )
         found.append(claim)
     # ... then sorts them into bound, unbound Immediate and unbound WaitForFirstConsumer.
     unbound = [claim for claim in found if not is_bound(claim)]
     if any(claim.volume_name or not waits_for_consumer(claim, snapshot) for claim in unbound):
-        return (), REASON_UNBOUND_IMMEDIATE  # a pre-bound claim counts as Immediate
+        return PodVolumes((), REASON_UNBOUND_IMMEDIATE, True)  # pre-bound counts as Immediate
     if unbound:
-        return (), wait_for_first_consumer_message(unbound[0])
+        return PodVolumes((), wait_for_first_consumer_message(unbound[0]), False)
     bound: list[model.VolumeInfo] = []
     for claim in found:
         volume = volumes.get(claim.volume_name)
-        if volume is None:
-            return (), f'persistentvolume "{claim.volume_name}" not found'
+        if volume is None:  # VolumeZone's PreFilter says so
+            return PodVolumes((), f'persistentvolume "{claim.volume_name}" not found', True)
         bound.append(volume)
-    return tuple(bound), ""
+    return PodVolumes(tuple(bound), "", False)
 
 
 def is_bound(claim: model.ClaimInfo) -> bool:
