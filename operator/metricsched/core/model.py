@@ -172,6 +172,17 @@ class StorageClassInfo:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class VolumeAttachmentInfo:
+    """A VolumeAttachment, as NodeVolumeLimits reads it: a volume attached (or attaching,
+    or detaching) on a node, whether or not a pod there still uses it."""
+
+    name: str
+    attacher: str  # spec.attacher: the CSI driver
+    node_name: str  # spec.nodeName
+    volume_name: str  # spec.source.persistentVolumeName ("" = an inline volume)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class CSINodeInfo:
     """A CSINode (named after its node), as NodeVolumeLimits reads it."""
 
@@ -196,6 +207,8 @@ class ClusterSnapshot:
     # (claims without a known class are Immediate; nodes without a CSINode have no limit).
     storage_classes: Mapping[str, StorageClassInfo] | None = None
     csi_nodes: Mapping[str, CSINodeInfo] | None = None
+    # VolumeAttachments by the node they are for (NodeVolumeLimits); None: none known
+    volume_attachments: Mapping[str, tuple[VolumeAttachmentInfo, ...]] | None = None
 
 
 # --- policies --------------------------------------------------------------------------

@@ -487,6 +487,19 @@ def storage_class_from_body(body: Mapping[str, Any]) -> model.StorageClassInfo:
     )
 
 
+def volume_attachment_from_body(body: Mapping[str, Any]) -> model.VolumeAttachmentInfo:
+    """A VolumeAttachment: which driver attaches which PersistentVolume to which node."""
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    source = _mapping(spec, "source", "spec.source")
+    return model.VolumeAttachmentInfo(
+        name=_string(meta, "name", "metadata.name"),
+        attacher=_string(spec, "attacher", "spec.attacher"),
+        node_name=_string(spec, "nodeName", "spec.nodeName"),
+        volume_name=_string(source, "persistentVolumeName", "spec.source.persistentVolumeName"),
+    )
+
+
 def csi_node_from_body(body: Mapping[str, Any]) -> model.CSINodeInfo:
     """A CSINode: the attach limit (allocatable.count) of each of its drivers that has one."""
     meta = _mapping(body, "metadata", "metadata")

@@ -69,6 +69,10 @@ class ClusterCache:
         # StorageClasses and CSINodes by name (binding modes; CSI attach limits)
         self._storage_classes: dict[str, model.StorageClassInfo] = {}
         self._csi_nodes: dict[str, model.CSINodeInfo] = {}
+        # VolumeAttachments by node and name, and by node as the snapshot hands them out
+        self._attachments: dict[str, dict[str, model.VolumeAttachmentInfo]] = {}
+        self._attachments_on: dict[str, tuple[model.VolumeAttachmentInfo, ...]] = {}
+        self._attachment_node: dict[str, str] = {}  # attachment name -> its node
 
     # --- nodes -------------------------------------------------------------------------
 
@@ -353,6 +357,33 @@ class ClusterCache:
         if self._csi_nodes.pop(name, None) is not None:
             self.generation += 1
 
+    def upsert_volume_attachment(self, attachment: model.VolumeAttachmentInfo) -> None:
+        """A new or changed attachment only takes room: no pending pod is woken."""
+        node = self._attachment_node.get(attachment.name)
+        if node is not None:
+            if self._attachments[node][attachment.name] == attachment:
+                return
+            self._drop_attachment(node, attachment.name)
+        self._attachment_node[attachment.name] = attachment.node_name
+        on_node = self._attachments.setdefault(attachment.node_name, {})
+        on_node[attachment.name] = attachment
+        self._attachments_on[attachment.node_name] = tuple(on_node.values())
+
+    def remove_volume_attachment(self, name: str) -> None:
+        node = self._attachment_node.get(name)
+        if node is not None:
+            self._drop_attachment(node, name)
+            self.generation += 1  # a detached volume frees a slot on its node
+
+    def _drop_attachment(self, node: str, name: str) -> None:
+        del self._attachment_node[name]
+        on_node = self._attachments[node]
+        del on_node[name]
+        if on_node:
+            self._attachments_on[node] = tuple(on_node.values())
+        else:
+            del self._attachments[node], self._attachments_on[node]
+
     # --- reading -----------------------------------------------------------------------
 
     def nodes(self) -> list[model.NodeInfo]:
@@ -377,6 +408,7 @@ class ClusterCache:
             volumes=self._volumes,
             storage_classes=self._storage_classes,
             csi_nodes=self._csi_nodes,
+            volume_attachments=self._attachments_on,
         )
 
     def pods_bound_to(self, node: model.NodeName) -> Iterable[model.PodInfo]:

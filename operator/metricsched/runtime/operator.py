@@ -224,15 +224,16 @@ class Operator:
         self._sync_parity_objects()
 
     def _sync_parity_objects(self) -> None:
-        """LIST namespaces (labels), claims, volumes, storage classes and CSI nodes once, so
-        that the first cycles see them (the filters for namespaceSelector, claims and volume
-        limits); watches keep them."""
+        """LIST namespaces (labels), claims, volumes, storage classes, CSI nodes and volume
+        attachments once, so that the first cycles see them (the filters for
+        namespaceSelector, claims and volume limits); watches keep them."""
         listings = (
             (self.core.list_namespace, self.watches.on_namespace),
             (self.core.list_persistent_volume_claim_for_all_namespaces, self.watches.on_claim),
             (self.core.list_persistent_volume, self.watches.on_volume),
             (self.storage.list_storage_class, self.watches.on_storage_class),
             (self.storage.list_csi_node, self.watches.on_csi_node),
+            (self.storage.list_volume_attachment, self.watches.on_volume_attachment),
         )
         for list_call, handle in listings:
 

@@ -202,6 +202,18 @@ class Watches:
         except parse.ParseError as e:
             logger.warning("ignoring CSINode %s: %s", meta.get("name"), e)
 
+    def on_volume_attachment(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """VolumeAttachments: volumes attached to each node (NodeVolumeLimits)."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        if event_type == "DELETED":
+            self.cache.remove_volume_attachment(str(meta.get("name", "")))
+            return
+        try:
+            self.cache.upsert_volume_attachment(parse.volume_attachment_from_body(body))
+        except parse.ParseError as e:
+            logger.warning("ignoring VolumeAttachment %s: %s", meta.get("name"), e)
+
     def on_policy(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         if self._namespaces and meta.get("namespace") not in self._namespaces:
@@ -380,6 +392,10 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
     @kopf.on.event("storage.k8s.io", "v1", "csinodes", registry=registry)
     async def csi_node_event(event: Mapping[str, Any], **_: Any) -> None:
         w.on_csi_node(event.get("type"), event["object"])
+
+    @kopf.on.event("storage.k8s.io", "v1", "volumeattachments", registry=registry)
+    async def volume_attachment_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_volume_attachment(event.get("type"), event["object"])
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def policy_event(event: Mapping[str, Any], **_: Any) -> None:

@@ -37,7 +37,7 @@ EXPECTED_CLUSTER_RULES = [
     },
     {
         "apiGroups": ["storage.k8s.io"],
-        "resources": ["storageclasses", "csinodes"],
+        "resources": ["storageclasses", "csinodes", "volumeattachments"],
         "verbs": ["list", "watch"],
     },
     {

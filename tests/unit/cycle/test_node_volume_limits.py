@@ -204,3 +204,59 @@ def test_a_node_ruled_out_by_an_earlier_filter_keeps_that_reason():
     body = pod("big", "new")
     body["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
     assert reasons(decide(w, body))["node-1"] == "Insufficient cpu"
+
+
+def attachment(name: str, node_name: str, volume: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "attacher": DRIVER,
+            "nodeName": node_name,
+            "source": {"persistentVolumeName": volume},
+        },
+    }
+
+
+def test_a_volume_still_attached_without_its_pod_takes_a_slot_until_it_is_detached():
+    w = two_nodes()
+    with_volumes(w, "gone", "new")
+    w.on_volume_attachment("ADDED", attachment("csi-gone", "node-big", "pv-gone"))
+    decision = decide(w, pod("db-1", "new"))
+    assert decision.node == "node-small" and reasons(decision)["node-big"] == EXCEED
+    before = w.cache.generation
+    w.on_volume_attachment("DELETED", attachment("csi-gone", "node-big", "pv-gone"))
+    assert w.cache.generation > before  # detached: pods waiting for a slot are woken
+    assert decide(w, pod("db-2", "new")).node == "node-big"
+
+
+def test_an_attachment_of_a_volume_a_pod_on_the_node_uses_is_not_counted_again():
+    w = two_nodes(small_limit=2)
+    with_volumes(w, "old", "new")
+    w.on_pod("ADDED", pod("db-0", "old", node_name="node-big"))
+    w.on_volume_attachment("ADDED", attachment("csi-old", "node-big", "pv-old"))
+    assert decide(w, pod("db-1", "new")).node == "node-big"
+
+
+def test_an_attachment_of_the_pods_own_volume_counts_as_kube_scheduler_counts_it():
+    # kube-scheduler v1.35 takes only the volumes of pods on the node out of the pod's new
+    # ones, not those of VolumeAttachments: a volume attached without a pod counts twice.
+    w = two_nodes()
+    with_volumes(w, "new")
+    w.on_volume_attachment("ADDED", attachment("csi-new", "node-big", "pv-new"))
+    assert reasons(decide(w, pod("db-1", "new")))["node-big"] == EXCEED
+
+
+def test_attachments_elsewhere_or_without_a_csi_volume_take_no_slot():
+    w = two_nodes()
+    with_volumes(w, "new", "other")
+    w.on_volume_attachment("ADDED", attachment("csi-other", "node-small", "pv-other"))
+    w.on_volume_attachment("ADDED", attachment("csi-missing", "node-big", "pv-missing"))
+    before = w.cache.generation
+    w.on_volume_attachment("MODIFIED", attachment("csi-other", "node-small", "pv-other"))
+    assert w.cache.generation == before  # an attachment never makes room
+    assert decide(w, pod("db-1", "new")).node == "node-big"
+    # An attachment moving nodes leaves the old one.
+    w.on_volume_attachment("MODIFIED", attachment("csi-other", "node-big", "pv-other"))
+    assert reasons(decide(w, pod("db-2", "new")))["node-big"] == EXCEED
+    volume_attachments = w.cache.snapshot(now=0).volume_attachments
+    assert volume_attachments is not None and "node-small" not in volume_attachments

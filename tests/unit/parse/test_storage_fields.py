@@ -106,3 +106,15 @@ def test_a_claims_controller_is_its_controlling_owner():
     body = {"metadata": {"name": "web-scratch", "ownerReferences": owners}}
     assert parse.claim_from_body(body).controller_uid == "uid-web"
     assert parse.claim_from_body({"metadata": {"name": "a"}}).controller_uid == ""
+
+
+def test_a_volume_attachment_is_read_with_its_driver_node_and_volume():
+    attachment = parse.volume_attachment_from_body(
+        {
+            "metadata": {"name": "csi-1"},
+            "spec": {"attacher": "d", "nodeName": "n", "source": {"persistentVolumeName": "pv"}},
+        }
+    )
+    assert (attachment.attacher, attachment.node_name, attachment.volume_name) == ("d", "n", "pv")
+    inline = {"metadata": {"name": "csi-2"}, "spec": {"source": {"inlineVolumeSpec": {}}}}
+    assert parse.volume_attachment_from_body(inline).volume_name == ""

@@ -8,10 +8,12 @@ node already uses is not counted twice. A node without a CSINode, or without a c
 the driver, has no limit.
 
 The pod's volumes are read once per cycle (``pre_filter``, into ``CycleState``); the
-volumes of the pods on each node are counted per node (``filter_node``). An existing pod's
-claim that is not bound yet counts as one volume of its class's provisioner, as in
-kube-scheduler. Not counted (kube-scheduler counts them): VolumeAttachments of the node
-whose pods are gone, and in-tree volumes translated to CSI (CSI migration).
+volumes of the pods on each node are counted per node (``filter_node``). As in
+kube-scheduler, an existing pod's claim that is not bound yet counts as one volume of its
+class's provisioner, and a VolumeAttachment of the node for a CSI volume no pod there uses
+(a volume still detaching) counts too; such a volume is counted even when the pod brings
+it (kube-scheduler subtracts only the volumes of pods from the pod's new ones). Not
+counted (kube-scheduler counts them): in-tree volumes translated to CSI (CSI migration).
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ def filter_node(
         driver for key, driver in state.new_volumes.items() if key not in attached
     )
     in_use = collections.Counter(attached.values())
+    in_use.update(detaching_volumes(node.node.name, attached, snapshot).values())
     for driver, count in new.items():
         limit = limits.get(driver)
         if limit is not None and in_use[driver] + count > limit:
@@ -117,4 +120,21 @@ def attached_volumes(
             if storage_class is not None and storage_class.provisioner:
                 key = (storage_class.provisioner, f"{claim.namespace}/{claim.name}", True)
                 found[key] = storage_class.provisioner
+    return found
+
+
+def detaching_volumes(
+    node: str, attached: Mapping[_VolumeKey, str], snapshot: model.ClusterSnapshot
+) -> dict[_VolumeKey, str]:
+    """The CSI volumes (key -> driver) VolumeAttachments hold on ``node`` that no pod there
+    uses (``attached``); one without an attacher, a volume or a CSI volume is not counted."""
+    volumes = snapshot.volumes or {}
+    found: dict[_VolumeKey, str] = {}
+    for attachment in (snapshot.volume_attachments or {}).get(node, ()):
+        volume = volumes.get(attachment.volume_name) if attachment.volume_name else None
+        if not attachment.attacher or volume is None or not volume.csi_driver:
+            continue
+        key = (attachment.attacher, volume.csi_handle, False)
+        if key not in attached:
+            found[key] = attachment.attacher
     return found
