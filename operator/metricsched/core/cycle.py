@@ -18,7 +18,12 @@ from collections.abc import Sequence
 from typing import Final
 
 from metricsched.core import filters, model, policy, scoring
-from metricsched.core.plugins import dynamic_resources, preemption, volume_binding
+from metricsched.core.plugins import (
+    dynamic_resources,
+    node_volume_limits,
+    preemption,
+    volume_binding,
+)
 
 MESSAGE_LIMIT: Final = 1024
 """Bytes an event note may hold; kube-scheduler truncates to it the same way."""
@@ -276,7 +281,7 @@ def schedule_one(
         )
 
     names = sorted(snapshot.nodes)
-    volumes, refusal = volume_binding.bound_volumes(pod, snapshot)
+    volumes, refusal, ends_pre_filter = volume_binding.bound_volumes(pod, snapshot)
     refusal = refusal or dynamic_resources.pre_filter(pod)
     if refusal and names:
         return _decision(
@@ -284,7 +289,11 @@ def schedule_one(
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
             message=filters.fit_error_message(len(names), {}, pre_filter_msg=refusal)
-            + preemption.suffix(pod=pod, snapshot=snapshot, reasons={}),
+            + (
+                " " + dynamic_resources.POST_FILTER_WITHOUT_STATE
+                if ends_pre_filter
+                else preemption.suffix(pod=pod, snapshot=snapshot, reasons={})
+            ),
         )
     if not names:
         return _decision(
@@ -303,6 +312,10 @@ def schedule_one(
         for state in states
     ]
     filter_reasons = filters.run_filters(pod, snapshot, namespace_labels=snapshot.namespace_labels)
+    if volume_limits := node_volume_limits.pre_filter(volumes):
+        filter_reasons = node_volume_limits.run_filter(
+            state=volume_limits, snapshot=snapshot, reasons=filter_reasons
+        )
     if volumes:
         filter_reasons = volume_binding.run_filter(
             volumes=volumes, snapshot=snapshot, reasons=filter_reasons

@@ -112,6 +112,7 @@ class PodInfo:
     # PersistentVolumeClaims the pod's volumes use (persistentVolumeClaim.claimName, and
     # "<pod>-<volume>" for generic ephemeral volumes), in the pod's namespace
     volume_claims: tuple[str, ...] = ()
+    ephemeral_claims: tuple[str, ...] = ()  # those of generic ephemeral volumes
 
     @property
     def key(self) -> PodKey:
@@ -138,6 +139,16 @@ class ClaimInfo:
     name: str
     volume_name: str  # spec.volumeName; "" while unbound
     deleting: bool
+    # --- read for WaitForFirstConsumer vs Immediate and NodeVolumeLimits ---
+    # its class: the beta annotation volume.beta.kubernetes.io/storage-class, else
+    # spec.storageClassName ("" = none)
+    storage_class: str = ""
+    # the PV controller finished binding (annotation pv.kubernetes.io/bind-completed): a
+    # claim with spec.volumeName but without it is pre-bound, which kube-scheduler counts
+    # as unbound
+    bind_completed: bool = False
+    lost: bool = False  # status.phase Lost: its volume is gone
+    controller_uid: str = ""  # uid of its controlling owner (a generic ephemeral's pod)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -147,6 +158,37 @@ class VolumeInfo:
     name: str
     node_affinity: tuple[RawBody, ...] | None  # spec.nodeAffinity.required terms; None: any
     zone_labels: Mapping[str, str]  # its topology.kubernetes.io/zone|region labels (and beta)
+    csi_driver: str = ""  # spec.csi.driver ("" = not a CSI volume)
+    csi_handle: str = ""  # spec.csi.volumeHandle
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StorageClassInfo:
+    """A StorageClass, as VolumeBinding (binding mode) and NodeVolumeLimits read it."""
+
+    name: str
+    provisioner: str
+    wait_for_first_consumer: bool  # volumeBindingMode WaitForFirstConsumer (else Immediate)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VolumeAttachmentInfo:
+    """A VolumeAttachment, as NodeVolumeLimits reads it: a volume attached (or attaching,
+    or detaching) on a node, whether or not a pod there still uses it."""
+
+    name: str
+    attacher: str  # spec.attacher: the CSI driver
+    node_name: str  # spec.nodeName
+    volume_name: str  # spec.source.persistentVolumeName ("" = an inline volume)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CSINodeInfo:
+    """A CSINode (named after its node), as NodeVolumeLimits reads it."""
+
+    name: str
+    # spec.drivers[].allocatable.count by driver name; a driver without a count has no limit
+    limits: Mapping[str, int]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -161,6 +203,12 @@ class ClusterSnapshot:
     # watches; None: not known yet (pods with claims wait).
     claims: Mapping[str, ClaimInfo] | None = None
     volumes: Mapping[str, VolumeInfo] | None = None
+    # StorageClasses and CSINodes by name, from their watches; None or absent: none known
+    # (claims without a known class are Immediate; nodes without a CSINode have no limit).
+    storage_classes: Mapping[str, StorageClassInfo] | None = None
+    csi_nodes: Mapping[str, CSINodeInfo] | None = None
+    # VolumeAttachments by the node they are for (NodeVolumeLimits); None: none known
+    volume_attachments: Mapping[str, tuple[VolumeAttachmentInfo, ...]] | None = None
 
 
 # --- policies --------------------------------------------------------------------------

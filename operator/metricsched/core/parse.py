@@ -355,6 +355,7 @@ def _parity_fields(
         claims.append(_string(item, "name", f"spec.resourceClaims[{index}].name"))
     policy = _string(spec, "preemptionPolicy", "spec.preemptionPolicy")
     volume_claims = []
+    ephemeral_claims = []
     for index, volume in enumerate(_list(spec, "volumes", "spec.volumes")):
         if not isinstance(volume, Mapping):
             raise ParseError(f"spec.volumes[{index}]", "must be an object")
@@ -367,6 +368,7 @@ def _parity_fields(
         elif volume.get("ephemeral") is not None:
             # A generic ephemeral volume's claim is named after the pod and the volume.
             volume_claims.append(f"{pod_name}-{_string(volume, 'name', f'{field}.name')}")
+            ephemeral_claims.append(volume_claims[-1])
     # NonMissingContainerRequests: the same arithmetic as the filter's request, with
     # each container's missing cpu / memory request counted as the default; worked out
     # only when some container misses one (None: the same as the filter's request).
@@ -387,6 +389,7 @@ def _parity_fields(
         "resource_claims": tuple(claims),
         "preemption_policy": policy,
         "volume_claims": tuple(volume_claims),
+        "ephemeral_claims": tuple(ephemeral_claims),
         "nonzero_requests": nonzero_requests,
     }
 
@@ -412,12 +415,32 @@ def claim_from_body(body: Mapping[str, Any]) -> model.ClaimInfo:
     """A PersistentVolumeClaim as VolumeBinding reads it."""
     meta = _mapping(body, "metadata", "metadata")
     spec = _mapping(body, "spec", "spec")
+    annotations = _string_map(meta, "annotations", "metadata.annotations")
+    status = _mapping(body, "status", "status")
     return model.ClaimInfo(
         namespace=_string(meta, "namespace", "metadata.namespace"),
         name=_string(meta, "name", "metadata.name"),
         volume_name=_string(spec, "volumeName", "spec.volumeName"),
         deleting=meta.get("deletionTimestamp") is not None,
+        storage_class=annotations.get(
+            _BETA_CLASS_ANNOTATION, _string(spec, "storageClassName", "spec.storageClassName")
+        ),
+        bind_completed=_BIND_COMPLETED in annotations,
+        lost=_string(status, "phase", "status.phase") == "Lost",
+        controller_uid=_controller_uid(meta),
     )
+
+
+def _controller_uid(meta: Mapping[str, Any]) -> str:
+    for index, owner in enumerate(_list(meta, "ownerReferences", "metadata.ownerReferences")):
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            return _string(owner, "uid", f"metadata.ownerReferences[{index}].uid")
+    return ""
+
+
+# The PV controller's marks on a claim, read as kube-scheduler reads them.
+_BETA_CLASS_ANNOTATION: Final = "volume.beta.kubernetes.io/storage-class"
+_BIND_COMPLETED: Final = "pv.kubernetes.io/bind-completed"
 
 
 _ZONE_LABELS: Final = frozenset(
@@ -437,6 +460,7 @@ def volume_from_body(body: Mapping[str, Any]) -> model.VolumeInfo:
     affinity = _mapping(spec, "nodeAffinity", "spec.nodeAffinity")
     required = _mapping(affinity, "required", "spec.nodeAffinity.required")
     labels = _string_map(meta, "labels", "metadata.labels")
+    csi = _mapping(spec, "csi", "spec.csi")
     return model.VolumeInfo(
         name=_string(meta, "name", "metadata.name"),
         node_affinity=(
@@ -445,7 +469,51 @@ def volume_from_body(body: Mapping[str, Any]) -> model.VolumeInfo:
             else None
         ),
         zone_labels={key: value for key, value in labels.items() if key in _ZONE_LABELS},
+        csi_driver=_string(csi, "driver", "spec.csi.driver"),
+        csi_handle=_string(csi, "volumeHandle", "spec.csi.volumeHandle"),
     )
+
+
+def storage_class_from_body(body: Mapping[str, Any]) -> model.StorageClassInfo:
+    """A StorageClass: its provisioner and binding mode (the API server defaults the mode
+    to Immediate)."""
+    meta = _mapping(body, "metadata", "metadata")
+    return model.StorageClassInfo(
+        name=_string(meta, "name", "metadata.name"),
+        provisioner=_string(body, "provisioner", "provisioner"),
+        wait_for_first_consumer=(
+            _string(body, "volumeBindingMode", "volumeBindingMode") == "WaitForFirstConsumer"
+        ),
+    )
+
+
+def volume_attachment_from_body(body: Mapping[str, Any]) -> model.VolumeAttachmentInfo:
+    """A VolumeAttachment: which driver attaches which PersistentVolume to which node."""
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    source = _mapping(spec, "source", "spec.source")
+    return model.VolumeAttachmentInfo(
+        name=_string(meta, "name", "metadata.name"),
+        attacher=_string(spec, "attacher", "spec.attacher"),
+        node_name=_string(spec, "nodeName", "spec.nodeName"),
+        volume_name=_string(source, "persistentVolumeName", "spec.source.persistentVolumeName"),
+    )
+
+
+def csi_node_from_body(body: Mapping[str, Any]) -> model.CSINodeInfo:
+    """A CSINode: the attach limit (allocatable.count) of each of its drivers that has one."""
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    limits: dict[str, int] = {}
+    for index, driver in enumerate(_list(spec, "drivers", "spec.drivers")):
+        field = f"spec.drivers[{index}]"
+        if not isinstance(driver, Mapping):
+            raise ParseError(field, "must be an object")
+        allocatable = _mapping(driver, "allocatable", f"{field}.allocatable")
+        if allocatable.get("count") is not None:
+            name = _string(driver, "name", f"{field}.name")
+            limits[name] = _integer(allocatable, "count", f"{field}.allocatable.count")
+    return model.CSINodeInfo(name=_string(meta, "name", "metadata.name"), limits=limits)
 
 
 # --- nodes -----------------------------------------------------------------------------

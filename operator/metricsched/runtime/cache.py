@@ -66,6 +66,13 @@ class ClusterCache:
         # PersistentVolumeClaims by "namespace/name" and PersistentVolumes by name
         self._claims: dict[str, model.ClaimInfo] = {}
         self._volumes: dict[str, model.VolumeInfo] = {}
+        # StorageClasses and CSINodes by name (binding modes; CSI attach limits)
+        self._storage_classes: dict[str, model.StorageClassInfo] = {}
+        self._csi_nodes: dict[str, model.CSINodeInfo] = {}
+        # VolumeAttachments by node and name, and by node as the snapshot hands them out
+        self._attachments: dict[str, dict[str, model.VolumeAttachmentInfo]] = {}
+        self._attachments_on: dict[str, tuple[model.VolumeAttachmentInfo, ...]] = {}
+        self._attachment_node: dict[str, str] = {}  # attachment name -> its node
 
     # --- nodes -------------------------------------------------------------------------
 
@@ -340,6 +347,53 @@ class ClusterCache:
         if self._volumes.pop(name, None) is not None:
             self.generation += 1
 
+    # --- storage classes and CSI nodes (binding modes, NodeVolumeLimits) ----------------
+
+    def upsert_storage_class(self, storage_class: model.StorageClassInfo) -> None:
+        if self._storage_classes.get(storage_class.name) != storage_class:
+            self._storage_classes[storage_class.name] = storage_class
+            self.generation += 1
+
+    def remove_storage_class(self, name: str) -> None:
+        if self._storage_classes.pop(name, None) is not None:
+            self.generation += 1
+
+    def upsert_csi_node(self, csi_node: model.CSINodeInfo) -> None:
+        if self._csi_nodes.get(csi_node.name) != csi_node:
+            self._csi_nodes[csi_node.name] = csi_node
+            self.generation += 1  # a limit raised: pods over the old one may now fit
+
+    def remove_csi_node(self, name: str) -> None:
+        if self._csi_nodes.pop(name, None) is not None:
+            self.generation += 1
+
+    def upsert_volume_attachment(self, attachment: model.VolumeAttachmentInfo) -> None:
+        """A new or changed attachment only takes room: no pending pod is woken."""
+        node = self._attachment_node.get(attachment.name)
+        if node is not None:
+            if self._attachments[node][attachment.name] == attachment:
+                return
+            self._drop_attachment(node, attachment.name)
+        self._attachment_node[attachment.name] = attachment.node_name
+        on_node = self._attachments.setdefault(attachment.node_name, {})
+        on_node[attachment.name] = attachment
+        self._attachments_on[attachment.node_name] = tuple(on_node.values())
+
+    def remove_volume_attachment(self, name: str) -> None:
+        node = self._attachment_node.get(name)
+        if node is not None:
+            self._drop_attachment(node, name)
+            self.generation += 1  # a detached volume frees a slot on its node
+
+    def _drop_attachment(self, node: str, name: str) -> None:
+        del self._attachment_node[name]
+        on_node = self._attachments[node]
+        del on_node[name]
+        if on_node:
+            self._attachments_on[node] = tuple(on_node.values())
+        else:
+            del self._attachments[node], self._attachments_on[node]
+
     # --- reading -----------------------------------------------------------------------
 
     def nodes(self) -> list[model.NodeInfo]:
@@ -362,6 +416,9 @@ class ClusterCache:
             namespace_labels=self._namespace_labels,
             claims=self._claims,
             volumes=self._volumes,
+            storage_classes=self._storage_classes,
+            csi_nodes=self._csi_nodes,
+            volume_attachments=self._attachments_on,
         )
 
     def pods_bound_to(self, node: model.NodeName) -> Iterable[model.PodInfo]:

@@ -67,6 +67,7 @@ class Operator:
         self.config = config
         self.api_client = api_client
         self.core = kubernetes.client.CoreV1Api(api_client)
+        self.storage = kubernetes.client.StorageV1Api(api_client)
         self.custom = kubernetes.client.CustomObjectsApi(api_client)
         self.metrics = observe.Metrics()
         self.health = observe.HealthState()
@@ -223,12 +224,16 @@ class Operator:
         self._sync_parity_objects()
 
     def _sync_parity_objects(self) -> None:
-        """LIST namespaces (labels), claims and volumes once, so that the first cycles see
-        them (the filters for namespaceSelector and bound claims); watches keep them."""
+        """LIST namespaces (labels), claims, volumes, storage classes, CSI nodes and volume
+        attachments once, so that the first cycles see them (the filters for
+        namespaceSelector, claims and volume limits); watches keep them."""
         listings = (
             (self.core.list_namespace, self.watches.on_namespace),
             (self.core.list_persistent_volume_claim_for_all_namespaces, self.watches.on_claim),
             (self.core.list_persistent_volume, self.watches.on_volume),
+            (self.storage.list_storage_class, self.watches.on_storage_class),
+            (self.storage.list_csi_node, self.watches.on_csi_node),
+            (self.storage.list_volume_attachment, self.watches.on_volume_attachment),
         )
         for list_call, handle in listings:
 

@@ -183,6 +183,42 @@ class Watches:
         except parse.ParseError as e:
             logger.warning("ignoring PersistentVolume %s: %s", meta.get("name"), e)
 
+    def on_storage_class(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """StorageClasses: binding mode (VolumeBinding) and provisioner (NodeVolumeLimits)."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        if event_type == "DELETED":
+            self.cache.remove_storage_class(str(meta.get("name", "")))
+            return
+        try:
+            self.cache.upsert_storage_class(parse.storage_class_from_body(body))
+        except parse.ParseError as e:
+            logger.warning("ignoring StorageClass %s: %s", meta.get("name"), e)
+
+    def on_csi_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """CSINodes: each driver's attach limit on the node (NodeVolumeLimits)."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        if event_type == "DELETED":
+            self.cache.remove_csi_node(str(meta.get("name", "")))
+            return
+        try:
+            self.cache.upsert_csi_node(parse.csi_node_from_body(body))
+        except parse.ParseError as e:
+            logger.warning("ignoring CSINode %s: %s", meta.get("name"), e)
+
+    def on_volume_attachment(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """VolumeAttachments: volumes attached to each node (NodeVolumeLimits)."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        if event_type == "DELETED":
+            self.cache.remove_volume_attachment(str(meta.get("name", "")))
+            return
+        try:
+            self.cache.upsert_volume_attachment(parse.volume_attachment_from_body(body))
+        except parse.ParseError as e:
+            logger.warning("ignoring VolumeAttachment %s: %s", meta.get("name"), e)
+
     def on_policy(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         if self._namespaces and meta.get("namespace") not in self._namespaces:
@@ -358,6 +394,18 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
     @kopf.on.event("v1", "persistentvolumes", registry=registry)
     async def volume_event(event: Mapping[str, Any], **_: Any) -> None:
         w.on_volume(event.get("type"), event["object"])
+
+    @kopf.on.event("storage.k8s.io", "v1", "storageclasses", registry=registry)
+    async def storage_class_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_storage_class(event.get("type"), event["object"])
+
+    @kopf.on.event("storage.k8s.io", "v1", "csinodes", registry=registry)
+    async def csi_node_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_csi_node(event.get("type"), event["object"])
+
+    @kopf.on.event("storage.k8s.io", "v1", "volumeattachments", registry=registry)
+    async def volume_attachment_event(event: Mapping[str, Any], **_: Any) -> None:
+        w.on_volume_attachment(event.get("type"), event["object"])
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def policy_event(event: Mapping[str, Any], **_: Any) -> None:

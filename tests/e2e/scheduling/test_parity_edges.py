@@ -3,8 +3,10 @@ PostFilter suffix and the fallback's request arithmetic, against the real API se
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -270,6 +272,24 @@ def claim_body(name: str, volume: str = "", storage_class: str = "") -> dict[str
     }
 
 
+@contextlib.contextmanager
+def storage_class(cluster: Cluster, *, mode: str) -> Iterator[str]:
+    """A StorageClass of ``mode`` whose provisioner nobody runs: its claims stay Pending."""
+    storage = kubernetes.client.StorageV1Api(cluster.api_client)
+    name = f"e2e-{mode.lower()}-{uuid.uuid4().hex[:6]}"
+    storage.create_storage_class(
+        {
+            "metadata": {"name": name},
+            "provisioner": "example.invalid/nobody",
+            "volumeBindingMode": mode,
+        }
+    )
+    try:
+        yield name
+    finally:
+        storage.delete_storage_class(name)
+
+
 def with_claim(claim: str) -> dict[str, Any]:
     return {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
 
@@ -285,14 +305,15 @@ def test_a_pod_with_a_bound_claim_goes_where_the_volume_can_be_used(
 def test_a_pod_with_an_unbound_claim_waits_and_is_told_why(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    # A class nobody provisions for: the claim stays Pending, as a WaitForFirstConsumer
-    # claim does until a scheduler picks a node for its pod.
-    cluster.core.create_namespaced_persistent_volume_claim(
-        namespace, claim_body("later", storage_class="wait-for-first-consumer")
-    )
-    cluster.create_pod(namespace, "stateful", spec=with_claim("later"))
-
-    message = wait_event(cluster, namespace, "stateful", "FailedScheduling")[0]
+    # A WaitForFirstConsumer class: the claim stays Pending until a scheduler picks a node
+    # for its pod. (A class that does not exist, as here before, makes the claim Immediate:
+    # kube-scheduler's "pod has unbound immediate PersistentVolumeClaims", test_volumes.py.)
+    with storage_class(cluster, mode="WaitForFirstConsumer") as name:
+        cluster.core.create_namespaced_persistent_volume_claim(
+            namespace, claim_body("later", storage_class=name)
+        )
+        cluster.create_pod(namespace, "stateful", spec=with_claim("later"))
+        message = wait_event(cluster, namespace, "stateful", "FailedScheduling")[0]
     assert message.startswith(
         '0/6 nodes are available: persistentvolumeclaim "later" is not bound: metricsched '
         "places pods whose claims are bound and does not bind or provision claims"

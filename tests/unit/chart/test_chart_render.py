@@ -36,6 +36,11 @@ EXPECTED_CLUSTER_RULES = [
         "verbs": ["list", "watch"],
     },
     {
+        "apiGroups": ["storage.k8s.io"],
+        "resources": ["storageclasses", "csinodes", "volumeattachments"],
+        "verbs": ["list", "watch"],
+    },
+    {
         "apiGroups": ["metricsched.io"],
         "resources": ["schedulingpolicies"],
         "verbs": ["get", "list", "watch"],

@@ -31,8 +31,23 @@ def with_storage(
     )
 
 
-def claim(name: str, volume: str = "", *, deleting: bool = False) -> model.ClaimInfo:
-    return model.ClaimInfo(namespace="shop", name=name, volume_name=volume, deleting=deleting)
+def claim(
+    name: str, volume: str = "", *, deleting: bool = False, storage_class: str = ""
+) -> model.ClaimInfo:
+    """A claim of shop; with ``volume``, bound to it by the PV controller (bind-completed)."""
+    return model.ClaimInfo(
+        namespace="shop",
+        name=name,
+        volume_name=volume,
+        deleting=deleting,
+        storage_class=storage_class,
+        bind_completed=bool(volume),
+    )
+
+
+WAIT_FOR_FIRST_CONSUMER = model.StorageClassInfo(
+    name="local", provisioner="example.com/local", wait_for_first_consumer=True
+)
 
 
 def volume(name: str, *, affinity=None, zones=None) -> model.VolumeInfo:
@@ -88,14 +103,22 @@ def test_nodes_outside_the_volumes_zone_are_ruled_out_and_nodes_without_zones_ar
 def test_an_unbound_claim_is_refused_on_every_node_and_never_bound(
     *, make_node, make_cluster, make_pod, schedule
 ):
-    cluster = with_storage(make_cluster(make_node("node-1")), claim("data"), volumes=())
+    # WaitForFirstConsumer: kube-scheduler would bind or provision it; metricsched does not.
+    cluster = dataclasses.replace(
+        with_storage(
+            make_cluster(make_node("node-1")), claim("data", storage_class="local"), volumes=()
+        ),
+        storage_classes={"local": WAIT_FOR_FIRST_CONSUMER},
+    )
     decision = schedule(pod=claiming(make_pod(), "data"), snapshot=cluster)
     assert (decision.outcome, decision.node) == (Outcome.UNSCHEDULABLE, None)
     assert decision.message == (
         '0/1 nodes are available: persistentvolumeclaim "data" is not bound: metricsched '
         "places pods whose claims are bound and does not bind or provision claims "
-        "(WaitForFirstConsumer); the pod waits for the claim to be bound, or set "
-        "spec.schedulerName to default-scheduler. "
+        '(its StorageClass "local" is WaitForFirstConsumer: the scheduler that places the '
+        "pod must pick the node the volume is provisioned or bound for); bind the claim "
+        "first (a PersistentVolume with its claimRef, or a StorageClass with "
+        "volumeBindingMode Immediate), or set spec.schedulerName to default-scheduler. "
         "no new claims to deallocate, "
         "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     )

@@ -50,3 +50,24 @@ def test_claim_and_volume_events_reach_the_snapshot_and_wake_pending_pods():
     watches.on_volume("DELETED", {"metadata": {"name": "pv-1"}})
     snapshot = watches.cache.snapshot(now=0)
     assert snapshot.claims == {} and snapshot.volumes == {}
+
+
+def test_storage_class_events_reach_the_snapshot_and_wake_pending_pods():
+    watches = _watches()
+    body = {"metadata": {"name": "local"}, "provisioner": "p", "volumeBindingMode": "Immediate"}
+    watches.on_storage_class("ADDED", body)
+    before = watches.cache.generation
+    watches.on_storage_class("MODIFIED", body)  # unchanged
+    assert watches.cache.generation == before
+    watches.on_storage_class("MODIFIED", {**body, "volumeBindingMode": "WaitForFirstConsumer"})
+    assert watches.cache.generation > before
+    classes = watches.cache.snapshot(now=0).storage_classes
+    assert classes is not None and classes["local"].wait_for_first_consumer
+    watches.on_storage_class("DELETED", body)
+    assert watches.cache.snapshot(now=0).storage_classes == {}
+
+
+def test_a_csi_node_that_cannot_be_read_is_ignored_not_fatal():
+    watches = _watches()
+    watches.on_csi_node("ADDED", {"metadata": {"name": "node-1"}, "spec": {"drivers": "x"}})
+    assert watches.cache.snapshot(now=0).csi_nodes == {}

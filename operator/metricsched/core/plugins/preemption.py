@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from metricsched.core import filters, model, parse
-from metricsched.core.plugins import dynamic_resources, volume_binding
+from metricsched.core.plugins import dynamic_resources, node_volume_limits, volume_binding
 
 NAME: Final = "DefaultPreemption"
 PREFIX: Final = "preemption: "
@@ -43,6 +43,7 @@ _RESOLVABLE: Final = frozenset(
         filters.REASON_SPREAD,
         filters.REASON_POD_ANTI_AFFINITY,
         filters.REASON_EXISTING_ANTI_AFFINITY,
+        node_volume_limits.REASON_MAX_VOLUME_COUNT,
     }
 )
 _INSUFFICIENT: Final = "Insufficient "
@@ -162,7 +163,9 @@ def _dry_run(
     nodes[name] = emptied
     trial = dataclasses.replace(snapshot, nodes=nodes)
     found = filters.run_filters(pod, trial, namespace_labels=snapshot.namespace_labels)
-    volumes, _ = volume_binding.bound_volumes(pod, snapshot)
+    volumes = volume_binding.bound_volumes(pod, snapshot).volumes
+    if volume_limits := node_volume_limits.pre_filter(volumes):
+        found = node_volume_limits.run_filter(state=volume_limits, snapshot=trial, reasons=found)
     if volumes:
         found = volume_binding.run_filter(volumes=volumes, snapshot=trial, reasons=found)
     return tuple(found.get(name, ()))

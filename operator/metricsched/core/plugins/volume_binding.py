@@ -1,16 +1,20 @@
 """VolumeBinding and VolumeZone for bound claims; unbound claims are refused, never bound.
 
 kube-scheduler's VolumeBinding places a pod whose PersistentVolumeClaims are bound only on
-nodes that match each PersistentVolume's node affinity, and binds or provisions unbound
-claims (WaitForFirstConsumer) for the node it picks; VolumeZone keeps a pod off nodes
-outside its volumes' zone and region labels. metricsched does the first and the zones, not
-the binding or provisioning: a pod with an unbound claim is refused with a message that
-says so (and retried when the claim changes), so a claim is never left behind its pod.
-NodeVolumeLimits (CSI attach limits) is not checked.
+nodes that match each PersistentVolume's node affinity; an unbound claim of an Immediate
+class (or of no class, or of a class that does not exist) makes the pod unschedulable
+until the PV controller binds it; an unbound claim of a WaitForFirstConsumer class is
+bound or provisioned for the node the scheduler picks. VolumeZone keeps a pod off nodes
+outside its volumes' zone and region labels. metricsched does all of that except the
+binding and provisioning: a pod with an unbound WaitForFirstConsumer claim is refused with
+a message that says so and what to do (and retried when the claim changes), so a claim is
+never left behind its pod. Why metricsched does not take part in the selected-node
+handshake: README, "Volumes". NodeVolumeLimits is ``core.plugins.node_volume_limits``.
 """
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from typing import Final
 
@@ -19,6 +23,7 @@ from metricsched.core import filters, model
 NAME: Final = "VolumeBinding"
 REASON_NODE_CONFLICT: Final = "node(s) didn't match PersistentVolume's node affinity"
 REASON_ZONE_CONFLICT: Final = "node(s) had no available volume zone"  # VolumeZone's
+REASON_UNBOUND_IMMEDIATE: Final = "pod has unbound immediate PersistentVolumeClaims"
 
 # VolumeZone's topology labels, and the GA label a beta one is also matched against.
 _TOPOLOGY_LABELS: Final[Mapping[str, str]] = {
@@ -29,32 +34,91 @@ _TOPOLOGY_LABELS: Final[Mapping[str, str]] = {
 }
 
 
-def bound_volumes(
-    pod: model.PodInfo, snapshot: model.ClusterSnapshot
-) -> tuple[tuple[model.VolumeInfo, ...], str]:
-    """The PersistentVolumes of ``pod``'s claims, or "" volumes and the PreFilter reason that
-    rules out every node (a claim missing, being deleted or unbound, a volume missing)."""
+class PodVolumes(typing.NamedTuple):
+    """What VolumeBinding's (and VolumeZone's) PreFilter found for a pod."""
+
+    volumes: tuple[model.VolumeInfo, ...]  # of its claims, all bound
+    refusal: str  # the reason that rules out every node; "" when none
+    # the refusal is kube-scheduler's own PreFilter status (UnschedulableAndUnresolvable),
+    # which ends its PreFilter before DynamicResources' runs; False for metricsched's own
+    # refusal of WaitForFirstConsumer claims (kube-scheduler gets further with those)
+    ends_pre_filter: bool
+
+
+def bound_volumes(pod: model.PodInfo, snapshot: model.ClusterSnapshot) -> PodVolumes:
+    """The PersistentVolumes of ``pod``'s claims, or none and the PreFilter reason that rules
+    out every node."""
     claims = snapshot.claims or {}
     volumes = snapshot.volumes or {}
-    found: list[model.VolumeInfo] = []
+    found: list[model.ClaimInfo] = []
+    # kube-scheduler checks every claim for existence and deletion first (podHasPVCs) ...
     for name in pod.volume_claims:
         claim = claims.get(f"{pod.namespace}/{name}")
-        if claim is None:
-            return (), f'persistentvolumeclaim "{name}" not found'
-        if claim.deleting:
-            return (), f'persistentvolumeclaim "{name}" is being deleted'
-        if not claim.volume_name:
-            return (), (
-                f'persistentvolumeclaim "{name}" is not bound: metricsched places pods whose '
-                "claims are bound and does not bind or provision claims (WaitForFirstConsumer); "
-                "the pod waits for the claim to be bound, or set spec.schedulerName to "
-                "default-scheduler"
+        ephemeral = name in pod.ephemeral_claims
+        if claim is None and ephemeral:  # normal just after the pod is created
+            return PodVolumes(
+                (),
+                "waiting for ephemeral volume controller to create the persistentvolumeclaim "
+                f'"{name}"',
+                True,
             )
+        if claim is None:
+            return PodVolumes((), f'persistentvolumeclaim "{name}" not found', True)
+        if claim.lost:
+            return PodVolumes(
+                (),
+                f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
+                f'"{claim.volume_name}"',
+                True,
+            )
+        if claim.deleting:
+            return PodVolumes((), f'persistentvolumeclaim "{name}" is being deleted', True)
+        if ephemeral and claim.controller_uid != pod.uid:
+            return PodVolumes(
+                (),
+                f"PVC {pod.namespace}/{name} was not created for pod "
+                f"{pod.namespace}/{pod.name} (pod is not owner)",
+                True,
+            )
+        found.append(claim)
+    # ... then sorts them into bound, unbound Immediate and unbound WaitForFirstConsumer.
+    unbound = [claim for claim in found if not is_bound(claim)]
+    if any(claim.volume_name or not waits_for_consumer(claim, snapshot) for claim in unbound):
+        return PodVolumes((), REASON_UNBOUND_IMMEDIATE, True)  # pre-bound counts as Immediate
+    if unbound:
+        return PodVolumes((), wait_for_first_consumer_message(unbound[0]), False)
+    bound: list[model.VolumeInfo] = []
+    for claim in found:
         volume = volumes.get(claim.volume_name)
-        if volume is None:
-            return (), f'persistentvolume "{claim.volume_name}" not found'
-        found.append(volume)
-    return tuple(found), ""
+        if volume is None:  # VolumeZone's PreFilter says so
+            return PodVolumes((), f'persistentvolume "{claim.volume_name}" not found', True)
+        bound.append(volume)
+    return PodVolumes(tuple(bound), "", False)
+
+
+def is_bound(claim: model.ClaimInfo) -> bool:
+    """Bound as kube-scheduler counts it: a volume named and the PV controller done."""
+    return bool(claim.volume_name) and claim.bind_completed
+
+
+def waits_for_consumer(claim: model.ClaimInfo, snapshot: model.ClusterSnapshot) -> bool:
+    """Its class is WaitForFirstConsumer (no class, or a class not found: Immediate)."""
+    storage_class = (snapshot.storage_classes or {}).get(claim.storage_class)
+    return bool(claim.storage_class) and bool(
+        storage_class and storage_class.wait_for_first_consumer
+    )
+
+
+def wait_for_first_consumer_message(claim: model.ClaimInfo) -> str:
+    """Why a pod with an unbound WaitForFirstConsumer claim is not placed, and what to do."""
+    return (
+        f'persistentvolumeclaim "{claim.name}" is not bound: metricsched places pods whose '
+        "claims are bound and does not bind or provision claims (its StorageClass "
+        f'"{claim.storage_class}" is WaitForFirstConsumer: the scheduler that places the pod '
+        "must pick the node the volume is provisioned or bound for); bind the claim first "
+        "(a PersistentVolume with its claimRef, or a StorageClass with volumeBindingMode "
+        "Immediate), or set spec.schedulerName to default-scheduler"
+    )
 
 
 # Filters kube-scheduler runs after VolumeBinding and VolumeZone: a node they reject is
@@ -79,12 +143,17 @@ def run_filter(
     """``reasons`` (from ``filters.run_filters``) with the volume filters in their place."""
     merged = dict(reasons)
     for name, state in snapshot.nodes.items():
-        found = merged.get(name, ())
-        if found and not _LATER_REASONS.issuperset(found):
+        if decided_before(merged.get(name, ())):
             continue
         if reason := filter_node(volumes, state.node):
             merged[name] = (reason,)
     return merged
+
+
+def decided_before(reasons: tuple[str, ...]) -> bool:
+    """A node with these reasons was ruled out by a filter that runs before the volume
+    filters (NodeVolumeLimits, VolumeBinding, VolumeZone): its reasons stay."""
+    return bool(reasons) and not _LATER_REASONS.issuperset(reasons)
 
 
 def filter_node(volumes: tuple[model.VolumeInfo, ...], node: model.NodeInfo) -> str:
