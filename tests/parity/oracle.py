@@ -28,7 +28,6 @@ from metricsched.core import cycle, filters, model, parse
 from tests.parity import generator
 
 ROOT = Path(__file__).resolve().parents[2]
-BINARY = "sched-oracle"
 PODS_PER_SCENARIO = 8
 
 Body = dict[str, Any]
@@ -59,14 +58,15 @@ class Disagreement:
 
 @functools.cache
 def harness_binary() -> Path:
-    """Where ``make tools`` puts sched-oracle (it may not be built yet)."""
+    """Where ``make tools`` puts sched-oracle built from this tree's hack/go/oracle (it may
+    not be built yet)."""
     out = subprocess.run(
-        [str(ROOT / "hack" / "build-tools.sh"), "--print"],
+        [str(ROOT / "hack" / "build-tools.sh"), "--print-oracle"],
         capture_output=True,
         text=True,
         check=True,
     )
-    return Path(out.stdout.strip().splitlines()[-1]) / BINARY
+    return Path(out.stdout.strip().splitlines()[-1])
 
 
 class Harness:
