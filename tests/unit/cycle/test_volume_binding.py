@@ -120,3 +120,18 @@ def test_missing_and_deleted_claims_and_missing_volumes_are_refused_as_kube_sche
         decision = schedule(pod=claiming(make_pod(), "data"), snapshot=cluster)
         assert decision.outcome is Outcome.UNSCHEDULABLE
         assert decision.message.startswith(f"0/1 nodes are available: {reason}. "), reason
+
+
+def test_match_fields_in_a_volumes_node_affinity_do_not_restrict(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    # CheckNodeAffinity matches a node made of the labels alone: it has no name to compare.
+    on_other_node = (
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["x"]}]},
+    )
+    cluster = with_storage(
+        make_cluster(make_node("node-1")),
+        claim("data", "pv-1"),
+        volumes=(volume("pv-1", affinity=on_other_node),),
+    )
+    assert schedule(pod=claiming(make_pod(), "data"), snapshot=cluster).node == "node-1"

@@ -91,7 +91,7 @@ def filter_node(volumes: tuple[model.VolumeInfo, ...], node: model.NodeInfo) -> 
     """Why ``node`` cannot take a pod with ``volumes`` ("" when it can)."""
     for volume in volumes:
         if volume.node_affinity is not None and not filters.matches_node_selector_terms(
-            volume.node_affinity, node
+            volume.node_affinity, node.labels
         ):
             return REASON_NODE_CONFLICT
     if not any(label in node.labels for label in _TOPOLOGY_LABELS):
