@@ -138,6 +138,11 @@ class ClaimInfo:
     name: str
     volume_name: str  # spec.volumeName; "" while unbound
     deleting: bool
+    # volumeName set but the PV controller has not finished the bind (no annotation
+    # pv.kubernetes.io/bind-completed): kube-scheduler counts the claim unbound.
+    prebound: bool = False
+    lost: bool = False  # status.phase Lost: its volume is gone
+    storage_class: str = ""  # the beta annotation, else spec.storageClassName; "": none
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -412,12 +412,25 @@ def claim_from_body(body: Mapping[str, Any]) -> model.ClaimInfo:
     """A PersistentVolumeClaim as VolumeBinding reads it."""
     meta = _mapping(body, "metadata", "metadata")
     spec = _mapping(body, "spec", "spec")
+    status = _mapping(body, "status", "status")
+    annotations = _string_map(meta, "annotations", "metadata.annotations")
+    volume_name = _string(spec, "volumeName", "spec.volumeName")
+    storage_class = annotations.get(_BETA_STORAGE_CLASS)
+    if storage_class is None:
+        storage_class = _string(spec, "storageClassName", "spec.storageClassName")
     return model.ClaimInfo(
         namespace=_string(meta, "namespace", "metadata.namespace"),
         name=_string(meta, "name", "metadata.name"),
-        volume_name=_string(spec, "volumeName", "spec.volumeName"),
+        volume_name=volume_name,
         deleting=meta.get("deletionTimestamp") is not None,
+        prebound=bool(volume_name) and _BIND_COMPLETED not in annotations,
+        lost=status.get("phase") == "Lost",
+        storage_class=storage_class,
     )
+
+
+_BIND_COMPLETED: Final = "pv.kubernetes.io/bind-completed"
+_BETA_STORAGE_CLASS: Final = "volume.beta.kubernetes.io/storage-class"
 
 
 _ZONE_LABELS: Final = frozenset(

@@ -19,6 +19,8 @@ from metricsched.core import filters, model
 NAME: Final = "VolumeBinding"
 REASON_NODE_CONFLICT: Final = "node(s) didn't match PersistentVolume's node affinity"
 REASON_ZONE_CONFLICT: Final = "node(s) had no available volume zone"  # VolumeZone's
+# PreFilter: an unbound claim the PV controller binds (no StorageClass, or pre-bound).
+REASON_UNBOUND_IMMEDIATE: Final = "pod has unbound immediate PersistentVolumeClaims"
 
 # VolumeZone's topology labels, and the GA label a beta one is also matched against.
 _TOPOLOGY_LABELS: Final[Mapping[str, str]] = {
@@ -33,23 +35,40 @@ def bound_volumes(
     pod: model.PodInfo, snapshot: model.ClusterSnapshot
 ) -> tuple[tuple[model.VolumeInfo, ...], str]:
     """The PersistentVolumes of ``pod``'s claims, or "" volumes and the PreFilter reason that
-    rules out every node (a claim missing, being deleted or unbound, a volume missing)."""
+    rules out every node (a claim missing, lost, being deleted or unbound, a volume missing),
+    in kube-scheduler's order: every claim is looked up before any is found unbound."""
     claims = snapshot.claims or {}
     volumes = snapshot.volumes or {}
     found: list[model.VolumeInfo] = []
-    for name in pod.volume_claims:
-        claim = claims.get(f"{pod.namespace}/{name}")
-        if claim is None:
+    for name in pod.volume_claims:  # VolumeRestrictions' PreFilter looks them all up first
+        if f"{pod.namespace}/{name}" not in claims:
             return (), f'persistentvolumeclaim "{name}" not found'
+    for name in pod.volume_claims:
+        claim = claims[f"{pod.namespace}/{name}"]
+        if claim.lost:
+            return (), (
+                f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
+                f'"{claim.volume_name}"'
+            )
         if claim.deleting:
             return (), f'persistentvolumeclaim "{name}" is being deleted'
-        if not claim.volume_name:
-            return (), (
-                f'persistentvolumeclaim "{name}" is not bound: metricsched places pods whose '
-                "claims are bound and does not bind or provision claims (WaitForFirstConsumer); "
-                "the pod waits for the claim to be bound, or set spec.schedulerName to "
-                "default-scheduler"
-            )
+    unbound = [
+        claim
+        for claim in (claims[f"{pod.namespace}/{name}"] for name in pod.volume_claims)
+        if not claim.volume_name or claim.prebound
+    ]
+    if any(claim.prebound or not claim.storage_class for claim in unbound):
+        return (), REASON_UNBOUND_IMMEDIATE  # the PV controller binds it, not a scheduler
+    if unbound:  # a StorageClass's claim, to be bound for the node chosen (WaitForFirstConsumer)
+        name = unbound[0].name
+        return (), (
+            f'persistentvolumeclaim "{name}" is not bound: metricsched places pods whose '
+            "claims are bound and does not bind or provision claims (WaitForFirstConsumer); "
+            "the pod waits for the claim to be bound, or set spec.schedulerName to "
+            "default-scheduler"
+        )
+    for name in pod.volume_claims:
+        claim = claims[f"{pod.namespace}/{name}"]
         volume = volumes.get(claim.volume_name)
         if volume is None:
             return (), f'persistentvolume "{claim.volume_name}" not found'
