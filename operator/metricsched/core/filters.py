@@ -1028,9 +1028,27 @@ def _compile(pod: model.PodInfo) -> _CompiledPod | str:
         required_affinity=_RequiredNodeAffinity.of(pod),
         allowed_nodes=allowed,
         spread=tuple(spread),
-        affinity=affinity,
-        anti_affinity=anti_affinity,
+        affinity=tuple(map(_as_merged_by_kube, affinity)),
+        anti_affinity=tuple(map(_as_merged_by_kube, anti_affinity)),
     )
+
+
+_EVERY_NAMESPACE: Final = _Selector(())
+
+
+def _as_merged_by_kube(term: _PodAffinityTerm) -> _PodAffinityTerm:
+    """The incoming pod's term as kube-scheduler v1.35.4's InterPodAffinity uses it.
+
+    Its PreFilter merges the namespaces a namespaceSelector selects into the term's
+    namespaces and means to clear the selector, but clears a copy (the term is passed by
+    value); the selector is then matched against empty labels (``Matches(pod, nil)``) for
+    every pod. A selector that matches empty labels (``DoesNotExist``, ``NotIn``) so puts
+    pods of every namespace in scope of the incoming pod's required terms, the pod's own
+    included (existing pods' anti-affinity terms are not affected)."""
+    selector = term.namespace_selector
+    if selector.nothing or selector.empty or not selector.matches({}):
+        return term
+    return dataclasses.replace(term, namespace_selector=_EVERY_NAMESPACE)
 
 
 _ABSENT_FROM_PREFILTER: Final[tuple[str, ...]] = (REASON_NODE_AFFINITY_PREFILTER,)
