@@ -216,6 +216,21 @@ def _infeasible(
     )
 
 
+def filter_nodes(
+    pod: model.PodInfo, snapshot: model.ClusterSnapshot
+) -> tuple[str, dict[model.NodeName, tuple[str, ...]]]:
+    """kube-scheduler's PreFilter and Filter for ``pod``: a refusal that rules out every
+    node ("" when none) or, without one, each node's reasons (empty: it passes them all)."""
+    volumes, refusal = volume_binding.bound_volumes(pod, snapshot)
+    refusal = refusal or dynamic_resources.pre_filter(pod)
+    if refusal:
+        return refusal, {}
+    reasons = filters.run_filters(pod, snapshot, namespace_labels=snapshot.namespace_labels)
+    if volumes:
+        reasons = volume_binding.run_filter(volumes=volumes, snapshot=snapshot, reasons=reasons)
+    return "", reasons
+
+
 def schedule_one(
     *,
     pod: model.PodInfo,
@@ -276,8 +291,7 @@ def schedule_one(
         )
 
     names = sorted(snapshot.nodes)
-    volumes, refusal = volume_binding.bound_volumes(pod, snapshot)
-    refusal = refusal or dynamic_resources.pre_filter(pod)
+    refusal, filter_reasons = filter_nodes(pod, snapshot)
     if refusal and names:
         return _decision(
             pod=pod,
@@ -302,11 +316,6 @@ def schedule_one(
         else 0
         for state in states
     ]
-    filter_reasons = filters.run_filters(pod, snapshot, namespace_labels=snapshot.namespace_labels)
-    if volumes:
-        filter_reasons = volume_binding.run_filter(
-            volumes=volumes, snapshot=snapshot, reasons=filter_reasons
-        )
     verdicts: list[model.NodeVerdict | None] = [None] * len(names)
     feasible: list[int] = []  # indices into names/states
     for index, name in enumerate(names):
