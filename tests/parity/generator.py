@@ -1,31 +1,42 @@
 """Seeded random scheduling scenarios, as the API server would store them.
 
-A scenario is a small cluster (namespaces, nodes, pods bound to them) and a few pending
-pods, each to be asked about that same cluster. Everything is plain Kubernetes JSON, so
+A scenario is a small cluster (labelled namespaces, nodes, pods bound to them,
+PersistentVolumeClaims and the PersistentVolumes they are bound to) and a few pending pods,
+each to be asked about that same cluster. Everything is plain Kubernetes JSON, so
 the same scenario is read by metricsched's parser and by kube-scheduler's Go types.
 
 The objects are valid (the API server would accept them) and already in the shape it
 stores: labels ``kubernetes.io/metadata.name`` on namespaces, ``matchLabelKeys`` of
 spread constraints merged into their label selectors (as kube-apiserver v1.35 does).
-Values come from small pools on purpose: collisions (the same label on a pod and a
-selector, the same host port twice, a domain that is full) are where the rules meet.
-Nothing here is random unless it comes from the ``random.Random`` passed in.
+Priorities are ``spec.priority`` as the Priority admission plugin resolves a
+priorityClassName (no PriorityClass objects); there are no StorageClasses, CSI volumes or
+CSINodes yet. Values come from small pools on purpose: collisions (the same label on a pod
+and a selector, the same host port twice, a domain that is full, a claim two pods mount)
+are where the rules meet. Nothing here is random unless it comes from the
+``random.Random`` passed in.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 Body = dict[str, Any]
 
 ZONES = ("zone-a", "zone-b", "zone-c")
-NAMESPACES = ("default", "team-a", "team-b")
+NAMESPACES = ("default", "team-a", "team-b", "ops")
 APPS = ("web", "db", "cache")
 EXTENDED = "example.com/gpu"
 HUGEPAGES = "hugepages-2Mi"
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
+LEGACY_ZONE = "failure-domain.beta.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"  # set by the PV controller when it binds
+# Priorities (spec.priority as the Priority admission plugin resolves it) and policies.
+PRIORITIES = (None, None, 0, 0, 100, 1000, -5, 2000000000)
+PREEMPTION_POLICIES = (None, None, "PreemptLowerPriority", "Never")
 TAINTS: tuple[Body, ...] = (
     {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
     {"key": "spot", "value": "true", "effect": "PreferNoSchedule"},
@@ -53,18 +64,7 @@ TOLERATIONS: tuple[Body, ...] = (
 
 def scenario(rng: random.Random, *, pods: int) -> Body:
     """A cluster and ``pods`` pending pods to ask about it."""
-    namespaces = [
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": name,
-                "labels": {"kubernetes.io/metadata.name": name}
-                | ({"team": rng.choice("ab")} if rng.random() < 0.8 else {}),
-            },
-        }
-        for name in NAMESPACES
-    ]
+    namespaces = [_namespace(rng, name) for name in NAMESPACES]
     # Mostly small clusters, where every rule meets often; sometimes a bigger one (kept
     # under 100 nodes: there kube-scheduler stops at enough feasible nodes).
     count = rng.randint(1, 10) if rng.random() < 0.9 else rng.randint(11, 40)
@@ -72,12 +72,168 @@ def scenario(rng: random.Random, *, pods: int) -> Body:
     node_names = [n["metadata"]["name"] for n in nodes]
     # A few are bound to a node that is gone (or not yet seen): they count nowhere.
     hosts = [*node_names, *(["node-gone"] if rng.random() < 0.2 else [])]
+    claims, volumes = _storage(rng, node_names) if rng.random() < 0.6 else ([], [])
     existing = [
-        _pod(rng, f"old-{index}", node_name=rng.choice(hosts))
+        _pod(rng, f"old-{index}", node_name=rng.choice(hosts), claims=claims)
         for index in range(rng.randint(0, 20))
     ]
-    incoming = [_pod(rng, f"new-{index}", node_name="", nodes=node_names) for index in range(pods)]
-    return {"namespaces": namespaces, "nodes": nodes, "pods": existing, "incoming": incoming}
+    _refuse_port_conflicts(existing)
+    incoming = [
+        _pod(rng, f"new-{index}", node_name="", nodes=node_names, claims=claims)
+        for index in range(pods)
+    ]
+    return {
+        "namespaces": namespaces,
+        "claims": claims,
+        "volumes": volumes,
+        "nodes": nodes,
+        "pods": existing,
+        "incoming": incoming,
+    }
+
+
+def _refuse_port_conflicts(pods: list[Body]) -> None:
+    """A pod bound where another running pod holds its host port is refused by the kubelet
+    (phase Failed), as in a real cluster; kube-scheduler's preemption dry run cannot
+    count two holders of one port (NodeInfo keeps a set)."""
+    held: dict[str, set[tuple[str, int, str]]] = {}
+    for pod in pods:
+        if pod["status"]["phase"] != "Running":
+            continue
+        spec = pod["spec"]
+        ports = {
+            (entry.get("protocol", "TCP"), entry["hostPort"], entry.get("hostIP", "0.0.0.0"))
+            for container in [*spec["containers"], *spec.get("initContainers", [])]
+            for entry in container.get("ports", [])
+            if entry.get("hostPort")
+        }
+        mine = held.setdefault(spec["nodeName"], set())
+        if any(_same_port(port, other) for port in ports for other in mine):
+            pod["status"]["phase"] = "Failed"
+        else:
+            mine |= ports
+
+
+def _same_port(one: tuple[str, int, str], other: tuple[str, int, str]) -> bool:
+    """(protocol, port, host IP) pairs that collide: 0.0.0.0 is every address."""
+    return one[:2] == other[:2] and (one[2] == other[2] or "0.0.0.0" in (one[2], other[2]))
+
+
+def _namespace(rng: random.Random, name: str) -> Body:
+    labels = {"kubernetes.io/metadata.name": name}
+    if rng.random() < 0.8:
+        labels["team"] = rng.choice("ab")
+    if rng.random() < 0.5:
+        labels["env"] = rng.choice(("prod", "dev"))
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+# --- claims and volumes ----------------------------------------------------------------
+
+
+def _storage(rng: random.Random, nodes: list[str]) -> tuple[list[Body], list[Body]]:
+    """PersistentVolumeClaims in every namespace, most bound to a PersistentVolume (with or
+    without node affinity and zone labels), some pre-bound (``volumeName`` set, the PV
+    controller not done yet), unbound (no StorageClass: immediate binding), being deleted,
+    lost, or bound to a volume that is gone. No StorageClasses, CSI volumes or CSINodes."""
+    claims: list[Body] = []
+    volumes: list[Body] = []
+    for index in range(rng.randint(1, 6)):
+        namespace = rng.choice(NAMESPACES)
+        name = f"data-{index}"
+        claim: Body = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"pvc-{index}"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "volumeMode": "Filesystem",
+            },
+            "status": {"phase": "Pending"},
+        }
+        claims.append(claim)
+        roll = rng.random()
+        if roll < 0.12:
+            continue  # unbound, no StorageClass: kube-scheduler waits for the PV controller
+        volume_name = f"pv-{index}"
+        claim["spec"]["volumeName"] = volume_name
+        if roll < 0.2:
+            continue  # pre-bound by the user, not yet bound (no volume either)
+        claim["metadata"]["annotations"] = {BIND_COMPLETED: "yes"}
+        claim["status"] = {
+            "phase": "Bound",
+            "accessModes": ["ReadWriteOnce"],
+            "capacity": {"storage": "1Gi"},
+        }
+        if roll < 0.25:
+            claim["status"]["phase"] = "Lost"  # its volume was deleted
+            continue
+        if roll < 0.29:
+            claim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            claim["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+        if roll < 0.33:
+            continue  # bound to a volume that is gone (not yet marked Lost)
+        volumes.append(_volume(rng, volume_name, claim=claim, nodes=nodes))
+    return claims, volumes
+
+
+def _volume(rng: random.Random, name: str, *, claim: Body, nodes: list[str]) -> Body:
+    labels: dict[str, str] = {}
+    if rng.random() < 0.4:
+        key = rng.choice((ZONE, ZONE, LEGACY_ZONE))
+        # A regional volume lists its zones joined by "__".
+        labels[key] = "__".join(sorted(rng.sample(ZONES, k=rng.choice((1, 1, 1, 2)))))
+    if rng.random() < 0.1:
+        labels[rng.choice((REGION, "failure-domain.beta.kubernetes.io/region"))] = "region-1"
+    spec: Body = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "volumeMode": "Filesystem",
+        "hostPath": {"path": f"/data/{name}", "type": ""},
+        "claimRef": {
+            "kind": "PersistentVolumeClaim",
+            "namespace": claim["metadata"]["namespace"],
+            "name": claim["metadata"]["name"],
+            "uid": claim["metadata"]["uid"],
+        },
+    }
+    if rng.random() < 0.55:
+        terms = [_volume_term(rng, nodes) for _ in range(rng.choice((1, 1, 2)))]
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": labels} if labels else {"name": name},
+        "spec": spec,
+        "status": {"phase": "Bound"},
+    }
+
+
+def _volume_term(rng: random.Random, nodes: list[str]) -> Body:
+    """A node selector term as local and zonal volumes carry them: a hostname, a zone, or
+    any label; now and then a field (the volume's affinity sees labels only)."""
+    roll = rng.random()
+    if roll < 0.35:
+        hosts = rng.sample([*nodes, "node-gone"], k=min(len(nodes) + 1, rng.choice((1, 1, 2))))
+        return {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": hosts}]}
+    if roll < 0.65:
+        zones = rng.sample(ZONES, k=rng.choice((1, 2)))
+        key = rng.choice((ZONE, ZONE, LEGACY_ZONE))
+        return {"matchExpressions": [{"key": key, "operator": "In", "values": zones}]}
+    if roll < 0.9:
+        key = rng.choice(("disk", "tier"))
+        operator = rng.choice(("In", "NotIn", "Exists", "DoesNotExist", "Gt"))
+        expression: Body = {"key": key, "operator": operator}
+        if operator in ("In", "NotIn"):
+            expression["values"] = [rng.choice(("ssd", "hdd") if key == "disk" else ("1", "3"))]
+        elif operator == "Gt":
+            expression["values"] = [str(rng.randint(0, 4))]
+        return {"matchExpressions": [expression]}
+    return {
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": [rng.choice(nodes)]}]
+    }
 
 
 # --- nodes -----------------------------------------------------------------------------
@@ -199,11 +355,32 @@ def _affinity_term(rng: random.Random) -> Body:
     if rng.random() < 0.9:
         term["labelSelector"] = _selector(rng)
     roll = rng.random()
-    if roll < 0.2:
-        term["namespaces"] = rng.sample(NAMESPACES, k=rng.randint(1, 2))
-    elif roll < 0.3:
-        term["namespaceSelector"] = rng.choice(({}, {"matchLabels": {"team": rng.choice("ab")}}))
+    if roll < 0.5:  # both: the union of the listed and the selected namespaces
+        term["namespaces"] = rng.sample((*NAMESPACES, "gone"), k=rng.randint(1, 3))
+    if 0.3 < roll < 0.7:
+        term["namespaceSelector"] = _namespace_selector(rng)
     return term
+
+
+def _namespace_selector(rng: random.Random) -> Body:
+    roll = rng.random()
+    if roll < 0.25:
+        return {}  # every namespace
+    if roll < 0.6:
+        return {"matchLabels": {"team": rng.choice("ab")}}
+    operator = rng.choice(("In", "NotIn", "Exists", "DoesNotExist"))
+    expression: Body = {"key": rng.choice(("env", "team")), "operator": operator}
+    if operator in ("In", "NotIn"):
+        expression["values"] = rng.sample(("prod", "dev", "a"), k=rng.randint(1, 2))
+    selector: Body = {"matchExpressions": [expression]}
+    if rng.random() < 0.2:
+        selector["matchLabels"] = {"kubernetes.io/metadata.name": rng.choice(NAMESPACES)}
+    return selector
+
+
+def _weighted(rng: random.Random, terms: list[Body], key: str) -> list[Body]:
+    """Preferred terms: they weigh in scores only and must not change feasibility."""
+    return [{"weight": rng.randint(1, 100), key: term} for term in terms]
 
 
 def _node_selector_term(rng: random.Random, nodes: list[str]) -> Body:
@@ -254,14 +431,30 @@ def _spread_constraint(rng: random.Random, labels: dict[str, str]) -> Body:
     return constraint
 
 
-def _pod(rng: random.Random, name: str, *, node_name: str, nodes: list[str] | None = None) -> Body:
+def _pod(
+    rng: random.Random,
+    name: str,
+    *,
+    node_name: str,
+    nodes: list[str] | None = None,
+    claims: Sequence[Body] = (),
+) -> Body:
     nodes = nodes or [node_name]
     pending = not node_name
     labels = _labels(rng)
+    namespace = rng.choice(NAMESPACES)
     containers = [_container(rng, f"c{i}", ports=True) for i in range(rng.randint(1, 2))]
     spec: Body = {"containers": containers}
     if node_name:
         spec["nodeName"] = node_name
+    if (priority := rng.choice(PRIORITIES)) is not None:
+        spec["priority"] = priority
+    if pending and (preemption := rng.choice(PREEMPTION_POLICIES)) is not None:
+        spec["preemptionPolicy"] = preemption
+    if rng.random() < (0.4 if pending else 0.15) and (
+        volumes := _claim_volumes(rng, namespace, claims)
+    ):
+        spec["volumes"] = volumes
     if rng.random() < 0.25:
         inits = []
         for i in range(rng.randint(1, 2)):
@@ -283,6 +476,12 @@ def _pod(rng: random.Random, name: str, *, node_name: str, nodes: list[str] | No
                 _affinity_term(rng) for _ in range(rng.randint(1, 2))
             ]
         }
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if rng.random() < 0.2:
+            terms = [_affinity_term(rng) for _ in range(rng.randint(1, 2))]
+            affinity.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = (
+                _weighted(rng, terms, "podAffinityTerm")
+            )
     if pending:
         if rng.random() < 0.3:
             spec["tolerations"] = rng.sample(TOLERATIONS, k=rng.randint(1, 2))
@@ -298,20 +497,22 @@ def _pod(rng: random.Random, name: str, *, node_name: str, nodes: list[str] | No
                     ]
                 }
             }
+        if rng.random() < 0.25:
+            terms = [_node_selector_term(rng, nodes) for _ in range(rng.randint(1, 2))]
+            affinity.setdefault("nodeAffinity", {})[
+                "preferredDuringSchedulingIgnoredDuringExecution"
+            ] = _weighted(rng, terms, "preference")
     # Bound pods carry them too: only their anti-affinity may bind a newcomer.
     if rng.random() < (0.2 if pending else 0.1):
-        affinity["podAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                _affinity_term(rng) for _ in range(rng.randint(1, 2))
-            ]
-        }
+        affinity.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [
+            _affinity_term(rng) for _ in range(rng.randint(1, 2))
+        ]
     if rng.random() < (0.5 if pending else 0.1):
         spec["topologySpreadConstraints"] = [
             _spread_constraint(rng, labels) for _ in range(rng.randint(1, 2))
         ]
     if affinity:
         spec["affinity"] = affinity
-    namespace = rng.choice(NAMESPACES)
     meta: Body = {
         "name": name,
         "namespace": namespace,
@@ -327,6 +528,21 @@ def _pod(rng: random.Random, name: str, *, node_name: str, nodes: list[str] | No
         if rng.random() < 0.15:
             _resized(rng, spec, status)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def _claim_volumes(rng: random.Random, namespace: str, claims: Sequence[Body]) -> list[Body]:
+    """Volumes of the pod's claims (of its namespace); now and then a claim that is missing."""
+    mine = [c["metadata"]["name"] for c in claims if c["metadata"]["namespace"] == namespace]
+    names = rng.sample(mine, k=min(len(mine), rng.choice((1, 1, 2))))
+    if rng.random() < (0.05 if names else 0.15):
+        names.append("missing")
+    volumes: list[Body] = [
+        {"name": f"v{index}", "persistentVolumeClaim": {"claimName": claim}}
+        for index, claim in enumerate(names)
+    ]
+    if rng.random() < 0.2:
+        volumes.append({"name": "scratch", "emptyDir": {}})
+    return volumes
 
 
 def _resized(rng: random.Random, spec: Body, status: Body) -> None:
