@@ -249,7 +249,14 @@ def _node(rng: random.Random, index: int) -> Body:
         labels[HOSTNAME] = f"host-{index // 2}"  # hostnames need not be node names
 
     if rng.random() < 0.85:
-        labels[ZONE] = rng.choice(ZONES)
+        zone = rng.choice(ZONES)
+        roll = rng.random()
+        if roll < 0.9:
+            labels[ZONE] = zone
+        if roll > 0.8:  # older nodes carry the beta label, some only that
+            labels[LEGACY_ZONE] = zone
+        if rng.random() < 0.3:
+            labels[REGION] = "region-1"
     if rng.random() < 0.5:
         labels["disk"] = rng.choice(("ssd", "hdd"))
     if rng.random() < 0.6:
