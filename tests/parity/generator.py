@@ -20,51 +20,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
 
-Body = dict[str, Any]
+from tests.parity import pools, storage
 
-ZONES = ("zone-a", "zone-b", "zone-c")
-NAMESPACES = ("default", "team-a", "team-b", "ops")
-APPS = ("web", "db", "cache")
-EXTENDED = "example.com/gpu"
-HUGEPAGES = "hugepages-2Mi"
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
-LEGACY_ZONE = "failure-domain.beta.kubernetes.io/zone"
-REGION = "topology.kubernetes.io/region"
-BIND_COMPLETED = "pv.kubernetes.io/bind-completed"  # set by the PV controller when it binds
-# Priorities (spec.priority as the Priority admission plugin resolves it) and policies.
-PRIORITIES = (None, None, 0, 0, 100, 1000, -5, 2000000000)
-PREEMPTION_POLICIES = (None, None, "PreemptLowerPriority", "Never")
-TAINTS: tuple[Body, ...] = (
-    {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
-    {"key": "spot", "value": "true", "effect": "PreferNoSchedule"},
-    {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
-    {"key": "maintenance", "effect": "NoSchedule"},
-    {"key": "team", "value": "a", "effect": "NoExecute"},
-)
-TOLERATIONS: tuple[Body, ...] = (
-    {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
-    {"key": "dedicated", "operator": "Exists"},
-    {"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "team", "operator": "Equal", "value": "b"},
-    {
-        "key": "team",
-        "operator": "Equal",
-        "value": "a",
-        "effect": "NoExecute",
-        "tolerationSeconds": 30,
-    },
-    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
-    {"operator": "Exists"},
-)
+Body = pools.Body
 
 
 def scenario(rng: random.Random, *, pods: int) -> Body:
     """A cluster and ``pods`` pending pods to ask about it."""
-    namespaces = [_namespace(rng, name) for name in NAMESPACES]
+    namespaces = [_namespace(rng, name) for name in pools.NAMESPACES]
     # Mostly small clusters, where every rule meets often; sometimes a bigger one (kept
     # under 100 nodes: there kube-scheduler stops at enough feasible nodes).
     count = rng.randint(1, 10) if rng.random() < 0.9 else rng.randint(11, 40)
@@ -72,7 +36,9 @@ def scenario(rng: random.Random, *, pods: int) -> Body:
     node_names = [n["metadata"]["name"] for n in nodes]
     # A few are bound to a node that is gone (or not yet seen): they count nowhere.
     hosts = [*node_names, *(["node-gone"] if rng.random() < 0.2 else [])]
-    claims, volumes = _storage(rng, node_names) if rng.random() < 0.6 else ([], [])
+    claims, volumes = (
+        storage.claims_and_volumes(rng, node_names) if rng.random() < 0.6 else ([], [])
+    )
     existing = [
         _pod(rng, f"old-{index}", node_name=rng.choice(hosts), claims=claims)
         for index in range(rng.randint(0, 20))
@@ -128,114 +94,6 @@ def _namespace(rng: random.Random, name: str) -> Body:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
-# --- claims and volumes ----------------------------------------------------------------
-
-
-def _storage(rng: random.Random, nodes: list[str]) -> tuple[list[Body], list[Body]]:
-    """PersistentVolumeClaims in every namespace, most bound to a PersistentVolume (with or
-    without node affinity and zone labels), some pre-bound (``volumeName`` set, the PV
-    controller not done yet), unbound (no StorageClass: immediate binding), being deleted,
-    lost, or bound to a volume that is gone. No StorageClasses, CSI volumes or CSINodes."""
-    claims: list[Body] = []
-    volumes: list[Body] = []
-    for index in range(rng.randint(1, 6)):
-        namespace = rng.choice(NAMESPACES)
-        name = f"data-{index}"
-        claim: Body = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": namespace, "uid": f"pvc-{index}"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": "1Gi"}},
-                "volumeMode": "Filesystem",
-            },
-            "status": {"phase": "Pending"},
-        }
-        claims.append(claim)
-        roll = rng.random()
-        if roll < 0.12:
-            continue  # unbound, no StorageClass: kube-scheduler waits for the PV controller
-        volume_name = f"pv-{index}"
-        claim["spec"]["volumeName"] = volume_name
-        if roll < 0.2:
-            continue  # pre-bound by the user, not yet bound (no volume either)
-        claim["metadata"]["annotations"] = {BIND_COMPLETED: "yes"}
-        claim["status"] = {
-            "phase": "Bound",
-            "accessModes": ["ReadWriteOnce"],
-            "capacity": {"storage": "1Gi"},
-        }
-        if roll < 0.25:
-            claim["status"]["phase"] = "Lost"  # its volume was deleted
-            continue
-        if roll < 0.29:
-            claim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-            claim["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
-        if roll < 0.33:
-            continue  # bound to a volume that is gone (not yet marked Lost)
-        volumes.append(_volume(rng, volume_name, claim=claim, nodes=nodes))
-    return claims, volumes
-
-
-def _volume(rng: random.Random, name: str, *, claim: Body, nodes: list[str]) -> Body:
-    labels: dict[str, str] = {}
-    if rng.random() < 0.4:
-        key = rng.choice((ZONE, ZONE, LEGACY_ZONE))
-        # A regional volume lists its zones joined by "__".
-        labels[key] = "__".join(sorted(rng.sample(ZONES, k=rng.choice((1, 1, 1, 2)))))
-    if rng.random() < 0.1:
-        labels[rng.choice((REGION, "failure-domain.beta.kubernetes.io/region"))] = "region-1"
-    spec: Body = {
-        "capacity": {"storage": "1Gi"},
-        "accessModes": ["ReadWriteOnce"],
-        "persistentVolumeReclaimPolicy": "Retain",
-        "volumeMode": "Filesystem",
-        "hostPath": {"path": f"/data/{name}", "type": ""},
-        "claimRef": {
-            "kind": "PersistentVolumeClaim",
-            "namespace": claim["metadata"]["namespace"],
-            "name": claim["metadata"]["name"],
-            "uid": claim["metadata"]["uid"],
-        },
-    }
-    if rng.random() < 0.55:
-        terms = [_volume_term(rng, nodes) for _ in range(rng.choice((1, 1, 2)))]
-        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name, "labels": labels} if labels else {"name": name},
-        "spec": spec,
-        "status": {"phase": "Bound"},
-    }
-
-
-def _volume_term(rng: random.Random, nodes: list[str]) -> Body:
-    """A node selector term as local and zonal volumes carry them: a hostname, a zone, or
-    any label; now and then a field (the volume's affinity sees labels only)."""
-    roll = rng.random()
-    if roll < 0.35:
-        hosts = rng.sample([*nodes, "node-gone"], k=min(len(nodes) + 1, rng.choice((1, 1, 2))))
-        return {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": hosts}]}
-    if roll < 0.65:
-        zones = rng.sample(ZONES, k=rng.choice((1, 2)))
-        key = rng.choice((ZONE, ZONE, LEGACY_ZONE))
-        return {"matchExpressions": [{"key": key, "operator": "In", "values": zones}]}
-    if roll < 0.9:
-        key = rng.choice(("disk", "tier"))
-        operator = rng.choice(("In", "NotIn", "Exists", "DoesNotExist", "Gt"))
-        expression: Body = {"key": key, "operator": operator}
-        if operator in ("In", "NotIn"):
-            expression["values"] = [rng.choice(("ssd", "hdd") if key == "disk" else ("1", "3"))]
-        elif operator == "Gt":
-            expression["values"] = [str(rng.randint(0, 4))]
-        return {"matchExpressions": [expression]}
-    return {
-        "matchFields": [{"key": "metadata.name", "operator": "In", "values": [rng.choice(nodes)]}]
-    }
-
-
 # --- nodes -----------------------------------------------------------------------------
 
 
@@ -244,19 +102,19 @@ def _node(rng: random.Random, index: int) -> Body:
     labels = {"kubernetes.io/os": "linux"}
     roll = rng.random()
     if roll < 0.9:
-        labels[HOSTNAME] = name
+        labels[pools.HOSTNAME] = name
     elif roll < 0.97:
-        labels[HOSTNAME] = f"host-{index // 2}"  # hostnames need not be node names
+        labels[pools.HOSTNAME] = f"host-{index // 2}"  # hostnames need not be node names
 
     if rng.random() < 0.85:
-        zone = rng.choice(ZONES)
+        zone = rng.choice(pools.ZONES)
         roll = rng.random()
         if roll < 0.9:
-            labels[ZONE] = zone
+            labels[pools.ZONE] = zone
         if roll > 0.8:  # older nodes carry the beta label, some only that
-            labels[LEGACY_ZONE] = zone
+            labels[pools.LEGACY_ZONE] = zone
         if rng.random() < 0.3:
-            labels[REGION] = "region-1"
+            labels[pools.REGION] = "region-1"
     if rng.random() < 0.5:
         labels["disk"] = rng.choice(("ssd", "hdd"))
     if rng.random() < 0.6:
@@ -269,13 +127,13 @@ def _node(rng: random.Random, index: int) -> Body:
     if rng.random() < 0.6:
         allocatable["ephemeral-storage"] = rng.choice(("1Gi", "10Gi"))
     if rng.random() < 0.3:
-        allocatable[EXTENDED] = rng.choice(("0", "1", "2"))
+        allocatable[pools.EXTENDED] = rng.choice(("0", "1", "2"))
     if rng.random() < 0.2:
-        allocatable[HUGEPAGES] = rng.choice(("0", "64Mi", "128Mi"))
+        allocatable[pools.HUGEPAGES] = rng.choice(("0", "64Mi", "128Mi"))
     if rng.random() < 0.03:
         del allocatable["pods"]  # a node that admits no pods
     spec: Body = {}
-    taints = rng.sample(TAINTS, k=rng.choice((0, 0, 0, 0, 0, 0, 1, 1, 2)))
+    taints = rng.sample(pools.TAINTS, k=rng.choice((0, 0, 0, 0, 0, 0, 1, 1, 2)))
     if rng.random() < 0.08:
         spec["unschedulable"] = True
         if rng.random() < 0.7:  # the node lifecycle controller adds it to a cordoned node
@@ -295,7 +153,7 @@ def _node(rng: random.Random, index: int) -> Body:
 
 
 def _labels(rng: random.Random) -> dict[str, str]:
-    labels = {"app": rng.choice(APPS)}
+    labels = {"app": rng.choice(pools.APPS)}
     if rng.random() < 0.5:
         labels["tier"] = rng.choice(("front", "back"))
     if rng.random() < 0.3:
@@ -316,9 +174,9 @@ def _requests(rng: random.Random, *, big: bool = False) -> Body:
     if rng.random() < 0.08:
         resources["ephemeral-storage"] = rng.choice(("100Mi", "2Gi"))
     if rng.random() < 0.06:
-        resources[EXTENDED] = rng.choice(("1", "2"))
+        resources[pools.EXTENDED] = rng.choice(("1", "2"))
     if rng.random() < 0.04:
-        resources[HUGEPAGES] = rng.choice(("2Mi", "64Mi"))
+        resources[pools.HUGEPAGES] = rng.choice(("2Mi", "64Mi"))
     return resources
 
 
@@ -331,8 +189,8 @@ def _container(rng: random.Random, name: str, *, ports: bool) -> Body:
             container["resources"] = {"limits": requests}
         else:
             container["resources"] = {"requests": requests}
-            if HUGEPAGES in requests:  # hugepages need limits equal to requests
-                container["resources"]["limits"] = {HUGEPAGES: requests[HUGEPAGES]}
+            if pools.HUGEPAGES in requests:  # hugepages need limits equal to requests
+                container["resources"]["limits"] = {pools.HUGEPAGES: requests[pools.HUGEPAGES]}
     if ports and rng.random() < 0.2:
         port = rng.choice((80, 443, 8080))
         entry: Body = {"containerPort": port, "hostPort": port}
@@ -349,21 +207,21 @@ def _selector(rng: random.Random, *, allow_empty: bool = True) -> Body:
     if allow_empty and roll < 0.05:
         return {}
     if roll < 0.6:
-        return {"matchLabels": {"app": rng.choice(APPS)}}
+        return {"matchLabels": {"app": rng.choice(pools.APPS)}}
     operator = rng.choice(("In", "NotIn", "Exists", "DoesNotExist"))
     expression: Body = {"key": rng.choice(("app", "tier")), "operator": operator}
     if operator in ("In", "NotIn"):
-        expression["values"] = rng.sample((*APPS, "front", "back"), k=rng.randint(1, 2))
+        expression["values"] = rng.sample((*pools.APPS, "front", "back"), k=rng.randint(1, 2))
     return {"matchExpressions": [expression]}
 
 
 def _affinity_term(rng: random.Random) -> Body:
-    term: Body = {"topologyKey": rng.choice((HOSTNAME, HOSTNAME, ZONE, "disk"))}
+    term: Body = {"topologyKey": rng.choice((pools.HOSTNAME, pools.HOSTNAME, pools.ZONE, "disk"))}
     if rng.random() < 0.9:
         term["labelSelector"] = _selector(rng)
     roll = rng.random()
     if roll < 0.5:  # both: the union of the listed and the selected namespaces
-        term["namespaces"] = rng.sample((*NAMESPACES, "gone"), k=rng.randint(1, 3))
+        term["namespaces"] = rng.sample((*pools.NAMESPACES, "gone"), k=rng.randint(1, 3))
     if 0.3 < roll < 0.7:
         term["namespaceSelector"] = _namespace_selector(rng)
     return term
@@ -381,7 +239,7 @@ def _namespace_selector(rng: random.Random) -> Body:
         expression["values"] = rng.sample(("prod", "dev", "a"), k=rng.randint(1, 2))
     selector: Body = {"matchExpressions": [expression]}
     if rng.random() < 0.2:
-        selector["matchLabels"] = {"kubernetes.io/metadata.name": rng.choice(NAMESPACES)}
+        selector["matchLabels"] = {"kubernetes.io/metadata.name": rng.choice(pools.NAMESPACES)}
     return selector
 
 
@@ -393,11 +251,16 @@ def _weighted(rng: random.Random, terms: list[Body], key: str) -> list[Body]:
 def _node_selector_term(rng: random.Random, nodes: list[str]) -> Body:
     expressions: list[Body] = []
     for _ in range(rng.choice((0, 1, 1, 2))):
-        key = rng.choice(("disk", "tier", ZONE, "gpu"))
+        key = rng.choice(("disk", "tier", pools.ZONE, "gpu"))
         operator = rng.choice(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"))
         expression: Body = {"key": key, "operator": operator}
         if operator in ("In", "NotIn"):
-            pool = {"disk": ("ssd", "hdd"), "tier": ("1", "3", "5"), ZONE: ZONES, "gpu": ("true",)}
+            pool = {
+                "disk": ("ssd", "hdd"),
+                "tier": ("1", "3", "5"),
+                pools.ZONE: pools.ZONES,
+                "gpu": ("true",),
+            }
             expression["values"] = rng.sample(pool[key], k=1)
         elif operator in ("Gt", "Lt"):
             expression["values"] = [str(rng.randint(0, 5))]
@@ -415,7 +278,7 @@ def _node_selector_term(rng: random.Random, nodes: list[str]) -> Body:
 def _spread_constraint(rng: random.Random, labels: dict[str, str]) -> Body:
     constraint: Body = {
         "maxSkew": rng.choice((1, 1, 2)),
-        "topologyKey": rng.choice((HOSTNAME, ZONE, ZONE, "disk")),
+        "topologyKey": rng.choice((pools.HOSTNAME, pools.ZONE, pools.ZONE, "disk")),
         "whenUnsatisfiable": rng.choice(("DoNotSchedule", "DoNotSchedule", "ScheduleAnyway")),
         "labelSelector": _selector(rng, allow_empty=False),
     }
@@ -449,17 +312,17 @@ def _pod(
     nodes = nodes or [node_name]
     pending = not node_name
     labels = _labels(rng)
-    namespace = rng.choice(NAMESPACES)
+    namespace = rng.choice(pools.NAMESPACES)
     containers = [_container(rng, f"c{i}", ports=True) for i in range(rng.randint(1, 2))]
     spec: Body = {"containers": containers}
     if node_name:
         spec["nodeName"] = node_name
-    if (priority := rng.choice(PRIORITIES)) is not None:
+    if (priority := rng.choice(pools.PRIORITIES)) is not None:
         spec["priority"] = priority
-    if pending and (preemption := rng.choice(PREEMPTION_POLICIES)) is not None:
+    if pending and (preemption := rng.choice(pools.PREEMPTION_POLICIES)) is not None:
         spec["preemptionPolicy"] = preemption
     if rng.random() < (0.4 if pending else 0.15) and (
-        volumes := _claim_volumes(rng, namespace, claims)
+        volumes := storage.claim_volumes(rng, namespace, claims)
     ):
         spec["volumes"] = volumes
     if rng.random() < 0.25:
@@ -491,10 +354,14 @@ def _pod(
             )
     if pending:
         if rng.random() < 0.3:
-            spec["tolerations"] = rng.sample(TOLERATIONS, k=rng.randint(1, 2))
+            spec["tolerations"] = rng.sample(pools.TOLERATIONS, k=rng.randint(1, 2))
         if rng.random() < 0.2:
             spec["nodeSelector"] = rng.choice(
-                ({"disk": "ssd"}, {ZONE: rng.choice(ZONES)}, {HOSTNAME: rng.choice(nodes)})
+                (
+                    {"disk": "ssd"},
+                    {pools.ZONE: rng.choice(pools.ZONES)},
+                    {pools.HOSTNAME: rng.choice(nodes)},
+                )
             )
         if rng.random() < 0.25:
             affinity["nodeAffinity"] = {
@@ -535,21 +402,6 @@ def _pod(
         if rng.random() < 0.15:
             _resized(rng, spec, status)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
-
-
-def _claim_volumes(rng: random.Random, namespace: str, claims: Sequence[Body]) -> list[Body]:
-    """Volumes of the pod's claims (of its namespace); now and then a claim that is missing."""
-    mine = [c["metadata"]["name"] for c in claims if c["metadata"]["namespace"] == namespace]
-    names = rng.sample(mine, k=min(len(mine), rng.choice((1, 1, 2))))
-    if rng.random() < (0.05 if names else 0.15):
-        names.append("missing")
-    volumes: list[Body] = [
-        {"name": f"v{index}", "persistentVolumeClaim": {"claimName": claim}}
-        for index, claim in enumerate(names)
-    ]
-    if rng.random() < 0.2:
-        volumes.append({"name": "scratch", "emptyDir": {}})
-    return volumes
 
 
 def _resized(rng: random.Random, spec: Body, status: Body) -> None:

@@ -32,7 +32,7 @@ import yaml
 
 from metricsched.core import cycle, model, parse
 from metricsched.core.plugins import dynamic_resources, preemption
-from tests.parity import generator
+from tests.parity import coverage, generator
 
 ROOT = Path(__file__).resolve().parents[2]
 PODS_PER_SCENARIO = 8
@@ -296,7 +296,7 @@ class Report:
 
     def coverage_summary(self) -> str:
         return "pending pods with: " + ", ".join(
-            f"{feature} {self.coverage[feature]}" for feature in COVERAGE
+            f"{feature} {self.coverage[feature]}" for feature in coverage.FEATURES
         )
 
 
@@ -306,89 +306,13 @@ def run(*, pods: int, seed: int, harness: Harness) -> Report:
         report.scenarios += 1
         report.pods += len(scenario["incoming"])
         theirs = harness.ask(scenario)
-        report.coverage.update(coverage(scenario, theirs))
+        report.coverage.update(coverage.exercised(scenario, theirs))
         ours = metricsched_answers(scenario, postfilter=harness.postfilter)
         for disagreement in compare(scenario, ours, theirs):
             report.disagreements.append((index, disagreement))
             if disagreement.kind not in report.first_of_kind:
                 report.first_of_kind[disagreement.kind] = _single_pod(scenario, disagreement.pod)
     return report
-
-
-# What the run exercised, counted per pending pod (``coverage``).
-COVERAGE = (
-    "claims",
-    "bound volume with node affinity",
-    "bound volume without node affinity",
-    "volume zone labels",
-    "legacy zone label",
-    "unbound claim",
-    "namespaces list",
-    "namespaceSelector",
-    "empty namespaceSelector",
-    "preferred node affinity",
-    "preferred pod (anti-)affinity",
-    "priority",
-    "preemptionPolicy Never",
-    "kube would preempt",
-    "PostFilter state missing",
-)
-
-
-def coverage(scenario: Body, theirs: Sequence[Answer]) -> collections.Counter[str]:
-    """Which of ``COVERAGE`` each pending pod of ``scenario`` exercises."""
-    claims = {
-        (c["metadata"]["namespace"], c["metadata"]["name"]): c for c in scenario.get("claims", ())
-    }
-    volumes = {v["metadata"]["name"]: v for v in scenario.get("volumes", ())}
-    found: collections.Counter[str] = collections.Counter()
-    for body, answer in zip(scenario["incoming"], theirs, strict=True):
-        spec = body["spec"]
-        features: set[str] = set()
-        namespace = body["metadata"].get("namespace", "default")
-        for item in spec.get("volumes", ()):
-            if "persistentVolumeClaim" not in item:
-                continue
-            features.add("claims")
-            claim = claims.get((namespace, item["persistentVolumeClaim"]["claimName"]))
-            if claim is None:
-                continue
-            bound = "pv.kubernetes.io/bind-completed" in claim["metadata"].get("annotations", {})
-            volume = volumes.get(claim["spec"].get("volumeName", ""))
-            if not bound:
-                features.add("unbound claim")
-            elif volume is not None:
-                affinity = "nodeAffinity" in volume["spec"]
-                features.add(f"bound volume {'with' if affinity else 'without'} node affinity")
-                labels = volume["metadata"].get("labels", {})
-                if labels:
-                    features.add("volume zone labels")
-                if generator.LEGACY_ZONE in labels:
-                    features.add("legacy zone label")
-        affinity = spec.get("affinity", {})
-        for kind in ("podAffinity", "podAntiAffinity"):
-            terms = affinity.get(kind, {})
-            for term in terms.get("requiredDuringSchedulingIgnoredDuringExecution", ()):
-                if "namespaces" in term:
-                    features.add("namespaces list")
-                if "namespaceSelector" in term:
-                    features.add("namespaceSelector")
-                    if not term["namespaceSelector"]:
-                        features.add("empty namespaceSelector")
-            if terms.get("preferredDuringSchedulingIgnoredDuringExecution"):
-                features.add("preferred pod (anti-)affinity")
-        if affinity.get("nodeAffinity", {}).get("preferredDuringSchedulingIgnoredDuringExecution"):
-            features.add("preferred node affinity")
-        if spec.get("priority"):
-            features.add("priority")
-        if spec.get("preemptionPolicy") == "Never":
-            features.add("preemptionPolicy Never")
-        if answer.nominated:
-            features.add("kube would preempt")
-        if answer.post_filter_error:
-            features.add("PostFilter state missing")
-        found.update(features)
-    return found
 
 
 def _single_pod(scenario: Body, pod: str) -> Body:

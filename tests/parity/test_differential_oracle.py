@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from metricsched.core import filters
-from tests.parity import generator, oracle
+from tests.parity import coverage, generator, oracle
 
 pytestmark = pytest.mark.parity
 
@@ -37,7 +37,7 @@ def test_random_pods_get_the_same_feasible_nodes_reasons_and_message(harness):
     report = oracle.run(pods=BOUNDED_PODS, seed=SEED, harness=harness)
     assert report.pods >= 200
     # Every feature the generator makes is asked about at least once.
-    assert {feature for feature in oracle.COVERAGE if not report.coverage[feature]} == set(), (
+    assert {feature for feature in coverage.FEATURES if not report.coverage[feature]} == set(), (
         report.coverage_summary()
     )
     if report.disagreements:
