@@ -7,6 +7,7 @@
 #
 #   hack/build-tools.sh            build what is missing, print the bin dir
 #   hack/build-tools.sh --print    print the bin dir only (no build)
+#   hack/build-tools.sh --print-oracle   print where sched-oracle of these sources is (no build)
 #   hack/build-tools.sh --check    exit 0 if every binary is cached, else 1
 set -euo pipefail
 
@@ -20,7 +21,9 @@ pins_hash() {
     sha256sum | cut -c1-12
 }
 # The oracle harness (go/oracle) is our own code on the same pins: a change to it rebuilds
-# it alone, recorded in a stamp beside the binary, and leaves the pinned binaries be.
+# it alone, into a directory named by its source hash (worktrees with different harness
+# sources share the cache without overwriting each other's binary), and leaves the pinned
+# binaries be.
 oracle_hash() {
   (cd "$here/go/oracle" && cat ./*.go go.mod go.sum) | sha256sum | cut -c1-12
 }
@@ -28,6 +31,7 @@ cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/metricsched
 dest=$cache_root/$(pins_hash)
 bin=$dest/bin
 log=$dest/build.log
+oracle_dir=$dest/oracle-$(oracle_hash)
 
 # name|module dir|package|ldflags
 targets() {
@@ -51,8 +55,7 @@ missing() {
   while IFS='|' read -r name _; do
     [ -x "$bin/$name" ] || echo "$name"
   done < <(targets | grep -v '^sched-oracle|')
-  [ -x "$bin/sched-oracle" ] && [ "$(cat "$bin/.sched-oracle.src" 2>/dev/null)" = "$(oracle_hash)" ] ||
-    echo sched-oracle
+  [ -x "$oracle_dir/sched-oracle" ] || echo sched-oracle
   [ -f "$dest/kwok-stages/node-initialize.yaml" ] || echo kwok-stages
 }
 
@@ -73,6 +76,7 @@ copy_kwok_stages() {
 
 case "${1:-}" in
   --print) echo "$bin"; exit 0 ;;
+  --print-oracle) echo "$oracle_dir/sched-oracle"; exit 0 ;;
   --check) [ -z "$(missing)" ]; exit $? ;;
 esac
 
@@ -106,7 +110,10 @@ for name in $todo; do
   IFS='|' read -r _ dir pkg flags <<<"$line"
   start=$(date +%s)
   printf '  %-24s ' "$name" >&2
-  tmp="$bin/.$name.tmp"
+  out=$bin
+  [ "$name" != sched-oracle ] || out=$oracle_dir
+  mkdir -p "$out"
+  tmp="$out/.$name.tmp"
   if ! (cd "$here/go/$dir" && go build -trimpath -ldflags "-s -w $flags" -o "$tmp" "$pkg") >>"$log" 2>&1; then
     rm -f "$tmp"
     echo "FAILED" >&2
@@ -114,8 +121,7 @@ for name in $todo; do
     tail -n 20 "$log" >&2
     exit 1
   fi
-  mv "$tmp" "$bin/$name"
-  [ "$name" != sched-oracle ] || oracle_hash >"$bin/.sched-oracle.src"
+  mv "$tmp" "$out/$name"
   echo "ok ($(($(date +%s) - start))s)" >&2
 done
 echo "$bin"

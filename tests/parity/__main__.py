@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(oracle.reproduction(scenario, harness))
             else:
                 print(oracle.shrunk_reproduction(scenario, kind, harness))
+    print(report.coverage_summary())
     print(f"{report.summary()} (seed {args.seed}, {elapsed:.1f}s)")
     return 1 if report.disagreements else 0
 

@@ -1,70 +1,34 @@
 """Seeded random scheduling scenarios, as the API server would store them.
 
-A scenario is a small cluster (namespaces, nodes, pods bound to them) and a few pending
-pods, each to be asked about that same cluster. Everything is plain Kubernetes JSON, so
+A scenario is a small cluster (labelled namespaces, nodes, pods bound to them,
+PersistentVolumeClaims and the PersistentVolumes they are bound to) and a few pending pods,
+each to be asked about that same cluster. Everything is plain Kubernetes JSON, so
 the same scenario is read by metricsched's parser and by kube-scheduler's Go types.
 
 The objects are valid (the API server would accept them) and already in the shape it
 stores: labels ``kubernetes.io/metadata.name`` on namespaces, ``matchLabelKeys`` of
 spread constraints merged into their label selectors (as kube-apiserver v1.35 does).
-Values come from small pools on purpose: collisions (the same label on a pod and a
-selector, the same host port twice, a domain that is full) are where the rules meet.
-Nothing here is random unless it comes from the ``random.Random`` passed in.
+Priorities are ``spec.priority`` as the Priority admission plugin resolves a
+priorityClassName (no PriorityClass objects); there are no StorageClasses, CSI volumes or
+CSINodes yet. Values come from small pools on purpose: collisions (the same label on a pod
+and a selector, the same host port twice, a domain that is full, a claim two pods mount)
+are where the rules meet. Nothing here is random unless it comes from the
+``random.Random`` passed in.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any
+from collections.abc import Sequence
 
-Body = dict[str, Any]
+from tests.parity import pools, storage
 
-ZONES = ("zone-a", "zone-b", "zone-c")
-NAMESPACES = ("default", "team-a", "team-b")
-APPS = ("web", "db", "cache")
-EXTENDED = "example.com/gpu"
-HUGEPAGES = "hugepages-2Mi"
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
-TAINTS: tuple[Body, ...] = (
-    {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
-    {"key": "spot", "value": "true", "effect": "PreferNoSchedule"},
-    {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
-    {"key": "maintenance", "effect": "NoSchedule"},
-    {"key": "team", "value": "a", "effect": "NoExecute"},
-)
-TOLERATIONS: tuple[Body, ...] = (
-    {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
-    {"key": "dedicated", "operator": "Exists"},
-    {"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "team", "operator": "Equal", "value": "b"},
-    {
-        "key": "team",
-        "operator": "Equal",
-        "value": "a",
-        "effect": "NoExecute",
-        "tolerationSeconds": 30,
-    },
-    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
-    {"operator": "Exists"},
-)
+Body = pools.Body
 
 
 def scenario(rng: random.Random, *, pods: int) -> Body:
     """A cluster and ``pods`` pending pods to ask about it."""
-    namespaces = [
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": name,
-                "labels": {"kubernetes.io/metadata.name": name}
-                | ({"team": rng.choice("ab")} if rng.random() < 0.8 else {}),
-            },
-        }
-        for name in NAMESPACES
-    ]
+    namespaces = [_namespace(rng, name) for name in pools.NAMESPACES]
     # Mostly small clusters, where every rule meets often; sometimes a bigger one (kept
     # under 100 nodes: there kube-scheduler stops at enough feasible nodes).
     count = rng.randint(1, 10) if rng.random() < 0.9 else rng.randint(11, 40)
@@ -72,12 +36,62 @@ def scenario(rng: random.Random, *, pods: int) -> Body:
     node_names = [n["metadata"]["name"] for n in nodes]
     # A few are bound to a node that is gone (or not yet seen): they count nowhere.
     hosts = [*node_names, *(["node-gone"] if rng.random() < 0.2 else [])]
+    claims, volumes = (
+        storage.claims_and_volumes(rng, node_names) if rng.random() < 0.6 else ([], [])
+    )
     existing = [
-        _pod(rng, f"old-{index}", node_name=rng.choice(hosts))
+        _pod(rng, f"old-{index}", node_name=rng.choice(hosts), claims=claims)
         for index in range(rng.randint(0, 20))
     ]
-    incoming = [_pod(rng, f"new-{index}", node_name="", nodes=node_names) for index in range(pods)]
-    return {"namespaces": namespaces, "nodes": nodes, "pods": existing, "incoming": incoming}
+    _refuse_port_conflicts(existing)
+    incoming = [
+        _pod(rng, f"new-{index}", node_name="", nodes=node_names, claims=claims)
+        for index in range(pods)
+    ]
+    return {
+        "namespaces": namespaces,
+        "claims": claims,
+        "volumes": volumes,
+        "nodes": nodes,
+        "pods": existing,
+        "incoming": incoming,
+    }
+
+
+def _refuse_port_conflicts(pods: list[Body]) -> None:
+    """A pod bound where another running pod holds its host port is refused by the kubelet
+    (phase Failed), as in a real cluster; kube-scheduler's preemption dry run cannot
+    count two holders of one port (NodeInfo keeps a set)."""
+    held: dict[str, set[tuple[str, int, str]]] = {}
+    for pod in pods:
+        if pod["status"]["phase"] != "Running":
+            continue
+        spec = pod["spec"]
+        ports = {
+            (entry.get("protocol", "TCP"), entry["hostPort"], entry.get("hostIP", "0.0.0.0"))
+            for container in [*spec["containers"], *spec.get("initContainers", [])]
+            for entry in container.get("ports", [])
+            if entry.get("hostPort")
+        }
+        mine = held.setdefault(spec["nodeName"], set())
+        if any(_same_port(port, other) for port in ports for other in mine):
+            pod["status"]["phase"] = "Failed"
+        else:
+            mine |= ports
+
+
+def _same_port(one: tuple[str, int, str], other: tuple[str, int, str]) -> bool:
+    """(protocol, port, host IP) pairs that collide: 0.0.0.0 is every address."""
+    return one[:2] == other[:2] and (one[2] == other[2] or "0.0.0.0" in (one[2], other[2]))
+
+
+def _namespace(rng: random.Random, name: str) -> Body:
+    labels = {"kubernetes.io/metadata.name": name}
+    if rng.random() < 0.8:
+        labels["team"] = rng.choice("ab")
+    if rng.random() < 0.5:
+        labels["env"] = rng.choice(("prod", "dev"))
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
 # --- nodes -----------------------------------------------------------------------------
@@ -88,12 +102,19 @@ def _node(rng: random.Random, index: int) -> Body:
     labels = {"kubernetes.io/os": "linux"}
     roll = rng.random()
     if roll < 0.9:
-        labels[HOSTNAME] = name
+        labels[pools.HOSTNAME] = name
     elif roll < 0.97:
-        labels[HOSTNAME] = f"host-{index // 2}"  # hostnames need not be node names
+        labels[pools.HOSTNAME] = f"host-{index // 2}"  # hostnames need not be node names
 
     if rng.random() < 0.85:
-        labels[ZONE] = rng.choice(ZONES)
+        zone = rng.choice(pools.ZONES)
+        roll = rng.random()
+        if roll < 0.9:
+            labels[pools.ZONE] = zone
+        if roll > 0.8:  # older nodes carry the beta label, some only that
+            labels[pools.LEGACY_ZONE] = zone
+        if rng.random() < 0.3:
+            labels[pools.REGION] = "region-1"
     if rng.random() < 0.5:
         labels["disk"] = rng.choice(("ssd", "hdd"))
     if rng.random() < 0.6:
@@ -106,13 +127,13 @@ def _node(rng: random.Random, index: int) -> Body:
     if rng.random() < 0.6:
         allocatable["ephemeral-storage"] = rng.choice(("1Gi", "10Gi"))
     if rng.random() < 0.3:
-        allocatable[EXTENDED] = rng.choice(("0", "1", "2"))
+        allocatable[pools.EXTENDED] = rng.choice(("0", "1", "2"))
     if rng.random() < 0.2:
-        allocatable[HUGEPAGES] = rng.choice(("0", "64Mi", "128Mi"))
+        allocatable[pools.HUGEPAGES] = rng.choice(("0", "64Mi", "128Mi"))
     if rng.random() < 0.03:
         del allocatable["pods"]  # a node that admits no pods
     spec: Body = {}
-    taints = rng.sample(TAINTS, k=rng.choice((0, 0, 0, 0, 0, 0, 1, 1, 2)))
+    taints = rng.sample(pools.TAINTS, k=rng.choice((0, 0, 0, 0, 0, 0, 1, 1, 2)))
     if rng.random() < 0.08:
         spec["unschedulable"] = True
         if rng.random() < 0.7:  # the node lifecycle controller adds it to a cordoned node
@@ -132,7 +153,7 @@ def _node(rng: random.Random, index: int) -> Body:
 
 
 def _labels(rng: random.Random) -> dict[str, str]:
-    labels = {"app": rng.choice(APPS)}
+    labels = {"app": rng.choice(pools.APPS)}
     if rng.random() < 0.5:
         labels["tier"] = rng.choice(("front", "back"))
     if rng.random() < 0.3:
@@ -153,9 +174,9 @@ def _requests(rng: random.Random, *, big: bool = False) -> Body:
     if rng.random() < 0.08:
         resources["ephemeral-storage"] = rng.choice(("100Mi", "2Gi"))
     if rng.random() < 0.06:
-        resources[EXTENDED] = rng.choice(("1", "2"))
+        resources[pools.EXTENDED] = rng.choice(("1", "2"))
     if rng.random() < 0.04:
-        resources[HUGEPAGES] = rng.choice(("2Mi", "64Mi"))
+        resources[pools.HUGEPAGES] = rng.choice(("2Mi", "64Mi"))
     return resources
 
 
@@ -168,8 +189,8 @@ def _container(rng: random.Random, name: str, *, ports: bool) -> Body:
             container["resources"] = {"limits": requests}
         else:
             container["resources"] = {"requests": requests}
-            if HUGEPAGES in requests:  # hugepages need limits equal to requests
-                container["resources"]["limits"] = {HUGEPAGES: requests[HUGEPAGES]}
+            if pools.HUGEPAGES in requests:  # hugepages need limits equal to requests
+                container["resources"]["limits"] = {pools.HUGEPAGES: requests[pools.HUGEPAGES]}
     if ports and rng.random() < 0.2:
         port = rng.choice((80, 443, 8080))
         entry: Body = {"containerPort": port, "hostPort": port}
@@ -186,34 +207,60 @@ def _selector(rng: random.Random, *, allow_empty: bool = True) -> Body:
     if allow_empty and roll < 0.05:
         return {}
     if roll < 0.6:
-        return {"matchLabels": {"app": rng.choice(APPS)}}
+        return {"matchLabels": {"app": rng.choice(pools.APPS)}}
     operator = rng.choice(("In", "NotIn", "Exists", "DoesNotExist"))
     expression: Body = {"key": rng.choice(("app", "tier")), "operator": operator}
     if operator in ("In", "NotIn"):
-        expression["values"] = rng.sample((*APPS, "front", "back"), k=rng.randint(1, 2))
+        expression["values"] = rng.sample((*pools.APPS, "front", "back"), k=rng.randint(1, 2))
     return {"matchExpressions": [expression]}
 
 
 def _affinity_term(rng: random.Random) -> Body:
-    term: Body = {"topologyKey": rng.choice((HOSTNAME, HOSTNAME, ZONE, "disk"))}
+    term: Body = {"topologyKey": rng.choice((pools.HOSTNAME, pools.HOSTNAME, pools.ZONE, "disk"))}
     if rng.random() < 0.9:
         term["labelSelector"] = _selector(rng)
     roll = rng.random()
-    if roll < 0.2:
-        term["namespaces"] = rng.sample(NAMESPACES, k=rng.randint(1, 2))
-    elif roll < 0.3:
-        term["namespaceSelector"] = rng.choice(({}, {"matchLabels": {"team": rng.choice("ab")}}))
+    if roll < 0.5:  # both: the union of the listed and the selected namespaces
+        term["namespaces"] = rng.sample((*pools.NAMESPACES, "gone"), k=rng.randint(1, 3))
+    if 0.3 < roll < 0.7:
+        term["namespaceSelector"] = _namespace_selector(rng)
     return term
+
+
+def _namespace_selector(rng: random.Random) -> Body:
+    roll = rng.random()
+    if roll < 0.25:
+        return {}  # every namespace
+    if roll < 0.6:
+        return {"matchLabels": {"team": rng.choice("ab")}}
+    operator = rng.choice(("In", "NotIn", "Exists", "DoesNotExist"))
+    expression: Body = {"key": rng.choice(("env", "team")), "operator": operator}
+    if operator in ("In", "NotIn"):
+        expression["values"] = rng.sample(("prod", "dev", "a"), k=rng.randint(1, 2))
+    selector: Body = {"matchExpressions": [expression]}
+    if rng.random() < 0.2:
+        selector["matchLabels"] = {"kubernetes.io/metadata.name": rng.choice(pools.NAMESPACES)}
+    return selector
+
+
+def _weighted(rng: random.Random, terms: list[Body], key: str) -> list[Body]:
+    """Preferred terms: they weigh in scores only and must not change feasibility."""
+    return [{"weight": rng.randint(1, 100), key: term} for term in terms]
 
 
 def _node_selector_term(rng: random.Random, nodes: list[str]) -> Body:
     expressions: list[Body] = []
     for _ in range(rng.choice((0, 1, 1, 2))):
-        key = rng.choice(("disk", "tier", ZONE, "gpu"))
+        key = rng.choice(("disk", "tier", pools.ZONE, "gpu"))
         operator = rng.choice(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"))
         expression: Body = {"key": key, "operator": operator}
         if operator in ("In", "NotIn"):
-            pool = {"disk": ("ssd", "hdd"), "tier": ("1", "3", "5"), ZONE: ZONES, "gpu": ("true",)}
+            pool = {
+                "disk": ("ssd", "hdd"),
+                "tier": ("1", "3", "5"),
+                pools.ZONE: pools.ZONES,
+                "gpu": ("true",),
+            }
             expression["values"] = rng.sample(pool[key], k=1)
         elif operator in ("Gt", "Lt"):
             expression["values"] = [str(rng.randint(0, 5))]
@@ -231,7 +278,7 @@ def _node_selector_term(rng: random.Random, nodes: list[str]) -> Body:
 def _spread_constraint(rng: random.Random, labels: dict[str, str]) -> Body:
     constraint: Body = {
         "maxSkew": rng.choice((1, 1, 2)),
-        "topologyKey": rng.choice((HOSTNAME, ZONE, ZONE, "disk")),
+        "topologyKey": rng.choice((pools.HOSTNAME, pools.ZONE, pools.ZONE, "disk")),
         "whenUnsatisfiable": rng.choice(("DoNotSchedule", "DoNotSchedule", "ScheduleAnyway")),
         "labelSelector": _selector(rng, allow_empty=False),
     }
@@ -254,14 +301,30 @@ def _spread_constraint(rng: random.Random, labels: dict[str, str]) -> Body:
     return constraint
 
 
-def _pod(rng: random.Random, name: str, *, node_name: str, nodes: list[str] | None = None) -> Body:
+def _pod(
+    rng: random.Random,
+    name: str,
+    *,
+    node_name: str,
+    nodes: list[str] | None = None,
+    claims: Sequence[Body] = (),
+) -> Body:
     nodes = nodes or [node_name]
     pending = not node_name
     labels = _labels(rng)
+    namespace = rng.choice(pools.NAMESPACES)
     containers = [_container(rng, f"c{i}", ports=True) for i in range(rng.randint(1, 2))]
     spec: Body = {"containers": containers}
     if node_name:
         spec["nodeName"] = node_name
+    if (priority := rng.choice(pools.PRIORITIES)) is not None:
+        spec["priority"] = priority
+    if pending and (preemption := rng.choice(pools.PREEMPTION_POLICIES)) is not None:
+        spec["preemptionPolicy"] = preemption
+    if rng.random() < (0.4 if pending else 0.15) and (
+        volumes := storage.claim_volumes(rng, namespace, claims)
+    ):
+        spec["volumes"] = volumes
     if rng.random() < 0.25:
         inits = []
         for i in range(rng.randint(1, 2)):
@@ -283,12 +346,22 @@ def _pod(rng: random.Random, name: str, *, node_name: str, nodes: list[str] | No
                 _affinity_term(rng) for _ in range(rng.randint(1, 2))
             ]
         }
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if rng.random() < 0.2:
+            terms = [_affinity_term(rng) for _ in range(rng.randint(1, 2))]
+            affinity.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = (
+                _weighted(rng, terms, "podAffinityTerm")
+            )
     if pending:
         if rng.random() < 0.3:
-            spec["tolerations"] = rng.sample(TOLERATIONS, k=rng.randint(1, 2))
+            spec["tolerations"] = rng.sample(pools.TOLERATIONS, k=rng.randint(1, 2))
         if rng.random() < 0.2:
             spec["nodeSelector"] = rng.choice(
-                ({"disk": "ssd"}, {ZONE: rng.choice(ZONES)}, {HOSTNAME: rng.choice(nodes)})
+                (
+                    {"disk": "ssd"},
+                    {pools.ZONE: rng.choice(pools.ZONES)},
+                    {pools.HOSTNAME: rng.choice(nodes)},
+                )
             )
         if rng.random() < 0.25:
             affinity["nodeAffinity"] = {
@@ -298,20 +371,22 @@ def _pod(rng: random.Random, name: str, *, node_name: str, nodes: list[str] | No
                     ]
                 }
             }
+        if rng.random() < 0.25:
+            terms = [_node_selector_term(rng, nodes) for _ in range(rng.randint(1, 2))]
+            affinity.setdefault("nodeAffinity", {})[
+                "preferredDuringSchedulingIgnoredDuringExecution"
+            ] = _weighted(rng, terms, "preference")
     # Bound pods carry them too: only their anti-affinity may bind a newcomer.
     if rng.random() < (0.2 if pending else 0.1):
-        affinity["podAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                _affinity_term(rng) for _ in range(rng.randint(1, 2))
-            ]
-        }
+        affinity.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [
+            _affinity_term(rng) for _ in range(rng.randint(1, 2))
+        ]
     if rng.random() < (0.5 if pending else 0.1):
         spec["topologySpreadConstraints"] = [
             _spread_constraint(rng, labels) for _ in range(rng.randint(1, 2))
         ]
     if affinity:
         spec["affinity"] = affinity
-    namespace = rng.choice(NAMESPACES)
     meta: Body = {
         "name": name,
         "namespace": namespace,

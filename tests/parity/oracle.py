@@ -4,8 +4,13 @@
 runs kube-scheduler's own scheduling framework of the pinned version in-process and
 answers, for each pending pod of a scenario, which nodes pass its filters, why the others
 do not, and the FailedScheduling message when none does. ``metricsched_answers`` asks
-metricsched's pure core the same, the way the operator does: ``filters.run_filters`` for
-the nodes and ``cycle.schedule_one`` for the message.
+metricsched's pure core the same, the way the operator does: a snapshot holding the
+scenario's namespace labels, claims and volumes as the runtime cache does,
+``cycle.filter_nodes`` for the nodes and ``cycle.schedule_one`` for the message.
+
+Where kube-scheduler would preempt, metricsched (which does not) says so instead of
+DefaultPreemption's silence: ``Harness`` turns such an answer into the words metricsched
+must use, with kube-scheduler's count of nodes where preemption would help.
 
 ``compare`` lists the disagreements; ``shrink`` cuts a scenario down to a minimal one that
 still shows a disagreement of the same kind, and ``reproduction`` renders it as YAML.
@@ -13,6 +18,7 @@ still shows a disagreement of the same kind, and ``reproduction`` renders it as 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import json
@@ -24,11 +30,11 @@ from typing import Any
 
 import yaml
 
-from metricsched.core import cycle, filters, model, parse
-from tests.parity import generator
+from metricsched.core import cycle, model, parse
+from metricsched.core.plugins import dynamic_resources, preemption
+from tests.parity import coverage, generator
 
 ROOT = Path(__file__).resolve().parents[2]
-BINARY = "sched-oracle"
 PODS_PER_SCENARIO = 8
 
 Body = dict[str, Any]
@@ -41,6 +47,10 @@ class Answer:
     feasible: frozenset[str]
     rejected: dict[str, tuple[str, ...]]  # node -> its reasons, sorted
     message: str  # FailedScheduling text; "" when some node fits
+    # kube-scheduler's only, not compared: the node DefaultPreemption would nominate and
+    # a PostFilter plugin's error (see Harness).
+    nominated: str = ""
+    post_filter_error: str = ""
 
     def as_dict(self) -> Body:
         return {
@@ -59,14 +69,19 @@ class Disagreement:
 
 @functools.cache
 def harness_binary() -> Path:
-    """Where ``make tools`` puts sched-oracle (it may not be built yet)."""
+    """Where ``make tools`` puts sched-oracle built from this tree's hack/go/oracle (it may
+    not be built yet)."""
     out = subprocess.run(
-        [str(ROOT / "hack" / "build-tools.sh"), "--print"],
+        [str(ROOT / "hack" / "build-tools.sh"), "--print-oracle"],
         capture_output=True,
         text=True,
         check=True,
     )
-    return Path(out.stdout.strip().splitlines()[-1]) / BINARY
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+# DynamicResources' PostFilter error when its PreFilter did not run (see Harness).
+_DRA_STATE_MISSING = "DynamicResources: not found"
 
 
 class Harness:
@@ -74,9 +89,22 @@ class Harness:
 
     ``postfilter``: take kube-scheduler's message with its PostFilter part (the
     ``no new claims to deallocate, preemption: ...`` suffix of the event), as metricsched
-    writes it (core/plugins/preemption.py); off: the FitError text alone."""
+    writes it (core/plugins/preemption.py); off: the FitError text alone.
+
+    Two answers are turned into the words metricsched must use instead:
+
+    - when DefaultPreemption would preempt, the event has no PostFilter part; metricsched
+      appends ``preemption.not_preempting`` with the number of nodes where kube-scheduler
+      could preempt (the harness asks it node by node);
+    - when a PreFilter that runs before DynamicResources' (VolumeBinding, VolumeZone,
+      PodTopologySpread, InterPodAffinity) rules out every node, DynamicResources' PreFilter
+      never runs and its PostFilter fails reading its missing state: kube-scheduler v1.35.4
+      ends the event with `` not found`` and runs no DefaultPreemption. metricsched writes
+      the PostFilter text kube-scheduler gives when that state is there: no claims to
+      deallocate, and preemption cannot help where every node is unresolvable."""
 
     def __init__(self, binary: Path, *, postfilter: bool = True) -> None:
+        self.postfilter = postfilter
         self._message = "fullMessage" if postfilter else "message"
         self._process = subprocess.Popen(
             [str(binary)],
@@ -104,10 +132,31 @@ class Harness:
                     node: tuple(sorted(status["reasons"]))
                     for node, status in result["rejected"].items()
                 },
-                message=result[self._message],
+                message=self._expected_message(result, pod),
+                nominated=result.get("nominatedNode", ""),
+                post_filter_error=result.get("postFilterError", ""),
             )
-            for result in reply["results"]
+            for result, pod in zip(reply["results"], scenario["incoming"], strict=True)
         ]
+
+    def _expected_message(self, result: Body, pod: Body) -> str:
+        if self._message != "fullMessage":
+            return str(result["message"])
+        if result.get("nominatedNode"):
+            words = preemption.not_preempting(len(result.get("preemptionNodes") or ()))
+        elif result.get("postFilterError") == _DRA_STATE_MISSING:
+            if pod["spec"].get("preemptionPolicy") == "Never":
+                words = "not eligible due to preemptionPolicy=Never."
+            else:
+                nodes = len(result["rejected"])
+                words = (
+                    f"0/{nodes} nodes are available: {nodes} Preemption is not helpful for "
+                    "scheduling."
+                )
+        else:
+            return str(result["fullMessage"])
+        claims = dynamic_resources.POST_FILTER_NO_CLAIMS
+        return f"{result['message']} {claims}, {preemption.PREFIX}{words}"
 
     def close(self) -> None:
         process = self._process
@@ -124,19 +173,30 @@ class Harness:
         self.close()
 
 
-def metricsched_answers(scenario: Body) -> list[Answer]:
-    """What metricsched's core decides for each pending pod of ``scenario``."""
+def metricsched_answers(scenario: Body, *, postfilter: bool = True) -> list[Answer]:
+    """What metricsched's core decides for each pending pod of ``scenario``; without
+    ``postfilter``, messages lose their PostFilter part."""
     nodes = [parse.node_from_body(body) for body in scenario["nodes"]]
     pods = [parse.pod_from_body(body) for body in scenario["pods"]]
-    snapshot = parse.snapshot_from(nodes, pods)
     namespace_labels = {
         ns["metadata"]["name"]: ns["metadata"].get("labels", {})
         for ns in scenario.get("namespaces", ())
     }
+    claims = [parse.claim_from_body(body) for body in scenario.get("claims", ())]
+    volumes = [parse.volume_from_body(body) for body in scenario.get("volumes", ())]
+    # As the runtime cache (runtime/cache.py) keys them.
+    snapshot = dataclasses.replace(
+        parse.snapshot_from(nodes, pods),
+        namespace_labels=namespace_labels,
+        claims={f"{claim.namespace}/{claim.name}": claim for claim in claims},
+        volumes={volume.name: volume for volume in volumes},
+    )
     answers = []
     for body in scenario["incoming"]:
         pod = parse.pod_from_body(body)
-        reasons = filters.run_filters(pod, snapshot, namespace_labels=namespace_labels)
+        refusal, reasons = cycle.filter_nodes(pod, snapshot)
+        if refusal:  # a PreFilter refusal: every node, for that one reason
+            reasons = {name: (refusal,) for name in snapshot.nodes}
         decision = cycle.schedule_one(
             pod=pod,
             snapshot=snapshot,
@@ -147,14 +207,17 @@ def metricsched_answers(scenario: Body) -> list[Answer]:
             scheduler_names=frozenset({pod.scheduler_name}),
             rr_counter=0,
             seed=0,
-            namespace_labels=namespace_labels,
         )
         unschedulable = decision.outcome is model.Outcome.UNSCHEDULABLE
         answers.append(
             Answer(
                 feasible=frozenset(node for node, why in reasons.items() if not why),
                 rejected={node: tuple(sorted(why)) for node, why in reasons.items() if why},
-                message=decision.message if unschedulable else "",
+                message=(
+                    (decision.message if postfilter else _without_postfilter(decision.message))
+                    if unschedulable
+                    else ""
+                ),
             )
         )
     return answers
@@ -186,8 +249,16 @@ def compare(scenario: Body, ours: Sequence[Answer], theirs: Sequence[Answer]) ->
     return found
 
 
+def _without_postfilter(message: str) -> str:
+    for marker in (f" {dynamic_resources.POST_FILTER_NO_CLAIMS}, ", f" {preemption.PREFIX}"):
+        if marker in message:
+            return message.split(marker, 1)[0]
+    return message
+
+
 def check(scenario: Body, harness: Harness) -> list[Disagreement]:
-    return compare(scenario, metricsched_answers(scenario), harness.ask(scenario))
+    ours = metricsched_answers(scenario, postfilter=harness.postfilter)
+    return compare(scenario, ours, harness.ask(scenario))
 
 
 # --- many scenarios --------------------------------------------------------------------
@@ -211,6 +282,7 @@ class Report:
     scenarios: int = 0
     disagreements: list[tuple[int, Disagreement]] = dataclasses.field(default_factory=list)
     first_of_kind: dict[str, Body] = dataclasses.field(default_factory=dict)
+    coverage: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
     def summary(self) -> str:
         kinds: dict[str, int] = {}
@@ -222,13 +294,21 @@ class Report:
             f"{len(self.disagreements)} disagreements" + (f" ({counted})" if counted else "")
         )
 
+    def coverage_summary(self) -> str:
+        return "pending pods with: " + ", ".join(
+            f"{feature} {self.coverage[feature]}" for feature in coverage.FEATURES
+        )
+
 
 def run(*, pods: int, seed: int, harness: Harness) -> Report:
     report = Report()
     for index, scenario in scenarios(pods=pods, seed=seed):
         report.scenarios += 1
         report.pods += len(scenario["incoming"])
-        for disagreement in check(scenario, harness):
+        theirs = harness.ask(scenario)
+        report.coverage.update(coverage.exercised(scenario, theirs))
+        ours = metricsched_answers(scenario, postfilter=harness.postfilter)
+        for disagreement in compare(scenario, ours, theirs):
             report.disagreements.append((index, disagreement))
             if disagreement.kind not in report.first_of_kind:
                 report.first_of_kind[disagreement.kind] = _single_pod(scenario, disagreement.pod)
@@ -272,6 +352,11 @@ _REQUIRED = frozenset(
         "namespaces",
         "incoming",
         "nodes",
+        "persistentVolumeClaim",
+        "claimName",
+        "podAffinityTerm",
+        "preference",
+        "weight",
     }
 )
 
@@ -326,9 +411,18 @@ def _smaller(value: Any, key: str = "", *, coarse: bool = False) -> Iterator[Any
                 yield [*value[:index], smaller, *value[index + 1 :]]
 
 
+def _namespaces_exist(scenario: Body) -> bool:
+    """Whether every pod and claim is in a namespace of the scenario (the API server admits
+    no other; metricsched then answers restrictively where kube-scheduler assumes no
+    labels)."""
+    known = {ns["metadata"]["name"] for ns in scenario.get("namespaces", ())}
+    objects = [*scenario["pods"], *scenario["incoming"], *scenario.get("claims", ())]
+    return all(body["metadata"].get("namespace", "default") in known for body in objects)
+
+
 def shrunk_reproduction(scenario: Body, kind: str, harness: Harness) -> str:
     def still_fails(candidate: Body) -> bool:
-        if not candidate["incoming"]:
+        if not candidate["incoming"] or not _namespaces_exist(candidate):
             return False
         return any(d.kind == kind for d in check(candidate, harness))
 
@@ -338,7 +432,7 @@ def shrunk_reproduction(scenario: Body, kind: str, harness: Harness) -> str:
 
 def reproduction(scenario: Body, harness: Harness) -> str:
     """``scenario`` and both answers, as YAML a person can read and re-run."""
-    ours = metricsched_answers(scenario)
+    ours = metricsched_answers(scenario, postfilter=harness.postfilter)
     theirs = harness.ask(scenario)
     document = {
         "disagreements": [dataclasses.asdict(d) for d in compare(scenario, ours, theirs)],

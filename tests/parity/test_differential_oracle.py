@@ -1,8 +1,10 @@
 """metricsched's filters and FailedScheduling messages equal kube-scheduler's.
 
-A bounded run of the differential oracle (tests/parity/oracle.py): random scenarios,
-each pending pod asked of kube-scheduler v1.35.4's own framework (sched-oracle) and of
-metricsched's core. ``make parity N=5000`` runs a longer one. sched-oracle comes from
+A bounded run of the differential oracle (tests/parity/oracle.py): random scenarios
+(labelled namespaces, claims and volumes, priorities, required and preferred affinities:
+see tests/parity/generator.py), each pending pod asked of kube-scheduler v1.35.4's own
+framework (sched-oracle) and of metricsched's core; every feature the generator makes is
+asked about at least once. ``make parity N=5000`` runs a longer one. sched-oracle comes from
 ``make tools``, which ``make test`` runs first, so a missing binary fails the test.
 """
 
@@ -14,7 +16,7 @@ import pytest
 import yaml
 
 from metricsched.core import filters
-from tests.parity import generator, oracle
+from tests.parity import coverage, generator, oracle
 
 pytestmark = pytest.mark.parity
 
@@ -34,6 +36,10 @@ def harness():
 def test_random_pods_get_the_same_feasible_nodes_reasons_and_message(harness):
     report = oracle.run(pods=BOUNDED_PODS, seed=SEED, harness=harness)
     assert report.pods >= 200
+    # Every feature the generator makes is asked about at least once.
+    assert {feature for feature in coverage.FEATURES if not report.coverage[feature]} == set(), (
+        report.coverage_summary()
+    )
     if report.disagreements:
         kind, scenario = sorted(report.first_of_kind.items())[0]
         listing = "\n".join(

@@ -9,12 +9,16 @@
 //
 // Input: one JSON scenario per line,
 //
-//	{"namespaces": [Namespace], "nodes": [Node], "pods": [Pod with spec.nodeName], "incoming": [Pod]}
+//	{"namespaces": [Namespace], "claims": [PersistentVolumeClaim], "volumes": [PersistentVolume],
+//	 "nodes": [Node], "pods": [Pod with spec.nodeName], "incoming": [Pod]}
 //
 // Objects are defaulted as the API server would store them (SetObjectDefaults_*).
 // Output: one JSON line per scenario, {"results": [...]} with, per incoming pod, the nodes
 // that pass every filter, each other node's status (plugin and reasons), and, when no node
-// fits, kube-scheduler's FailedScheduling message without and with the PostFilter part.
+// fits, kube-scheduler's FailedScheduling message without and with the PostFilter part,
+// the node DefaultPreemption nominates (if it would preempt) and every node where it
+// could. For a pod that fits, the feasible nodes' scores as RunScorePlugins returns them
+// (per plugin, normalised and multiplied by the plugin's weight).
 package main
 
 import (
@@ -44,10 +48,12 @@ import (
 )
 
 type scenario struct {
-	Namespaces []v1.Namespace `json:"namespaces"`
-	Nodes      []v1.Node      `json:"nodes"`
-	Pods       []v1.Pod       `json:"pods"`
-	Incoming   []v1.Pod       `json:"incoming"`
+	Namespaces []v1.Namespace             `json:"namespaces"`
+	Claims     []v1.PersistentVolumeClaim `json:"claims"`
+	Volumes    []v1.PersistentVolume      `json:"volumes"`
+	Nodes      []v1.Node                  `json:"nodes"`
+	Pods       []v1.Pod                   `json:"pods"`
+	Incoming   []v1.Pod                   `json:"incoming"`
 }
 
 type nodeStatus struct {
@@ -63,6 +69,14 @@ type result struct {
 	// FailedScheduling text: FitError without PostFilter, and as the event carries it.
 	Message     string `json:"message"`
 	FullMessage string `json:"fullMessage"`
+	// DefaultPreemption's choice when it would preempt (then FullMessage == Message), and
+	// each node where evicting lower-priority pods would make the pod fit.
+	NominatedNode   string   `json:"nominatedNode,omitempty"`
+	PreemptionNodes []string `json:"preemptionNodes,omitempty"`
+	// A PostFilter plugin's error (its text ends FullMessage): "<plugin>: <message>".
+	PostFilterError string `json:"postFilterError,omitempty"`
+	// Feasible node -> plugin -> weighted normalised score.
+	Scores map[string]map[string]int64 `json:"scores,omitempty"`
 }
 
 type answer struct {
@@ -127,6 +141,21 @@ func run(sc *scenario) ([]result, error) {
 	for i := range sc.Namespaces {
 		if _, err := client.CoreV1().Namespaces().Create(ctx, &sc.Namespaces[i], metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("namespace %s: %w", sc.Namespaces[i].Name, err)
+		}
+	}
+	// VolumeBinding and VolumeZone read claims and volumes through their informers.
+	for i := range sc.Volumes {
+		pv := &sc.Volumes[i]
+		apiv1defaults.SetObjectDefaults_PersistentVolume(pv)
+		if _, err := client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("persistentvolume %s: %w", pv.Name, err)
+		}
+	}
+	for i := range sc.Claims {
+		pvc := &sc.Claims[i]
+		apiv1defaults.SetObjectDefaults_PersistentVolumeClaim(pvc)
+		if _, err := client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("persistentvolumeclaim %s/%s: %w", pvc.Namespace, pvc.Name, err)
 		}
 	}
 	// DefaultPreemption reads the incoming pods back through the informer.
@@ -201,10 +230,11 @@ func ask(ctx context.Context, sched *scheduler.Scheduler, pod *v1.Pod, names []s
 	if err == nil {
 		// The pod fits: SchedulePod reports how many nodes do, not which; ask each node
 		// (PreFilter once, then every node's filters) and check the count agrees.
-		feasible, rejected, perr := filterEachNode(ctx, prof, pod, names)
+		feasible, rejected, scores, perr := filterEachNode(ctx, prof, pod, names)
 		if perr != nil {
 			return res, perr
 		}
+		res.Scores = scores
 		if len(feasible) != scheduled.FeasibleNodes {
 			return res, fmt.Errorf("per-node filters found %d feasible nodes, SchedulePod %d", len(feasible), scheduled.FeasibleNodes)
 		}
@@ -225,18 +255,36 @@ func ask(ctx context.Context, sched *scheduler.Scheduler, pod *v1.Pod, names []s
 		res.Rejected[name] = describe(fitErr.Diagnosis.NodeToStatus.Get(name))
 	}
 	res.Message = fitErr.Error()
-	_, status := prof.RunPostFilterPlugins(ctx, state, pod, fitErr.Diagnosis.NodeToStatus)
+	post, status := prof.RunPostFilterPlugins(ctx, state, pod, fitErr.Diagnosis.NodeToStatus)
 	fitErr.Diagnosis.PostFilterMsg = status.Message()
 	res.FullMessage = fitErr.Error()
+	if status.Code() == fwk.Error {
+		res.PostFilterError = status.Plugin() + ": " + status.Message()
+	}
+	if status.IsSuccess() && post != nil && post.NominatingInfo != nil {
+		res.NominatedNode = post.NominatedNodeName
+		// DefaultPreemption nominates one node; ask it about each node alone (the others
+		// marked unresolvable) to learn every node where preemption would help.
+		for _, name := range names {
+			alone := framework.NewNodeToStatus(
+				map[string]*fwk.Status{name: fitErr.Diagnosis.NodeToStatus.Get(name)},
+				fwk.NewStatus(fwk.UnschedulableAndUnresolvable),
+			)
+			if _, st := prof.RunPostFilterPlugins(ctx, state, pod, alone); st.IsSuccess() {
+				res.PreemptionNodes = append(res.PreemptionNodes, name)
+			}
+		}
+	}
 	return res, nil
 }
 
-func filterEachNode(ctx context.Context, prof framework.Framework, pod *v1.Pod, names []string) ([]string, map[string]nodeStatus, error) {
+func filterEachNode(ctx context.Context, prof framework.Framework, pod *v1.Pod, names []string) ([]string, map[string]nodeStatus, map[string]map[string]int64, error) {
 	state := framework.NewCycleState()
 	pre, status, plugins := prof.RunPreFilterPlugins(ctx, state, pod)
 	if !status.IsSuccess() {
-		return nil, nil, fmt.Errorf("PreFilter rejected a pod SchedulePod placed: %v", status.Message())
+		return nil, nil, nil, fmt.Errorf("PreFilter rejected a pod SchedulePod placed: %v", status.Message())
 	}
+	var fits []fwk.NodeInfo
 	feasible := []string{}
 	rejected := map[string]nodeStatus{}
 	lister := prof.SnapshotSharedLister().NodeInfos()
@@ -250,16 +298,41 @@ func filterEachNode(ctx context.Context, prof framework.Framework, pod *v1.Pod, 
 		}
 		info, err := lister.Get(name)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		st := prof.RunFilterPluginsWithNominatedPods(ctx, state, pod, info)
 		if st.IsSuccess() {
 			feasible = append(feasible, name)
+			fits = append(fits, info)
 		} else {
 			rejected[name] = describe(st)
 		}
 	}
-	return feasible, rejected, nil
+	scores, err := score(ctx, prof, state, pod, fits)
+	return feasible, rejected, scores, err
+}
+
+// score runs PreScore and Score over the feasible nodes as schedulePod does.
+func score(ctx context.Context, prof framework.Framework, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (map[string]map[string]int64, error) {
+	if len(nodes) == 0 {
+		return nil, nil
+	}
+	if st := prof.RunPreScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
+		return nil, fmt.Errorf("PreScore: %v", st.Message())
+	}
+	found, st := prof.RunScorePlugins(ctx, state, pod, nodes)
+	if !st.IsSuccess() {
+		return nil, fmt.Errorf("Score: %v", st.Message())
+	}
+	scores := make(map[string]map[string]int64, len(found))
+	for _, node := range found {
+		plugins := make(map[string]int64, len(node.Scores))
+		for _, plugin := range node.Scores {
+			plugins[plugin.Name] = plugin.Score
+		}
+		scores[node.Name] = plugins
+	}
+	return scores, nil
 }
 
 func describe(st *fwk.Status) nodeStatus {

@@ -221,6 +221,25 @@ def _infeasible(
     )
 
 
+def filter_nodes(
+    pod: model.PodInfo, snapshot: model.ClusterSnapshot
+) -> tuple[str, dict[model.NodeName, tuple[str, ...]]]:
+    """kube-scheduler's PreFilter and Filter for ``pod``: a refusal that rules out every
+    node ("" when none) or, without one, each node's reasons (empty: it passes them all)."""
+    volumes, refusal = volume_binding.bound_volumes(pod, snapshot)
+    refusal = refusal or dynamic_resources.pre_filter(pod)
+    if refusal:
+        return refusal, {}
+    reasons = filters.run_filters(pod, snapshot, namespace_labels=snapshot.namespace_labels)
+    if volume_limits := node_volume_limits.pre_filter(volumes):
+        reasons = node_volume_limits.run_filter(
+            state=volume_limits, snapshot=snapshot, reasons=reasons
+        )
+    if volumes:
+        reasons = volume_binding.run_filter(volumes=volumes, snapshot=snapshot, reasons=reasons)
+    return "", reasons
+
+
 def schedule_one(
     *,
     pod: model.PodInfo,
@@ -281,19 +300,14 @@ def schedule_one(
         )
 
     names = sorted(snapshot.nodes)
-    volumes, refusal, ends_pre_filter = volume_binding.bound_volumes(pod, snapshot)
-    refusal = refusal or dynamic_resources.pre_filter(pod)
+    refusal, filter_reasons = filter_nodes(pod, snapshot)
     if refusal and names:
         return _decision(
             pod=pod,
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
             message=filters.fit_error_message(len(names), {}, pre_filter_msg=refusal)
-            + (
-                " " + dynamic_resources.POST_FILTER_WITHOUT_STATE
-                if ends_pre_filter
-                else preemption.suffix(pod=pod, snapshot=snapshot, reasons={})
-            ),
+            + preemption.suffix(pod=pod, snapshot=snapshot, reasons={}),
         )
     if not names:
         return _decision(
@@ -311,15 +325,6 @@ def schedule_one(
         else 0
         for state in states
     ]
-    filter_reasons = filters.run_filters(pod, snapshot, namespace_labels=snapshot.namespace_labels)
-    if volume_limits := node_volume_limits.pre_filter(volumes):
-        filter_reasons = node_volume_limits.run_filter(
-            state=volume_limits, snapshot=snapshot, reasons=filter_reasons
-        )
-    if volumes:
-        filter_reasons = volume_binding.run_filter(
-            volumes=volumes, snapshot=snapshot, reasons=filter_reasons
-        )
     verdicts: list[model.NodeVerdict | None] = [None] * len(names)
     feasible: list[int] = []  # indices into names/states
     for index, name in enumerate(names):

@@ -167,16 +167,20 @@ def inter_pod_affinity(
     return affinity.check(state.node)
 
 
-def matches_node_selector_terms(terms: Sequence[model.RawBody], node: model.NodeInfo) -> bool:
-    """Whether ``node`` matches any of a v1.NodeSelector's ``terms`` (component-helpers'
-    MatchNodeSelectorTerms); a term that cannot be parsed matches no node. Used by
-    core.plugins.volume_binding for a PersistentVolume's node affinity."""
+def matches_node_selector_terms(
+    terms: Sequence[model.RawBody], node_labels: Mapping[str, str]
+) -> bool:
+    """Whether a node with ``node_labels`` matches any of a v1.NodeSelector's ``terms``, as
+    a PersistentVolume's node affinity is checked (component-helpers' CheckNodeAffinity):
+    against the node's labels alone, so matchFields, having no node name to compare, do
+    not restrict. A term that cannot be parsed matches no node. Used by
+    core.plugins.volume_binding."""
     for index, raw in enumerate(terms):
         try:
             term = _NodeSelectorTerm.parse(raw, where=f"nodeSelectorTerms[{index}]")
         except _InvalidSpecError:
             continue
-        if term.matches(node):
+        if term.matches_labels(node_labels, name=""):
             return True
     return False
 
@@ -494,14 +498,18 @@ class _NodeSelectorTerm:
         return cls(labels or None, tuple(fields) or None)
 
     def matches(self, node: model.NodeInfo) -> bool:
+        return self.matches_labels(node.labels, name=node.name)
+
+    def matches_labels(self, labels: Mapping[str, str], *, name: str) -> bool:
         # An empty term selects no node.
         if self.labels is None and self.fields is None:
             return False
-        if self.labels is not None and not all(r.matches(node.labels) for r in self.labels):
+        if self.labels is not None and not all(r.matches(labels) for r in self.labels):
             return False
-        if self.fields is not None:
+        # Without a name a node has no fields, and component-helpers skips matchFields.
+        if self.fields is not None and name:
             for field, equal, value in self.fields:
-                actual = node.name if field == _NAME_FIELD else ""
+                actual = name if field == _NAME_FIELD else ""
                 if (actual == value) != equal:
                     return False
         return True
@@ -1020,9 +1028,27 @@ def _compile(pod: model.PodInfo) -> _CompiledPod | str:
         required_affinity=_RequiredNodeAffinity.of(pod),
         allowed_nodes=allowed,
         spread=tuple(spread),
-        affinity=affinity,
-        anti_affinity=anti_affinity,
+        affinity=tuple(map(_as_merged_by_kube, affinity)),
+        anti_affinity=tuple(map(_as_merged_by_kube, anti_affinity)),
     )
+
+
+_EVERY_NAMESPACE: Final = _Selector(())
+
+
+def _as_merged_by_kube(term: _PodAffinityTerm) -> _PodAffinityTerm:
+    """The incoming pod's term as kube-scheduler v1.35.4's InterPodAffinity uses it.
+
+    Its PreFilter merges the namespaces a namespaceSelector selects into the term's
+    namespaces and means to clear the selector, but clears a copy (the term is passed by
+    value); the selector is then matched against empty labels (``Matches(pod, nil)``) for
+    every pod. A selector that matches empty labels (``DoesNotExist``, ``NotIn``) so puts
+    pods of every namespace in scope of the incoming pod's required terms, the pod's own
+    included (existing pods' anti-affinity terms are not affected)."""
+    selector = term.namespace_selector
+    if selector.nothing or selector.empty or not selector.matches({}):
+        return term
+    return dataclasses.replace(term, namespace_selector=_EVERY_NAMESPACE)
 
 
 _ABSENT_FROM_PREFILTER: Final[tuple[str, ...]] = (REASON_NODE_AFFINITY_PREFILTER,)

@@ -51,9 +51,12 @@ def test_an_unbound_claim_of_an_immediate_class_is_refused_as_kube_scheduler_ref
         )
         cluster.create_pod(namespace, "stateful", spec=with_claim("now"))
         message = refused_as_unschedulable(cluster, namespace, "stateful")
-    # kube-scheduler v1.35.4 ends it so: its PreFilter stops at VolumeBinding, and then
-    # DynamicResources' PostFilter finds no state of its own ("not found").
-    assert message == f"0/6 nodes are available: {IMMEDIATE}. not found"
+    # kube-scheduler v1.35.4's reason and the PostFilter text it writes once
+    # DynamicResources' PreFilter has run (it ends this event with " not found" instead).
+    assert message == (
+        f"0/6 nodes are available: {IMMEDIATE}. no new claims to deallocate, preemption: "
+        "0/6 nodes are available: 6 Preemption is not helpful for scheduling."
+    )
 
 
 def test_an_unbound_wait_for_first_consumer_claim_is_refused_with_what_to_do(

@@ -8,11 +8,16 @@ import dataclasses
 from metricsched.core import model
 
 Outcome = model.Outcome
-# kube-scheduler v1.35.4's text, as its framework gives it (the oracle harness): the
-# PreFilter refusal ends the cycle before DynamicResources' PreFilter, whose PostFilter
-# then fails reading its state ("not found"); DefaultPreemption does not run.
+# kube-scheduler v1.35.4's reason, followed by the PostFilter text it writes when
+# DynamicResources' PreFilter has run (itself it ends such an event with " not found": the
+# PreFilter refusal stops the cycle before DynamicResources' PreFilter; README, "Where this
+# differs from the design contract").
+POST_FILTER = (
+    " no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not"
+    " helpful for scheduling."
+)
 IMMEDIATE_MESSAGE = (
-    "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
+    "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims." + POST_FILTER
 )
 CLASSES = {
     "fast": model.StorageClassInfo(
@@ -121,7 +126,7 @@ def test_a_missing_claim_is_reported_before_any_unbound_one(
     )
     decision = decide(schedule, make_pod, cluster, "data", "other")
     assert decision.message == (
-        '0/2 nodes are available: persistentvolumeclaim "other" not found. not found'
+        '0/2 nodes are available: persistentvolumeclaim "other" not found.' + POST_FILTER
     )
 
 
@@ -132,7 +137,7 @@ def test_a_lost_claim_names_the_volume_it_lost(*, make_node, make_cluster, make_
     cluster = storage(make_cluster(make_node("node-1"), make_node("node-2")), lost)
     assert decide(schedule, make_pod, cluster, "data").message == (
         "0/2 nodes are available: persistentvolumeclaim "
-        '"data" bound to non-existent persistentvolume "pv-9". not found'
+        '"data" bound to non-existent persistentvolume "pv-9".' + POST_FILTER
     )
 
 
@@ -146,13 +151,13 @@ def test_a_generic_ephemeral_volumes_claim_is_waited_for_and_must_belong_to_the_
     decision = schedule(pod=pod, snapshot=storage(nodes))
     assert decision.message == (
         "0/2 nodes are available: waiting for ephemeral volume controller to create the "
-        'persistentvolumeclaim "web-scratch". not found'
+        'persistentvolumeclaim "web-scratch".' + POST_FILTER
     )
     scratch = claim("web-scratch", volume="pv-1", bind_completed=True)
     foreign = storage(nodes, dataclasses.replace(scratch, controller_uid="uid-other"))
     assert schedule(pod=pod, snapshot=foreign).message == (
         "0/2 nodes are available: PVC shop/web-scratch was not created for pod shop/web "
-        "(pod is not owner). not found"
+        "(pod is not owner)." + POST_FILTER
     )
     owned = storage(nodes, dataclasses.replace(scratch, controller_uid=pod.uid))
     assert schedule(pod=pod, snapshot=owned).outcome is Outcome.BIND

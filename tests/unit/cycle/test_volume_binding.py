@@ -32,16 +32,24 @@ def with_storage(
 
 
 def claim(
-    name: str, volume: str = "", *, deleting: bool = False, storage_class: str = ""
+    name: str,
+    volume: str = "",
+    *,
+    deleting: bool = False,
+    prebound: bool = False,
+    lost: bool = False,
+    storage_class: str = "",
 ) -> model.ClaimInfo:
-    """A claim of shop; with ``volume``, bound to it by the PV controller (bind-completed)."""
+    """A claim of shop; with ``volume``, bound to it by the PV controller (bind-completed)
+    unless ``prebound`` (named, the PV controller not done yet)."""
     return model.ClaimInfo(
         namespace="shop",
         name=name,
         volume_name=volume,
         deleting=deleting,
         storage_class=storage_class,
-        bind_completed=bool(volume),
+        bind_completed=bool(volume) and not prebound,
+        lost=lost,
     )
 
 
@@ -143,3 +151,55 @@ def test_missing_and_deleted_claims_and_missing_volumes_are_refused_as_kube_sche
         decision = schedule(pod=claiming(make_pod(), "data"), snapshot=cluster)
         assert decision.outcome is Outcome.UNSCHEDULABLE
         assert decision.message.startswith(f"0/1 nodes are available: {reason}. "), reason
+
+
+def test_claims_the_pv_controller_binds_are_refused_as_kube_scheduler_says(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    # No StorageClass (immediate binding), or pre-bound to a volume and not yet bound by
+    # the PV controller (no pv.kubernetes.io/bind-completed): VolumeBinding's PreFilter.
+    nodes = make_cluster(make_node("node-1"))
+    for unbound in (
+        claim("data"),
+        claim("data", "pv-1", prebound=True),
+        claim("data", "pv-1", prebound=True, storage_class="wait-for-first-consumer"),
+    ):
+        cluster = with_storage(nodes, unbound, volumes=(volume("pv-1"),))
+        decision = schedule(pod=claiming(make_pod(), "data"), snapshot=cluster)
+        assert decision.outcome is Outcome.UNSCHEDULABLE
+        assert decision.message.startswith(
+            "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. "
+        ), unbound
+
+
+def test_a_lost_claim_and_a_missing_claim_are_reported_before_other_claims(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    nodes = make_cluster(make_node("node-1"))
+    lost = with_storage(nodes, claim("data", "pv-1", lost=True), volumes=())
+    decision = schedule(pod=claiming(make_pod(), "data"), snapshot=lost)
+    assert decision.message.startswith(
+        '0/1 nodes are available: persistentvolumeclaim "data" bound to non-existent '
+        'persistentvolume "pv-1". '
+    )
+    # VolumeRestrictions' PreFilter looks every claim up before VolumeBinding's checks them.
+    deleting = with_storage(nodes, claim("data", "pv-1", deleting=True), volumes=(volume("pv-1"),))
+    decision = schedule(pod=claiming(make_pod(), "data", "gone"), snapshot=deleting)
+    assert decision.message.startswith(
+        '0/1 nodes are available: persistentvolumeclaim "gone" not found. '
+    )
+
+
+def test_match_fields_in_a_volumes_node_affinity_do_not_restrict(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    # CheckNodeAffinity matches a node made of the labels alone: it has no name to compare.
+    on_other_node = (
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["x"]}]},
+    )
+    cluster = with_storage(
+        make_cluster(make_node("node-1")),
+        claim("data", "pv-1"),
+        volumes=(volume("pv-1", affinity=on_other_node),),
+    )
+    assert schedule(pod=claiming(make_pod(), "data"), snapshot=cluster).node == "node-1"

@@ -139,6 +139,45 @@ def test_existing_pods_anti_affinity_is_scoped_to_its_own_namespace(pod, zones):
     assert filters.run_filters(pod(labels=WEB), zones(loner))["b1"] == ()
 
 
+# kube-scheduler v1.35.4 matches the incoming pod's namespaceSelector against empty labels
+# as well (its PreFilter clears a copy of the merged selector): one that matches empty labels
+# puts every namespace in scope. The differential oracle found it; metricsched follows.
+NO_TEAM = {"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}
+NOT_DATA = {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["data"]}]}
+LABELLED = {"other": {"team": "data"}, "shop": {"team": "web"}}
+
+
+def test_anti_affinity_selecting_unlabelled_namespaces_avoids_every_namespace_as_kube(pod, zones):
+    snapshot = zones(pod("db-x", namespace="other", labels=DB, node_name="b1"), with_db=False)
+    avoiding = pod(labels=WEB, pod_anti_affinity=[near(DB, namespaceSelector=NO_TEAM)])
+    assert filters.run_filters(avoiding, snapshot, namespace_labels=LABELLED)["b1"] == (ANTI,)
+
+
+def test_affinity_with_a_not_in_namespace_selector_counts_every_namespace_as_kube(pod, zones):
+    snapshot = zones(pod("db-x", namespace="other", labels=DB, node_name="b1"), with_db=False)
+    near_db = pod(labels=WEB, pod_affinity=[near(DB, namespaceSelector=NOT_DATA)])
+    verdicts = filters.run_filters(near_db, snapshot, namespace_labels=LABELLED)
+    assert verdicts == {"a1": (AFFINITY,), "a2": (AFFINITY,), "b1": (), "bare": (AFFINITY,)}
+
+
+def test_first_pod_exception_holds_for_a_namespace_selector_matching_empty_labels(pod, zones):
+    # Its own namespace is labelled team=web, yet kube-scheduler counts the pod in scope.
+    first = pod(labels=WEB, pod_affinity=[near(WEB, namespaceSelector=NO_TEAM)])
+    verdicts = filters.run_filters(first, zones(), namespace_labels=LABELLED)
+    assert verdicts == {"a1": (), "a2": (), "b1": (), "bare": (AFFINITY,)}
+
+
+def test_existing_pods_namespace_selector_keeps_its_meaning(pod, zones):
+    loner = pod(
+        "loner",
+        namespace="other",
+        labels=DB,
+        node_name="b1",
+        pod_anti_affinity=[near(WEB, namespaceSelector=NO_TEAM)],
+    )
+    assert filters.run_filters(pod(labels=WEB), zones(loner), namespace_labels=LABELLED)["b1"] == ()
+
+
 def test_existing_pod_with_an_unreadable_anti_affinity_term_is_ignored(pod, zones):
     broken = {"labelSelector": {"matchLabels": WEB}}  # no topologyKey
     loner = pod("loner", labels=DB, node_name="b1", pod_anti_affinity=[broken])

@@ -74,6 +74,35 @@ def test_a_claim_is_read_with_its_volume_and_deletion():
     )
 
 
+def test_a_claim_is_read_with_what_volume_binding_asks_of_it():
+    bound = parse.claim_from_body(
+        {
+            "metadata": {
+                "name": "data",
+                "namespace": "shop",
+                "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+            },
+            "spec": {"volumeName": "pv-1", "storageClassName": "fast"},
+            "status": {"phase": "Bound"},
+        }
+    )
+    assert (bound.bind_completed, bound.lost, bound.storage_class) == (True, False, "fast")
+    prebound = parse.claim_from_body(
+        {
+            "metadata": {
+                "name": "data",
+                "namespace": "shop",
+                "annotations": {"volume.beta.kubernetes.io/storage-class": "beta"},
+            },
+            "spec": {"volumeName": "pv-1", "storageClassName": "fast"},
+            "status": {"phase": "Lost"},
+        }
+    )
+    assert (prebound.bind_completed, prebound.lost, prebound.storage_class) == (False, True, "beta")
+    unbound = parse.claim_from_body({"metadata": {"name": "data", "namespace": "shop"}})
+    assert (unbound.volume_name, unbound.bind_completed, unbound.storage_class) == ("", False, "")
+
+
 def test_a_volume_is_read_with_its_node_affinity_and_zone_labels_only():
     terms = [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]}]
     volume = parse.volume_from_body(

@@ -16,12 +16,6 @@ NAME: Final = "DynamicResources"
 # Its PostFilter's answer for a pod without claims; kube-scheduler runs it before
 # DefaultPreemption and joins the two answers with ", ".
 POST_FILTER_NO_CLAIMS: Final = "no new claims to deallocate"
-# Its PostFilter's answer when its PreFilter never ran because an earlier PreFilter ended
-# the cycle UnschedulableAndUnresolvable (VolumeBinding's or VolumeZone's): reading its
-# cycle state fails with the framework's "not found", an Error status that ends PostFilter
-# there, so DefaultPreemption does not run and the message ends "... . not found"
-# (kube-scheduler v1.35.4, as the oracle harness runs it).
-POST_FILTER_WITHOUT_STATE: Final = "not found"
 
 
 def pre_filter(pod: model.PodInfo) -> str:

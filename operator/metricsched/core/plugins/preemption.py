@@ -98,12 +98,18 @@ def _message(
         else:
             would_fit += 1
     if would_fit:
-        return (
-            f"{would_fit} node(s) would fit the pod if pods of lower priority were evicted, "
-            "but metricsched does not preempt; use a scheduler that does "
-            "(default-scheduler) for pods that need preemption."
-        )
+        return not_preempting(would_fit)
     return filters.fit_error_message(len(snapshot.nodes), statuses)
+
+
+def not_preempting(nodes: int) -> str:
+    """What metricsched says where kube-scheduler would preempt: on ``nodes`` nodes,
+    evicting pods of lower priority would make the pod fit."""
+    return (
+        f"{nodes} node(s) would fit the pod if pods of lower priority were evicted, "
+        "but metricsched does not preempt; use a scheduler that does "
+        "(default-scheduler) for pods that need preemption."
+    )
 
 
 def _resolvable(pod: model.PodInfo, node: model.NodeInfo, reasons: Sequence[str]) -> bool:

@@ -23,6 +23,8 @@ from metricsched.core import filters, model
 NAME: Final = "VolumeBinding"
 REASON_NODE_CONFLICT: Final = "node(s) didn't match PersistentVolume's node affinity"
 REASON_ZONE_CONFLICT: Final = "node(s) had no available volume zone"  # VolumeZone's
+# PreFilter: an unbound claim the PV controller binds (no or an Immediate StorageClass, or
+# pre-bound).
 REASON_UNBOUND_IMMEDIATE: Final = "pod has unbound immediate PersistentVolumeClaims"
 
 # VolumeZone's topology labels, and the GA label a beta one is also matched against.
@@ -39,10 +41,6 @@ class PodVolumes(typing.NamedTuple):
 
     volumes: tuple[model.VolumeInfo, ...]  # of its claims, all bound
     refusal: str  # the reason that rules out every node; "" when none
-    # the refusal is kube-scheduler's own PreFilter status (UnschedulableAndUnresolvable),
-    # which ends its PreFilter before DynamicResources' runs; False for metricsched's own
-    # refusal of WaitForFirstConsumer claims (kube-scheduler gets further with those)
-    ends_pre_filter: bool
 
 
 def bound_volumes(pod: model.PodInfo, snapshot: model.ClusterSnapshot) -> PodVolumes:
@@ -51,6 +49,9 @@ def bound_volumes(pod: model.PodInfo, snapshot: model.ClusterSnapshot) -> PodVol
     claims = snapshot.claims or {}
     volumes = snapshot.volumes or {}
     found: list[model.ClaimInfo] = []
+    for name in pod.volume_claims:  # VolumeRestrictions' PreFilter looks them all up first
+        if name not in pod.ephemeral_claims and f"{pod.namespace}/{name}" not in claims:
+            return PodVolumes((), f'persistentvolumeclaim "{name}" not found')
     # kube-scheduler checks every claim for existence and deletion first (podHasPVCs) ...
     for name in pod.volume_claims:
         claim = claims.get(f"{pod.namespace}/{name}")
@@ -60,40 +61,37 @@ def bound_volumes(pod: model.PodInfo, snapshot: model.ClusterSnapshot) -> PodVol
                 (),
                 "waiting for ephemeral volume controller to create the persistentvolumeclaim "
                 f'"{name}"',
-                True,
             )
         if claim is None:
-            return PodVolumes((), f'persistentvolumeclaim "{name}" not found', True)
+            return PodVolumes((), f'persistentvolumeclaim "{name}" not found')
         if claim.lost:
             return PodVolumes(
                 (),
                 f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
                 f'"{claim.volume_name}"',
-                True,
             )
         if claim.deleting:
-            return PodVolumes((), f'persistentvolumeclaim "{name}" is being deleted', True)
+            return PodVolumes((), f'persistentvolumeclaim "{name}" is being deleted')
         if ephemeral and claim.controller_uid != pod.uid:
             return PodVolumes(
                 (),
                 f"PVC {pod.namespace}/{name} was not created for pod "
                 f"{pod.namespace}/{pod.name} (pod is not owner)",
-                True,
             )
         found.append(claim)
     # ... then sorts them into bound, unbound Immediate and unbound WaitForFirstConsumer.
     unbound = [claim for claim in found if not is_bound(claim)]
     if any(claim.volume_name or not waits_for_consumer(claim, snapshot) for claim in unbound):
-        return PodVolumes((), REASON_UNBOUND_IMMEDIATE, True)  # pre-bound counts as Immediate
+        return PodVolumes((), REASON_UNBOUND_IMMEDIATE)  # pre-bound counts as Immediate
     if unbound:
-        return PodVolumes((), wait_for_first_consumer_message(unbound[0]), False)
+        return PodVolumes((), wait_for_first_consumer_message(unbound[0]))
     bound: list[model.VolumeInfo] = []
     for claim in found:
         volume = volumes.get(claim.volume_name)
         if volume is None:  # VolumeZone's PreFilter says so
-            return PodVolumes((), f'persistentvolume "{claim.volume_name}" not found', True)
+            return PodVolumes((), f'persistentvolume "{claim.volume_name}" not found')
         bound.append(volume)
-    return PodVolumes(tuple(bound), "", False)
+    return PodVolumes(tuple(bound), "")
 
 
 def is_bound(claim: model.ClaimInfo) -> bool:
@@ -160,7 +158,7 @@ def filter_node(volumes: tuple[model.VolumeInfo, ...], node: model.NodeInfo) -> 
     """Why ``node`` cannot take a pod with ``volumes`` ("" when it can)."""
     for volume in volumes:
         if volume.node_affinity is not None and not filters.matches_node_selector_terms(
-            volume.node_affinity, node
+            volume.node_affinity, node.labels
         ):
             return REASON_NODE_CONFLICT
     if not any(label in node.labels for label in _TOPOLOGY_LABELS):
