@@ -112,6 +112,15 @@ class PodInfo:
     # PersistentVolumeClaims the pod's volumes use (persistentVolumeClaim.claimName, and
     # "<pod>-<volume>" for generic ephemeral volumes), in the pod's namespace
     volume_claims: tuple[str, ...] = ()
+    # --- read for kube-scheduler's score plugins (core/plugins/kube_scores) ---
+    # preferredDuringSchedulingIgnoredDuringExecution terms, raw: {weight, preference} for
+    # nodes, {weight, podAffinityTerm} for pod (anti-)affinity
+    preferred_node_affinity: tuple[RawBody, ...] = ()
+    preferred_pod_affinity: tuple[RawBody, ...] = ()
+    preferred_pod_anti_affinity: tuple[RawBody, ...] = ()
+    # "<Kind>/<uid>" of the controller ownerReference when it is a ReplicaSet, StatefulSet
+    # or ReplicationController (the owners of kube-scheduler's default spreading); "" else
+    controller: str = ""
 
     @property
     def key(self) -> PodKey:
@@ -243,6 +252,9 @@ class Policy:
     mode: PolicyMode = PolicyMode.ACTIVE
     # In shadow mode: the schedulerNames whose pods the policy evaluates.
     shadow_scheduler_names: tuple[str, ...] = DEFAULT_SHADOW_SCHEDULERS
+    # spec.kubeScores: (kube-scheduler score plugin name, weight) for each weight > 0, in
+    # the plugins' order; () blends none (the parser applies the CRD's defaults)
+    kube_weights: tuple[tuple[str, int], ...] = ()
 
     @property
     def key(self) -> PolicyKey:
@@ -299,6 +311,13 @@ class MetricScore:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class KubeScore:
+    plugin: str  # kube-scheduler's score plugin name, e.g. "TaintToleration"
+    score: float  # 0..100 as the plugin normalises it
+    weight: int  # the policy's spec.kubeScores weight
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NodeVerdict:
     node: NodeName
     feasible: bool
@@ -306,6 +325,7 @@ class NodeVerdict:
     metrics: tuple[MetricScore, ...]
     burst_count: int  # pods bound here by us within the burst window
     score: float  # final score 0..100 (0 for infeasible nodes)
+    kube: tuple[KubeScore, ...] = ()  # the kube-scheduler scores blended into ``score``
 
 
 class Outcome(enum.StrEnum):
