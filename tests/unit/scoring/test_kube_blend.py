@@ -100,3 +100,25 @@ def test_noise_within_the_tolerance_stays_a_tie_beside_kube_terms_equal_everywhe
         kube=[TERM("TaintToleration", 3, (100.0,) * len(noise))],
     )
     assert set(scores.totals) == {100.0}
+
+
+def test_the_readmes_worked_example():
+    # latency weight 3 (0.1 and 0.2 s with range 0.25: 100 and 60); TaintToleration 3,
+    # LeastAllocated 1, BalancedAllocation 1 (equal: left out); two recent binds on node-b.
+    spec = build_metric_spec("latency", weight=3, tolerance_percent=0.0, value_range=0.25)
+    kube = [
+        TERM("TaintToleration", 3, (0.0, 100.0)),
+        TERM("NodeResourcesFit", 1, (80.0, 90.0)),
+        TERM("NodeResourcesBalancedAllocation", 1, (95.0, 95.0)),
+    ]
+    calm = scoring.score_nodes(
+        policy=build_policy(metrics=[spec]), columns=[(0.1, 0.2)], burst_counts=[0, 0], kube=kube
+    )
+    assert [scoring.format_score(total) for total in calm.totals] == ["54", "81"]
+    busy = scoring.score_nodes(
+        policy=build_policy(metrics=[spec], burst_penalty=5.0),
+        columns=[(0.1, 0.2)],
+        burst_counts=[0, 2],
+        kube=kube,
+    )
+    assert scoring.format_score(busy.totals[1]) == "77"
