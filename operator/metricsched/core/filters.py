@@ -1004,12 +1004,11 @@ def required_node_affinity(pod: model.PodInfo) -> Callable[[model.NodeInfo], boo
     return _RequiredNodeAffinity.of(pod).matches
 
 
-def count_matching(state: model.NodeState, selector: _Selector, *, namespace: str) -> int:
-    """countPodsMatchSelector: pods on the node of ``namespace``, not terminating, that
-    ``selector`` selects (an empty selector counts none)."""
-    return _count_matching(
-        state, selector, namespace=namespace, key=_MemoKey((selector, namespace))
-    )
+def matching_counter(selector: _Selector, *, namespace: str) -> Callable[[model.NodeState], int]:
+    """countPodsMatchSelector for one selector: pods on a node of ``namespace``, not
+    terminating, that ``selector`` selects (an empty selector counts none)."""
+    key = _MemoKey((selector, namespace))
+    return lambda state: _count_matching(state, selector, namespace=namespace, key=key)
 
 
 # --- compiling a pod once per cycle ----------------------------------------------------

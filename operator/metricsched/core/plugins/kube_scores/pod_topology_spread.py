@@ -106,7 +106,7 @@ def _counter(pod: model.PodInfo, constraint: Constraint) -> Callable[[model.Node
     if selector is None:
         key = (pod.namespace, pod.controller)
         return lambda state: _node_controller_counts(state).get(key, 0)
-    return lambda state: filters.count_matching(state, selector, namespace=pod.namespace)
+    return filters.matching_counter(selector, namespace=pod.namespace)
 
 
 def _included(
