@@ -243,11 +243,13 @@ class Scenario:
         upstream: str = "api",
         prometheus_url: str | None = None,
         extra: list[str] | None = None,
+        memory_limit_bytes: int | None = None,
     ) -> None:
         """Replicas r0..r(count-1), each with its identity and its proxy; wait for a leader.
 
         ``prometheus_url``: where the replicas query (e.g. a fault proxy in front of
-        Prometheus); ``extra``: more operator flags."""
+        Prometheus); ``extra``: more operator flags; ``memory_limit_bytes``: each replica
+        in a memory cgroup with that limit, where the machine allows (replicas.Replica)."""
         identity.ensure_cluster_role(self.api)
         host, port = self.cluster.api_client.configuration.host.removeprefix("https://").rsplit(
             ":", 1
@@ -282,6 +284,7 @@ class Scenario:
                 log=self._logs / f"{self.namespace}-{name}.log",
                 health_port=health_port,
                 metrics_port=metrics_port,
+                memory_limit_bytes=memory_limit_bytes,
             )
             self.replicas.append(rep)
             rep.start()

@@ -25,6 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.faults import memcg
 from tests.faults import proxy as proxy_mod
 
 RESTART_DELAY_S = 2.0
@@ -63,7 +64,11 @@ class Replica:
         log: Path,
         health_port: int,
         metrics_port: int,
+        memory_limit_bytes: int | None = None,
     ) -> None:
+        """``memory_limit_bytes``: run each start in a memory cgroup with that limit (as
+        the chart's container limit), where the machine has one to give (``cgroup``
+        is None otherwise; see memcg.py)."""
         self.name = name
         self.argv = argv
         self.proxy = proxy
@@ -77,6 +82,9 @@ class Replica:
         self._killing = False
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self.cgroup: memcg.MemoryCgroup | None = None
+        if memory_limit_bytes is not None:
+            self.cgroup = memcg.MemoryCgroup.create(f"{log.stem}-{os.getpid()}", memory_limit_bytes)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -92,7 +100,7 @@ class Replica:
             logf.flush()
             # POD_NAME prefixes the Lease holder identity: the harness tells replicas apart.
             self._proc = subprocess.Popen(
-                self.argv,
+                self.cgroup.wrap(self.argv) if self.cgroup is not None else self.argv,
                 stdout=logf,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -141,6 +149,8 @@ class Replica:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.proxy.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
     # --- probes ------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ ORDER = [
     "prom-slow",
     "prom-refuse",
     "prom-refused-query",
+    "prom-huge",
 ]
 # What each scenario does, in the order of the issue's list (tests/faults/test_*.py).
 WHAT = {
@@ -70,6 +71,14 @@ WHAT = {
     "prom-refused-query": "The replicas run with an allow-list the policy's query is "
     "outside of: the policy reports BadQuery, pods are placed by the fallback, and the "
     "proxy in front of Prometheus saw no connection at all (the query was never sent)",
+    "prom-huge": 'A shim in front of Prometheus answers one policy\'s query ("huge", a '
+    "metric without its by (node)) with 500,000 series, streamed; each replica runs in a "
+    "memory cgroup limited to the chart's 512 MiB where the machine has one (see memory "
+    "limit below). That policy must report ResultTooLarge with the cap in its message, "
+    'the other policy ("latency", polled every 2 s) must stay Ready, pods pinned to '
+    "either are placed, no replica may be OOM-killed or exit, /healthz never fails, and "
+    "each replica's peak RSS (VmHWM), read after at least 3 huge answers, stays under "
+    "512 MiB",
 }
 TAKEOVER_TARGET_S = 15.0
 FIRST_BIND_TARGET_S = 5.0

@@ -26,12 +26,13 @@ OBSERVE_S = 45.0
 COUNTERS = ("scheduledPods", "fallbackPods")
 
 
-def _policy(name: str) -> dict[str, Any]:
+def _policy(name: str, scheduler: str) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "SchedulingPolicy",
         "metadata": {"name": name},
         "spec": {
+            "schedulerName": scheduler,
             "metrics": [
                 {
                     "name": "latency",
@@ -104,7 +105,7 @@ def test_two_hundred_policies_get_status_from_the_leader_only_with_linear_writes
             pool.map(
                 lambda n: harness.retry(
                     lambda: custom.create_namespaced_custom_object(
-                        GROUP, VERSION, s.namespace, PLURAL, _policy(n)
+                        GROUP, VERSION, s.namespace, PLURAL, _policy(n, s.scheduler)
                     )
                 ),
                 names,

@@ -255,6 +255,8 @@ class Policy:
     # spec.kubeScores: (kube-scheduler score plugin name, weight) for each weight > 0, in
     # the plugins' order; () blends none (the parser applies the CRD's defaults)
     kube_weights: tuple[tuple[str, int], ...] = ()
+    # The install (one of its --scheduler-name values) that serves the policy.
+    scheduler_name: str = "metricsched"
 
     @property
     def key(self) -> PolicyKey:

@@ -59,6 +59,8 @@ DEFAULT_FALLBACK: Final = model.FallbackStrategy.LEAST_ALLOCATED
 DEFAULT_MODE: Final = model.PolicyMode.ACTIVE
 DEFAULT_SHADOW_SCHEDULERS: Final = model.DEFAULT_SHADOW_SCHEDULERS
 MAX_SHADOW_SCHEDULERS: Final = 10
+DEFAULT_SCHEDULER_NAME: Final = "metricsched"
+"""The install that serves a policy without ``spec.schedulerName`` (the chart's default)."""
 
 # spec.kubeScores: kube-scheduler's default profile weights (v1.35); ImageLocality is not
 # computed (node image lists are not cached), so it is not accepted.
@@ -89,6 +91,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "spec.burstWindow": DEFAULT_BURST_WINDOW,
     "spec.fallback": {},
     "spec.fallback.strategy": DEFAULT_FALLBACK.value,
+    "spec.schedulerName": DEFAULT_SCHEDULER_NAME,
     "spec.mode": DEFAULT_MODE.value,
     "spec.shadow.schedulerNames": list(DEFAULT_SHADOW_SCHEDULERS),
     "spec.kubeScores": {},
@@ -573,6 +576,9 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
     )
     shadow_schedulers = _shadow_schedulers(spec.get("shadow"), mode=mode, problems=problems)
     kube_weights = _kube_weights(spec.get("kubeScores"), problems=problems)
+    scheduler_name = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME)
+    if not isinstance(scheduler_name, str) or not 0 < len(scheduler_name) <= 253:
+        problems.add("spec.schedulerName", f"must be 1 to 253 characters, got {scheduler_name!r}")
 
     if problems.items:
         raise PolicyError(problems.items)
@@ -595,7 +601,20 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
         mode=mode,
         shadow_scheduler_names=shadow_schedulers,
         kube_weights=kube_weights,
+        scheduler_name=str(scheduler_name),
     )
+
+
+def served_by(body: model.RawBody, scheduler_names: frozenset[str]) -> bool:
+    """Whether the install serving ``scheduler_names`` serves the raw policy ``body``.
+
+    A policy belongs to the install whose scheduler names include its
+    ``spec.schedulerName`` (``metricsched`` when absent); every other install ignores it
+    entirely (no refresh, no status, no events), so two installs never fight over it.
+    """
+    spec = body.get("spec")
+    name = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME) if isinstance(spec, Mapping) else None
+    return name in scheduler_names if isinstance(name, str) else True
 
 
 def default_policy(strategy: model.FallbackStrategy) -> model.Policy:

@@ -102,14 +102,22 @@ class Scheduler:
             self._wake_on_changes(now)
             await self.queue.wait(now=now, max_wait=1.0)
             now = time.time()
+            # A change seen while waiting moves the pods it may help before anything pops:
+            # otherwise a pod whose backoff just ended would take freed room ahead of a
+            # higher-priority pod the change also helps (PrioritySort).
+            self._wake_on_changes(now)
             for uid in self.queue.pop_ready(now, _BATCH):
                 # Backpressure: decide no further ahead of the binder than it can follow,
                 # or decisions (and their memory) pile up while binds starve for the loop.
                 while len(self._tasks) >= self._max_in_flight:
                     self._capacity.clear()
                     await self._capacity.wait()
-                if not (self.active.is_set() and self.consistent.is_set()):
-                    # Leadership lost, or a re-list began, mid-batch: decide no more.
+                if not (self.active.is_set() and self.consistent.is_set()) or (
+                    self.cache.generation != self._seen_generation
+                ):
+                    # Leadership lost, a re-list began, or the cluster changed (while the
+                    # binder caught up) mid-batch: decide no more; the rest of the batch
+                    # goes back to be ordered again with the pods the change moves.
                     self.queue.add(uid)
                     continue
                 now = time.time()

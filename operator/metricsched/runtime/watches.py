@@ -183,6 +183,11 @@ class Watches:
         if self._namespaces and meta.get("namespace") not in self._namespaces:
             return
         key = model.PolicyKey(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        if event_type != "DELETED" and not policy.served_by(body, self.config.scheduler_names):
+            # Another install's policy (or moved to one): forget it as if it were deleted.
+            if key not in self.cache.policies and key not in self.status.records:
+                return
+            event_type = "DELETED"
         if event_type == "DELETED":
             old = self.cache.policies.get(key)
             self.cache.remove_policy(key)

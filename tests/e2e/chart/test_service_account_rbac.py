@@ -30,7 +30,9 @@ def test_the_operator_schedules_end_to_end_as_the_chart_service_account(
 ) -> None:
     scheduler = sa_operator.scheduler_name
     set_and_wait(cluster, metric, {"node-1": 0.4, "node-2": 0.1, "node-3": 0.3, "node-4": 0.2})
-    apply_policy(cluster, namespace, "lat", {"metrics": [prom_metric(metric)]})
+    apply_policy(
+        cluster, namespace, "lat", {"schedulerName": scheduler, "metrics": [prom_metric(metric)]}
+    )
     ready = wait_policy_refreshed(cluster, namespace, "lat")
     assert condition_of(ready, "Ready")["status"] == "True"
 
