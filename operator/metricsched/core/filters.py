@@ -999,9 +999,11 @@ def merge_match_label_keys(
     return _merge_match_label_keys(selector, keys, pod, where=where)
 
 
-def required_node_affinity(pod: model.PodInfo) -> Callable[[model.NodeInfo], bool]:
-    """Whether a node matches the pod's nodeSelector and required node affinity."""
-    return _RequiredNodeAffinity.of(pod).matches
+def required_node_affinity(pod: model.PodInfo) -> Callable[[model.NodeInfo], bool] | None:
+    """Whether a node matches the pod's nodeSelector and required node affinity; None
+    when the pod has neither (every node matches)."""
+    required = _RequiredNodeAffinity.of(pod)
+    return None if required.trivial else required.matches
 
 
 def matching_counter(selector: _Selector, *, namespace: str) -> Callable[[model.NodeState], int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from metricsched.core.plugins.kube_scores import pod_topology_spread
 from tests.unit.kube_scores.conftest import HOSTNAME, ZONE, states
 
@@ -83,3 +85,25 @@ def test_a_node_without_an_own_constraints_key_is_ignored_and_scores_zero(node, 
     incoming = pod(labels={"app": "web"}, spread=[soft(ZONE)])
     # zone weight ln(2 + 2); raw round(1.386)=1 and 0; n3 ignored.
     assert score(incoming, scene) == (0.0, 100.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"), [("Honor", (100.0, 100.0)), ("Ignore", (0.0, 100.0))]
+)
+def test_node_affinity_policy_decides_whether_pods_on_unselected_nodes_count(
+    node, pod, snapshot, policy, expected
+):
+    nodes = [
+        node("n1", labels={ZONE: "a", "pool": "x"}),
+        node("n2", labels={ZONE: "a"}),
+        node("n3", labels={ZONE: "b", "pool": "x"}),
+    ]
+    scene = snapshot(nodes, [web(pod, "w1", "n2")])
+    incoming = pod(
+        labels={"app": "web"},
+        node_selector={"pool": "x"},
+        spread=[soft(ZONE, nodeAffinityPolicy=policy)],
+    )
+    selected = (scene.nodes["n1"], scene.nodes["n3"])  # what the filters leave
+    # Ignore: zone a counts n2's pod, round(1 x ln 4) = 1 against 0.
+    assert pod_topology_spread.score(pod=incoming, nodes=selected, snapshot=scene) == expected

@@ -14,22 +14,23 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from metricsched.core import model
+from metricsched.core import filters, model
 
 NAME: Final = "NodeResourcesBalancedAllocation"
 SHORT_NAME: Final = "BalancedAllocation"
 
 
-def _node_score(state: model.NodeState, request: model.Resources) -> float:
+def _node_score(state: model.NodeState, request: tuple[int, int]) -> float:
     allocatable = state.node.allocatable
     used = state.requested
     fractions = [
-        min(1.0, (requested + asked) / capacity)
-        for requested, asked, capacity in (
-            (used.milli_cpu, request.milli_cpu, allocatable.milli_cpu),
-            (used.memory, request.memory, allocatable.memory),
+        fraction if fraction < 1.0 else 1.0
+        for requested, capacity in (
+            (used.milli_cpu + request[0], allocatable.milli_cpu),
+            (used.memory + request[1], allocatable.memory),
         )
         if capacity > 0
+        for fraction in (requested / capacity,)
     ]
     std = 0.0
     if len(fractions) == 2:
@@ -40,9 +41,22 @@ def _node_score(state: model.NodeState, request: model.Resources) -> float:
     return float(math.trunc((1 - std) * 100))
 
 
+# The score of an unchanged node for a request (see node_resources_fit._least_memo).
+_memo: Final[filters.IdentityCache[model.NodeState, dict[tuple[int, int], float]]] = (
+    filters.IdentityCache(lambda _state: {}, limit=50_000)
+)
+
+
 def score(*, pod: model.PodInfo, nodes: tuple[model.NodeState, ...]) -> tuple[float, ...] | None:
     """BalancedAllocation for each of ``nodes``; None for a best-effort pod (skipped)."""
-    request = pod.requests
-    if request.milli_cpu == 0 and request.memory == 0:
+    request = (pod.requests.milli_cpu, pod.requests.memory)
+    if request == (0, 0):
         return None
-    return tuple(_node_score(state, request) for state in nodes)
+    found = []
+    for state in nodes:
+        memo = _memo(state)
+        value = memo.get(request)
+        if value is None:
+            value = memo[request] = _node_score(state, request)
+        found.append(value)
+    return tuple(found)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from metricsched.core import model
+from metricsched.core import filters, model
 
 NAME: Final = "NodeResourcesFit"
 SHORT_NAME: Final = "LeastAllocated"  # the scoring strategy kube-scheduler's profile uses
@@ -36,6 +36,26 @@ def _most_requested(requested: int, capacity: int) -> int:
     return min(requested, capacity) * 100 // capacity
 
 
+def score_request(pod: model.PodInfo) -> tuple[int, int]:
+    """The pod's cpu (millicores) and memory (bytes) as the score counts them."""
+    if pod.nonzero_requests is not None:
+        return pod.nonzero_requests.milli_cpu, pod.nonzero_requests.memory
+    # a PodInfo built without them: the pod-level approximation
+    return (
+        pod.requests.milli_cpu or DEFAULT_MILLI_CPU_REQUEST,
+        pod.requests.memory or DEFAULT_MEMORY_REQUEST,
+    )
+
+
+def _node_score(state: model.NodeState, request: tuple[int, int], *, most: bool) -> int:
+    allocatable = state.node.allocatable
+    on_node = state.requested if state.nonzero_requested is None else state.nonzero_requested
+    cpu = on_node.milli_cpu + request[0]
+    memory = on_node.memory + request[1]
+    score = _most_requested if most else _least_requested
+    return (score(cpu, allocatable.milli_cpu) + score(memory, allocatable.memory)) // 2
+
+
 def allocation_score(
     *, state: model.NodeState, pod: model.PodInfo, strategy: model.FallbackStrategy
 ) -> int:
@@ -45,24 +65,25 @@ def allocation_score(
     kube-scheduler's scores count them: every container (of the pod and of the pods on
     the node) without a cpu or memory request counts 100m / 200Mi (NonZeroRequested).
     """
-    allocatable = state.node.allocatable
-    on_node = state.requested if state.nonzero_requested is None else state.nonzero_requested
-    if pod.nonzero_requests is not None:
-        request = pod.nonzero_requests
-    else:  # a PodInfo built without them: the pod-level approximation
-        request = model.Resources(
-            milli_cpu=pod.requests.milli_cpu or DEFAULT_MILLI_CPU_REQUEST,
-            memory=pod.requests.memory or DEFAULT_MEMORY_REQUEST,
-        )
-    cpu = on_node.milli_cpu + request.milli_cpu
-    memory = on_node.memory + request.memory
-    score = (
-        _most_requested if strategy is model.FallbackStrategy.MOST_ALLOCATED else _least_requested
-    )
-    return (score(cpu, allocatable.milli_cpu) + score(memory, allocatable.memory)) // 2
+    most = strategy is model.FallbackStrategy.MOST_ALLOCATED
+    return _node_score(state, score_request(pod), most=most)
+
+
+# LeastAllocated of an unchanged node for a request: replicas of a workload ask the same,
+# and node states are shared from one snapshot to the next until a pod lands there.
+_least_memo: Final[filters.IdentityCache[model.NodeState, dict[tuple[int, int], float]]] = (
+    filters.IdentityCache(lambda _state: {}, limit=50_000)
+)
 
 
 def score(*, pod: model.PodInfo, nodes: tuple[model.NodeState, ...]) -> tuple[float, ...]:
     """LeastAllocated for each of ``nodes``."""
-    least = model.FallbackStrategy.LEAST_ALLOCATED
-    return tuple(float(allocation_score(state=s, pod=pod, strategy=least)) for s in nodes)
+    request = score_request(pod)
+    found = []
+    for state in nodes:
+        memo = _least_memo(state)
+        value = memo.get(request)
+        if value is None:
+            value = memo[request] = float(_node_score(state, request, most=False))
+        found.append(value)
+    return tuple(found)

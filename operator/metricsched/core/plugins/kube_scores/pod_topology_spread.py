@@ -113,9 +113,9 @@ def _included(
     pod: model.PodInfo,
     constraint: Constraint,
     node: model.NodeInfo,
-    required: Callable[[model.NodeInfo], bool],
+    required: Callable[[model.NodeInfo], bool] | None,
 ) -> bool:
-    if constraint.honor_node_affinity and not required(node):
+    if constraint.honor_node_affinity and required is not None and not required(node):
         return False
     return not (constraint.honor_node_taints and filters.taint_toleration(pod, node))
 
@@ -150,14 +150,22 @@ def score(
         for i, key in enumerate(keys)
     ]
     required = filters.required_node_affinity(pod)
-    for state in snapshot.nodes.values():
+    # Hostname domains are counted per scored node below; the others over every node.
+    domains = [index for index, key in enumerate(keys) if key != HOSTNAME]
+    # Whether a constraint's node inclusion policies can rule a node out at all.
+    filtered = [
+        (c.honor_node_affinity and required is not None) or c.honor_node_taints for c in constraints
+    ]
+    for state in snapshot.nodes.values() if domains else ():
         labels = state.node.labels
         if require_all and not has_all(labels):
             continue
-        for index, constraint in enumerate(constraints):
+        for index in domains:
             bucket = counts[index]
-            value = labels.get(constraint.topology_key, "")
-            if value not in bucket or not _included(pod, constraint, state.node, required):
+            value = labels.get(keys[index], "")
+            if value not in bucket or (
+                filtered[index] and not _included(pod, constraints[index], state.node, required)
+            ):
                 continue
             bucket[value] += counters[index](state)
 

@@ -29,5 +29,5 @@ def intolerable_count(pod: model.PodInfo, node: model.NodeInfo) -> int:
 
 def score(*, pod: model.PodInfo, nodes: tuple[model.NodeState, ...]) -> tuple[float, ...]:
     """TaintToleration for each of ``nodes``, normalised."""
-    counts = [intolerable_count(pod, state.node) for state in nodes]
+    counts = [intolerable_count(pod, state.node) if state.node.taints else 0 for state in nodes]
     return normalize.default_normalize(counts, reverse=True)
