@@ -136,14 +136,22 @@ def render(
 # --- a bound pod: the decision recorded at bind time, and what changed since -----------
 
 
-def _values_text(metrics: Mapping[str, float | None]) -> str:
-    if not metrics:
+def _values_text(
+    metrics: Mapping[str, float | None], kube: Mapping[str, float] | None = None
+) -> str:
+    if not metrics and not kube:
         return ""
     cells = [
         f"{name} {'missing' if value is None else scoring.format_value(value)}"
         for name, value in metrics.items()
     ]
-    return f"[{', '.join(cells)}]"
+    text = ", ".join(cells)
+    if kube:
+        text += "; kube: " + ", ".join(
+            f"{kube_scores.SHORT_NAMES.get(name, name)} {scoring.format_score(score)}"
+            for name, score in kube.items()
+        )
+    return f"[{text.lstrip('; ')}]"
 
 
 def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) -> str:
@@ -156,7 +164,7 @@ def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) ->
         (
             "Placed on",
             f"{winner.node}  score {scoring.format_score(winner.score)}  "
-            f"{_values_text(winner.metrics)}".rstrip(),
+            f"{_values_text(winner.metrics, winner.kube)}".rstrip(),
         )
     )
     if record.runner_up is not None:
@@ -165,7 +173,7 @@ def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) ->
             (
                 "Runner-up",
                 f"{runner.node}  score {scoring.format_score(runner.score)}  "
-                f"{_values_text(runner.metrics)}".rstrip(),
+                f"{_values_text(runner.metrics, runner.kube)}".rstrip(),
             )
         )
     if record.fallback_strategy:
