@@ -13,6 +13,7 @@ test isolates its plugin by giving the resource scores weight 0 unless they are 
 from __future__ import annotations
 
 import collections
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -144,6 +145,13 @@ def test_a_prefer_no_schedule_taint_steers_pods_away(
     message = wait_event(cluster, namespace, "p-0", "Scheduled")[0]
     assert f"score 100 [price 1 → 100; kube: TaintToleration 100{X}3]; runner-up" in message
     assert message.endswith(f"runner-up {two_nodes.names[0]} 25)"), message
+    # The decision kept on the pod carries the same terms.
+    annotations = cluster.pod(namespace, "p-0")["metadata"]["annotations"]
+    record = json.loads(annotations["metricsched.io/decision"])
+    assert (record["kube"], record["runnerUp"]["kube"]) == (
+        {"TaintToleration": 100},
+        {"TaintToleration": 0},
+    )
 
 
 def test_preferred_pod_anti_affinity_spreads_the_pods(
