@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.e2e.conftest import Cluster, wait_for
+from tests.e2e.conftest import ROOT, Cluster, wait_for
 from tests.e2e.scheduling.conftest import (
     OperatorProcess,
     apply_policy,
@@ -41,6 +42,7 @@ PLUGINS = (
 )
 NO_RESOURCE_SCORES = {"NodeResourcesFit": 0, "NodeResourcesBalancedAllocation": 0}
 X = "\N{MULTIPLICATION SIGN}"
+EXAMPLE = ROOT / "manifests" / "examples" / "kube-scores-policy.yaml"
 
 
 def equal_price_policy(kube: dict[str, int] | None = None) -> dict[str, Any]:
@@ -103,6 +105,44 @@ def place_one_by_one(
         cluster.create_pod(namespace, name, labels=features.get("labels"), spec=spec)
         placed[wait_bound(cluster, namespace, name)] += 1
     return placed
+
+
+def create_replica_set(
+    cluster: Cluster, namespace: str, pool: Pool, *, app: str, replicas: int
+) -> None:
+    labels = {"app": app}
+    container = {
+        "name": "app",
+        "image": "registry.invalid/app:1",
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+    }
+    cluster.apps.create_namespaced_replica_set(
+        namespace,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": app},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "schedulerName": "metricsched",
+                        "containers": [container],
+                        **pool.pod_spec(),
+                    },
+                },
+            },
+        },
+    )
+
+
+def bound_per_node(cluster: Cluster, namespace: str, pods: int) -> collections.Counter[str] | None:
+    """Pods bound per node once ``pods`` pods of the namespace are bound, else None."""
+    nodes = [p["spec"].get("nodeName") for p in cluster.pods(namespace)]
+    placed = collections.Counter(node for node in nodes if node)
+    return placed if sum(placed.values()) == pods else None
 
 
 def test_with_equal_metrics_a_preferred_node_affinity_decides(
@@ -186,39 +226,10 @@ def test_default_spreading_spreads_a_replica_sets_pods(
     """
     apply_policy(cluster, namespace, "cheap", equal_price_policy(NO_RESOURCE_SCORES))
     wait_policy_refreshed(cluster, namespace, "cheap")
-    labels = {"app": "replicated"}
-    container = {
-        "name": "app",
-        "image": "registry.invalid/app:1",
-        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-    }
-    cluster.apps.create_namespaced_replica_set(
-        namespace,
-        {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": 8,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "schedulerName": "metricsched",
-                        "containers": [container],
-                        **four_nodes.pod_spec(),
-                    },
-                },
-            },
-        },
+    create_replica_set(cluster, namespace, four_nodes, app="replicated", replicas=8)
+    placed = wait_for(
+        "8 pods bound", lambda: bound_per_node(cluster, namespace, 8), timeout=60, interval=0.5
     )
-
-    def bound() -> collections.Counter[str] | None:
-        nodes = [p["spec"].get("nodeName") for p in cluster.pods(namespace)]
-        placed = collections.Counter(node for node in nodes if node)
-        return placed if sum(placed.values()) == 8 else None
-
-    placed = wait_for("8 pods bound", bound, timeout=60, interval=0.5)
     assert placed == dict.fromkeys(four_nodes.names, 2), placed
 
 
@@ -268,3 +279,28 @@ def test_a_policy_with_all_kube_scores_zero_ignores_them(
     assert set(placed) == set(two_nodes.names), placed
     message = wait_event(cluster, namespace, "p-0", "Scheduled")[0]
     assert "kube:" not in message and "[price 1 → 100]" in message, message
+
+
+def test_the_example_packs_a_replica_set_on_the_cheapest_node_without_a_soft_taint(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, three_nodes: Pool
+) -> None:
+    """manifests/examples/kube-scores-policy.yaml: prices 1, 2, 3, the cheapest node
+    soft-tainted. Main prunes kubeScores and ignores the taint: its burst penalty lets the
+    cheapest node take the first ten pods, so all four go there."""
+    cheapest, cheap, dear = three_nodes.names
+    for name, price in ((cheapest, "1"), (cheap, "2"), (dear, "3")):
+        cluster.core.patch_node(
+            name, {"metadata": {"annotations": {"example.com/hourly-price": price}}}
+        )
+    soft_taint(cluster, three_nodes, 0)
+    spec = yaml.safe_load(EXAMPLE.read_text())["spec"]
+    apply_policy(cluster, namespace, "batch-cheap", spec)
+    wait_policy_refreshed(cluster, namespace, "batch-cheap")
+
+    create_replica_set(cluster, namespace, three_nodes, app="batch", replicas=4)
+    placed = wait_for(
+        "4 pods bound", lambda: bound_per_node(cluster, namespace, 4), timeout=60, interval=0.5
+    )
+
+    # (50 + 10 x 100 + ...) beats (100 + 10 x 0 + ...): packed on the next cheapest node.
+    assert placed == {cheap: 4}, placed
