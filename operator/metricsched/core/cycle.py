@@ -131,7 +131,7 @@ def _scored_message(
         parts.append(f"burst -{scoring.format_score(penalty)}")
     terms = ", ".join(parts)
     if winner.kube:
-        terms += "; kube: " + ", ".join(kube_term_text(term) for term in winner.kube)
+        terms += "; kube: " + ", ".join(kube_scores.term_text(term) for term in winner.kube)
     text = (
         f"Successfully assigned {pod.key} to {winner.node} (policy {chosen.key}: "
         f"score {scoring.format_score(winner.score)} [{terms}]"
@@ -139,16 +139,6 @@ def _scored_message(
     if runner_up is not None:
         text += f"; runner-up {runner_up.node} {scoring.format_score(runner_up.score)}"
     return text + ")"
-
-
-_TIMES: Final = "\N{MULTIPLICATION SIGN}"
-
-
-def kube_term_text(term: model.KubeScore) -> str:
-    """A kube-scheduler term as events show it: score times weight, ``LeastAllocated 62x1``
-    with a multiplication sign."""
-    name = kube_scores.SHORT_NAMES.get(term.plugin, term.plugin)
-    return f"{name} {scoring.format_score(term.score)}{_TIMES}{term.weight}"
 
 
 def _fallback_message(

@@ -52,7 +52,7 @@ def _kube_plugins(verdicts: Sequence[model.NodeVerdict]) -> list[str]:
 def _kube_cell(verdict: model.NodeVerdict, plugin: str) -> str:
     for term in verdict.kube:
         if term.plugin == plugin:
-            return f"{scoring.format_score(term.score)}\N{MULTIPLICATION SIGN}{term.weight}"
+            return kube_scores.term_text(term, named=False)
     return _NONE
 
 

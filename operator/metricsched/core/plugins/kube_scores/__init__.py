@@ -58,6 +58,16 @@ SHORT_NAMES: Final[Mapping[str, str]] = {
 }
 """What events and ``explain`` call each plugin's term (LeastAllocated for NodeResourcesFit)."""
 
+_TIMES: Final = "\N{MULTIPLICATION SIGN}"
+
+
+def term_text(term: model.KubeScore, *, named: bool = True) -> str:
+    """A blended term as events and ``explain`` show it: score times weight, with a
+    multiplication sign, after the plugin's short name (``LeastAllocated 62x1``)."""
+    text = f"{scoring.format_score(term.score)}{_TIMES}{term.weight}"
+    return f"{SHORT_NAMES.get(term.plugin, term.plugin)} {text}" if named else text
+
+
 _Nodes = tuple[model.NodeState, ...]
 _Scorer = Callable[[model.PodInfo, _Nodes, model.ClusterSnapshot], tuple[float, ...] | None]
 
