@@ -4,12 +4,14 @@ No cluster: nodes shaped like hack/cluster.py's (4/8/16 CPUs, 3 zones, 110 pods)
 bound pods on each, one SchedulingPolicy with one Prometheus metric whose fresh values
 cover every node. ``core.cycle.schedule_one`` is timed as the operator calls it
 (``detail=False``, since git 06eb22e) and as ``metricsched explain`` does
-(``detail=True``); ``core.filters.run_filters`` alone shows how much of it is filtering.
-Median of up to 200 runs per size.
+(``detail=True``); ``core.filters.run_filters`` alone shows how much of it is filtering,
+and the same cycle with ``spec.kubeScores`` all 0 what kube-scheduler's scores (default
+weights, blended since the kubescores branch) add. Median of up to 200 runs per size.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 import zlib
@@ -122,11 +124,14 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
     for n in sizes:
         s = setup(n, now)
 
-        def one(detail: bool, s: dict[str, Any] = s) -> model.Decision:
+        def one(detail: bool, s: dict[str, Any] = s, metrics_only: bool = False) -> model.Decision:
+            policies = s["policies"]
+            if metrics_only:
+                policies = [dataclasses.replace(p, kube_weights=()) for p in policies]
             return cycle.schedule_one(
                 pod=s["pod"],
                 snapshot=s["snapshot"],
-                policies=s["policies"],
+                policies=policies,
                 metrics=s["metrics"],
                 default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
                 now=now,
@@ -146,6 +151,9 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             "schedule_one_ms": _median_ms(lambda: one(True), budget_s, 200),
             "schedule_one_no_detail_ms": _median_ms(lambda: one(False), budget_s, 200),
             "run_filters_ms": _median_ms(filter_only, budget_s, 200),
+            "schedule_one_no_detail_metrics_only_ms": _median_ms(
+                lambda: one(False, metrics_only=True), budget_s, 200
+            ),
         }
         row["us_per_node"] = round(1000 * row["schedule_one_no_detail_ms"] / n, 2)
         print(f"[bench] cycle cost {row}", flush=True)

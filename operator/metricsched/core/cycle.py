@@ -20,21 +20,17 @@ from typing import Final
 from metricsched.core import filters, model, policy, scoring
 from metricsched.core.plugins import (
     dynamic_resources,
+    kube_scores,
     node_volume_limits,
     preemption,
     volume_binding,
 )
+from metricsched.core.plugins.kube_scores import node_resources_fit
 
 MESSAGE_LIMIT: Final = 1024
 """Bytes an event note may hold; kube-scheduler truncates to it the same way."""
 
 NO_FRESH_VALUES: Final = "no fresh metric values for any feasible node"
-
-# kube-scheduler's requests for containers that request nothing, used by its
-# LeastAllocated and MostAllocated scores (pkg/scheduler/util: DefaultMilliCPURequest,
-# DefaultMemoryRequest).
-DEFAULT_MILLI_CPU_REQUEST: Final = 100
-DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
 
 
 def truncate_message(message: str, *, limit: int = MESSAGE_LIMIT) -> str:
@@ -85,42 +81,8 @@ def _skip_reason(pod: model.PodInfo, scheduler_names: frozenset[str]) -> str | N
 # --- fallback strategies ---------------------------------------------------------------
 
 
-def _least_requested(requested: int, capacity: int) -> int:
-    if capacity <= 0 or requested > capacity:
-        return 0
-    return (capacity - requested) * 100 // capacity
-
-
-def _most_requested(requested: int, capacity: int) -> int:
-    if capacity <= 0:
-        return 0
-    return min(requested, capacity) * 100 // capacity
-
-
-def allocation_score(
-    *, state: model.NodeState, pod: model.PodInfo, strategy: model.FallbackStrategy
-) -> int:
-    """kube-scheduler's NodeResourcesFit score (cpu and memory, weight 1 each) for ``pod``.
-
-    LeastAllocated favours the emptiest node, MostAllocated the fullest. Requests count as
-    kube-scheduler's scores count them: every container (of the pod and of the pods on
-    the node) without a cpu or memory request counts 100m / 200Mi (NonZeroRequested).
-    """
-    allocatable = state.node.allocatable
-    on_node = state.requested if state.nonzero_requested is None else state.nonzero_requested
-    if pod.nonzero_requests is not None:
-        request = pod.nonzero_requests
-    else:  # a PodInfo built without them: the pod-level approximation
-        request = model.Resources(
-            milli_cpu=pod.requests.milli_cpu or DEFAULT_MILLI_CPU_REQUEST,
-            memory=pod.requests.memory or DEFAULT_MEMORY_REQUEST,
-        )
-    cpu = on_node.milli_cpu + request.milli_cpu
-    memory = on_node.memory + request.memory
-    score = (
-        _most_requested if strategy is model.FallbackStrategy.MOST_ALLOCATED else _least_requested
-    )
-    return (score(cpu, allocatable.milli_cpu) + score(memory, allocatable.memory)) // 2
+# The fallback's LeastAllocated / MostAllocated are kube-scheduler's NodeResourcesFit score.
+allocation_score = node_resources_fit.allocation_score
 
 
 def _pick_by_strategy(
@@ -173,9 +135,12 @@ def _scored_message(
     ]
     if penalty:
         parts.append(f"burst -{scoring.format_score(penalty)}")
+    terms = ", ".join(parts)
+    if winner.kube:
+        terms += "; kube: " + ", ".join(kube_scores.term_text(term) for term in winner.kube)
     text = (
         f"Successfully assigned {pod.key} to {winner.node} (policy {chosen.key}: "
-        f"score {scoring.format_score(winner.score)} [{', '.join(parts)}]"
+        f"score {scoring.format_score(winner.score)} [{terms}]"
     )
     if runner_up is not None:
         text += f"; runner-up {runner_up.node} {scoring.format_score(runner_up.score)}"
@@ -409,7 +374,19 @@ def schedule_one(
     scored_columns = tuple(tuple([column[position] for position in passing]) for column in columns)
     scored_indices = [feasible[position] for position in passing]
     scored_bursts = [bursts[index] for index in scored_indices]
-    scores = scoring.score_nodes(policy=chosen, columns=scored_columns, burst_counts=scored_bursts)
+    kube_terms = (
+        kube_scores.score_terms(
+            pod=pod,
+            nodes=[states[index] for index in scored_indices],
+            snapshot=snapshot,
+            weights=chosen.kube_weights,
+        )
+        if chosen.kube_weights
+        else ()
+    )
+    scores = scoring.score_nodes(
+        policy=chosen, columns=scored_columns, burst_counts=scored_bursts, kube=kube_terms
+    )
     top = scoring.ranking(
         totals=scores.totals,
         burst_counts=scored_bursts,
@@ -438,6 +415,9 @@ def schedule_one(
             per_node_metrics.get(slot, ()),
             scored_bursts[slot],
             scores.totals[slot],
+            tuple(
+                model.KubeScore(term.plugin, term.scores[slot], term.weight) for term in scores.kube
+            ),
         )
 
     if detail:

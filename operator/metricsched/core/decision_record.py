@@ -11,10 +11,12 @@ compact JSON of at most ``MAX_BYTES`` bytes::
 
 ``policy`` is null for the operator's default policy; ``fallback`` is null when the
 policy's metrics decided, else ``{"strategy": ..., "reason": ...}``; a metric value is
-null when the node had no fresh value. Values keep 4 significant digits, scores one
-decimal. When the record would exceed ``MAX_BYTES`` (long names, ten metrics), the
-fallback reason is cut, then the runner-up's metric values and then the winner's are
-left out, in that order.
+null when the node had no fresh value. When kube-scheduler's scores were blended into a
+placement's score (spec.kubeScores), the placement also has ``"kube": {"TaintToleration":
+100, ...}``, each plugin's 0..100 score (absent otherwise). Values keep 4 significant
+digits, scores one decimal. When the record would exceed ``MAX_BYTES`` (long names, ten
+metrics), the fallback reason is cut, then the kube scores, the runner-up's metric values
+and then the winner's are left out, in that order.
 
 ``encode`` builds the text from a ``model.Decision``; ``decode`` reads it back for
 ``metricsched explain``. No I/O here: no clients, no clocks (the time is an argument).
@@ -43,6 +45,7 @@ class Placement:
     node: str
     score: float
     metrics: Mapping[str, float | None]  # {} when left out for size or decided by fallback
+    kube: Mapping[str, float] = dataclasses.field(default_factory=dict)  # plugin -> 0..100
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -71,6 +74,7 @@ def _placement(verdict: model.NodeVerdict) -> Placement:
         node=verdict.node,
         score=_score(verdict.score),
         metrics={m.metric: _value(m.value) for m in verdict.metrics},
+        kube={term.plugin: _score(term.score) for term in verdict.kube},
     )
 
 
@@ -110,7 +114,10 @@ def _rfc3339(ts: float) -> str:
 
 def _as_json(record: DecisionRecord) -> dict[str, Any]:
     def place(p: Placement) -> dict[str, Any]:
-        return {"node": p.node, "score": p.score, "metrics": dict(p.metrics)}
+        found = {"node": p.node, "score": p.score, "metrics": dict(p.metrics)}
+        if p.kube:
+            found["kube"] = dict(p.kube)
+        return found
 
     return {
         "v": VERSION,
@@ -136,6 +143,11 @@ def encode(record: DecisionRecord) -> str:
     if body["fallback"] is not None and len(body["fallback"]["reason"]) > MAX_REASON_CHARS:
         body["fallback"]["reason"] = body["fallback"]["reason"][: MAX_REASON_CHARS - 3] + "..."
     text = _dump(body)
+    if len(text.encode()) > MAX_BYTES:
+        for placement in (body, body["runnerUp"]):
+            if placement is not None:
+                placement.pop("kube", None)
+        text = _dump(body)
     if len(text.encode()) > MAX_BYTES and body["runnerUp"] is not None:
         body["runnerUp"]["metrics"] = {}
         text = _dump(body)
@@ -171,7 +183,17 @@ def _placement_from(raw: Mapping[str, Any]) -> Placement:
         raise ValueError("no node")
     if not isinstance(score, int | float) or isinstance(score, bool):
         raise ValueError("no score")
-    return Placement(node=node, score=float(score), metrics=_metrics(raw.get("metrics")))
+    kube = raw.get("kube")
+    return Placement(
+        node=node,
+        score=float(score),
+        metrics=_metrics(raw.get("metrics")),
+        kube={
+            str(k): float(v)
+            for k, v in (kube.items() if isinstance(kube, dict) else ())
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        },
+    )
 
 
 def decode(text: str) -> DecisionRecord:

@@ -3,7 +3,9 @@
 A few header lines (pod, policy, outcome, fallback, the event message), then one row per
 node: the winner first and marked ``*``, the other feasible nodes by score, then the
 infeasible ones by name with kube-scheduler's reasons. Each metric gets a ``value→score``
-column. Column widths follow the content; nothing but the standard library is used.
+column, and each kube-scheduler score blended into the decision (spec.kubeScores) a
+``score x weight`` column named as in events (LeastAllocated, TaintToleration, ...).
+Column widths follow the content; nothing but the standard library is used.
 
 For a bound pod, ``render_recorded`` shows the decision its ``metricsched.io/decision``
 annotation kept, and ``render_changes`` what the policy would decide now and what changed
@@ -19,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from metricsched.core import decision_record, model, scoring
+from metricsched.core.plugins import kube_scores
 
 MAX_REASON_WIDTH: Final = 72
 """Longer reasons are cut with "..." so that the table stays readable in a terminal."""
@@ -38,6 +41,18 @@ def _metric_cell(verdict: model.NodeVerdict, metric: str) -> str:
             if not verdict.feasible:  # ruled out: its score means nothing
                 return _NONE if found.value is None else value
             return f"{value}→{scoring.format_score(found.score)}"
+    return _NONE
+
+
+def _kube_plugins(verdicts: Sequence[model.NodeVerdict]) -> list[str]:
+    present = {term.plugin for verdict in verdicts for term in verdict.kube}
+    return [name for name in kube_scores.PLUGINS if name in present]
+
+
+def _kube_cell(verdict: model.NodeVerdict, plugin: str) -> str:
+    for term in verdict.kube:
+        if term.plugin == plugin:
+            return kube_scores.term_text(term, named=False)
     return _NONE
 
 
@@ -91,7 +106,9 @@ def render(
     if not decision.verdicts:
         lines.append("(no node was evaluated)")
         return "\n".join(lines) + "\n"
+    plugins = _kube_plugins(decision.verdicts)
     header = ["", "NODE", "FEASIBLE", "REASON", *(name.upper() for name in policy_metrics)]
+    header += [kube_scores.SHORT_NAMES.get(name, name).upper() for name in plugins]
     header += ["BURST", "SCORE"]
     rows: list[list[str]] = [header]
     ordered = _order(decision)
@@ -104,6 +121,7 @@ def render(
                 "yes" if verdict.feasible else "no",
                 _cut(verdict.reason, MAX_REASON_WIDTH),
                 *(_metric_cell(verdict, name) for name in policy_metrics),
+                *(_kube_cell(verdict, name) for name in plugins),
                 str(verdict.burst_count),
                 scoring.format_score(verdict.score) if verdict.feasible else _NONE,
             ]
@@ -118,14 +136,22 @@ def render(
 # --- a bound pod: the decision recorded at bind time, and what changed since -----------
 
 
-def _values_text(metrics: Mapping[str, float | None]) -> str:
-    if not metrics:
+def _values_text(
+    metrics: Mapping[str, float | None], kube: Mapping[str, float] | None = None
+) -> str:
+    if not metrics and not kube:
         return ""
     cells = [
         f"{name} {'missing' if value is None else scoring.format_value(value)}"
         for name, value in metrics.items()
     ]
-    return f"[{', '.join(cells)}]"
+    text = ", ".join(cells)
+    if kube:
+        text += "; kube: " + ", ".join(
+            f"{kube_scores.SHORT_NAMES.get(name, name)} {scoring.format_score(score)}"
+            for name, score in kube.items()
+        )
+    return f"[{text.lstrip('; ')}]"
 
 
 def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) -> str:
@@ -138,7 +164,7 @@ def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) ->
         (
             "Placed on",
             f"{winner.node}  score {scoring.format_score(winner.score)}  "
-            f"{_values_text(winner.metrics)}".rstrip(),
+            f"{_values_text(winner.metrics, winner.kube)}".rstrip(),
         )
     )
     if record.runner_up is not None:
@@ -147,7 +173,7 @@ def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) ->
             (
                 "Runner-up",
                 f"{runner.node}  score {scoring.format_score(runner.score)}  "
-                f"{_values_text(runner.metrics)}".rstrip(),
+                f"{_values_text(runner.metrics, runner.kube)}".rstrip(),
             )
         )
     if record.fallback_strategy:

@@ -983,6 +983,44 @@ class _AffinityState:
         return ""
 
 
+# --- shared with the score plugins (core.plugins.kube_scores) ----------------------------
+# The score plugins read the same selectors, terms and counts as the filters: one parser,
+# one matcher, one count for each (CONVENTIONS: each rule written once).
+
+InvalidSpecError = _InvalidSpecError
+Selector = _Selector
+NodeSelectorTerm = _NodeSelectorTerm
+PodAffinityTerm = _PodAffinityTerm
+IdentityCache = _IdentityCache
+
+
+def label_selector(raw: object, *, where: str) -> _Selector:
+    """metav1.LabelSelectorAsSelector: nil selects nothing, {} everything; raises
+    ``InvalidSpecError`` for what the API server would reject."""
+    return _label_selector(raw, where=where)
+
+
+def merge_match_label_keys(
+    selector: _Selector, keys: object, pod: model.PodInfo, *, where: str
+) -> _Selector:
+    """A spread constraint's selector narrowed by its matchLabelKeys (the pod's values)."""
+    return _merge_match_label_keys(selector, keys, pod, where=where)
+
+
+def required_node_affinity(pod: model.PodInfo) -> Callable[[model.NodeInfo], bool] | None:
+    """Whether a node matches the pod's nodeSelector and required node affinity; None
+    when the pod has neither (every node matches)."""
+    required = _RequiredNodeAffinity.of(pod)
+    return None if required.trivial else required.matches
+
+
+def matching_counter(selector: _Selector, *, namespace: str) -> Callable[[model.NodeState], int]:
+    """countPodsMatchSelector for one selector: pods on a node of ``namespace``, not
+    terminating, that ``selector`` selects (an empty selector counts none)."""
+    key = _MemoKey((selector, namespace))
+    return lambda state: _count_matching(state, selector, namespace=namespace, key=key)
+
+
 # --- compiling a pod once per cycle ----------------------------------------------------
 
 

@@ -113,6 +113,15 @@ class PodInfo:
     # "<pod>-<volume>" for generic ephemeral volumes), in the pod's namespace
     volume_claims: tuple[str, ...] = ()
     ephemeral_claims: tuple[str, ...] = ()  # those of generic ephemeral volumes
+    # --- read for kube-scheduler's score plugins (core/plugins/kube_scores) ---
+    # preferredDuringSchedulingIgnoredDuringExecution terms, raw: {weight, preference} for
+    # nodes, {weight, podAffinityTerm} for pod (anti-)affinity
+    preferred_node_affinity: tuple[RawBody, ...] = ()
+    preferred_pod_affinity: tuple[RawBody, ...] = ()
+    preferred_pod_anti_affinity: tuple[RawBody, ...] = ()
+    # "<Kind>/<uid>" of the controller ownerReference when it is a ReplicaSet, StatefulSet
+    # or ReplicationController (the owners of kube-scheduler's default spreading); "" else
+    controller: str = ""
 
     @property
     def key(self) -> PodKey:
@@ -291,6 +300,9 @@ class Policy:
     mode: PolicyMode = PolicyMode.ACTIVE
     # In shadow mode: the schedulerNames whose pods the policy evaluates.
     shadow_scheduler_names: tuple[str, ...] = DEFAULT_SHADOW_SCHEDULERS
+    # spec.kubeScores: (kube-scheduler score plugin name, weight) for each weight > 0, in
+    # the plugins' order; () blends none (the parser applies the CRD's defaults)
+    kube_weights: tuple[tuple[str, int], ...] = ()
     # The install (one of its --scheduler-name values) that serves the policy.
     scheduler_name: str = "metricsched"
 
@@ -349,6 +361,13 @@ class MetricScore:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class KubeScore:
+    plugin: str  # kube-scheduler's score plugin name, e.g. "TaintToleration"
+    score: float  # 0..100 as the plugin normalises it
+    weight: int  # the policy's spec.kubeScores weight
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NodeVerdict:
     node: NodeName
     feasible: bool
@@ -356,6 +375,7 @@ class NodeVerdict:
     metrics: tuple[MetricScore, ...]
     burst_count: int  # pods bound here by us within the burst window
     score: float  # final score 0..100 (0 for infeasible nodes)
+    kube: tuple[KubeScore, ...] = ()  # the kube-scheduler scores blended into ``score``
 
 
 class Outcome(enum.StrEnum):

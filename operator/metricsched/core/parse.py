@@ -114,6 +114,7 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
             containers=containers,
             init_containers=init_containers,
         ),
+        **_score_fields(meta, affinity, node_affinity),
     )
 
 
@@ -409,6 +410,41 @@ def _with_default_requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
         return container
     merged = {**(requests if isinstance(requests, Mapping) else {}), **missing}
     return {**container, "resources": {**resources, "requests": merged}}
+
+
+# --- pod fields for kube-scheduler's score plugins (core/plugins/kube_scores) ----------
+
+# Controllers whose pods kube-scheduler's default spreading counts together (its
+# DefaultSelector reads Services, ReplicationControllers, ReplicaSets and StatefulSets).
+_SPREAD_OWNERS: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+_PREFERRED: Final = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _score_fields(
+    meta: Mapping[str, Any], affinity: Mapping[str, Any], node_affinity: Mapping[str, Any]
+) -> dict[str, Any]:
+    """PodInfo fields read by the score plugins: preferred terms and the controller."""
+    fields: dict[str, Any] = {
+        "preferred_node_affinity": _raw_list(
+            node_affinity, _PREFERRED, f"spec.affinity.nodeAffinity.{_PREFERRED}"
+        ),
+    }
+    for kind, key in (
+        ("podAffinity", "preferred_pod_affinity"),
+        ("podAntiAffinity", "preferred_pod_anti_affinity"),
+    ):
+        section = _mapping(affinity, kind, f"spec.affinity.{kind}")
+        fields[key] = _raw_list(section, _PREFERRED, f"spec.affinity.{kind}.{_PREFERRED}")
+    controller = ""
+    for index, owner in enumerate(_list(meta, "ownerReferences", "metadata.ownerReferences")):
+        field = f"metadata.ownerReferences[{index}]"
+        if not isinstance(owner, Mapping):
+            raise ParseError(field, "must be an object")
+        kind = _string(owner, "kind", f"{field}.kind")
+        if owner.get("controller") is True and kind in _SPREAD_OWNERS:
+            controller = f"{kind}/{_string(owner, 'uid', f'{field}.uid')}"
+    fields["controller"] = controller
+    return fields
 
 
 def claim_from_body(body: Mapping[str, Any]) -> model.ClaimInfo:

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 from metricsched.core import model
+from metricsched.core.plugins import kube_scores
 
 # --- names and limits (the CRD's) ------------------------------------------------------
 
@@ -61,6 +62,22 @@ MAX_SHADOW_SCHEDULERS: Final = 10
 DEFAULT_SCHEDULER_NAME: Final = "metricsched"
 """The install that serves a policy without ``spec.schedulerName`` (the chart's default)."""
 
+# spec.kubeScores: kube-scheduler's default profile weights (v1.35); ImageLocality is not
+# computed (node image lists are not cached), so it is not accepted.
+DEFAULT_KUBE_WEIGHTS: Final[Mapping[str, int]] = {
+    "TaintToleration": 3,
+    "NodeAffinity": 2,
+    "NodeResourcesFit": 1,
+    "PodTopologySpread": 2,
+    "InterPodAffinity": 2,
+    "NodeResourcesBalancedAllocation": 1,
+}
+MIN_KUBE_WEIGHT: Final = 0
+MAX_KUBE_WEIGHT: Final = 100
+NOT_COMPUTED_KUBE_SCORES: Final[Mapping[str, str]] = {
+    "ImageLocality": "metricsched does not keep node image lists, so it cannot score it",
+}
+
 DEFAULTS: Final[Mapping[str, object]] = {
     "spec.podSelector": {},
     "spec.priority": DEFAULT_PRIORITY,
@@ -77,6 +94,8 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "spec.schedulerName": DEFAULT_SCHEDULER_NAME,
     "spec.mode": DEFAULT_MODE.value,
     "spec.shadow.schedulerNames": list(DEFAULT_SHADOW_SCHEDULERS),
+    "spec.kubeScores": {},
+    **{f"spec.kubeScores.{name}": weight for name, weight in DEFAULT_KUBE_WEIGHTS.items()},
 }
 """Every default of the CRD's spec, by dotted path (``[]`` = each list item)."""
 
@@ -463,6 +482,31 @@ def _shadow_schedulers(
     return tuple(dict.fromkeys(names))
 
 
+def _kube_weights(raw: object, *, problems: _Problems) -> tuple[tuple[str, int], ...]:
+    """spec.kubeScores: the positive weights, in kube_scores.PLUGINS order, defaults filled."""
+    given = _mapping(raw if raw is not None else {}, path="spec.kubeScores", problems=problems)
+    if given is None:
+        return ()
+    for name in given:
+        if name in NOT_COMPUTED_KUBE_SCORES:
+            problems.add(f"spec.kubeScores.{name}", NOT_COMPUTED_KUBE_SCORES[name])
+        elif name not in DEFAULT_KUBE_WEIGHTS:
+            known = ", ".join(kube_scores.PLUGINS)
+            problems.add(f"spec.kubeScores.{name}", f"is not a score plugin; known: {known}")
+    weights = []
+    for name in kube_scores.PLUGINS:
+        weight = _integer(
+            given.get(name, DEFAULT_KUBE_WEIGHTS[name]),
+            path=f"spec.kubeScores.{name}",
+            problems=problems,
+            low=MIN_KUBE_WEIGHT,
+            high=MAX_KUBE_WEIGHT,
+        )
+        if weight:
+            weights.append((name, weight))
+    return tuple(weights)
+
+
 def policy_from_body(body: model.RawBody) -> model.Policy:
     """Convert a raw SchedulingPolicy into a ``model.Policy``, applying the CRD's defaults.
 
@@ -531,6 +575,7 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
         spec.get("mode", DEFAULT_MODE), kind=model.PolicyMode, path="spec.mode", problems=problems
     )
     shadow_schedulers = _shadow_schedulers(spec.get("shadow"), mode=mode, problems=problems)
+    kube_weights = _kube_weights(spec.get("kubeScores"), problems=problems)
     scheduler_name = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME)
     if not isinstance(scheduler_name, str) or not 0 < len(scheduler_name) <= 253:
         problems.add("spec.schedulerName", f"must be 1 to 253 characters, got {scheduler_name!r}")
@@ -555,6 +600,7 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
         fallback=fallback,
         mode=mode,
         shadow_scheduler_names=shadow_schedulers,
+        kube_weights=kube_weights,
         scheduler_name=str(scheduler_name),
     )
 

@@ -14,8 +14,16 @@ The semantics are DESIGN.md's "Scoring semantics" with the README's "No herding"
   the metric's scale (``range`` when set, else the distance of the worst node). Values
   within the tolerance of the best all score 100, so noise is not blown up to a
   full-range gap. A missing value scores 50 (Neutral) or 0 (Worst).
-- A node's score is the weighted mean of its metric scores, minus ``burst_penalty`` per
-  pod this scheduler bound to it within the burst window, floored at 0.
+- A node's metric score is the weighted mean of its metric scores, minus
+  ``burst_penalty`` per pod this scheduler bound to it within the burst window, floored
+  at 0. Its score blends that with kube-scheduler's scores (``KubeTerm``, from
+  ``core.plugins.kube_scores``), each weighted by ``spec.kubeScores``:
+  ``(W x metric score + sum(w_k x kube_k)) / (W + sum(w_k))``, W the sum of the metric
+  weights. A kube term equal on every scored node is left out (it cannot change the
+  order, and would only dilute the metric scores); with none left the score is the
+  metric score, as without kubeScores. The burst penalty stays on the metric part: it
+  stands for metrics that have not seen recent binds yet, while kube's scores already
+  count every assumed pod.
 - The highest score wins; ties go to the node with fewest recent binds, then to a node
   drawn at random among those still tied (seeded per decision), as kube-scheduler's
   selectHost does.
@@ -237,6 +245,15 @@ def reduced_weights(metrics: Sequence[model.MetricSpec]) -> tuple[int, ...]:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class KubeTerm:
+    """One kube-scheduler score plugin's scores of a sequence of nodes, and its weight."""
+
+    plugin: str
+    weight: int
+    scores: tuple[float, ...]  # 0..100, aligned with the nodes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Scores:
     """Scores of a sequence of nodes, each tuple aligned with that sequence."""
 
@@ -244,12 +261,27 @@ class Scores:
     burst_counts: tuple[int, ...]
     penalties: tuple[float, ...]  # points taken for recent binds (before the floor)
     totals: tuple[float, ...]  # final node scores, 0..100
+    kube: tuple[KubeTerm, ...] = ()  # the kube-scheduler terms blended into the totals
+
+
+def blended_terms(kube: Sequence[KubeTerm]) -> tuple[KubeTerm, ...]:
+    """The terms that take part in the blend: positive weight, not equal on every node."""
+    return tuple(
+        term
+        for term in kube
+        if term.weight > 0 and term.scores and min(term.scores) != max(term.scores)
+    )
 
 
 def score_nodes(
-    *, policy: model.Policy, columns: Sequence[Column], burst_counts: Sequence[int]
+    *,
+    policy: model.Policy,
+    columns: Sequence[Column],
+    burst_counts: Sequence[int],
+    kube: Sequence[KubeTerm] = (),
 ) -> Scores:
-    """Score nodes from their metric columns (the feasible nodes only: they set the range).
+    """Score nodes from their metric columns (the feasible nodes only: they set the range)
+    and kube-scheduler's terms for the same nodes.
 
     A policy without metrics scores every node 0 before the penalty: such policies are
     decided by their fallback strategy, not scored.
@@ -281,11 +313,33 @@ def score_nodes(
         )
     else:
         totals = (MIN_SCORE,) * node_count
+    blended = blended_terms(kube) if total_weight else ()
+    if blended:
+        # One common divisor for every weight: scaling all of them by a constant then
+        # yields the same scores (see reduced_weights).
+        metric_weight = sum(metric.weight for metric in policy.metrics)
+        divisor = math.gcd(metric_weight, *(term.weight for term in blended))
+        own = metric_weight // divisor
+        kube_weights = [term.weight // divisor for term in blended]
+        whole = own + sum(kube_weights)
+        kube_sums = [0.0] * node_count
+        for weight, term in zip(kube_weights, blended, strict=True):
+            kube_sums = [
+                total + weight * score for total, score in zip(kube_sums, term.scores, strict=True)
+            ]
+        totals = tuple(
+            [
+                (own * metric_total + kube_total) / whole
+                for metric_total, kube_total in zip(totals, kube_sums, strict=True)
+            ]
+        )
+        penalties = tuple([penalty * own / whole for penalty in penalties])
     return Scores(
         per_metric=per_metric,
         burst_counts=tuple(burst_counts),
         penalties=penalties,
         totals=totals,
+        kube=blended,
     )
 
 

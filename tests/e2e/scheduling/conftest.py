@@ -25,6 +25,19 @@ GROUP, VERSION, PLURAL = "metricsched.io", "v1alpha1", "schedulingpolicies"
 REFRESH_S = 2.0
 NODES = [f"node-{i}" for i in range(1, 7)]
 SCHEDULABLE = ["node-1", "node-2", "node-3", "node-4"]  # node-5 tainted, node-6 cordoned
+# spec.kubeScores of a policy scored by its metrics alone (no kube-scheduler terms blended):
+# for tests whose expected scores and winners are worked out from the metrics only.
+METRICS_ONLY = dict.fromkeys(
+    [
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "NodeResourcesBalancedAllocation",
+    ],
+    0,
+)
 
 
 def _free_port() -> int:

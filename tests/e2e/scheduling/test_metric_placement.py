@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.e2e.conftest import Cluster, wait_for
 from tests.e2e.scheduling.conftest import (
+    METRICS_ONLY,
     REFRESH_S,
     OperatorProcess,
     apply_policy,
@@ -135,7 +136,10 @@ def test_scheduled_event_names_scheduler_policy_and_scores(
     cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str
 ) -> None:
     set_and_wait(cluster, metric, LATENCY)
-    apply_policy(cluster, namespace, "lat", {"metrics": [prom_metric(metric)], "burstPenalty": 0})
+    # Metrics only: the expected scores are the metric's (test_kube_scores.py shows the
+    # kube-scheduler terms in the event).
+    spec = {"metrics": [prom_metric(metric)], "burstPenalty": 0, "kubeScores": METRICS_ONLY}
+    apply_policy(cluster, namespace, "lat", spec)
     wait_policy_refreshed(cluster, namespace, "lat")
     cluster.create_pod(namespace, "p")
     wait_bound(cluster, namespace, "p")

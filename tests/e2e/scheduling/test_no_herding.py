@@ -123,7 +123,10 @@ def test_a_node_ten_times_better_fills_up_first_and_the_rest_spread(
     best, others = pool.names[0], pool.names[1:]
     values = {name: 0.1 * (1 + index / 1000) for index, name in enumerate(pool.names)}
     set_and_wait(cluster, metric, values | {best: 0.01})
-    apply_policy(cluster, namespace, "web", {"metrics": [prom_metric(metric)]})
+    # Without default spreading (weight 2, and the Deployment's pods get it), which would
+    # outvote a weight-1 metric: this test is about the metric and the burst penalty.
+    spec = {"metrics": [prom_metric(metric)], "kubeScores": {"PodTopologySpread": 0}}
+    apply_policy(cluster, namespace, "web", spec)
     wait_policy_refreshed(cluster, namespace, "web")
 
     deploy(cluster, namespace, pool, replicas=100)

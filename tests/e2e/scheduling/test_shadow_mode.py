@@ -19,6 +19,7 @@ import yaml
 
 from tests.e2e.conftest import ROOT, STATE, Cluster, wait_for
 from tests.e2e.scheduling.conftest import (
+    METRICS_ONLY,
     OperatorProcess,
     _free_port,
     apply_policy,
@@ -151,7 +152,10 @@ def test_a_shadow_policy_reports_agreement_and_advantage_on_pods_kube_scheduler_
     assert (spec["mode"], spec["metrics"][0]["goal"]) == ("Shadow", "Minimize")
     spec["shadow"]["schedulerNames"] = [kube_scheduler.name]
     spec["metrics"][0]["prometheus"]["query"] = f"max by (node) ({metric})"
-    apply_policy(cluster, namespace, "trial", {**spec, "burstPenalty": 0})
+    # Metrics only (no kubeScores): the hand computation ranks nodes by the metric alone.
+    apply_policy(
+        cluster, namespace, "trial", {**spec, "burstPenalty": 0, "kubeScores": METRICS_ONLY}
+    )
     wait_policy_refreshed(cluster, namespace, "trial")
     binds_before = binding_writes(operator)
     names = [f"web-{i}" for i in range(PODS)]
@@ -227,7 +231,11 @@ def test_a_bound_pod_carries_the_decision_and_explain_shows_then_and_now(
         cluster,
         namespace,
         "lat",
-        {"metrics": [{**prom_metric(metric), "name": "latency"}], "burstPenalty": 0},
+        {
+            "metrics": [{**prom_metric(metric), "name": "latency"}],
+            "burstPenalty": 0,
+            "kubeScores": METRICS_ONLY,  # the recorded scores are the metric's alone
+        },
     )
     wait_policy_refreshed(cluster, namespace, "lat")
     writes_before = binding_writes(operator)

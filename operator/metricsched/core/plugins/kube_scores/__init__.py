@@ -1,0 +1,108 @@
+"""kube-scheduler's default score plugins, one module each, blended into a policy's score.
+
+A SchedulingPolicy means "kube-scheduler plus my metrics": besides its metrics, a node's
+score counts what kube-scheduler's default profile would score it, each plugin with the
+weight ``spec.kubeScores`` gives it (kube-scheduler's own weights by default). Each
+module is one plugin with its name and one contract comment, and returns 0..100 per node
+as kube-scheduler normalises it (v1.35 semantics), or None where kube-scheduler's
+PreScore skips the plugin for the pod:
+
+- ``node_resources_fit``: LeastAllocated (cpu, memory; also the fallback's arithmetic)
+- ``balanced_allocation``: NodeResourcesBalancedAllocation
+- ``taint_toleration``: PreferNoSchedule taints the pod does not tolerate
+- ``node_affinity``: preferred node affinity terms
+- ``inter_pod_affinity``: preferred pod (anti-)affinity, both ways, and placed pods'
+  required affinity towards the pod
+- ``pod_topology_spread``: ScheduleAnyway constraints and the system default spreading
+
+ImageLocality is not computed: node image lists are not kept in the cluster cache.
+
+``score_terms`` runs the enabled plugins for one pod over the nodes to score; how the
+terms are blended with the metric scores is ``core.scoring.score_nodes``'s rule. Purely
+computational, like the rest of ``core``: no I/O, no clocks, no module-level state but
+identity caches of parsed terms (see ``core.filters.IdentityCache``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from metricsched.core import model, scoring
+from metricsched.core.plugins.kube_scores import (
+    balanced_allocation,
+    inter_pod_affinity,
+    node_affinity,
+    node_resources_fit,
+    pod_topology_spread,
+    taint_toleration,
+)
+
+PLUGINS: Final = (
+    taint_toleration.NAME,
+    node_affinity.NAME,
+    node_resources_fit.NAME,
+    pod_topology_spread.NAME,
+    inter_pod_affinity.NAME,
+    balanced_allocation.NAME,
+)
+"""The plugins, in the order of kube-scheduler's default profile (and of explanations)."""
+
+SHORT_NAMES: Final[Mapping[str, str]] = {
+    taint_toleration.NAME: taint_toleration.SHORT_NAME,
+    node_affinity.NAME: node_affinity.SHORT_NAME,
+    node_resources_fit.NAME: node_resources_fit.SHORT_NAME,
+    pod_topology_spread.NAME: pod_topology_spread.SHORT_NAME,
+    inter_pod_affinity.NAME: inter_pod_affinity.SHORT_NAME,
+    balanced_allocation.NAME: balanced_allocation.SHORT_NAME,
+}
+"""What events and ``explain`` call each plugin's term (LeastAllocated for NodeResourcesFit)."""
+
+_TIMES: Final = "\N{MULTIPLICATION SIGN}"
+
+
+def term_text(term: model.KubeScore, *, named: bool = True) -> str:
+    """A blended term as events and ``explain`` show it: score times weight, with a
+    multiplication sign, after the plugin's short name (``LeastAllocated 62x1``)."""
+    text = f"{scoring.format_score(term.score)}{_TIMES}{term.weight}"
+    return f"{SHORT_NAMES.get(term.plugin, term.plugin)} {text}" if named else text
+
+
+_Nodes = tuple[model.NodeState, ...]
+_Scorer = Callable[[model.PodInfo, _Nodes, model.ClusterSnapshot], tuple[float, ...] | None]
+
+_SCORERS: Final[Mapping[str, _Scorer]] = {
+    taint_toleration.NAME: lambda pod, nodes, _s: taint_toleration.score(pod=pod, nodes=nodes),
+    node_affinity.NAME: lambda pod, nodes, _s: node_affinity.score(pod=pod, nodes=nodes),
+    node_resources_fit.NAME: lambda pod, nodes, _s: node_resources_fit.score(pod=pod, nodes=nodes),
+    pod_topology_spread.NAME: lambda pod, nodes, snapshot: pod_topology_spread.score(
+        pod=pod, nodes=nodes, snapshot=snapshot
+    ),
+    inter_pod_affinity.NAME: lambda pod, nodes, snapshot: inter_pod_affinity.score(
+        pod=pod, nodes=nodes, snapshot=snapshot
+    ),
+    balanced_allocation.NAME: lambda pod, nodes, _s: balanced_allocation.score(
+        pod=pod, nodes=nodes
+    ),
+}
+
+
+def score_terms(
+    *,
+    pod: model.PodInfo,
+    nodes: Sequence[model.NodeState],
+    snapshot: model.ClusterSnapshot,
+    weights: Sequence[tuple[str, int]],
+) -> tuple[scoring.KubeTerm, ...]:
+    """One term per plugin of positive weight that kube-scheduler would run for ``pod``,
+    each with a score per node of ``nodes`` (the nodes to score, in their order)."""
+    scored = tuple(nodes)
+    terms = []
+    for name, weight in weights:
+        scorer = _SCORERS.get(name)
+        if weight <= 0 or scorer is None:
+            continue
+        scores = scorer(pod, scored, snapshot)
+        if scores is not None:
+            terms.append(scoring.KubeTerm(plugin=name, weight=weight, scores=scores))
+    return tuple(terms)

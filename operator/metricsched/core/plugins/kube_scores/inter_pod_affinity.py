@@ -1,0 +1,158 @@
+"""InterPodAffinity's score: preferred pod affinity and anti-affinity, both ways.
+
+Contract (kube-scheduler v1.35, ``processExistingPod``): for every pod already placed on
+a node with labels, each topology pair (key, the node's value) collects
+
+- +weight for each preferred affinity term of the incoming pod the placed pod matches,
+  and -weight for each preferred anti-affinity term it matches;
+- +1 (``hardPodAffinityWeight``) for each required affinity term of the placed pod that
+  the incoming pod matches, +weight / -weight for each of its preferred affinity /
+  anti-affinity terms the incoming pod matches (kube's symmetry).
+
+A node's raw score is the sum over the pairs its labels carry; scores are min-max
+normalised over the scored nodes (``int(100 * (s - min) / (max - min))``, all 0 when
+equal). Terms match exactly as the filter's do, namespaceSelector included (with the
+namespace labels the snapshot has; unknown labels match nothing). A term that cannot be
+parsed counts for nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from metricsched.core import filters, model
+
+NAME: Final = "InterPodAffinity"
+SHORT_NAME: Final = NAME
+HARD_POD_AFFINITY_WEIGHT: Final = 1  # kube-scheduler's default InterPodAffinityArgs
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Weighted:
+    weight: int
+    term: filters.PodAffinityTerm
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _PodTerms:
+    required_affinity: tuple[filters.PodAffinityTerm, ...]
+    affinity: tuple[_Weighted, ...]
+    anti_affinity: tuple[_Weighted, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.required_affinity or self.affinity or self.anti_affinity)
+
+
+def _weighted(raw_terms: Sequence[model.RawBody], *, namespace: str) -> tuple[_Weighted, ...]:
+    found = []
+    for index, raw in enumerate(raw_terms):
+        weight = raw.get("weight") if isinstance(raw, Mapping) else None
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight == 0:
+            continue
+        try:
+            term = filters.PodAffinityTerm.parse(
+                raw.get("podAffinityTerm"), owner_namespace=namespace, where=f"[{index}]"
+            )
+        except filters.InvalidSpecError:
+            continue  # the API server rejects these; kube drops them for placed pods
+        found.append(_Weighted(weight, term))
+    return tuple(found)
+
+
+def _terms_of(pod: model.PodInfo) -> _PodTerms:
+    parsed = []
+    for index, raw in enumerate(pod.pod_affinity):
+        try:
+            parsed.append(
+                filters.PodAffinityTerm.parse(
+                    raw, owner_namespace=pod.namespace, where=f"[{index}]"
+                )
+            )
+        except filters.InvalidSpecError:
+            continue
+    return _PodTerms(
+        required_affinity=tuple(parsed),
+        affinity=_weighted(pod.preferred_pod_affinity, namespace=pod.namespace),
+        anti_affinity=_weighted(pod.preferred_pod_anti_affinity, namespace=pod.namespace),
+    )
+
+
+# Placed pods are immutable and shared from one snapshot to the next: parse them once.
+_placed_terms: Final = filters.IdentityCache(_terms_of, limit=200_000)
+
+
+def _with_terms(state: model.NodeState) -> tuple[tuple[model.PodInfo, _PodTerms], ...]:
+    return tuple(
+        (p, terms)
+        for p in state.pods
+        if (p.pod_affinity or p.preferred_pod_affinity or p.preferred_pod_anti_affinity)
+        and not (terms := _placed_terms(p)).empty
+    )
+
+
+# kube-scheduler's NodeInfo.PodsWithAffinity: most nodes have none.
+_node_pods_with_terms: Final = filters.IdentityCache(_with_terms, limit=50_000)
+
+
+def topology_scores(
+    *, pod: model.PodInfo, snapshot: model.ClusterSnapshot
+) -> dict[str, dict[str, int]]:
+    """Points per topology pair (key -> value -> points) from every placed pod."""
+    incoming = _terms_of(pod)
+    has_terms = bool(incoming.affinity or incoming.anti_affinity)
+    namespaces = snapshot.namespace_labels
+    points: dict[str, dict[str, int]] = {}
+
+    def add(key: str, labels: Mapping[str, str], weight: int) -> None:
+        value = labels.get(key)
+        if value is not None:
+            pairs = points.setdefault(key, {})
+            pairs[value] = pairs.get(value, 0) + weight
+
+    for state in snapshot.nodes.values():
+        labels = state.node.labels
+        if not labels:
+            continue
+        if has_terms:
+            for placed in state.pods:
+                for weighted in incoming.affinity:
+                    if weighted.term.matches(placed, namespaces, unknown=False):
+                        add(weighted.term.topology_key, labels, weighted.weight)
+                for weighted in incoming.anti_affinity:
+                    if weighted.term.matches(placed, namespaces, unknown=False):
+                        add(weighted.term.topology_key, labels, -weighted.weight)
+        for _placed, terms in _node_pods_with_terms(state):
+            for term in terms.required_affinity:
+                if term.matches(pod, namespaces, unknown=False):
+                    add(term.topology_key, labels, HARD_POD_AFFINITY_WEIGHT)
+            for weighted in terms.affinity:
+                if weighted.term.matches(pod, namespaces, unknown=False):
+                    add(weighted.term.topology_key, labels, weighted.weight)
+            for weighted in terms.anti_affinity:
+                if weighted.term.matches(pod, namespaces, unknown=False):
+                    add(weighted.term.topology_key, labels, -weighted.weight)
+    return points
+
+
+def score(
+    *,
+    pod: model.PodInfo,
+    nodes: tuple[model.NodeState, ...],
+    snapshot: model.ClusterSnapshot,
+) -> tuple[float, ...] | None:
+    """InterPodAffinity for each of ``nodes``, normalised; None when no term applies."""
+    points = topology_scores(pod=pod, snapshot=snapshot)
+    if not points:
+        return None
+
+    def node_points(labels: Mapping[str, str]) -> int:
+        return sum(pairs.get(labels[key], 0) for key, pairs in points.items() if key in labels)
+
+    raw = [node_points(state.node.labels) for state in nodes]
+    low, high = min(raw), max(raw)
+    if high == low:
+        return (0.0,) * len(nodes)
+    return tuple(float(int(100 * ((value - low) / (high - low)))) for value in raw)

@@ -1,0 +1,33 @@
+"""TaintToleration's score: keep away from nodes with PreferNoSchedule taints.
+
+Contract (kube-scheduler v1.35): a node's raw score is the number of its PreferNoSchedule
+taints that none of the pod's tolerations (those with effect PreferNoSchedule or empty)
+tolerates; ``DefaultNormalizeScore`` reversed makes the node with the most such taints 0
+and a node with none 100. NoSchedule and NoExecute taints are the filter's business.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from metricsched.core import filters, model
+from metricsched.core.plugins.kube_scores import normalize
+
+NAME: Final = "TaintToleration"
+SHORT_NAME: Final = NAME
+
+
+def intolerable_count(pod: model.PodInfo, node: model.NodeInfo) -> int:
+    """PreferNoSchedule taints of ``node`` that ``pod`` does not tolerate."""
+    return sum(
+        1
+        for taint in node.taints
+        if taint.effect == model.TaintEffect.PREFER_NO_SCHEDULE
+        and not filters.tolerates(pod.tolerations, taint)
+    )
+
+
+def score(*, pod: model.PodInfo, nodes: tuple[model.NodeState, ...]) -> tuple[float, ...]:
+    """TaintToleration for each of ``nodes``, normalised."""
+    counts = [intolerable_count(pod, state.node) if state.node.taints else 0 for state in nodes]
+    return normalize.default_normalize(counts, reverse=True)

@@ -1,0 +1,78 @@
+"""InterPodAffinity's score: preferred terms of the pod and of placed pods, min-max."""
+
+from __future__ import annotations
+
+from metricsched.core.plugins.kube_scores import inter_pod_affinity
+from tests.unit.kube_scores.conftest import HOSTNAME, ZONE, pod_term, states
+
+
+def three_nodes(node):
+    return [
+        node("n1", labels={ZONE: "a"}),
+        node("n2", labels={ZONE: "a"}),
+        node("n3", labels={ZONE: "b"}),
+    ]
+
+
+def test_preferred_anti_affinity_keeps_away_from_matching_pods(node, pod, snapshot):
+    web = pod("web", node_name="n1", labels={"app": "web"})
+    scene = snapshot(three_nodes(node), [web])
+    incoming = pod(labels={"app": "web"}, preferred_away=[pod_term({"app": "web"}, HOSTNAME, 10)])
+    # n1: -10, n2: 0, n3: 0 -> min-max.
+    assert inter_pod_affinity.score(pod=incoming, nodes=states(scene), snapshot=scene) == (
+        0.0,
+        100.0,
+        100.0,
+    )
+
+
+def test_placed_pods_preferred_terms_towards_the_pod_count_too(node, pod, snapshot):
+    web = pod("web", node_name="n1", labels={"app": "web"})
+    cache = pod("cache", node_name="n3", preferred_pods=[pod_term({"app": "web"}, ZONE, 50)])
+    scene = snapshot(three_nodes(node), [web, cache])
+    incoming = pod(labels={"app": "web"}, preferred_away=[pod_term({"app": "web"}, HOSTNAME, 10)])
+    # n1: -10; n2: 0; n3: +50 (zone b, from cache's term). int(100 * (s + 10) / 60).
+    assert inter_pod_affinity.score(pod=incoming, nodes=states(scene), snapshot=scene) == (
+        0.0,
+        16.0,
+        100.0,
+    )
+
+
+def test_placed_pods_required_affinity_counts_one_per_term(node, pod, snapshot):
+    friend = pod(
+        "friend",
+        node_name="n2",
+        pod_affinity=[{"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": ZONE}],
+    )
+    scene = snapshot(three_nodes(node), [friend])
+    incoming = pod(labels={"app": "web"})
+    # zone a +1 (hardPodAffinityWeight): n1 and n2 1, n3 0.
+    assert inter_pod_affinity.score(pod=incoming, nodes=states(scene), snapshot=scene) == (
+        100.0,
+        100.0,
+        0.0,
+    )
+
+
+def test_preferred_affinity_of_the_pod_draws_it_to_the_domain(node, pod, snapshot):
+    db = pod("db", node_name="n3", labels={"app": "db"})
+    scene = snapshot(three_nodes(node), [db])
+    incoming = pod(preferred_pods=[pod_term({"app": "db"}, ZONE, 30)])
+    assert inter_pod_affinity.score(pod=incoming, nodes=states(scene), snapshot=scene) == (
+        0.0,
+        0.0,
+        100.0,
+    )
+
+
+def test_no_term_anywhere_is_not_scored(node, pod, snapshot):
+    scene = snapshot(three_nodes(node), [pod("plain", node_name="n1")])
+    assert inter_pod_affinity.score(pod=pod(), nodes=states(scene), snapshot=scene) is None
+
+
+def test_other_namespaces_do_not_match_by_default(node, pod, snapshot):
+    web = pod("web", node_name="n1", namespace="other", labels={"app": "web"})
+    scene = snapshot(three_nodes(node), [web])
+    incoming = pod(preferred_away=[pod_term({"app": "web"}, HOSTNAME, 10)])
+    assert inter_pod_affinity.score(pod=incoming, nodes=states(scene), snapshot=scene) is None
