@@ -20,6 +20,7 @@ import kubernetes
 import pytest
 
 from tests.e2e.conftest import ROOT, STATE, Cluster, wait_for
+from tests.e2e.scheduling.pools import Pool
 
 GROUP, VERSION, PLURAL = "metricsched.io", "v1alpha1", "schedulingpolicies"
 REFRESH_S = 2.0
@@ -230,3 +231,14 @@ def api_error(fn: Any) -> kubernetes.client.exceptions.ApiException:
     except kubernetes.client.exceptions.ApiException as e:
         return e
     raise AssertionError("the API server accepted it")
+
+
+@pytest.fixture
+def one_node(cluster: Cluster, namespace: str) -> Iterator[Pool]:
+    """A pool of one 16-cpu node for the test alone."""
+    pool = Pool(cluster, size=1)
+    pool.create()
+    yield pool
+    # The test's pods first: none may stay bound to a node that no longer exists.
+    cluster.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    pool.delete()

@@ -4,24 +4,10 @@ status resources: per container, the largest of spec, allocated and actuated).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from tests.e2e.conftest import Cluster, wait_for
 from tests.e2e.scheduling.conftest import OperatorProcess, wait_bound, wait_event
 from tests.e2e.scheduling.pools import Pool
 from tests.e2e.scheduling.test_parity_edges import still_pending
-
-
-@pytest.fixture
-def one_node(cluster: Cluster, namespace: str) -> Iterator[Pool]:
-    pool = Pool(cluster, size=1)  # 16 cpu
-    pool.create()
-    yield pool
-    # The test's pods first: none may stay bound to a node that no longer exists.
-    cluster.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
-    pool.delete()
 
 
 def _running_with(cluster: Cluster, namespace: str, name: str, cpu: str) -> None:

@@ -17,16 +17,6 @@ LOW_PODS = 4
 
 
 @pytest.fixture
-def one_node(cluster: Cluster, namespace: str) -> Iterator[Pool]:
-    pool = Pool(cluster, size=1)  # 16 cpu
-    pool.create()
-    yield pool
-    # The test's pods first: none may stay bound to a node that no longer exists.
-    cluster.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
-    pool.delete()
-
-
-@pytest.fixture
 def priority_classes(cluster: Cluster, namespace: str) -> Iterator[tuple[str, str]]:
     api = kubernetes.client.SchedulingV1Api(cluster.api_client)
     low, high = f"{namespace}-low", f"{namespace}-high"
