@@ -26,7 +26,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -38,6 +38,8 @@ from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
+
+_Parsed = TypeVar("_Parsed")
 
 logger = logging.getLogger("metricsched.watches")
 
@@ -161,63 +163,82 @@ class Watches:
 
     def on_claim(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """PersistentVolumeClaims: which volume each is bound to (VolumeBinding)."""
-        self.delivering.set()
-        meta = body.get("metadata") or {}
-        if event_type == "DELETED":
-            self.cache.remove_claim(str(meta.get("namespace", "")), str(meta.get("name", "")))
-            return
-        try:
-            self.cache.upsert_claim(parse.claim_from_body(body))
-        except parse.ParseError as e:
-            logger.warning("ignoring PersistentVolumeClaim %s: %s", meta.get("name"), e)
+        self._on_object(
+            "PersistentVolumeClaim",
+            event_type,
+            body,
+            read=parse.claim_from_body,
+            upsert=self.cache.upsert_claim,
+            remove=lambda meta: self.cache.remove_claim(
+                str(meta.get("namespace", "")), str(meta.get("name", ""))
+            ),
+        )
 
     def on_volume(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """PersistentVolumes: node affinity and zone labels (VolumeBinding, VolumeZone)."""
-        self.delivering.set()
-        meta = body.get("metadata") or {}
-        if event_type == "DELETED":
-            self.cache.remove_volume(str(meta.get("name", "")))
-            return
-        try:
-            self.cache.upsert_volume(parse.volume_from_body(body))
-        except parse.ParseError as e:
-            logger.warning("ignoring PersistentVolume %s: %s", meta.get("name"), e)
+        self._on_object(
+            "PersistentVolume",
+            event_type,
+            body,
+            read=parse.volume_from_body,
+            upsert=self.cache.upsert_volume,
+            remove=lambda meta: self.cache.remove_volume(str(meta.get("name", ""))),
+        )
 
     def on_storage_class(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """StorageClasses: binding mode (VolumeBinding) and provisioner (NodeVolumeLimits)."""
-        self.delivering.set()
-        meta = body.get("metadata") or {}
-        if event_type == "DELETED":
-            self.cache.remove_storage_class(str(meta.get("name", "")))
-            return
-        try:
-            self.cache.upsert_storage_class(parse.storage_class_from_body(body))
-        except parse.ParseError as e:
-            logger.warning("ignoring StorageClass %s: %s", meta.get("name"), e)
+        self._on_object(
+            "StorageClass",
+            event_type,
+            body,
+            read=parse.storage_class_from_body,
+            upsert=self.cache.upsert_storage_class,
+            remove=lambda meta: self.cache.remove_storage_class(str(meta.get("name", ""))),
+        )
 
     def on_csi_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """CSINodes: each driver's attach limit on the node (NodeVolumeLimits)."""
-        self.delivering.set()
-        meta = body.get("metadata") or {}
-        if event_type == "DELETED":
-            self.cache.remove_csi_node(str(meta.get("name", "")))
-            return
-        try:
-            self.cache.upsert_csi_node(parse.csi_node_from_body(body))
-        except parse.ParseError as e:
-            logger.warning("ignoring CSINode %s: %s", meta.get("name"), e)
+        self._on_object(
+            "CSINode",
+            event_type,
+            body,
+            read=parse.csi_node_from_body,
+            upsert=self.cache.upsert_csi_node,
+            remove=lambda meta: self.cache.remove_csi_node(str(meta.get("name", ""))),
+        )
 
     def on_volume_attachment(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """VolumeAttachments: volumes attached to each node (NodeVolumeLimits)."""
+        self._on_object(
+            "VolumeAttachment",
+            event_type,
+            body,
+            read=parse.volume_attachment_from_body,
+            upsert=self.cache.upsert_volume_attachment,
+            remove=lambda meta: self.cache.remove_volume_attachment(str(meta.get("name", ""))),
+        )
+
+    def _on_object(
+        self,
+        kind: str,
+        event_type: str | None,
+        body: Mapping[str, Any],
+        *,
+        read: Callable[[Mapping[str, Any]], _Parsed],
+        upsert: Callable[[_Parsed], None],
+        remove: Callable[[Mapping[str, Any]], None],
+    ) -> None:
+        """One event of an object the filters read: cached as parsed, or removed; an object
+        that cannot be read is logged and left out (it never stops the watch)."""
         self.delivering.set()
         meta = body.get("metadata") or {}
         if event_type == "DELETED":
-            self.cache.remove_volume_attachment(str(meta.get("name", "")))
+            remove(meta)
             return
         try:
-            self.cache.upsert_volume_attachment(parse.volume_attachment_from_body(body))
+            upsert(read(body))
         except parse.ParseError as e:
-            logger.warning("ignoring VolumeAttachment %s: %s", meta.get("name"), e)
+            logger.warning("ignoring %s %s: %s", kind, meta.get("name"), e)
 
     def on_policy(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
