@@ -4,7 +4,7 @@ No cluster: nodes shaped like hack/cluster.py's (4/8/16 CPUs, 3 zones, 110 pods)
 bound pods on each, one SchedulingPolicy with one Prometheus metric whose fresh values
 cover every node. ``core.cycle.schedule_one`` is timed as the operator calls it
 (``detail=False``, since git 06eb22e) and as ``metricsched explain`` does
-(``detail=True``); ``core.filters.run_filters`` alone shows how much of it is filtering,
+(``detail=True``); ``core.profile.find_feasible`` alone shows how much of it is filtering,
 and the same cycle with ``spec.kubeScores`` all 0 what kube-scheduler's scores (default
 weights, blended since the kubescores branch) add. Median of up to 200 runs per size.
 """
@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from metricsched.core import cycle, filters, model, parse, policy
+from metricsched.core import columns, cycle, framework, model, parse, policy, profile
 
 SIZES = (100, 500, 1000, 2000, 5000)
 PODS_PER_NODE = 5
@@ -100,11 +100,18 @@ def setup(n: int, now: float) -> dict[str, Any]:
         )
     }
     return {
-        "snapshot": parse.snapshot_from(nodes, bound),
+        # As the runtime cache hands it out: with its node table (core.columns).
+        "snapshot": _with_table(parse.snapshot_from(nodes, bound)),
+        # As the scheduler keeps it: one memo across cycles (core.framework.Memo).
+        "memo": framework.Memo(),
         "policies": [chosen],
         "metrics": view,
         "pod": _pod("pending-0"),
     }
+
+
+def _with_table(snapshot: model.ClusterSnapshot) -> model.ClusterSnapshot:
+    return dataclasses.replace(snapshot, table=columns.NodeTable.build(snapshot.nodes.values()))
 
 
 def _median_ms(fn: Callable[[], object], budget_s: float, max_runs: int) -> float:
@@ -139,12 +146,14 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
                 rr_counter=0,
                 seed=zlib.crc32(b"pending-0"),
                 detail=detail,
+                memo=s["memo"],
             )
 
         assert one(True).outcome is model.Outcome.BIND
 
         def filter_only(s: dict[str, Any] = s) -> object:
-            return filters.run_filters(s["pod"], s["snapshot"])
+            cycle_state = framework.CycleState.start(s["pod"], s["snapshot"], memo=s["memo"])
+            return profile.find_feasible(cycle_state)
 
         row: dict[str, Any] = {
             "nodes": n,

@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import filters, model, policy, scoring
-from metricsched.core.plugins import (
-    dynamic_resources,
-    kube_scores,
-    node_volume_limits,
-    preemption,
-    volume_binding,
-)
+import numpy as np
+import numpy.typing as npt
+
+from metricsched.core import columns, framework, model, policy, profile, scoring, selectors
+from metricsched.core.plugins import kube_scores, preemption
 from metricsched.core.plugins.kube_scores import node_resources_fit
 
 MESSAGE_LIMIT: Final = 1024
@@ -72,47 +70,44 @@ def _skip_reason(pod: model.PodInfo, scheduler_names: frozenset[str]) -> str | N
         return f"pod {pod.key} is already bound to {pod.node_name}"
     if pod.deleting:
         return f"pod {pod.key} is being deleted"
-    schedulable, why = filters.is_schedulable_now(pod)
-    if not schedulable:
-        return why or f"pod {pod.key} cannot be scheduled now"
+    if pod.scheduling_gates:
+        return f"pod has scheduling gates: {', '.join(pod.scheduling_gates)}"
     return None
 
 
 # --- fallback strategies ---------------------------------------------------------------
 
 
-# The fallback's LeastAllocated / MostAllocated are kube-scheduler's NodeResourcesFit score.
-allocation_score = node_resources_fit.allocation_score
-
-
 def _pick_by_strategy(
     *,
     strategy: model.FallbackStrategy,
     pod: model.PodInfo,
-    states: Sequence[model.NodeState],
-    burst_counts: Sequence[int],
+    table: columns.NodeTable,
+    rows: columns.Rows,
+    burst_counts: columns.Ints,
     rr_counter: int,
     seed: int,
-) -> tuple[int, tuple[float, ...]]:
-    """The index of the node ``strategy`` picks among ``states`` (sorted by name), and the
-    strategy's score of each (0 for RoundRobin and Random)."""
-    names = [state.node.name for state in states]
+) -> tuple[int, list[float]]:
+    """The position in ``rows`` of the node ``strategy`` picks, and the strategy's score
+    of each (0 for RoundRobin and Random). LeastAllocated and MostAllocated are
+    kube-scheduler's NodeResourcesFit scores."""
     if strategy in (
         model.FallbackStrategy.LEAST_ALLOCATED,
         model.FallbackStrategy.MOST_ALLOCATED,
     ):
-        scores = tuple(
-            float(allocation_score(state=state, pod=pod, strategy=strategy)) for state in states
-        )
+        scores = node_resources_fit.allocation_scores(
+            pod=pod, table=table, rows=rows, strategy=strategy
+        ).astype(np.float64)
+        names = [table.names[row] for row in rows.tolist()]
         best = scoring.ranking(
             totals=scores, burst_counts=burst_counts, names=names, seed=seed, count=1
         )
-        return best[0], scores
-    zeros = (0.0,) * len(states)
+        return best[0], scores.tolist()
+    zeros = [0.0] * len(rows)
     if strategy is model.FallbackStrategy.ROUND_ROBIN:
-        return rr_counter % len(states), zeros
+        return rr_counter % len(rows), zeros
     if strategy is model.FallbackStrategy.RANDOM:
-        return random.Random(seed).randrange(len(states)), zeros
+        return random.Random(seed).randrange(len(rows)), zeros
     raise ValueError(f"strategy {strategy} does not pick a node")
 
 
@@ -187,22 +182,28 @@ def _infeasible(
 
 
 def filter_nodes(
-    pod: model.PodInfo, snapshot: model.ClusterSnapshot
+    pod: model.PodInfo, snapshot: model.ClusterSnapshot, *, memo: framework.Memo | None = None
 ) -> tuple[str, dict[model.NodeName, tuple[str, ...]]]:
     """kube-scheduler's PreFilter and Filter for ``pod``: a refusal that rules out every
     node ("" when none) or, without one, each node's reasons (empty: it passes them all)."""
-    volumes, refusal = volume_binding.bound_volumes(pod, snapshot)
-    refusal = refusal or dynamic_resources.pre_filter(pod)
-    if refusal:
-        return refusal, {}
-    reasons = filters.run_filters(pod, snapshot, namespace_labels=snapshot.namespace_labels)
-    if volume_limits := node_volume_limits.pre_filter(volumes):
-        reasons = node_volume_limits.run_filter(
-            state=volume_limits, snapshot=snapshot, reasons=reasons
+    cycle = framework.CycleState.start(pod, snapshot, memo=memo)
+    found = profile.find_feasible(cycle)
+    if found.refusal:
+        return found.refusal, {}
+    return "", {name: found.rejected.get(name, ()) for name in cycle.table.names}
+
+
+def burst_counts(table: columns.NodeTable, *, now: float, window_s: float) -> npt.NDArray[np.int64]:
+    """Each node's binds by this scheduler within the burst window (``scoring.burst_count``);
+    only nodes whose last bind is recent enough are counted one by one."""
+    counts = np.zeros(len(table), dtype=np.int64)
+    if window_s <= 0:
+        return counts
+    for row in np.flatnonzero(table.last_bind >= now - window_s).tolist():
+        counts[row] = scoring.burst_count(
+            recent_binds=table.states[row].recent_binds, now=now, window_s=window_s
         )
-    if volumes:
-        reasons = volume_binding.run_filter(volumes=volumes, snapshot=snapshot, reasons=reasons)
-    return "", reasons
+    return counts
 
 
 def schedule_one(
@@ -217,13 +218,18 @@ def schedule_one(
     rr_counter: int,
     seed: int,
     detail: bool = True,
-    namespace_labels: filters.NamespaceLabels | None = None,
+    namespace_labels: selectors.NamespaceLabels | None = None,
+    memo: framework.Memo | None = None,
 ) -> model.Decision:
-    """Decide where ``pod`` goes, or why it does not go anywhere now.
+    """Decide where ``pod`` goes, or why it does not go anywhere now: find the feasible
+    nodes (``core.profile``), score them (the policy's metrics blended with
+    kube-scheduler's scores) or let the fallback pick, and select one.
 
     ``default_fallback`` is the strategy of the operator's default policy (pods no
     SchedulingPolicy governs). ``rr_counter`` and ``seed`` drive the RoundRobin and Random
     fallback strategies; ``now`` is the time that decides freshness and recent binds.
+    ``memo`` carries work derived from unchanged pods and nodes across cycles (the
+    runtime passes its own; without one the cycle starts from nothing).
 
     Every node gets a verdict. With ``detail`` off (the operator's hot path), a pod that
     is placed by its metrics carries the verdicts of the winner and the runner-up only
@@ -233,7 +239,7 @@ def schedule_one(
     ``namespace_labels`` (namespace name -> labels) lets pod (anti-)affinity terms with a
     namespaceSelector be decided as kube-scheduler decides them; without it, the
     snapshot's (the runtime's Namespace watch) are used, and without those such a term
-    gets the restrictive answer (see ``filters.run_filters``).
+    gets the restrictive answer (see ``plugins.inter_pod_affinity``).
     """
     if namespace_labels is not None:
         snapshot = dataclasses.replace(snapshot, namespace_labels=namespace_labels)
@@ -264,71 +270,110 @@ def schedule_one(
             ),
         )
 
-    names = sorted(snapshot.nodes)
-    refusal, filter_reasons = filter_nodes(pod, snapshot)
-    if refusal and names:
+    cycle = framework.CycleState.start(pod, snapshot, memo=memo)
+    table = cycle.table
+    if not len(table):
         return _decision(
             pod=pod,
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
-            message=filters.fit_error_message(len(names), {}, pre_filter_msg=refusal)
+            message=profile.fit_error_message(0, {}),
+        )
+    found = profile.find_feasible(cycle)
+    if found.refusal:
+        return _decision(
+            pod=pod,
+            policy_key=policy_key,
+            outcome=model.Outcome.UNSCHEDULABLE,
+            message=profile.fit_error_message(len(table), {}, pre_filter_msg=found.refusal)
             + preemption.suffix(pod=pod, snapshot=snapshot, reasons={}),
         )
-    if not names:
+    bursts = burst_counts(table, now=now, window_s=chosen.burst_window_s)
+    verdicts = _Verdicts(table=table, rejected=found.rejected, bursts=bursts)
+    feasible = found.feasible  # rows of the table, in name order
+    if not len(feasible):
         return _decision(
             pod=pod,
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
-            message=filters.fit_error_message(0, {}),
+            message=profile.fit_error_message(len(table), found.rejected)
+            + preemption.suffix(pod=pod, snapshot=snapshot, reasons=found.rejected),
+            verdicts=verdicts.all(),
         )
-    states = [snapshot.nodes[name] for name in names]
-    bursts = [
-        scoring.burst_count(
-            recent_binds=state.recent_binds, now=now, window_s=chosen.burst_window_s
-        )
-        if state.recent_binds
-        else 0
-        for state in states
-    ]
-    verdicts: list[model.NodeVerdict | None] = [None] * len(names)
-    feasible: list[int] = []  # indices into names/states
-    for index, name in enumerate(names):
-        reasons = filter_reasons.get(name, ())
-        if reasons:
-            verdicts[index] = _infeasible(name, reasons, bursts[index])
-        else:
-            feasible.append(index)
+    return _score_and_select(
+        cycle=cycle,
+        chosen=chosen,
+        policy_key=policy_key,
+        feasible=feasible,
+        verdicts=verdicts,
+        metrics=metrics,
+        now=now,
+        rr_counter=rr_counter,
+        seed=seed,
+        detail=detail,
+    )
 
-    def finish() -> tuple[model.NodeVerdict, ...]:
-        assert all(verdict is not None for verdict in verdicts)
-        return tuple(verdict for verdict in verdicts if verdict is not None)
 
-    if not feasible:
-        return _decision(
-            pod=pod,
-            policy_key=policy_key,
-            outcome=model.Outcome.UNSCHEDULABLE,
-            message=filters.fit_error_message(
-                len(names), filter_reasons, pre_filter_msg=filters.pre_filter(pod)
-            )
-            + preemption.suffix(pod=pod, snapshot=snapshot, reasons=filter_reasons),
-            verdicts=finish(),
+@dataclasses.dataclass(slots=True)
+class _Verdicts:
+    """Every node's verdict, made only when a decision needs them all (explain, or a pod
+    no node takes): the filters' rejections, then what scoring or the fallback adds."""
+
+    table: columns.NodeTable
+    rejected: Mapping[model.NodeName, tuple[str, ...]]
+    bursts: columns.Ints
+    given: dict[int, model.NodeVerdict] = dataclasses.field(default_factory=dict)
+
+    def reject(
+        self, row: int, reasons: Sequence[str], metrics: tuple[model.MetricScore, ...]
+    ) -> None:
+        self.given[row] = _infeasible(
+            self.table.names[row], reasons, int(self.bursts[row]), metrics
         )
 
+    def all(self) -> tuple[model.NodeVerdict, ...]:
+        names, bursts, rejected = self.table.names, self.bursts.tolist(), self.rejected
+        return tuple(
+            self.given.get(row) or _infeasible(name, rejected.get(name, ()), bursts[row])
+            for row, name in enumerate(names)
+        )
+
+
+def _score_and_select(
+    *,
+    cycle: framework.CycleState,
+    chosen: model.Policy,
+    policy_key: model.PolicyKey | None,
+    feasible: columns.Rows,
+    verdicts: _Verdicts,
+    metrics: model.MetricView,
+    now: float,
+    rr_counter: int,
+    seed: int,
+    detail: bool,
+) -> model.Decision:
+    """Score the feasible nodes by the policy (thresholds first) and pick the best, or let
+    the fallback decide when there is nothing to score by."""
+    pod, table = cycle.pod, cycle.table
     # Fallback: no metrics to score by (the default policy), or no data to trust.
     fallback_reason = ""
-    columns: tuple[scoring.Column, ...] = ()
-    if chosen.metrics:
-        columns = scoring.policy_columns(
+    values: list[columns.Floats] = [
+        scoring.metric_values(
             policy=chosen,
-            nodes=[states[index].node for index in feasible],
+            metric=metric,
+            table=table,
+            rows=feasible,
             metrics=metrics,
             now=now,
+            memo=cycle.memo,
         )
+        for metric in chosen.metrics
+    ]
+    if chosen.metrics:
         unreachable = scoring.unreachable_error(policy=chosen, metrics=metrics)
         if unreachable is not None:
             fallback_reason = f"Prometheus unreachable: {unreachable}"
-        elif all(value is None for column in columns for value in column):
+        elif all(np.isnan(column).all() for column in values):
             fallback_reason = NO_FRESH_VALUES
     if not chosen.metrics or fallback_reason:
         return _fallback(
@@ -337,101 +382,79 @@ def schedule_one(
             policy_key=policy_key,
             reason=fallback_reason,
             feasible=feasible,
-            states=states,
-            bursts=bursts,
             verdicts=verdicts,
             rr_counter=rr_counter,
             seed=seed,
         )
 
     # Thresholds and onMissing: Exclude.
-    threshold_reasons = scoring.metric_filter(
-        policy=chosen, columns=columns, node_count=len(feasible)
-    )
-    passing: list[int] = []  # positions in feasible (and in each column)
-    for position, reasons in enumerate(threshold_reasons):
-        if reasons:
-            index = feasible[position]
-            values = tuple(
-                model.MetricScore(metric=metric.name, value=column[position], score=0.0)
-                for metric, column in zip(chosen.metrics, columns, strict=True)
-            )
-            verdicts[index] = _infeasible(names[index], reasons, bursts[index], values)
-        else:
-            passing.append(position)
-    if not passing:
-        extra = collections.Counter(reason for reasons in threshold_reasons for reason in reasons)
+    thresholds = scoring.threshold_filter(policy=chosen, values=values)
+    for position, reasons in thresholds.reasons.items():
+        verdicts.reject(
+            int(feasible[position]),
+            reasons,
+            _metric_scores(chosen, [column[position] for column in values], ()),
+        )
+    if not thresholds.passed.any():
+        extra = collections.Counter(r for reasons in thresholds.reasons.values() for r in reasons)
         return _decision(
             pod=pod,
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
-            message=filters.fit_error_message(len(names), filter_reasons, extra)
-            + preemption.suffix(pod=pod, snapshot=snapshot, reasons=filter_reasons),
-            verdicts=finish(),
+            message=profile.fit_error_message(len(table), verdicts.rejected, extra)
+            + preemption.suffix(pod=pod, snapshot=cycle.snapshot, reasons=verdicts.rejected),
+            verdicts=verdicts.all(),
         )
 
     # Score the nodes that passed everything.
-    scored_columns = tuple(tuple([column[position] for position in passing]) for column in columns)
-    scored_indices = [feasible[position] for position in passing]
-    scored_bursts = [bursts[index] for index in scored_indices]
+    passing = thresholds.passed
+    scored_rows = feasible[passing]
+    scored_values = [column[passing] for column in values]
+    scored_bursts = verdicts.bursts[scored_rows]
     kube_terms = (
-        kube_scores.score_terms(
-            pod=pod,
-            nodes=[states[index] for index in scored_indices],
-            snapshot=snapshot,
-            weights=chosen.kube_weights,
-        )
+        kube_scores.score_terms(cycle=cycle, rows=scored_rows, weights=chosen.kube_weights)
         if chosen.kube_weights
         else ()
     )
     scores = scoring.score_nodes(
-        policy=chosen, columns=scored_columns, burst_counts=scored_bursts, kube=kube_terms
+        policy=chosen, columns=scored_values, burst_counts=scored_bursts, kube=kube_terms
     )
     top = scoring.ranking(
         totals=scores.totals,
         burst_counts=scored_bursts,
-        names=[names[index] for index in scored_indices],
+        names=[table.names[row] for row in scored_rows.tolist()],
         seed=seed,
     )
-    metric_names = [metric.name for metric in chosen.metrics]
-    detailed = range(len(scored_indices)) if detail else top
-    per_node_metrics: dict[int, tuple[model.MetricScore, ...]] = {
-        slot: tuple(
-            map(
-                model.MetricScore,
-                metric_names,
-                [column[slot] for column in scored_columns],
-                [metric_scores[slot] for metric_scores in scores.per_metric],
-            )
-        )
-        for slot in detailed
-    }
 
     def verdict(slot: int) -> model.NodeVerdict:
         return model.NodeVerdict(
-            names[scored_indices[slot]],
+            table.names[scored_rows[slot]],
             True,
             "",
-            per_node_metrics.get(slot, ()),
-            scored_bursts[slot],
-            scores.totals[slot],
+            _metric_scores(
+                chosen,
+                [column[slot] for column in scored_values],
+                [metric_scores[slot] for metric_scores in scores.per_metric],
+            ),
+            int(scored_bursts[slot]),
+            float(scores.totals[slot]),
             tuple(
-                model.KubeScore(term.plugin, term.scores[slot], term.weight) for term in scores.kube
+                model.KubeScore(term.plugin, float(term.scores[slot]), term.weight)
+                for term in scores.kube
             ),
         )
 
     if detail:
-        for slot, index in enumerate(scored_indices):
-            verdicts[index] = verdict(slot)
-        final = finish()
-        winner = verdicts[scored_indices[top[0]]]
-        runner_up = verdicts[scored_indices[top[1]]] if len(top) > 1 else None
+        for slot, row in enumerate(scored_rows.tolist()):
+            verdicts.given[row] = verdict(slot)
+        final = verdicts.all()
+        winner = verdicts.given[int(scored_rows[top[0]])]
+        runner_up = verdicts.given[int(scored_rows[top[1]])] if len(top) > 1 else None
     else:
         # The hot path: the winner and the runner-up are all the event and the log need;
         # one verdict per node would cost more than the decision at thousands of nodes.
         final = tuple(verdict(slot) for slot in top)
         winner, runner_up = final[0], (final[1] if len(final) > 1 else None)
-    assert winner is not None
     return _decision(
         pod=pod,
         policy_key=policy_key,
@@ -442,9 +465,23 @@ def schedule_one(
             chosen=chosen,
             winner=winner,
             runner_up=runner_up,
-            penalty=scores.penalties[top[0]],
+            penalty=float(scores.penalties[top[0]]),
         ),
         verdicts=final,
+    )
+
+
+def _metric_scores(
+    chosen: model.Policy, values: Sequence[float], scores: Sequence[float]
+) -> tuple[model.MetricScore, ...]:
+    """One node's metric values (NaN: missing) and scores (none: 0) as verdict entries."""
+    return tuple(
+        model.MetricScore(
+            metric=metric.name,
+            value=None if math.isnan(value) else float(value),
+            score=float(scores[index]) if scores else 0.0,
+        )
+        for index, (metric, value) in enumerate(zip(chosen.metrics, values, strict=True))
     )
 
 
@@ -454,39 +491,39 @@ def _fallback(
     chosen: model.Policy,
     policy_key: model.PolicyKey | None,
     reason: str,
-    feasible: Sequence[int],
-    states: Sequence[model.NodeState],
-    bursts: Sequence[int],
-    verdicts: list[model.NodeVerdict | None],
+    feasible: columns.Rows,
+    verdicts: _Verdicts,
     rr_counter: int,
     seed: int,
 ) -> model.Decision:
     """Let the policy's strategy decide among the filter-feasible nodes (thresholds are
     not applied: there is no data to trust)."""
     strategy = chosen.fallback
-    candidates = [states[index] for index in feasible]
+    table = verdicts.table
+    bursts = verdicts.bursts[feasible]
     if strategy is model.FallbackStrategy.WAIT:
-        scores: tuple[float, ...] = (0.0,) * len(candidates)
+        scores: list[float] = [0.0] * len(feasible)
         picked: int | None = None
     else:
         picked, scores = _pick_by_strategy(
             strategy=strategy,
             pod=pod,
-            states=candidates,
-            burst_counts=[bursts[index] for index in feasible],
+            table=table,
+            rows=feasible,
+            burst_counts=bursts,
             rr_counter=rr_counter,
             seed=seed,
         )
-    for position, index in enumerate(feasible):
-        verdicts[index] = model.NodeVerdict(
-            node=states[index].node.name,
+    for position, row in enumerate(feasible.tolist()):
+        verdicts.given[row] = model.NodeVerdict(
+            node=table.names[row],
             feasible=True,
             reason="",
             metrics=(),
-            burst_count=bursts[index],
+            burst_count=int(bursts[position]),
             score=scores[position],
         )
-    final = tuple(verdict for verdict in verdicts if verdict is not None)
+    final = verdicts.all()
     if picked is None:
         return _decision(
             pod=pod,
@@ -496,7 +533,7 @@ def _fallback(
             message=_wait_message(pod=pod, chosen=chosen, reason=reason),
             verdicts=final,
         )
-    node = candidates[picked].node.name
+    node = table.names[feasible[picked]]
     return _decision(
         pod=pod,
         policy_key=policy_key,

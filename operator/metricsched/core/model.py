@@ -11,7 +11,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any, Literal, NewType, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NewType, TypedDict
+
+if TYPE_CHECKING:
+    from metricsched.core import columns
 
 NodeName = NewType("NodeName", str)
 PodKey = NewType("PodKey", str)  # "namespace/name"
@@ -218,6 +221,9 @@ class ClusterSnapshot:
     csi_nodes: Mapping[str, CSINodeInfo] | None = None
     # VolumeAttachments by the node they are for (NodeVolumeLimits); None: none known
     volume_attachments: Mapping[str, tuple[VolumeAttachmentInfo, ...]] | None = None
+    # ``nodes`` as columns (core.columns.NodeTable), kept by the runtime cache; None: the
+    # cycle builds one. A snapshot made with other ``nodes`` must not carry its table.
+    table: columns.NodeTable | None = None
 
 
 # --- policies --------------------------------------------------------------------------

@@ -28,20 +28,23 @@ The semantics are DESIGN.md's "Scoring semantics" with the README's "No herding"
   drawn at random among those still tied (seeded per decision), as kube-scheduler's
   selectHost does.
 
-Values are handled as columns (one tuple per metric, aligned with a node sequence), so a
-cycle costs O(nodes x metrics) with no per-node dictionaries. No I/O here.
+Values are handled as arrays (one per metric, aligned with the rows of the cycle's node
+table, NaN for a missing value), so a cycle costs a few vector operations per metric,
+with no per-node Python. ``Column`` (a tuple, None for missing) is the form ``explain``
+and the shadow reports read. No I/O here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 import random
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import model
+import numpy as np
+
+from metricsched.core import columns, framework, model
 
 MIN_SCORE: Final = 0.0
 MAX_SCORE: Final = 100.0
@@ -67,6 +70,77 @@ def annotation_value(raw: str | None) -> float | None:
     return None if math.isnan(value) else value
 
 
+def _series_values(
+    series: model.MetricSeries, names: Sequence[model.NodeName]
+) -> tuple[columns.Floats, columns.Floats]:
+    """Each named node's latest sample of ``series`` and when it was refreshed (NaN and
+    -inf for a node without one)."""
+    get = series.values.get
+    values = np.full(len(names), np.nan)
+    refreshed = np.full(len(names), -np.inf)
+    for index, name in enumerate(names):
+        sample = get(name)
+        if sample is not None:
+            values[index] = sample.value
+            refreshed[index] = sample.refreshed_at
+    return values, refreshed
+
+
+def _fresh(
+    values: columns.Floats, refreshed: columns.Floats, *, now: float, max_age: float
+) -> columns.Floats:
+    # A sample is fresh while now - refreshed_at <= max age; NaN stays NaN (missing).
+    return np.where(now - refreshed <= max_age, values, np.nan)
+
+
+def _annotation_values(key: str, nodes: Sequence[model.NodeInfo]) -> columns.Floats:
+    return np.fromiter(
+        (
+            np.nan if (value := annotation_value(node.annotations.get(key))) is None else value
+            for node in nodes
+        ),
+        dtype=np.float64,
+        count=len(nodes),
+    )
+
+
+def metric_values(
+    *,
+    policy: model.Policy,
+    metric: model.MetricSpec,
+    table: columns.NodeTable,
+    rows: columns.Rows,
+    metrics: model.MetricView,
+    now: float,
+    memo: framework.Memo,
+) -> columns.Floats:
+    """The fresh value of ``metric`` on each node of ``rows`` (NaN: missing or stale), the
+    cycle's path: the values of every node are laid out once per refresh (or per change
+    of the nodes, for annotations) and kept in ``memo``."""
+    source = metric.source
+    if isinstance(source, model.AnnotationSource):
+        key = source.annotation
+        every = memo.per_table(
+            "annotation-values",
+            key,
+            table,
+            lambda: _annotation_values(key, [state.node for state in table.states]),
+        )
+        return every[rows]
+    series = metrics.get(model.MetricKey(policy=policy.key, metric=metric.name))
+    if series is None:
+        return np.full(len(rows), np.nan)
+    # A refresh replaces the series object: its values are laid out again.
+    values, refreshed = memo.per_table(
+        "series-values",
+        (policy.key, metric.name),
+        table,
+        lambda: _series_values(series, table.names),
+        source=series,
+    )
+    return _fresh(values[rows], refreshed[rows], now=now, max_age=policy.max_metric_age_s)
+
+
 def metric_column(
     *,
     policy: model.Policy,
@@ -75,27 +149,30 @@ def metric_column(
     metrics: model.MetricView,
     now: float,
 ) -> Column:
-    """The fresh value of ``metric`` on each of ``nodes``."""
+    """The fresh value of ``metric`` on each of ``nodes`` (for ``explain`` and shadow
+    reports; the cycle uses ``metric_values``)."""
     source = metric.source
     if isinstance(source, model.AnnotationSource):
-        key = source.annotation
-        return tuple(annotation_value(node.annotations.get(key)) for node in nodes)
-    series = metrics.get(model.MetricKey(policy=policy.key, metric=metric.name))
-    if series is None:
-        return (None,) * len(nodes)
-    get = series.values.get
-    max_age = policy.max_metric_age_s
-    # One comprehension, no per-node calls: this runs for every pod on every node.
-    return tuple(
-        [
-            value
-            if (sample := get(node.name)) is not None
-            and now - sample.refreshed_at <= max_age
-            and (value := sample.value) == value  # NaN is missing; ±Inf are values
-            else None
-            for node in nodes
-        ]
-    )
+        values = _annotation_values(source.annotation, nodes)
+    else:
+        series = metrics.get(model.MetricKey(policy=policy.key, metric=metric.name))
+        if series is None:
+            return (None,) * len(nodes)
+        found, refreshed = _series_values(series, [node.name for node in nodes])
+        values = _fresh(found, refreshed, now=now, max_age=policy.max_metric_age_s)
+    return as_column(values)
+
+
+def as_column(values: columns.Floats) -> Column:
+    """Values as a ``Column`` (None for NaN)."""
+    return tuple(None if math.isnan(value) else value for value in values.tolist())
+
+
+def as_values(column: Sequence[float | None] | columns.Floats) -> columns.Floats:
+    """A ``Column`` (or values) as an array, NaN for None."""
+    if isinstance(column, np.ndarray):
+        return column.astype(np.float64, copy=False)
+    return np.array([np.nan if value is None else value for value in column], dtype=np.float64)
 
 
 def policy_columns(
@@ -138,6 +215,45 @@ def no_fresh_value_reason(metric: model.MetricSpec) -> str:
     return f"node(s) had no fresh value for metric {metric.name}"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ThresholdResult:
+    """Which nodes the thresholds and onMissing: Exclude pass, and why the others fail."""
+
+    passed: columns.Bools
+    reasons: Mapping[int, tuple[str, ...]]  # position -> reasons, for the failed ones
+
+
+def threshold_filter(*, policy: model.Policy, values: Sequence[columns.Floats]) -> ThresholdResult:
+    """The thresholds of ``policy`` over one value array per metric (NaN: missing)."""
+    size = len(values[0]) if values else 0
+    failed_by: list[tuple[columns.Bools, columns.Bools, columns.Bools, model.MetricSpec]] = []
+    failed = np.zeros(size, dtype=np.bool_)
+    for metric, column in zip(policy.metrics, values, strict=True):
+        low, high = metric.threshold_min, metric.threshold_max
+        exclude = metric.on_missing is model.OnMissing.EXCLUDE
+        if low is None and high is None and not exclude:
+            continue
+        missing = np.isnan(column)
+        if not exclude:
+            missing = np.zeros(size, dtype=np.bool_)
+        above = column > high if high is not None else np.zeros(size, dtype=np.bool_)
+        below = (column < low) & ~above if low is not None else np.zeros(size, dtype=np.bool_)
+        failed_by.append((missing, above, below, metric))
+        failed |= missing | above | below
+    reasons: dict[int, tuple[str, ...]] = {}
+    for position in np.flatnonzero(failed).tolist():
+        found: list[str] = []
+        for missing, above, below, metric in failed_by:
+            if missing[position]:
+                found.append(no_fresh_value_reason(metric))
+            elif above[position]:
+                found.append(exceeded_reason(metric))
+            elif below[position]:
+                found.append(fell_below_reason(metric))
+        reasons[position] = tuple(found)
+    return ThresholdResult(~failed, reasons)
+
+
 def metric_filter(
     *, policy: model.Policy, columns: Sequence[Column], node_count: int
 ) -> tuple[tuple[str, ...], ...]:
@@ -145,28 +261,8 @@ def metric_filter(
 
     Returns one tuple of reasons per node (empty = feasible), aligned with ``columns``.
     """
-    reasons: list[list[str] | None] = [None] * node_count
-    for metric, column in zip(policy.metrics, columns, strict=True):
-        low, high = metric.threshold_min, metric.threshold_max
-        exclude = metric.on_missing is model.OnMissing.EXCLUDE
-        if low is None and high is None and not exclude:
-            continue
-        for index, value in enumerate(column):
-            if value is None:
-                reason = no_fresh_value_reason(metric) if exclude else None
-            elif high is not None and value > high:
-                reason = exceeded_reason(metric)
-            elif low is not None and value < low:
-                reason = fell_below_reason(metric)
-            else:
-                reason = None
-            if reason is not None:
-                found = reasons[index]
-                if found is None:
-                    reasons[index] = [reason]
-                else:
-                    found.append(reason)
-    return tuple(() if found is None else tuple(found) for found in reasons)
+    result = threshold_filter(policy=policy, values=[as_values(column) for column in columns])
+    return tuple(result.reasons.get(position, ()) for position in range(node_count))
 
 
 # --- normalisation, weights, burst -----------------------------------------------------
@@ -178,14 +274,14 @@ def missing_score(on_missing: model.OnMissing) -> float:
 
 
 def normalise(
-    column: Column,
+    column: Sequence[float | None] | columns.Floats,
     *,
     goal: model.Goal,
     on_missing: model.OnMissing,
     tolerance: float = 0.0,
     tolerance_percent: float = 0.0,
     value_range: float | None = None,
-) -> tuple[float, ...]:
+) -> columns.Floats:
     """Score a column 0..100 in the goal's direction; the best value scores 100.
 
     A value's distance from the best, less the tolerance (the larger of ``tolerance`` and
@@ -194,36 +290,33 @@ def normalise(
     the best all score 100. With no tolerance and no range this is min-max normalisation.
     An infinite best value (-Inf when minimising) scores 100 and every other value 0;
     an infinite worst value scores 0 and does not set the scale of the finite ones.
+    Missing values (None or NaN) score ``missing_score(on_missing)``.
     """
-    present = [value for value in column if value is not None]
+    values = as_values(column)
+    missing = np.isnan(values)
     absent = missing_score(on_missing)
-    if not present:
-        return (absent,) * len(column)
+    if missing.all():
+        return np.full(len(values), absent)
     sign = 1.0 if goal is model.Goal.MINIMIZE else -1.0
     # Values in the "lower is better" direction, halved so that distances between huge
     # values (±1e308) stay finite; exact otherwise.
-    lows = [sign * value / 2 for value in present]
-    best = min(lows)
+    lows = sign * values / 2
+    present = lows[~missing]
+    best = float(present.min())
     if math.isinf(best):  # -Inf when minimising, +Inf when maximising
-        by_value = {
-            value: (MAX_SCORE if sign * value / 2 == best else MIN_SCORE) for value in present
-        }
-        return tuple([absent if value is None else by_value[value] for value in column])
-    finite_worst = max((low for low in lows if not math.isinf(low)), default=best)
+        return np.where(missing, absent, np.where(lows == best, MAX_SCORE, MIN_SCORE))
+    infinite = np.isinf(present)
+    finite_worst = float(present[~infinite].max()) if not infinite.all() else best
     slack = max(tolerance, abs(best) * 2 * tolerance_percent / 100) / 2
     scale = (finite_worst - best) if value_range is None else value_range / 2
     if scale <= 0 or finite_worst - best <= slack:
-        if not any(math.isinf(low) for low in lows):  # all within the tolerance: all equal
-            return tuple([absent if value is None else MAX_SCORE for value in column])
+        if not infinite.any():  # all within the tolerance: all equal
+            return np.where(missing, absent, MAX_SCORE)
         scale = max(scale, slack, math.ulp(best) or 1.0)
-
-    def score(value: float) -> float:
-        low = sign * value / 2
-        lost = max(0.0, low - best - slack)
-        # Divide before scaling: the best value scores exactly 100, and no value more.
-        return MAX_SCORE * max(0.0, 1.0 - lost / scale)
-
-    return tuple([absent if value is None else score(value) for value in column])
+    lost = np.maximum(0.0, lows - best - slack)
+    # Divide before scaling: the best value scores exactly 100, and no value more.
+    scores = MAX_SCORE * np.maximum(0.0, 1.0 - lost / scale)
+    return np.where(missing, absent, scores)
 
 
 def burst_count(*, recent_binds: Sequence[float], now: float, window_s: float) -> int:
@@ -250,17 +343,17 @@ class KubeTerm:
 
     plugin: str
     weight: int
-    scores: tuple[float, ...]  # 0..100, aligned with the nodes
+    scores: columns.Floats  # 0..100, aligned with the nodes
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Scores:
-    """Scores of a sequence of nodes, each tuple aligned with that sequence."""
+    """Scores of a sequence of nodes, each array aligned with that sequence."""
 
-    per_metric: tuple[tuple[float, ...], ...]  # [metric][node], 0..100
-    burst_counts: tuple[int, ...]
-    penalties: tuple[float, ...]  # points taken for recent binds (before the floor)
-    totals: tuple[float, ...]  # final node scores, 0..100
+    per_metric: tuple[columns.Floats, ...]  # [metric][node], 0..100
+    burst_counts: columns.Ints
+    penalties: columns.Floats  # points taken for recent binds (before the floor)
+    totals: columns.Floats  # final node scores, 0..100
     kube: tuple[KubeTerm, ...] = ()  # the kube-scheduler terms blended into the totals
 
 
@@ -269,24 +362,25 @@ def blended_terms(kube: Sequence[KubeTerm]) -> tuple[KubeTerm, ...]:
     return tuple(
         term
         for term in kube
-        if term.weight > 0 and term.scores and min(term.scores) != max(term.scores)
+        if term.weight > 0 and len(term.scores) and term.scores.min() != term.scores.max()
     )
 
 
 def score_nodes(
     *,
     policy: model.Policy,
-    columns: Sequence[Column],
-    burst_counts: Sequence[int],
+    columns: Sequence[Sequence[float | None] | columns.Floats],
+    burst_counts: Sequence[int] | columns.Ints,
     kube: Sequence[KubeTerm] = (),
 ) -> Scores:
-    """Score nodes from their metric columns (the feasible nodes only: they set the range)
+    """Score nodes from their metric values (the feasible nodes only: they set the range)
     and kube-scheduler's terms for the same nodes.
 
     A policy without metrics scores every node 0 before the penalty: such policies are
     decided by their fallback strategy, not scored.
     """
-    node_count = len(burst_counts)
+    bursts = np.asarray(burst_counts, dtype=np.int64)
+    node_count = len(bursts)
     per_metric = tuple(
         normalise(
             column,
@@ -300,19 +394,14 @@ def score_nodes(
     )
     weights = reduced_weights(policy.metrics)
     total_weight = sum(weights)
-    sums = [0.0] * node_count
+    sums = np.zeros(node_count)
     for weight, scores in zip(weights, per_metric, strict=True):
-        sums = [total + weight * score for total, score in zip(sums, scores, strict=True)]
-    penalties = tuple([policy.burst_penalty * count for count in burst_counts])
+        sums = sums + weight * scores
+    penalties = policy.burst_penalty * bursts
     if total_weight:
-        totals = tuple(
-            [
-                max(MIN_SCORE, min(MAX_SCORE, total / total_weight) - penalty)
-                for total, penalty in zip(sums, penalties, strict=True)
-            ]
-        )
+        totals = np.maximum(MIN_SCORE, np.minimum(MAX_SCORE, sums / total_weight) - penalties)
     else:
-        totals = (MIN_SCORE,) * node_count
+        totals = np.full(node_count, MIN_SCORE)
     blended = blended_terms(kube) if total_weight else ()
     if blended:
         # One common divisor for every weight: scaling all of them by a constant then
@@ -322,22 +411,15 @@ def score_nodes(
         own = metric_weight // divisor
         kube_weights = [term.weight // divisor for term in blended]
         whole = own + sum(kube_weights)
-        kube_sums = [0.0] * node_count
+        kube_sums = np.zeros(node_count)
         for weight, term in zip(kube_weights, blended, strict=True):
-            kube_sums = [
-                total + weight * score for total, score in zip(kube_sums, term.scores, strict=True)
-            ]
-        totals = tuple(
-            [
-                (own * metric_total + kube_total) / whole
-                for metric_total, kube_total in zip(totals, kube_sums, strict=True)
-            ]
-        )
-        penalties = tuple([penalty * own / whole for penalty in penalties])
+            kube_sums = kube_sums + weight * term.scores
+        totals = (own * totals + kube_sums) / whole
+        penalties = penalties * own / whole
     return Scores(
         per_metric=per_metric,
-        burst_counts=tuple(burst_counts),
-        penalties=penalties,
+        burst_counts=bursts,
+        penalties=penalties.astype(np.float64),
         totals=totals,
         kube=blended,
     )
@@ -345,8 +427,8 @@ def score_nodes(
 
 def ranking(
     *,
-    totals: Sequence[float],
-    burst_counts: Sequence[int],
+    totals: Sequence[float] | columns.Floats,
+    burst_counts: Sequence[int] | columns.Ints,
     names: Sequence[str],
     seed: int,
     count: int = 2,
@@ -358,28 +440,31 @@ def ranking(
     the top scores), seeded by ``seed`` so a decision can be reproduced. The others
     follow in score, binds, name order.
     """
-    if not totals:
+    scores = np.asarray(totals, dtype=np.float64)
+    bursts = np.asarray(burst_counts, dtype=np.int64)
+    if not len(scores):
         return []
-    ordered = heapq.nsmallest(
-        count,
-        range(len(totals)),
-        key=lambda index: (-totals[index], burst_counts[index], names[index]),
-    )
-    top = (totals[ordered[0]], burst_counts[ordered[0]])
-    tied = [
-        index
-        for index in range(len(totals))
-        if totals[index] == top[0] and burst_counts[index] == top[1]
-    ]
-    if len(tied) == 1:
-        return ordered
-    winner = tied[random.Random(seed).randrange(len(tied))]
-    rest = heapq.nsmallest(
-        count - 1,
-        (index for index in range(len(totals)) if index != winner),
-        key=lambda index: (-totals[index], burst_counts[index], names[index]),
-    )
-    return [winner, *rest]
+    tied = _best(scores, bursts, np.arange(len(scores)))
+    winner = tied[0] if len(tied) == 1 else tied[random.Random(seed).randrange(len(tied))]
+    chosen = [winner]
+    left = np.ones(len(scores), dtype=np.bool_)
+    left[winner] = False
+    while len(chosen) < count and left.any():
+        # The rest in (score, binds, name) order: the first of the best by name.
+        best = _best(scores, bursts, np.flatnonzero(left))
+        following = min(best, key=lambda index: names[index])
+        chosen.append(following)
+        left[following] = False
+    return chosen
+
+
+def _best(scores: columns.Floats, bursts: columns.Ints, among: columns.Rows) -> list[int]:
+    """Of the nodes ``among``, those with the highest score and, of those, the fewest
+    recent binds, in index order."""
+    top = scores[among].max()
+    highest = among[scores[among] == top]
+    fewest = bursts[highest].min()
+    return highest[bursts[highest] == fewest].tolist()  # type: ignore[no-any-return]
 
 
 # --- formatting (shared by cycle messages and explain) ---------------------------------

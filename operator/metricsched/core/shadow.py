@@ -62,7 +62,9 @@ def without_pod(snapshot: model.ClusterSnapshot, pod: model.PodInfo) -> model.Cl
         ),
     )
     # dataclasses.replace keeps the namespace labels, claims and volumes the filters read.
-    return dataclasses.replace(snapshot, nodes={**snapshot.nodes, state.node.name: rebuilt})
+    return dataclasses.replace(
+        snapshot, nodes={**snapshot.nodes, state.node.name: rebuilt}, table=None
+    )
 
 
 def _values(

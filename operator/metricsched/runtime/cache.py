@@ -26,7 +26,7 @@ import dataclasses
 import time
 from collections.abc import Iterable, Mapping
 
-from metricsched.core import model, parse
+from metricsched.core import columns, model, parse
 
 # Pods in these phases hold no resources (kube-scheduler ignores them too).
 _TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -45,6 +45,7 @@ class ClusterCache:
         self._nodes: dict[model.NodeName, _Node] = {}
         self._states: dict[model.NodeName, model.NodeState] = {}
         self._dirty: set[model.NodeName] = set()
+        self._table = columns.TableKeeper()  # self._states as columns, kept in step
         self._pod_node: dict[str, model.NodeName] = {}  # uid -> node, for bound/assumed pods
         self._orphans: dict[str, model.PodInfo] = {}  # bound to a node we do not know (yet)
         self._assumed: dict[str, float] = {}  # uid -> time assumed
@@ -128,6 +129,7 @@ class ClusterCache:
             self._pod_node.pop(uid, None)
             self._orphans[uid] = pod
         self._states.pop(name, None)
+        self._table.removed()
         self._dirty.discard(name)
         self.generation += 1
 
@@ -409,7 +411,8 @@ class ClusterCache:
                 continue
             while n.recent and n.recent[0] < horizon:
                 n.recent.popleft()
-            self._states[name] = _build_state(n)
+            state = self._states[name] = _build_state(n)
+            self._table.changed(state)
         self._dirty.clear()
         return model.ClusterSnapshot(
             nodes=self._states,
@@ -419,6 +422,7 @@ class ClusterCache:
             storage_classes=self._storage_classes,
             csi_nodes=self._csi_nodes,
             volume_attachments=self._attachments_on,
+            table=self._table.table(self._states),
         )
 
     def pods_bound_to(self, node: model.NodeName) -> Iterable[model.PodInfo]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from metricsched.core import model
+from metricsched.core import columns, framework, model
 
 NAME: Final = "DynamicResources"
 # Its PostFilter's answer for a pod without claims; kube-scheduler runs it before
@@ -26,3 +26,17 @@ def pre_filter(pod: model.PodInfo) -> str:
         f"pod has resource claims ({', '.join(pod.resource_claims)}), which metricsched does "
         "not allocate; set spec.schedulerName to a scheduler that does (default-scheduler)"
     )
+
+
+class DynamicResources:
+    name: Final = NAME
+
+    def pre_filter(self, cycle: framework.CycleState) -> framework.PreFilterResult:
+        refusal = pre_filter(cycle.pod)
+        return framework.refuse(refusal) if refusal else framework.SKIP
+
+    def filter(self, cycle: framework.CycleState, rows: columns.Rows) -> framework.Filtered:
+        return framework.all_pass(rows)  # never reached: a pod with claims is refused
+
+
+PLUGIN: Final[framework.FilterPlugin] = DynamicResources()

@@ -7,7 +7,7 @@ would exceed the limit. A volume is unique by driver and volume handle, so a vol
 node already uses is not counted twice. A node without a CSINode, or without a count for
 the driver, has no limit.
 
-The pod's volumes are read once per cycle (``pre_filter``, into ``CycleState``); the
+The pod's volumes are read once per cycle (``pre_filter``, into ``PodCSIVolumes``); the
 volumes of the pods on each node are counted per node (``filter_node``). As in
 kube-scheduler, an existing pod's claim that is not bound yet counts as one volume of its
 class's provisioner, and a VolumeAttachment of the node for a CSI volume no pod there uses
@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Final
 
-from metricsched.core import model
+from metricsched.core import columns, framework, model
 from metricsched.core.plugins import volume_binding
 
 NAME: Final = "NodeVolumeLimits"
@@ -35,13 +35,13 @@ _VolumeKey = tuple[str, str, bool]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class CycleState:
+class PodCSIVolumes:
     """What PreFilter found once per cycle: the pod's CSI volumes (key -> driver)."""
 
     new_volumes: Mapping[_VolumeKey, str]
 
 
-def pre_filter(volumes: tuple[model.VolumeInfo, ...]) -> CycleState | None:
+def pre_filter(volumes: tuple[model.VolumeInfo, ...]) -> PodCSIVolumes | None:
     """The pod's CSI volumes, from its bound ``volumes`` (VolumeBinding's PreFilter has
     refused every pod with an unbound claim); None: none, the filter is skipped."""
     new = {
@@ -49,35 +49,44 @@ def pre_filter(volumes: tuple[model.VolumeInfo, ...]) -> CycleState | None:
         for volume in volumes
         if volume.csi_driver and volume.csi_handle
     }
-    return CycleState(new_volumes=new) if new else None
+    return PodCSIVolumes(new_volumes=new) if new else None
 
 
-def run_filter(
-    *,
-    state: CycleState,
-    snapshot: model.ClusterSnapshot,
-    reasons: Mapping[model.NodeName, tuple[str, ...]],
-) -> dict[model.NodeName, tuple[str, ...]]:
-    """``reasons`` (from ``filters.run_filters``) with this filter in its place: after
-    NodeResourcesFit, before VolumeBinding, VolumeZone, spreading and pod affinity."""
-    merged = dict(reasons)
-    csi_nodes = snapshot.csi_nodes or {}
-    for name, node_state in snapshot.nodes.items():
-        csi_node = csi_nodes.get(name)
-        if csi_node is None or not csi_node.limits:
-            continue  # no CSINode, or no driver with a limit: no limit
-        if volume_binding.decided_before(merged.get(name, ())):
-            continue
-        if reason := filter_node(
-            state=state, node=node_state, limits=csi_node.limits, snapshot=snapshot
-        ):
-            merged[name] = (reason,)
-    return merged
+class NodeVolumeLimits:
+    """CSI NodeVolumeLimits: the node's CSINode limit per driver is not exceeded."""
+
+    name: Final = NAME
+
+    def pre_filter(self, cycle: framework.CycleState) -> framework.PreFilterResult:
+        # VolumeRestrictions runs before this plugin: its refusal (a claim not found) is
+        # given here, where kube-scheduler gives it.
+        found = volume_binding.pod_volumes(cycle)
+        if found.refusal:
+            return framework.refuse(found.refusal)
+        state = pre_filter(found.volumes)
+        if state is None:
+            return framework.SKIP
+        cycle.data[NAME] = state
+        return framework.PASS
+
+    def filter(self, cycle: framework.CycleState, rows: columns.Rows) -> framework.Filtered:
+        state = cycle.data[NAME]
+        assert isinstance(state, PodCSIVolumes)
+        snapshot = cycle.snapshot
+        csi_nodes = snapshot.csi_nodes or {}
+
+        def check(node: model.NodeState) -> str:
+            csi_node = csi_nodes.get(node.node.name)
+            if csi_node is None or not csi_node.limits:
+                return ""  # no CSINode, or no driver with a limit: no limit
+            return filter_node(state=state, node=node, limits=csi_node.limits, snapshot=snapshot)
+
+        return framework.scalar_filter(rows, cycle.table, check)
 
 
 def filter_node(
     *,
-    state: CycleState,
+    state: PodCSIVolumes,
     node: model.NodeState,
     limits: Mapping[str, int],
     snapshot: model.ClusterSnapshot,
@@ -138,3 +147,6 @@ def detaching_volumes(
         if key not in attached:
             found[key] = attachment.attacher
     return found
+
+
+PLUGIN: Final[framework.FilterPlugin] = NodeVolumeLimits()

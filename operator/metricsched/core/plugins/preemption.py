@@ -23,8 +23,15 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import filters, model, parse
-from metricsched.core.plugins import dynamic_resources, node_volume_limits, volume_binding
+from metricsched.core import columns, framework, model, parse, profile
+from metricsched.core.plugins import (
+    dynamic_resources,
+    inter_pod_affinity,
+    node_ports,
+    node_resources_fit,
+    node_volume_limits,
+    pod_topology_spread,
+)
 
 NAME: Final = "DefaultPreemption"
 PREFIX: Final = "preemption: "
@@ -38,11 +45,11 @@ PREEMPT_NEVER: Final = "Never"
 # is resolvable unless the pod asks for more than the node's whole allocatable.
 _RESOLVABLE: Final = frozenset(
     {
-        filters.REASON_TOO_MANY_PODS,
-        filters.REASON_NODE_PORTS,
-        filters.REASON_SPREAD,
-        filters.REASON_POD_ANTI_AFFINITY,
-        filters.REASON_EXISTING_ANTI_AFFINITY,
+        node_resources_fit.REASON_TOO_MANY_PODS,
+        node_ports.REASON_NODE_PORTS,
+        pod_topology_spread.REASON_SPREAD,
+        inter_pod_affinity.REASON_POD_ANTI_AFFINITY,
+        inter_pod_affinity.REASON_EXISTING_ANTI_AFFINITY,
         node_volume_limits.REASON_MAX_VOLUME_COUNT,
     }
 )
@@ -64,7 +71,7 @@ def suffix(
     `` no new claims to deallocate, preemption: …`` (DynamicResources' answer for a pod
     without claims, then DefaultPreemption's, as kube-scheduler v1.35 joins them).
 
-    ``reasons`` holds each node's filter reasons as ``filters.run_filters`` gives them
+    ``reasons`` holds each node's filter reasons as ``core.profile.find_feasible`` gives them
     (a node missing or with no reasons was ruled out by something removing pods cannot
     change, such as a metric threshold).
     """
@@ -83,6 +90,8 @@ def _message(
     statuses: dict[model.NodeName, tuple[str, ...]] = {}
     would_fit = 0
     budget = [MAX_CLUSTER_DRY_RUNS]
+    table = columns.table_of(snapshot)
+    memo = framework.Memo()
     for name, state in snapshot.nodes.items():
         node_reasons = reasons.get(name, ())
         if not _resolvable(pod, state.node, node_reasons):
@@ -92,14 +101,22 @@ def _message(
         if not victims:
             statuses[name] = (NO_VICTIMS,)
             continue
-        after = _dry_run(pod=pod, snapshot=snapshot, name=name, victims=victims, budget=budget)
+        after = _dry_run(
+            pod=pod,
+            snapshot=snapshot,
+            table=table,
+            memo=memo,
+            name=name,
+            victims=victims,
+            budget=budget,
+        )
         if after:
             statuses[name] = after
         else:
             would_fit += 1
     if would_fit:
         return not_preempting(would_fit)
-    return filters.fit_error_message(len(snapshot.nodes), statuses)
+    return profile.fit_error_message(len(snapshot.nodes), statuses)
 
 
 def not_preempting(nodes: int) -> str:
@@ -140,6 +157,8 @@ def _dry_run(
     *,
     pod: model.PodInfo,
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable,
+    memo: framework.Memo,
     name: model.NodeName,
     victims: Sequence[model.PodInfo],
     budget: list[int],
@@ -158,20 +177,14 @@ def _dry_run(
         pods=left,
     )
     # The node passed every filter before NodePorts; these two need this node only.
-    if ports := filters.node_ports(pod, emptied):
-        return (ports,)
-    if fit := filters.node_resources_fit(pod, emptied):
+    if node_ports.conflicts(pod.host_ports, emptied.used_ports):
+        return (node_ports.REASON_NODE_PORTS,)
+    if fit := node_resources_fit.shortfalls(pod.requests, emptied):
         return fit
     if budget[0] <= 0:
         return ()
     budget[0] -= 1
     nodes = dict(snapshot.nodes)
     nodes[name] = emptied
-    trial = dataclasses.replace(snapshot, nodes=nodes)
-    found = filters.run_filters(pod, trial, namespace_labels=snapshot.namespace_labels)
-    volumes = volume_binding.bound_volumes(pod, snapshot).volumes
-    if volume_limits := node_volume_limits.pre_filter(volumes):
-        found = node_volume_limits.run_filter(state=volume_limits, snapshot=trial, reasons=found)
-    if volumes:
-        found = volume_binding.run_filter(volumes=volumes, snapshot=trial, reasons=found)
-    return tuple(found.get(name, ()))
+    trial = dataclasses.replace(snapshot, nodes=nodes, table=table.with_state(emptied))
+    return profile.node_reasons(pod, trial, memo=memo).get(name, ())

@@ -18,7 +18,7 @@ import typing
 from collections.abc import Mapping
 from typing import Final
 
-from metricsched.core import filters, model
+from metricsched.core import columns, framework, model, selectors
 
 NAME: Final = "VolumeBinding"
 REASON_NODE_CONFLICT: Final = "node(s) didn't match PersistentVolume's node affinity"
@@ -119,45 +119,41 @@ def wait_for_first_consumer_message(claim: model.ClaimInfo) -> str:
     )
 
 
-# Filters kube-scheduler runs after VolumeBinding and VolumeZone: a node they reject is
-# reported with the volume reason instead when that fails too (the first failure decides).
-_LATER_REASONS: Final = frozenset(
-    {
-        filters.REASON_SPREAD,
-        filters.REASON_SPREAD_MISSING_LABEL,
-        filters.REASON_POD_AFFINITY,
-        filters.REASON_POD_ANTI_AFFINITY,
-        filters.REASON_EXISTING_ANTI_AFFINITY,
-    }
-)
+def pod_volumes(cycle: framework.CycleState) -> PodVolumes:
+    """``bound_volumes`` for the cycle's pod, found once per cycle (NodeVolumeLimits, which
+    runs first, reads them too)."""
+    found = cycle.data.get(_VOLUMES)
+    if not isinstance(found, PodVolumes):
+        found = cycle.data[_VOLUMES] = bound_volumes(cycle.pod, cycle.snapshot)
+    return found
 
 
-def run_filter(
-    *,
-    volumes: tuple[model.VolumeInfo, ...],
-    snapshot: model.ClusterSnapshot,
-    reasons: Mapping[model.NodeName, tuple[str, ...]],
-) -> dict[model.NodeName, tuple[str, ...]]:
-    """``reasons`` (from ``filters.run_filters``) with the volume filters in their place."""
-    merged = dict(reasons)
-    for name, state in snapshot.nodes.items():
-        if decided_before(merged.get(name, ())):
-            continue
-        if reason := filter_node(volumes, state.node):
-            merged[name] = (reason,)
-    return merged
+_VOLUMES: Final = "PodVolumes"
 
 
-def decided_before(reasons: tuple[str, ...]) -> bool:
-    """A node with these reasons was ruled out by a filter that runs before the volume
-    filters (NodeVolumeLimits, VolumeBinding, VolumeZone): its reasons stay."""
-    return bool(reasons) and not _LATER_REASONS.issuperset(reasons)
+class VolumeBinding:
+    """VolumeRestrictions' and VolumeBinding's PreFilter (claims found, bound), then
+    VolumeBinding's and VolumeZone's Filter (the volumes' node affinity and zones)."""
+
+    name: Final = NAME
+
+    def pre_filter(self, cycle: framework.CycleState) -> framework.PreFilterResult:
+        found = pod_volumes(cycle)
+        if found.refusal:
+            return framework.refuse(found.refusal)
+        return framework.PASS if found.volumes else framework.SKIP
+
+    def filter(self, cycle: framework.CycleState, rows: columns.Rows) -> framework.Filtered:
+        volumes = pod_volumes(cycle).volumes
+        return framework.scalar_filter(
+            rows, cycle.table, lambda state: filter_node(volumes, state.node)
+        )
 
 
 def filter_node(volumes: tuple[model.VolumeInfo, ...], node: model.NodeInfo) -> str:
     """Why ``node`` cannot take a pod with ``volumes`` ("" when it can)."""
     for volume in volumes:
-        if volume.node_affinity is not None and not filters.matches_node_selector_terms(
+        if volume.node_affinity is not None and not selectors.matches_node_selector_terms(
             volume.node_affinity, node.labels
         ):
             return REASON_NODE_CONFLICT
@@ -169,3 +165,6 @@ def filter_node(volumes: tuple[model.VolumeInfo, ...], node: model.NodeInfo) -> 
             if have is None or have not in value.split("__"):
                 return REASON_ZONE_CONFLICT
     return ""
+
+
+PLUGIN: Final[framework.FilterPlugin] = VolumeBinding()

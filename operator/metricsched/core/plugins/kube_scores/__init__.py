@@ -19,8 +19,8 @@ ImageLocality is not computed: node image lists are not kept in the cluster cach
 
 ``score_terms`` runs the enabled plugins for one pod over the nodes to score; how the
 terms are blended with the metric scores is ``core.scoring.score_nodes``'s rule. Purely
-computational, like the rest of ``core``: no I/O, no clocks, no module-level state but
-identity caches of parsed terms (see ``core.filters.IdentityCache``).
+computational, like the rest of ``core``: no I/O, no clocks, no module-level state; work
+derived from unchanged pods and nodes is kept in the cycle's memo (``core.framework.Memo``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from metricsched.core import model, scoring
+import numpy as np
+
+from metricsched.core import columns, framework, model, scoring
 from metricsched.core.plugins.kube_scores import (
     balanced_allocation,
     inter_pod_affinity,
@@ -68,41 +70,56 @@ def term_text(term: model.KubeScore, *, named: bool = True) -> str:
     return f"{SHORT_NAMES.get(term.plugin, term.plugin)} {text}" if named else text
 
 
-_Nodes = tuple[model.NodeState, ...]
-_Scorer = Callable[[model.PodInfo, _Nodes, model.ClusterSnapshot], tuple[float, ...] | None]
+_Scorer = Callable[[framework.CycleState, columns.Rows], columns.Floats | None]
+
+
+def _states(cycle: framework.CycleState, rows: columns.Rows) -> tuple[model.NodeState, ...]:
+    states = cycle.table.states
+    return tuple(states[row] for row in rows.tolist())
+
+
+def _topology_spread(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | None:
+    found = pod_topology_spread.score(
+        pod=cycle.pod, nodes=_states(cycle, rows), snapshot=cycle.snapshot, memo=cycle.memo
+    )
+    return None if found is None else np.array(found, dtype=np.float64)
+
+
+def _inter_pod_affinity(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | None:
+    found = inter_pod_affinity.score(
+        pod=cycle.pod,
+        nodes=_states(cycle, rows),
+        snapshot=cycle.snapshot,
+        table=cycle.table,
+        memo=cycle.memo,
+    )
+    return None if found is None else np.array(found, dtype=np.float64)
+
 
 _SCORERS: Final[Mapping[str, _Scorer]] = {
-    taint_toleration.NAME: lambda pod, nodes, _s: taint_toleration.score(pod=pod, nodes=nodes),
-    node_affinity.NAME: lambda pod, nodes, _s: node_affinity.score(pod=pod, nodes=nodes),
-    node_resources_fit.NAME: lambda pod, nodes, _s: node_resources_fit.score(pod=pod, nodes=nodes),
-    pod_topology_spread.NAME: lambda pod, nodes, snapshot: pod_topology_spread.score(
-        pod=pod, nodes=nodes, snapshot=snapshot
-    ),
-    inter_pod_affinity.NAME: lambda pod, nodes, snapshot: inter_pod_affinity.score(
-        pod=pod, nodes=nodes, snapshot=snapshot
-    ),
-    balanced_allocation.NAME: lambda pod, nodes, _s: balanced_allocation.score(
-        pod=pod, nodes=nodes
-    ),
+    taint_toleration.NAME: taint_toleration.score,
+    node_affinity.NAME: node_affinity.score,
+    node_resources_fit.NAME: node_resources_fit.score,
+    pod_topology_spread.NAME: _topology_spread,
+    inter_pod_affinity.NAME: _inter_pod_affinity,
+    balanced_allocation.NAME: balanced_allocation.score,
 }
 
 
 def score_terms(
     *,
-    pod: model.PodInfo,
-    nodes: Sequence[model.NodeState],
-    snapshot: model.ClusterSnapshot,
+    cycle: framework.CycleState,
+    rows: columns.Rows,
     weights: Sequence[tuple[str, int]],
 ) -> tuple[scoring.KubeTerm, ...]:
-    """One term per plugin of positive weight that kube-scheduler would run for ``pod``,
-    each with a score per node of ``nodes`` (the nodes to score, in their order)."""
-    scored = tuple(nodes)
+    """One term per plugin of positive weight that kube-scheduler would run for the
+    cycle's pod, each with a score per node of ``rows`` (the nodes to score, in order)."""
     terms = []
     for name, weight in weights:
         scorer = _SCORERS.get(name)
         if weight <= 0 or scorer is None:
             continue
-        scores = scorer(pod, scored, snapshot)
+        scores = scorer(cycle, rows)
         if scores is not None:
             terms.append(scoring.KubeTerm(plugin=name, weight=weight, scores=scores))
     return tuple(terms)

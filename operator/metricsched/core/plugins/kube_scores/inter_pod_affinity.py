@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import filters, model
+from metricsched.core import columns, framework, model, selectors
 
 NAME: Final = "InterPodAffinity"
 SHORT_NAME: Final = NAME
@@ -32,12 +32,12 @@ HARD_POD_AFFINITY_WEIGHT: Final = 1  # kube-scheduler's default InterPodAffinity
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Weighted:
     weight: int
-    term: filters.PodAffinityTerm
+    term: selectors.PodAffinityTerm
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _PodTerms:
-    required_affinity: tuple[filters.PodAffinityTerm, ...]
+    required_affinity: tuple[selectors.PodAffinityTerm, ...]
     affinity: tuple[_Weighted, ...]
     anti_affinity: tuple[_Weighted, ...]
 
@@ -53,10 +53,10 @@ def _weighted(raw_terms: Sequence[model.RawBody], *, namespace: str) -> tuple[_W
         if isinstance(weight, bool) or not isinstance(weight, int) or weight == 0:
             continue
         try:
-            term = filters.PodAffinityTerm.parse(
+            term = selectors.PodAffinityTerm.parse(
                 raw.get("podAffinityTerm"), owner_namespace=namespace, where=f"[{index}]"
             )
-        except filters.InvalidSpecError:
+        except selectors.InvalidSpecError:
             continue  # the API server rejects these; kube drops them for placed pods
         found.append(_Weighted(weight, term))
     return tuple(found)
@@ -67,11 +67,11 @@ def _terms_of(pod: model.PodInfo) -> _PodTerms:
     for index, raw in enumerate(pod.pod_affinity):
         try:
             parsed.append(
-                filters.PodAffinityTerm.parse(
+                selectors.PodAffinityTerm.parse(
                     raw, owner_namespace=pod.namespace, where=f"[{index}]"
                 )
             )
-        except filters.InvalidSpecError:
+        except selectors.InvalidSpecError:
             continue
     return _PodTerms(
         required_affinity=tuple(parsed),
@@ -80,25 +80,33 @@ def _terms_of(pod: model.PodInfo) -> _PodTerms:
     )
 
 
-# Placed pods are immutable and shared from one snapshot to the next: parse them once.
-_placed_terms: Final = filters.IdentityCache(_terms_of, limit=200_000)
+def _placed_terms(memo: framework.Memo, pod: model.PodInfo) -> _PodTerms:
+    # Placed pods are immutable and shared from one snapshot to the next: parse them once.
+    return memo.derived(NAME, pod, lambda: _terms_of(pod))
 
 
-def _with_terms(state: model.NodeState) -> tuple[tuple[model.PodInfo, _PodTerms], ...]:
-    return tuple(
-        (p, terms)
-        for p in state.pods
-        if (p.pod_affinity or p.preferred_pod_affinity or p.preferred_pod_anti_affinity)
-        and not (terms := _placed_terms(p)).empty
+def _node_pods_with_terms(
+    memo: framework.Memo, state: model.NodeState
+) -> tuple[tuple[model.PodInfo, _PodTerms], ...]:
+    # kube-scheduler's NodeInfo.PodsWithAffinity: most nodes have none.
+    return memo.derived(
+        "pods-with-affinity",
+        state,
+        lambda: tuple(
+            (p, terms)
+            for p in state.pods
+            if (p.pod_affinity or p.preferred_pod_affinity or p.preferred_pod_anti_affinity)
+            and not (terms := _placed_terms(memo, p)).empty
+        ),
     )
 
 
-# kube-scheduler's NodeInfo.PodsWithAffinity: most nodes have none.
-_node_pods_with_terms: Final = filters.IdentityCache(_with_terms, limit=50_000)
-
-
 def topology_scores(
-    *, pod: model.PodInfo, snapshot: model.ClusterSnapshot
+    *,
+    pod: model.PodInfo,
+    snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable,
+    memo: framework.Memo,
 ) -> dict[str, dict[str, int]]:
     """Points per topology pair (key -> value -> points) from every placed pod."""
     incoming = _terms_of(pod)
@@ -112,7 +120,11 @@ def topology_scores(
             pairs = points.setdefault(key, {})
             pairs[value] = pairs.get(value, 0) + weight
 
-    for state in snapshot.nodes.values():
+    # Only nodes with pods give points; without terms of its own, the pod gets points
+    # only from placed pods with affinity terms.
+    states = table.states
+    for row in (table.has_pods if has_terms else table.has_affinity_terms).nonzero()[0].tolist():
+        state = states[row]
         labels = state.node.labels
         if not labels:
             continue
@@ -124,7 +136,7 @@ def topology_scores(
                 for weighted in incoming.anti_affinity:
                     if weighted.term.matches(placed, namespaces, unknown=False):
                         add(weighted.term.topology_key, labels, -weighted.weight)
-        for _placed, terms in _node_pods_with_terms(state):
+        for _placed, terms in _node_pods_with_terms(memo, state):
             for term in terms.required_affinity:
                 if term.matches(pod, namespaces, unknown=False):
                     add(term.topology_key, labels, HARD_POD_AFFINITY_WEIGHT)
@@ -142,9 +154,11 @@ def score(
     pod: model.PodInfo,
     nodes: tuple[model.NodeState, ...],
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable,
+    memo: framework.Memo,
 ) -> tuple[float, ...] | None:
     """InterPodAffinity for each of ``nodes``, normalised; None when no term applies."""
-    points = topology_scores(pod=pod, snapshot=snapshot)
+    points = topology_scores(pod=pod, snapshot=snapshot, table=table, memo=memo)
     if not points:
         return None
 

@@ -13,33 +13,47 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from metricsched.core import filters, model
+import numpy as np
+
+from metricsched.core import columns, framework, model, selectors
 from metricsched.core.plugins.kube_scores import normalize
 
 NAME: Final = "NodeAffinity"
 SHORT_NAME: Final = NAME
 
 
-def _terms(pod: model.PodInfo) -> list[tuple[int, filters.NodeSelectorTerm]]:
+def _terms(pod: model.PodInfo) -> list[tuple[int, selectors.NodeSelectorTerm]]:
     terms = []
     for index, raw in enumerate(pod.preferred_node_affinity):
         weight = raw.get("weight") if isinstance(raw, Mapping) else None
         if isinstance(weight, bool) or not isinstance(weight, int) or weight == 0:
             continue
         try:
-            term = filters.NodeSelectorTerm.parse(
+            term = selectors.NodeSelectorTerm.parse(
                 raw.get("preference") or {}, where=f"preferred[{index}].preference"
             )
-        except filters.InvalidSpecError:
+        except selectors.InvalidSpecError:
             continue  # the API server rejects these; never a crash here
         terms.append((weight, term))
     return terms
 
 
-def score(*, pod: model.PodInfo, nodes: tuple[model.NodeState, ...]) -> tuple[float, ...] | None:
-    """NodeAffinity for each of ``nodes``, normalised; None when the pod prefers nothing."""
+def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | None:
+    """NodeAffinity for each node of ``rows``, normalised; None when the pod prefers nothing."""
+    pod = cycle.pod
     if not pod.preferred_node_affinity:
         return None
-    terms = _terms(pod)
-    sums = [sum(weight for weight, term in terms if term.matches(state.node)) for state in nodes]
-    return normalize.default_normalize(sums, reverse=False)
+    terms = cycle.memo.derived(NAME, pod, lambda: tuple(_terms(pod)))
+    table = cycle.table
+    # The sums depend on the terms and the nodes alone: once per pod class and node version.
+    sums = cycle.memo.per_table(
+        NAME,
+        terms,
+        table,
+        lambda: np.fromiter(
+            (sum(w for w, term in terms if term.matches(s.node)) for s in table.states),
+            dtype=np.int64,
+            count=len(table),
+        ),
+    )
+    return normalize.default_normalize(sums[rows], reverse=False)

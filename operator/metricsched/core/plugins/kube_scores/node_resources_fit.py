@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from metricsched.core import filters, model
+import numpy as np
+
+from metricsched.core import columns, framework, model
 
 NAME: Final = "NodeResourcesFit"
 SHORT_NAME: Final = "LeastAllocated"  # the scoring strategy kube-scheduler's profile uses
@@ -24,16 +26,16 @@ DEFAULT_MILLI_CPU_REQUEST: Final = 100
 DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
 
 
-def _least_requested(requested: int, capacity: int) -> int:
-    if capacity <= 0 or requested > capacity:
-        return 0
-    return (capacity - requested) * 100 // capacity
-
-
-def _most_requested(requested: int, capacity: int) -> int:
-    if capacity <= 0:
-        return 0
-    return min(requested, capacity) * 100 // capacity
+def _resource_scores(
+    requested: columns.Ints, capacity: columns.Ints, *, most: bool
+) -> columns.Ints:
+    # leastRequestedScore / mostRequestedScore: integer arithmetic, as kube-scheduler's.
+    safe = np.maximum(capacity, 1)
+    if most:
+        scores = np.minimum(requested, capacity) * 100 // safe
+        return np.where(capacity <= 0, 0, scores)
+    scores = (capacity - requested) * 100 // safe
+    return np.where((capacity <= 0) | (requested > capacity), 0, scores)
 
 
 def score_request(pod: model.PodInfo) -> tuple[int, int]:
@@ -47,43 +49,37 @@ def score_request(pod: model.PodInfo) -> tuple[int, int]:
     )
 
 
-def _node_score(state: model.NodeState, request: tuple[int, int], *, most: bool) -> int:
-    allocatable = state.node.allocatable
-    on_node = state.requested if state.nonzero_requested is None else state.nonzero_requested
-    cpu = on_node.milli_cpu + request[0]
-    memory = on_node.memory + request[1]
-    score = _most_requested if most else _least_requested
-    return (score(cpu, allocatable.milli_cpu) + score(memory, allocatable.memory)) // 2
-
-
-def allocation_score(
-    *, state: model.NodeState, pod: model.PodInfo, strategy: model.FallbackStrategy
-) -> int:
-    """kube-scheduler's NodeResourcesFit score (cpu and memory, weight 1 each) for ``pod``.
+def allocation_scores(
+    *,
+    pod: model.PodInfo,
+    table: columns.NodeTable,
+    rows: columns.Rows,
+    strategy: model.FallbackStrategy,
+) -> columns.Ints:
+    """kube-scheduler's NodeResourcesFit score (cpu and memory, weight 1 each) for ``pod``
+    on each node of ``rows``.
 
     LeastAllocated favours the emptiest node, MostAllocated the fullest. Requests count as
     kube-scheduler's scores count them: every container (of the pod and of the pods on
     the node) without a cpu or memory request counts 100m / 200Mi (NonZeroRequested).
     """
     most = strategy is model.FallbackStrategy.MOST_ALLOCATED
-    return _node_score(state, score_request(pod), most=most)
+    cpu, memory = score_request(pod)
+    allocatable = table.allocatable
+    cpu_scores = _resource_scores(
+        table.nonzero_cpu[rows] + cpu, allocatable.milli_cpu[rows], most=most
+    )
+    memory_scores = _resource_scores(
+        table.nonzero_memory[rows] + memory, allocatable.memory[rows], most=most
+    )
+    return (cpu_scores + memory_scores) // 2
 
 
-# LeastAllocated of an unchanged node for a request: replicas of a workload ask the same,
-# and node states are shared from one snapshot to the next until a pod lands there.
-_least_memo: Final[filters.IdentityCache[model.NodeState, dict[tuple[int, int], float]]] = (
-    filters.IdentityCache(lambda _state: {}, limit=50_000)
-)
-
-
-def score(*, pod: model.PodInfo, nodes: tuple[model.NodeState, ...]) -> tuple[float, ...]:
-    """LeastAllocated for each of ``nodes``."""
-    request = score_request(pod)
-    found = []
-    for state in nodes:
-        memo = _least_memo(state)
-        value = memo.get(request)
-        if value is None:
-            value = memo[request] = float(_node_score(state, request, most=False))
-        found.append(value)
-    return tuple(found)
+def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats:
+    """LeastAllocated for each node of ``rows``."""
+    return allocation_scores(
+        pod=cycle.pod,
+        table=cycle.table,
+        rows=rows,
+        strategy=model.FallbackStrategy.LEAST_ALLOCATED,
+    ).astype(np.float64)

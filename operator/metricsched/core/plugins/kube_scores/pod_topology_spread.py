@@ -33,7 +33,9 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from metricsched.core import filters, model
+from metricsched.core import framework, model, selectors
+from metricsched.core.plugins import pod_topology_spread as filter_spread
+from metricsched.core.plugins import taint_toleration as taint_filter
 
 NAME: Final = "PodTopologySpread"
 SHORT_NAME: Final = NAME
@@ -48,7 +50,7 @@ _SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
 class Constraint:
     max_skew: int
     topology_key: str
-    selector: filters.Selector | None  # None: the pods of the pod's own controller
+    selector: selectors.Selector | None  # None: the pods of the pod's own controller
     honor_node_affinity: bool = True  # nodeAffinityPolicy, default Honor
     honor_node_taints: bool = False  # nodeTaintsPolicy, default Ignore
 
@@ -70,11 +72,11 @@ def constraints_of(pod: model.PodInfo) -> tuple[tuple[Constraint, ...], bool]:
         if not isinstance(key, str) or not key:
             continue
         try:
-            selector = filters.label_selector(raw.get("labelSelector"), where=where)
-            selector = filters.merge_match_label_keys(
+            selector = selectors.label_selector(raw.get("labelSelector"), where=where)
+            selector = selectors.merge_match_label_keys(
                 selector, raw.get("matchLabelKeys"), pod, where=where
             )
-        except filters.InvalidSpecError:
+        except selectors.InvalidSpecError:
             continue
         found.append(
             Constraint(
@@ -97,16 +99,20 @@ def _controller_counts(state: model.NodeState) -> dict[tuple[str, str], int]:
     return counts
 
 
-# Pods per (namespace, controller) on each node, worked out once per unchanged node.
-_node_controller_counts: Final = filters.IdentityCache(_controller_counts, limit=50_000)
-
-
-def _counter(pod: model.PodInfo, constraint: Constraint) -> Callable[[model.NodeState], int]:
+def _counter(
+    pod: model.PodInfo, constraint: Constraint, memo: framework.Memo
+) -> Callable[[model.NodeState], int]:
     selector = constraint.selector
     if selector is None:
         key = (pod.namespace, pod.controller)
-        return lambda state: _node_controller_counts(state).get(key, 0)
-    return filters.matching_counter(selector, namespace=pod.namespace)
+        # Pods per (namespace, controller) on a node, worked out once per unchanged node.
+        return lambda state: memo.derived(
+            "controller-counts", state, lambda: _controller_counts(state)
+        ).get(key, 0)
+    memo_key = selectors.MemoKey((selector, pod.namespace))
+    return lambda state: filter_spread.count_matching(
+        memo, state, selector, namespace=pod.namespace, key=memo_key
+    )
 
 
 def _included(
@@ -117,7 +123,7 @@ def _included(
 ) -> bool:
     if constraint.honor_node_affinity and required is not None and not required(node):
         return False
-    return not (constraint.honor_node_taints and filters.taint_toleration(pod, node))
+    return not (constraint.honor_node_taints and taint_filter.untolerated(pod.tolerations, node))
 
 
 def score(
@@ -125,6 +131,7 @@ def score(
     pod: model.PodInfo,
     nodes: tuple[model.NodeState, ...],
     snapshot: model.ClusterSnapshot,
+    memo: framework.Memo,
 ) -> tuple[float, ...] | None:
     """PodTopologySpread for each of ``nodes``, normalised; None without soft constraints."""
     constraints, system = constraints_of(pod)
@@ -132,7 +139,7 @@ def score(
         return None
     require_all = not system
     keys = [c.topology_key for c in constraints]
-    counters = [_counter(pod, c) for c in constraints]
+    counters = [_counter(pod, c, memo) for c in constraints]
 
     def has_all(labels: Mapping[str, str]) -> bool:
         return all(key in labels for key in keys)
@@ -149,7 +156,8 @@ def score(
         math.log((len(nodes) - len(ignored) if key == HOSTNAME else len(counts[i])) + 2)
         for i, key in enumerate(keys)
     ]
-    required = filters.required_node_affinity(pod)
+    affinity = selectors.RequiredNodeAffinity.of(pod)
+    required = None if affinity.trivial else affinity.matches
     # Hostname domains are counted per scored node below; the others over every node.
     domains = [index for index, key in enumerate(keys) if key != HOSTNAME]
     # Whether a constraint's node inclusion policies can rule a node out at all.

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from metricsched.core import filters, model
+import numpy as np
+
+from metricsched.core import columns, framework, model, selectors
 from metricsched.core.plugins.kube_scores import normalize
 
 NAME: Final = "TaintToleration"
@@ -23,11 +25,14 @@ def intolerable_count(pod: model.PodInfo, node: model.NodeInfo) -> int:
         1
         for taint in node.taints
         if taint.effect == model.TaintEffect.PREFER_NO_SCHEDULE
-        and not filters.tolerates(pod.tolerations, taint)
+        and not selectors.tolerates(pod.tolerations, taint)
     )
 
 
-def score(*, pod: model.PodInfo, nodes: tuple[model.NodeState, ...]) -> tuple[float, ...]:
-    """TaintToleration for each of ``nodes``, normalised."""
-    counts = [intolerable_count(pod, state.node) if state.node.taints else 0 for state in nodes]
+def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats:
+    """TaintToleration for each node of ``rows``, normalised."""
+    table = cycle.table
+    counts = np.zeros(len(rows), dtype=np.int64)
+    for position in np.flatnonzero(table.soft_tainted[rows]).tolist():
+        counts[position] = intolerable_count(cycle.pod, table.states[rows[position]].node)
     return normalize.default_normalize(counts, reverse=True)

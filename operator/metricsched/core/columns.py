@@ -1,0 +1,232 @@
+"""Columnar node state: one numpy array per per-node quantity the cycle reads.
+
+A ``NodeTable`` holds the nodes of a snapshot in name order (row i is ``names[i]``) with
+their allocatable and requested resources, cordon, taint and host-port flags and the time
+of their last bind, each as one array. Filters and scores that are arithmetic over nodes
+(NodeResourcesFit, NodeUnschedulable, LeastAllocated, BalancedAllocation, the metric
+columns, the burst counts) are vector operations on these arrays; what needs a node's
+labels or pods (affinity, spread) reads ``states[row]``.
+
+The runtime cache keeps one table up to date as nodes and pods change (``update`` rewrites
+one row in place; a node added or removed rebuilds the table at the next ``refresh``);
+``table_of`` builds one from a snapshot for callers without a cache (tests, ``explain``).
+
+``node_version`` counts changes to what the node-local filters read of a node (labels,
+taints, cordon, allocatable, the set of nodes): results that depend on nothing else (a
+pod class's node affinity, see ``core.framework``) stay valid while it stays the same.
+
+Purely computational: no I/O, no clocks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from metricsched.core import model
+
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+Bools = npt.NDArray[np.bool_]
+Rows = npt.NDArray[np.intp]
+
+_FILTERED_EFFECTS = frozenset({model.TaintEffect.NO_SCHEDULE, model.TaintEffect.NO_EXECUTE})
+_NEVER = -np.inf
+_ROW_ARRAYS = (
+    "nonzero_cpu",
+    "nonzero_memory",
+    "unschedulable",
+    "tainted",
+    "soft_tainted",
+    "has_ports",
+    "has_pods",
+    "has_anti_affinity",
+    "has_affinity_terms",
+    "last_bind",
+)
+
+
+@dataclasses.dataclass(slots=True)
+class ResourceColumns:
+    """cpu (millicores), memory, ephemeral storage (bytes) and pods, one row per node."""
+
+    milli_cpu: Ints
+    memory: Ints
+    ephemeral_storage: Ints
+    pods: Ints
+
+    @classmethod
+    def zeros(cls, size: int) -> ResourceColumns:
+        return cls(*(np.zeros(size, dtype=np.int64) for _ in range(4)))
+
+    def copy(self) -> ResourceColumns:
+        return ResourceColumns(
+            self.milli_cpu.copy(),
+            self.memory.copy(),
+            self.ephemeral_storage.copy(),
+            self.pods.copy(),
+        )
+
+    def set(self, row: int, value: model.Resources) -> None:
+        self.milli_cpu[row] = value.milli_cpu
+        self.memory[row] = value.memory
+        self.ephemeral_storage[row] = value.ephemeral_storage
+        self.pods[row] = value.pods
+
+
+@dataclasses.dataclass(slots=True)
+class NodeTable:
+    """The nodes of one snapshot as columns; see the module docstring."""
+
+    names: tuple[model.NodeName, ...]
+    rows: dict[model.NodeName, int]
+    states: list[model.NodeState]
+    allocatable: ResourceColumns
+    requested: ResourceColumns
+    # cpu and memory as kube-scheduler's scores count them (NodeState.nonzero_requested)
+    nonzero_cpu: Ints
+    nonzero_memory: Ints
+    unschedulable: Bools
+    tainted: Bools  # has a NoSchedule or NoExecute taint
+    soft_tainted: Bools  # has a PreferNoSchedule taint
+    has_ports: Bools  # some pod on the node uses a host port
+    has_pods: Bools
+    has_anti_affinity: Bools  # some pod on the node has required anti-affinity terms
+    has_affinity_terms: Bools  # some pod has required affinity or preferred (anti-)affinity
+    last_bind: Floats  # latest of the node's recent binds; -inf when none
+    node_version: int = 0
+    # extended resources by name -> (allocatable, requested), made on first use and then
+    # kept up to date with the other columns
+    _scalars: dict[str, tuple[Ints, Ints]] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def build(cls, states: Iterable[model.NodeState], *, node_version: int = 0) -> NodeTable:
+        ordered = sorted(states, key=lambda state: state.node.name)
+        size = len(ordered)
+        table = cls(
+            names=tuple(state.node.name for state in ordered),
+            rows={state.node.name: row for row, state in enumerate(ordered)},
+            states=list(ordered),
+            allocatable=ResourceColumns.zeros(size),
+            requested=ResourceColumns.zeros(size),
+            nonzero_cpu=np.zeros(size, dtype=np.int64),
+            nonzero_memory=np.zeros(size, dtype=np.int64),
+            unschedulable=np.zeros(size, dtype=np.bool_),
+            tainted=np.zeros(size, dtype=np.bool_),
+            soft_tainted=np.zeros(size, dtype=np.bool_),
+            has_ports=np.zeros(size, dtype=np.bool_),
+            has_pods=np.zeros(size, dtype=np.bool_),
+            has_anti_affinity=np.zeros(size, dtype=np.bool_),
+            has_affinity_terms=np.zeros(size, dtype=np.bool_),
+            last_bind=np.full(size, _NEVER, dtype=np.float64),
+            node_version=node_version,
+        )
+        for row, state in enumerate(ordered):
+            table._fill(row, state)
+        return table
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def update(self, state: model.NodeState) -> None:
+        """Rewrite the row of an existing node (the caller rebuilds for new nodes)."""
+        row = self.rows[state.node.name]
+        if self.states[row].node is not state.node:
+            self.node_version += 1
+        self.states[row] = state
+        self._fill(row, state)
+        for name, (allocatable, requested) in self._scalars.items():
+            allocatable[row] = state.node.allocatable.scalar.get(name, 0)
+            requested[row] = state.requested.scalar.get(name, 0)
+
+    def with_state(self, state: model.NodeState) -> NodeTable:
+        """A copy of this table with one existing node's row replaced (dry runs)."""
+        copy = dataclasses.replace(
+            self,
+            rows=self.rows,
+            states=list(self.states),
+            allocatable=self.allocatable.copy(),
+            requested=self.requested.copy(),
+            **{field: getattr(self, field).copy() for field in _ROW_ARRAYS},
+            _scalars={name: (a.copy(), r.copy()) for name, (a, r) in self._scalars.items()},
+        )
+        copy.update(state)
+        return copy
+
+    def scalar(self, name: str) -> tuple[Ints, Ints]:
+        """Allocatable and requested amounts of extended resource ``name``."""
+        found = self._scalars.get(name)
+        if found is None:
+            allocatable = np.fromiter(
+                (s.node.allocatable.scalar.get(name, 0) for s in self.states),
+                dtype=np.int64,
+                count=len(self.states),
+            )
+            requested = np.fromiter(
+                (s.requested.scalar.get(name, 0) for s in self.states),
+                dtype=np.int64,
+                count=len(self.states),
+            )
+            found = self._scalars[name] = (allocatable, requested)
+        return found
+
+    def _fill(self, row: int, state: model.NodeState) -> None:
+        node = state.node
+        self.allocatable.set(row, node.allocatable)
+        self.requested.set(row, state.requested)
+        nonzero = state.requested if state.nonzero_requested is None else state.nonzero_requested
+        self.nonzero_cpu[row] = nonzero.milli_cpu
+        self.nonzero_memory[row] = nonzero.memory
+        self.unschedulable[row] = node.unschedulable
+        self.tainted[row] = any(t.effect in _FILTERED_EFFECTS for t in node.taints)
+        self.soft_tainted[row] = any(
+            t.effect == model.TaintEffect.PREFER_NO_SCHEDULE for t in node.taints
+        )
+        self.has_ports[row] = bool(state.used_ports)
+        self.has_pods[row] = bool(state.pods)
+        self.has_anti_affinity[row] = any(pod.pod_anti_affinity for pod in state.pods)
+        self.has_affinity_terms[row] = any(
+            pod.pod_affinity or pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity
+            for pod in state.pods
+        )
+        self.last_bind[row] = max(state.recent_binds, default=_NEVER)
+
+
+class TableKeeper:
+    """Keeps a ``NodeTable`` in step with a changing set of node states (the runtime
+    cache's): ``changed`` for a rebuilt state, ``removed``/new nodes rebuild lazily."""
+
+    def __init__(self) -> None:
+        self._table: NodeTable | None = None
+        self._stale = True
+        self._node_version = 0
+
+    def changed(self, state: model.NodeState) -> None:
+        table = self._table
+        if table is None or self._stale or state.node.name not in table.rows:
+            self._stale = True
+        else:
+            table.update(state)
+
+    def removed(self) -> None:
+        self._stale = True
+
+    def table(self, states: Mapping[model.NodeName, model.NodeState]) -> NodeTable:
+        """The table for ``states`` (the same mapping every ``changed`` call came from)."""
+        if self._stale or self._table is None:
+            if self._table is not None:
+                self._node_version = self._table.node_version + 1
+            self._table = NodeTable.build(states.values(), node_version=self._node_version)
+            self._stale = False
+        return self._table
+
+
+def table_of(snapshot: model.ClusterSnapshot) -> NodeTable:
+    """The snapshot's table: the one its maker keeps, else one built now."""
+    table = snapshot.table
+    if isinstance(table, NodeTable) and len(table) == len(snapshot.nodes):
+        return table
+    return NodeTable.build(snapshot.nodes.values())

@@ -1,0 +1,231 @@
+"""The scheduling framework: the filter plugins' contract, the per-cycle state, the runner.
+
+Modelled on kube-scheduler's framework. A filter plugin is one unit in
+``core/plugins/<name>.py`` with a ``NAME``, its reason constants and one object that
+satisfies ``FilterPlugin``:
+
+- ``pre_filter(cycle)`` runs once per cycle: it may refuse the pod for every node (a
+  reason string), restrict the nodes to evaluate (``rows``), skip the plugin for this pod
+  (nothing to check), and keep what it worked out in ``cycle.data[NAME]``.
+- ``filter(cycle, rows)`` answers for many nodes at once (rows of the cycle's
+  ``core.columns.NodeTable``): which pass, and for those that do not, kube-scheduler's
+  reasons. Plugins that are arithmetic over nodes answer with vector operations; the
+  others loop over the rows they are given.
+
+``run_filters`` runs a profile (a sequence of plugins, ``core.profile``) the way the
+framework does: every PreFilter in order (the first refusal decides), then the filters in
+order, each seeing only the nodes every earlier filter passed, so the first filter that
+rejects a node gives its reasons.
+
+Per-cycle state lives in ``CycleState``, made by the caller for one pod. What outlives a
+cycle (terms parsed from an existing pod, pods counted on an unchanged node, a pod class's
+node-affinity mask) lives in a ``Memo`` the caller owns and passes in: the runtime keeps
+one per scheduler, ``explain`` and tests make a fresh one. Nothing is cached at module
+level. Purely computational: no I/O, no clocks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Final, Protocol, TypeVar
+
+import numpy as np
+
+from metricsched.core import columns, model
+
+_Value = TypeVar("_Value")
+
+# Nodes a PreFilter left out (NodeAffinity's matchFields on metadata.name).
+REASON_NOT_IN_PREFILTER_RESULT: Final = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+
+
+class Memo:
+    """Values derived from immutable objects (pods, node states, a table's node version),
+    kept across cycles by whoever owns the scheduler.
+
+    Snapshots share unchanged PodInfo and NodeState objects from one cycle to the next,
+    so work derived from them is done once, not once per pending pod. Entries are keyed
+    by the object's identity and hold the object, so an id cannot be reused by another
+    object while the entry lives. Bounded: a full memo is cleared, and refills.
+    """
+
+    __slots__ = ("_by_table", "_entries", "_limit")
+
+    def __init__(self, *, limit: int = 200_000) -> None:
+        self._limit = limit
+        self._entries: dict[tuple[str, int], tuple[object, object]] = {}
+        # (kind, key) -> (table, its node_version, source, value)
+        self._by_table: dict[tuple[str, Hashable], tuple[object, int, object, object]] = {}
+
+    def derived(self, kind: str, source: object, compute: Callable[[], _Value]) -> _Value:
+        """``compute()``'s value for ``source`` under ``kind``, computed once per source."""
+        key = (kind, id(source))
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is source:
+            return entry[1]  # type: ignore[return-value]
+        value = compute()
+        if len(self._entries) >= self._limit:
+            self._entries.clear()
+        self._entries[key] = (source, value)
+        return value
+
+    def per_table(
+        self,
+        kind: str,
+        key: Hashable,
+        table: columns.NodeTable,
+        compute: Callable[[], _Value],
+        *,
+        source: object = None,
+    ) -> _Value:
+        """``compute()``'s value for ``key`` (a pod class's terms, a metric), valid while
+        ``table``'s nodes are unchanged (same table, same ``node_version``) and, if given,
+        ``source`` is the same object: what a node-local filter answers for every row, or a
+        metric's values laid out by row, worked out once instead of once per pod."""
+        entry = self._by_table.get((kind, key))
+        if (
+            entry is not None
+            and entry[0] is table
+            and entry[1] == table.node_version
+            and entry[2] is source
+        ):
+            return entry[3]  # type: ignore[return-value]
+        value = compute()
+        if len(self._by_table) >= self._limit:
+            self._by_table.clear()
+        self._by_table[(kind, key)] = (table, table.node_version, source, value)
+        return value
+
+    def per_state(self, kind: str, state: object) -> dict[Hashable, object]:
+        """A dictionary for answers about one unchanged ``state`` (one per kind)."""
+        return self.derived(kind, state, dict)
+
+
+@dataclasses.dataclass(slots=True)
+class CycleState:
+    """One pod's cycle: its inputs and what each plugin's PreFilter found."""
+
+    pod: model.PodInfo
+    snapshot: model.ClusterSnapshot
+    table: columns.NodeTable
+    memo: Memo
+    data: dict[str, object] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def start(
+        cls, pod: model.PodInfo, snapshot: model.ClusterSnapshot, *, memo: Memo | None = None
+    ) -> CycleState:
+        return cls(pod, snapshot, columns.table_of(snapshot), Memo() if memo is None else memo)
+
+    @property
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]] | None:
+        return self.snapshot.namespace_labels
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """A PreFilter's answer; the default lets the plugin's filter run on every node."""
+
+    refusal: str = ""  # rules out every node, with this reason
+    skip: bool = False  # nothing to check for this pod: the filter is not run
+    rows: columns.Rows | None = None  # only these nodes are evaluated (None: all)
+
+
+PASS: Final = PreFilterResult()
+SKIP: Final = PreFilterResult(skip=True)
+
+
+def refuse(reason: str) -> PreFilterResult:
+    return PreFilterResult(refusal=reason)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Filtered:
+    """A filter's answer for the rows it was given: ``passed[i]`` for ``rows[i]``; the
+    rejected rows' reasons are ``reason`` for all, or ``each`` (one tuple per rejected
+    row, in row order)."""
+
+    passed: columns.Bools
+    reason: tuple[str, ...] = ()
+    each: Sequence[tuple[str, ...]] | None = None
+
+
+class FilterPlugin(Protocol):
+    """kube-scheduler's PreFilter and Filter extension points, for many nodes at once."""
+
+    @property
+    def name(self) -> str: ...
+
+    def pre_filter(self, cycle: CycleState) -> PreFilterResult: ...
+
+    def filter(self, cycle: CycleState, rows: columns.Rows) -> Filtered: ...
+
+
+def all_pass(rows: columns.Rows) -> Filtered:
+    return Filtered(np.ones(len(rows), dtype=np.bool_))
+
+
+def rejected_where(failed: columns.Bools, reason: str) -> Filtered:
+    """Rows where ``failed`` holds are rejected with ``reason``."""
+    return Filtered(~failed, (reason,))
+
+
+def scalar_filter(
+    rows: columns.Rows, table: columns.NodeTable, check: Callable[[model.NodeState], str]
+) -> Filtered:
+    """A filter that needs each node's state: ``check`` returns "" or the reason."""
+    states = table.states
+    passed = np.ones(len(rows), dtype=np.bool_)
+    each: list[tuple[str, ...]] = []
+    for position, row in enumerate(rows.tolist()):
+        if reason := check(states[row]):
+            passed[position] = False
+            each.append((reason,))
+    return Filtered(passed, each=each)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FilterOutcome:
+    """What the filters found: a refusal for every node, or the nodes that passed."""
+
+    refusal: str  # a PreFilter's reason that rules out every node ("" when none)
+    feasible: columns.Rows  # table rows that passed every filter, in name order
+    rejected: Mapping[model.NodeName, tuple[str, ...]]  # the others, with their reasons
+
+
+def run_filters(cycle: CycleState, plugins: Sequence[FilterPlugin]) -> FilterOutcome:
+    """Run ``plugins``' PreFilters then Filters for ``cycle.pod`` over every node."""
+    table = cycle.table
+    names = table.names
+    active: list[FilterPlugin] = []
+    allowed: columns.Rows | None = None
+    for plugin in plugins:
+        result = plugin.pre_filter(cycle)
+        if result.refusal:
+            return FilterOutcome(result.refusal, np.empty(0, dtype=np.intp), {})
+        if result.rows is not None:
+            allowed = result.rows if allowed is None else np.intersect1d(allowed, result.rows)
+        if not result.skip:
+            active.append(plugin)
+    rejected: dict[model.NodeName, tuple[str, ...]] = {}
+    rows = np.arange(len(table), dtype=np.intp)
+    if allowed is not None:
+        absent = (REASON_NOT_IN_PREFILTER_RESULT,)
+        for row in np.setdiff1d(rows, allowed).tolist():
+            rejected[names[row]] = absent
+        rows = allowed
+    for plugin in active:
+        if not len(rows):
+            break
+        filtered = plugin.filter(cycle, rows)
+        if filtered.passed.all():
+            continue
+        dropped = rows[~filtered.passed].tolist()
+        if filtered.each is None:
+            rejected.update(dict.fromkeys([names[row] for row in dropped], filtered.reason))
+        else:
+            for row, reasons in zip(dropped, filtered.each, strict=True):
+                rejected[names[row]] = reasons
+        rows = rows[filtered.passed]
+    return FilterOutcome("", rows, rejected)

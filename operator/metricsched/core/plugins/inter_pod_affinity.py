@@ -1,0 +1,237 @@
+"""InterPodAffinity (Filter): required pod affinity and anti-affinity, both directions.
+
+Contract: the node's topology domain holds pods matching every required affinity term of
+the pod (or the pod is the first of its group: no pod anywhere matches yet and the pod
+matches its own terms), no pod matching one of its anti-affinity terms, and no existing
+pod there has an anti-affinity term matching this pod.
+
+PreFilter parses the pod's terms (an invalid one refuses the pod with kube-scheduler's
+``parsing pod`` text) and walks the nodes once to find the domains that hold matching
+pods; Filter looks the node's domains up. Parsed terms of existing pods, and whether an
+unchanged node holds a match, are kept in the memo. For a namespace whose labels are
+unknown the answer is the restrictive one (anti-affinity assumed to apply, affinity
+assumed not to), so no pod is placed where kube-scheduler would refuse it. Its score half
+(preferred terms) is ``kube_scores.inter_pod_affinity``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final
+
+from metricsched.core import columns, framework, model, selectors
+
+NAME: Final = "InterPodAffinity"
+REASON_POD_AFFINITY: Final = "node(s) didn't match pod affinity rules"
+REASON_POD_ANTI_AFFINITY: Final = "node(s) didn't match pod anti-affinity rules"
+REASON_EXISTING_ANTI_AFFINITY: Final = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+Terms = tuple[selectors.PodAffinityTerm, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodTerms:
+    """The incoming pod's required terms, as kube-scheduler v1.35.4 uses them."""
+
+    affinity: Terms
+    anti_affinity: Terms
+
+
+def terms_of(pod: model.PodInfo) -> PodTerms | str:
+    """The pod's required (anti-)affinity terms, or kube-scheduler's refusal text."""
+    try:
+        affinity = selectors.affinity_terms(
+            pod.pod_affinity, owner_namespace=pod.namespace, where="podAffinity"
+        )
+        anti_affinity = selectors.affinity_terms(
+            pod.pod_anti_affinity, owner_namespace=pod.namespace, where="podAntiAffinity"
+        )
+    except selectors.InvalidSpecError as error:
+        return f"parsing pod: {error}"
+    return PodTerms(
+        tuple(map(selectors.as_merged_by_kube, affinity)),
+        tuple(map(selectors.as_merged_by_kube, anti_affinity)),
+    )
+
+
+def existing_anti_affinity(memo: framework.Memo, pod: model.PodInfo) -> Terms:
+    """A placed pod's anti-affinity terms (none when they cannot be parsed: kube-scheduler
+    drops the terms of an existing pod it cannot parse)."""
+
+    def parse() -> Terms:
+        try:
+            return selectors.affinity_terms(
+                pod.pod_anti_affinity, owner_namespace=pod.namespace, where=""
+            )
+        except selectors.InvalidSpecError:
+            return ()
+
+    return memo.derived("existing-anti-affinity", pod, parse)
+
+
+def node_anti_affinity(memo: framework.Memo, state: model.NodeState) -> Terms:
+    """The anti-affinity terms of every pod on a node; most nodes have none."""
+    return memo.derived(
+        "node-anti-affinity",
+        state,
+        lambda: tuple(
+            term
+            for p in state.pods
+            if p.pod_anti_affinity
+            for term in existing_anti_affinity(memo, p)
+        ),
+    )
+
+
+def _match_key(
+    terms: Terms, namespace_labels: selectors.NamespaceLabels | None, *, unknown: bool
+) -> selectors.MemoKey | None:
+    """The memo key of a question about ``terms``, or None when the answer depends on
+    namespace labels (which are not part of the key)."""
+    if namespace_labels is not None and not all(
+        t.namespace_selector.nothing or t.namespace_selector.empty for t in terms
+    ):
+        return None
+    return selectors.MemoKey((terms, unknown))
+
+
+def _node_has_match(
+    memo: framework.Memo,
+    state: model.NodeState,
+    terms: Terms,
+    namespace_labels: selectors.NamespaceLabels | None,
+    *,
+    unknown: bool,
+    key: selectors.MemoKey | None,
+) -> bool:
+    """Whether some pod on the node is in scope of every one of ``terms``."""
+    answers = None if key is None else memo.per_state("affinity-match", state)
+    if answers is not None and (found := answers.get(key)) is not None:
+        assert isinstance(found, bool)
+        return found
+    found = any(
+        all(t.matches(other, namespace_labels, unknown=unknown) for t in terms)
+        for other in state.pods
+    )
+    if answers is not None:
+        answers[key] = found
+    return found
+
+
+@dataclasses.dataclass(slots=True)
+class AffinityState:
+    """Topology domains where existing pods meet the incoming pod's terms, and vice versa."""
+
+    affinity_terms: Terms
+    anti_affinity_terms: Terms
+    affinity_domains: set[tuple[str, str]]  # pods matching all affinity terms live here
+    anti_affinity_domains: set[tuple[str, str]]  # pods matching an anti-affinity term
+    existing_anti_affinity: dict[str, set[str]]  # key -> values repelling the pod
+    matches_itself: bool  # the first-pod-of-a-group exception applies
+
+    @classmethod
+    def build(
+        cls,
+        pod: model.PodInfo,
+        terms: PodTerms,
+        *,
+        table: columns.NodeTable,
+        memo: framework.Memo,
+        namespace_labels: selectors.NamespaceLabels | None,
+    ) -> AffinityState:
+        affinity_terms = terms.affinity
+        anti_terms = terms.anti_affinity
+        affinity_domains: set[tuple[str, str]] = set()
+        anti_domains: set[tuple[str, str]] = set()
+        existing: dict[str, set[str]] = {}
+        scan_every_pod = bool(affinity_terms or anti_terms)
+        affinity_key = _match_key(affinity_terms, namespace_labels, unknown=False)
+        anti_keys = [_match_key((t,), namespace_labels, unknown=True) for t in anti_terms]
+        states = table.states
+        # Only nodes with pods can hold a match, and only those with anti-affinity terms
+        # can repel the pod: with no terms of its own, the pod looks at those alone.
+        repelling = table.has_anti_affinity
+        for row in (table.has_pods if scan_every_pod else repelling).nonzero()[0].tolist():
+            state = states[row]
+            labels = state.node.labels
+            for term in node_anti_affinity(memo, state) if repelling[row] else ():
+                value = labels.get(term.topology_key)
+                if value is not None and term.matches(pod, namespace_labels, unknown=True):
+                    existing.setdefault(term.topology_key, set()).add(value)
+            if not scan_every_pod:
+                continue
+            # Some pod here matches all affinity terms: the node's domains have the group.
+            if affinity_terms and _node_has_match(
+                memo, state, affinity_terms, namespace_labels, unknown=False, key=affinity_key
+            ):
+                for term in affinity_terms:
+                    value = labels.get(term.topology_key)
+                    if value is not None:
+                        affinity_domains.add((term.topology_key, value))
+            for term, anti_key in zip(anti_terms, anti_keys, strict=True):
+                value = labels.get(term.topology_key)
+                if value is not None and _node_has_match(
+                    memo, state, (term,), namespace_labels, unknown=True, key=anti_key
+                ):
+                    anti_domains.add((term.topology_key, value))
+        matches_itself = bool(affinity_terms) and all(
+            t.matches(pod, namespace_labels, unknown=False) for t in affinity_terms
+        )
+        return cls(
+            affinity_terms, anti_terms, affinity_domains, anti_domains, existing, matches_itself
+        )
+
+    @property
+    def trivial(self) -> bool:
+        return not (self.affinity_terms or self.anti_affinity_terms or self.existing_anti_affinity)
+
+    def check(self, state: model.NodeState) -> str:
+        labels = state.node.labels
+        pods_exist = True
+        for term in self.affinity_terms:
+            value = labels.get(term.topology_key)
+            if value is None:
+                return REASON_POD_AFFINITY  # all topology labels must exist on the node
+            if (term.topology_key, value) not in self.affinity_domains:
+                pods_exist = False
+        # The first pod of a group whose affinity selects itself may start anywhere that
+        # has the topology keys, as long as no pod anywhere matches the terms yet.
+        if not pods_exist and not (not self.affinity_domains and self.matches_itself):
+            return REASON_POD_AFFINITY
+        for term in self.anti_affinity_terms:
+            value = labels.get(term.topology_key)
+            if value is not None and (term.topology_key, value) in self.anti_affinity_domains:
+                return REASON_POD_ANTI_AFFINITY
+        for key, values in self.existing_anti_affinity.items():
+            if labels.get(key) in values:
+                return REASON_EXISTING_ANTI_AFFINITY
+        return ""
+
+
+class InterPodAffinity:
+    name: Final = NAME
+
+    def pre_filter(self, cycle: framework.CycleState) -> framework.PreFilterResult:
+        pod = cycle.pod
+        terms = cycle.memo.derived(NAME, pod, lambda: terms_of(pod))
+        if isinstance(terms, str):
+            return framework.refuse(terms)
+        state = AffinityState.build(
+            pod,
+            terms,
+            table=cycle.table,
+            memo=cycle.memo,
+            namespace_labels=cycle.namespace_labels,
+        )
+        if state.trivial:
+            return framework.SKIP
+        cycle.data[NAME] = state
+        return framework.PASS
+
+    def filter(self, cycle: framework.CycleState, rows: columns.Rows) -> framework.Filtered:
+        state = cycle.data[NAME]
+        assert isinstance(state, AffinityState)
+        return framework.scalar_filter(rows, cycle.table, state.check)
+
+
+PLUGIN: Final[framework.FilterPlugin] = InterPodAffinity()

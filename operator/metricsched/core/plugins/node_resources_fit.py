@@ -1,0 +1,95 @@
+"""NodeResourcesFit (Filter): a free pod slot and room for every resource requested.
+
+Contract: a node passes when ``pods + 1 <= allocatable pods`` and, for each resource the
+pod requests (request > 0), the request fits in allocatable minus requested; a node that
+fails reports one reason per shortfall, in kube-scheduler's order (Too many pods, cpu,
+memory, ephemeral-storage, then extended resources by name). Only what the pod asks for
+is checked, so an over-committed node (allocatable shrank below what is requested) still
+takes pods that do not need it. Vector: each check is one comparison over the rows; a
+node's reasons are the bits of a code, rendered once per distinct code.
+
+Its score half (LeastAllocated) is ``kube_scores.node_resources_fit``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+
+from metricsched.core import columns, framework, model
+
+NAME: Final = "NodeResourcesFit"
+REASON_TOO_MANY_PODS: Final = "Too many pods"
+REASON_INSUFFICIENT_CPU: Final = "Insufficient cpu"
+REASON_INSUFFICIENT_MEMORY: Final = "Insufficient memory"
+REASON_INSUFFICIENT_EPHEMERAL: Final = "Insufficient ephemeral-storage"
+
+
+def insufficient_reason(resource: str) -> str:
+    """The reason for one resource, e.g. ``Insufficient cpu``."""
+    return f"Insufficient {resource}"
+
+
+def shortfalls(request: model.Resources, state: model.NodeState) -> tuple[str, ...]:
+    """The reasons ``state``'s node cannot take a pod requesting ``request`` (empty: it
+    can), for one node outside a cycle (preemption's dry runs)."""
+    table = columns.NodeTable.build([state])
+    filtered = _fit(request, table, np.zeros(1, dtype=np.intp))
+    if filtered.passed[0]:
+        return ()
+    assert filtered.each is not None
+    return filtered.each[0]
+
+
+def requested_scalars(request: model.Resources) -> tuple[str, ...]:
+    # Zero requests are never short (kube-scheduler skips them); names sorted for a stable
+    # order, where kube-scheduler follows Go's random map order.
+    return tuple(sorted(name for name, amount in request.scalar.items() if amount > 0))
+
+
+class NodeResourcesFit:
+    name: Final = NAME
+
+    def pre_filter(self, cycle: framework.CycleState) -> framework.PreFilterResult:
+        return framework.PASS
+
+    def filter(self, cycle: framework.CycleState, rows: columns.Rows) -> framework.Filtered:
+        return _fit(cycle.pod.requests, cycle.table, rows)
+
+
+def _fit(
+    request: model.Resources, table: columns.NodeTable, rows: columns.Rows
+) -> framework.Filtered:
+    allocatable, used = table.allocatable, table.requested
+    code = (used.pods[rows] + 1 > allocatable.pods[rows]).astype(np.int64)
+    checks = (
+        (request.milli_cpu, allocatable.milli_cpu, used.milli_cpu),
+        (request.memory, allocatable.memory, used.memory),
+        (request.ephemeral_storage, allocatable.ephemeral_storage, used.ephemeral_storage),
+    )
+    names = [REASON_TOO_MANY_PODS, REASON_INSUFFICIENT_CPU, REASON_INSUFFICIENT_MEMORY]
+    names.append(REASON_INSUFFICIENT_EPHEMERAL)
+    for bit, (amount, have, taken) in enumerate(checks, start=1):
+        if amount > 0:
+            code |= (amount > have[rows] - taken[rows]).astype(np.int64) << bit
+    for bit, scalar in enumerate(requested_scalars(request), start=len(checks) + 1):
+        have, taken = table.scalar(scalar)
+        code |= (request.scalar[scalar] > have[rows] - taken[rows]).astype(np.int64) << bit
+        names.append(insufficient_reason(scalar))
+    failed = code != 0
+    if not failed.any():
+        return framework.all_pass(rows)
+    rendered: dict[int, tuple[str, ...]] = {}
+    each = []
+    for value in code[failed].tolist():
+        reasons = rendered.get(value)
+        if reasons is None:
+            reasons = rendered[value] = tuple(
+                name for bit, name in enumerate(names) if value >> bit & 1
+            )
+        each.append(reasons)
+    return framework.Filtered(~failed, each=each)
+
+
+PLUGIN: Final[framework.FilterPlugin] = NodeResourcesFit()
