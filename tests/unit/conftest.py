@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from metricsched.core import model, parse
+from metricsched.core import model, parse, scoring
 
 Body = dict[str, Any]
 
@@ -478,3 +478,14 @@ def make_view() -> Callable[..., model.MetricView]:
 def schedule() -> Callable[..., model.Decision]:
     """Decides for one pod: ``schedule(pod=..., snapshot=..., policies=[...], metrics=...)``."""
     return run_cycle
+
+
+def as_lists(scores: scoring.Scores) -> tuple[object, ...]:
+    """Every field of ``scores``, arrays as lists (to compare two results exactly)."""
+    return (
+        [column.tolist() for column in scores.per_metric],
+        scores.burst_counts.tolist(),
+        scores.penalties.tolist(),
+        scores.totals.tolist(),
+        [(term.plugin, term.weight, term.scores.tolist()) for term in scores.kube],
+    )

@@ -359,11 +359,12 @@ class Scores:
 
 def blended_terms(kube: Sequence[KubeTerm]) -> tuple[KubeTerm, ...]:
     """The terms that take part in the blend: positive weight, not equal on every node."""
-    return tuple(
-        term
-        for term in kube
-        if term.weight > 0 and len(term.scores) and term.scores.min() != term.scores.max()
-    )
+    found = []
+    for term in kube:
+        scores = np.asarray(term.scores, dtype=np.float64)
+        if term.weight > 0 and len(scores) and scores.min() != scores.max():
+            found.append(dataclasses.replace(term, scores=scores))
+    return tuple(found)
 
 
 def score_nodes(

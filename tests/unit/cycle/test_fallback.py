@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
-from metricsched.core import cycle, model
+from metricsched.core import columns, cycle, model
+from metricsched.core.plugins.kube_scores import node_resources_fit
 
 GIB = 1024**3
 UNREACHABLE = model.QueryErrorKind.UNREACHABLE
@@ -205,11 +207,11 @@ def test_least_allocated_scores_like_kube_scheduler(make_node, make_pod):
     )
     pod = make_pod(cpu=1000, memory=2 * GIB)
     # cpu: (4000 - 2000) * 100 // 4000 = 50; memory: (8 - 4) * 100 // 8 = 50
-    assert cycle.allocation_score(state=node, pod=pod, strategy=Strategy.LEAST_ALLOCATED) == 50
-    assert cycle.allocation_score(state=node, pod=pod, strategy=Strategy.MOST_ALLOCATED) == 50
+    assert allocation_score(state=node, pod=pod, strategy=Strategy.LEAST_ALLOCATED) == 50
+    assert allocation_score(state=node, pod=pod, strategy=Strategy.MOST_ALLOCATED) == 50
     empty_pod = make_pod(cpu=0, memory=0)  # counts as 100m and 200Mi, as in kube-scheduler
     assert (
-        cycle.allocation_score(state=node, pod=empty_pod, strategy=Strategy.LEAST_ALLOCATED)
+        allocation_score(state=node, pod=empty_pod, strategy=Strategy.LEAST_ALLOCATED)
         == ((4000 - 1100) * 100 // 4000 + (6 * GIB - 200 * 1024**2) * 100 // (8 * GIB)) // 2
     )
 
@@ -228,6 +230,14 @@ def test_least_allocated_counts_defaults_per_container_like_kube_scheduler(make_
     )
     cpu = (4000 - 1300) * 100 // 4000
     memory = (8 * GIB - GIB - 600 * 1024**2) * 100 // (8 * GIB)
-    assert cycle.allocation_score(state=node, pod=pod, strategy=Strategy.LEAST_ALLOCATED) == (
+    assert allocation_score(state=node, pod=pod, strategy=Strategy.LEAST_ALLOCATED) == (
         (cpu + memory) // 2
     )
+
+
+def allocation_score(*, state: model.NodeState, pod: model.PodInfo, strategy: Strategy) -> int:
+    """The fallback's score of one node, as the cycle computes it for every row."""
+    table = columns.NodeTable.build([state])
+    rows = np.zeros(1, dtype=np.intp)
+    found = node_resources_fit.allocation_scores(pod=pod, table=table, rows=rows, strategy=strategy)
+    return int(found[0])

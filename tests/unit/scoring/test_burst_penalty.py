@@ -54,8 +54,8 @@ def test_zero_window_disables_the_burst_count():
 def test_penalty_takes_points_per_recent_bind_and_floors_at_zero(make_metric, make_policy):
     policy = make_policy(metrics=[make_metric("latency")], burst_penalty=30.0)
     scores = scoring.score_nodes(policy=policy, columns=[(0.1, 0.1, 0.1)], burst_counts=[0, 1, 4])
-    assert scores.totals == (100.0, 70.0, 0.0)
-    assert scores.penalties == (0.0, 30.0, 120.0)
+    assert tuple(scores.totals.tolist()) == (100.0, 70.0, 0.0)
+    assert tuple(scores.penalties.tolist()) == (0.0, 30.0, 120.0)
 
 
 def test_ties_go_to_the_node_with_fewest_recent_binds_then_to_a_random_one_of_those_left():

@@ -29,21 +29,25 @@ def test_plus_inf_is_the_worst_value_when_minimizing_and_does_not_set_the_scale(
     scores = scoring.normalise(
         (0.1, 0.2, 0.3, math.inf), goal=MINIMIZE, on_missing=NEUTRAL, tolerance_percent=0.0
     )
-    assert scores == pytest.approx((100.0, 50.0, 0.0, 0.0))
+    assert tuple(scores.tolist()) == pytest.approx((100.0, 50.0, 0.0, 0.0))
 
 
 def test_plus_inf_scores_below_a_missing_value_scored_neutral():
     scores = scoring.normalise((0.45, None, math.inf), goal=MINIMIZE, on_missing=NEUTRAL)
-    assert scores == (100.0, 50.0, 0.0)
+    assert tuple(scores.tolist()) == (100.0, 50.0, 0.0)
 
 
 def test_an_infinite_best_value_takes_100_and_leaves_the_others_0():
-    assert scoring.normalise((-math.inf, 0.1, 5.0), goal=MINIMIZE, on_missing=NEUTRAL) == (
+    assert tuple(
+        scoring.normalise((-math.inf, 0.1, 5.0), goal=MINIMIZE, on_missing=NEUTRAL).tolist()
+    ) == (
         100.0,
         0.0,
         0.0,
     )
-    assert scoring.normalise((math.inf, 0.1, math.inf), goal=MAXIMIZE, on_missing=NEUTRAL) == (
+    assert tuple(
+        scoring.normalise((math.inf, 0.1, math.inf), goal=MAXIMIZE, on_missing=NEUTRAL).tolist()
+    ) == (
         100.0,
         0.0,
         100.0,

@@ -61,7 +61,7 @@ def test_values_within_the_tolerance_of_the_best_all_score_100(best, offsets, go
     # 1 % noise around a value, tolerance 5 % of the best: every node counts as the best.
     column = tuple(best * (1 + 0.01 + offset) for offset in offsets)
     scores = scoring.normalise(column, goal=goal, on_missing=NEUTRAL, tolerance_percent=5.0)
-    assert scores == (100.0,) * len(column)
+    assert tuple(scores.tolist()) == (100.0,) * len(column)
 
 
 @settings(max_examples=300)
@@ -113,7 +113,7 @@ def test_a_gap_beyond_the_tolerance_costs_only_what_exceeds_it():
     scores = scoring.normalise(
         (0.100, 0.103, 0.107, 0.110), goal=MINIMIZE, on_missing=NEUTRAL, tolerance_percent=5.0
     )
-    assert scores == pytest.approx((100.0, 100.0, 80.0, 50.0))
+    assert tuple(scores.tolist()) == pytest.approx((100.0, 100.0, 80.0, 50.0))
 
 
 def test_a_range_scores_by_distance_from_the_best_in_the_metrics_units():
@@ -121,7 +121,7 @@ def test_a_range_scores_by_distance_from_the_best_in_the_metrics_units():
     scores = scoring.normalise(
         (0.1, 0.3, 2.0), goal=MINIMIZE, on_missing=NEUTRAL, tolerance_percent=0.0, value_range=1.0
     )
-    assert scores == pytest.approx((100.0, 80.0, 0.0))
+    assert tuple(scores.tolist()) == pytest.approx((100.0, 80.0, 0.0))
 
 
 # --- ties ------------------------------------------------------------------------------
