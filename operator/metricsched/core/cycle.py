@@ -16,7 +16,7 @@ import dataclasses
 import math
 import random
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -426,21 +426,32 @@ def _score_and_select(
         seed=seed,
     )
 
+    # Explain wants every node's verdict: read the arrays as lists once (lists or arrays,
+    # hence Any). The hot path reads the two it needs straight from the arrays.
+    rows_of: Any = scored_rows.tolist() if detail else scored_rows
+    values_of: Any = [column.tolist() for column in scored_values] if detail else scored_values
+    scores_of: Any = (
+        [column.tolist() for column in scores.per_metric] if detail else scores.per_metric
+    )
+    totals_of: Any = scores.totals.tolist() if detail else scores.totals
+    bursts_of: Any = scored_bursts.tolist() if detail else scored_bursts
+    kube_of = [(term, term.scores.tolist() if detail else term.scores) for term in scores.kube]
+
     def verdict(slot: int) -> model.NodeVerdict:
         return model.NodeVerdict(
-            table.names[scored_rows[slot]],
+            table.names[rows_of[slot]],
             True,
             "",
             _metric_scores(
                 chosen,
-                [column[slot] for column in scored_values],
-                [metric_scores[slot] for metric_scores in scores.per_metric],
+                [column[slot] for column in values_of],
+                [metric_scores[slot] for metric_scores in scores_of],
             ),
-            int(scored_bursts[slot]),
-            float(scores.totals[slot]),
+            int(bursts_of[slot]),
+            float(totals_of[slot]),
             tuple(
-                model.KubeScore(term.plugin, float(term.scores[slot]), term.weight)
-                for term in scores.kube
+                model.KubeScore(term.plugin, float(found[slot]), term.weight)
+                for term, found in kube_of
             ),
         )
 
