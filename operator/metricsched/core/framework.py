@@ -47,12 +47,14 @@ class Memo:
     Snapshots share unchanged PodInfo and NodeState objects from one cycle to the next,
     so work derived from them is done once, not once per pending pod. Entries are keyed
     by the object's identity and hold the object, so an id cannot be reused by another
-    object while the entry lives. Bounded: a full memo is cleared, and refills.
+    object while the entry lives. Bounded, since it holds the objects: a full memo is
+    cleared and refills (the default keeps a few entries per node of a 5,000-node
+    cluster without holding on to many superseded node states).
     """
 
     __slots__ = ("_by_table", "_entries", "_limit")
 
-    def __init__(self, *, limit: int = 200_000) -> None:
+    def __init__(self, *, limit: int = 50_000) -> None:
         self._limit = limit
         self._entries: dict[tuple[str, int], tuple[object, object]] = {}
         # (kind, key) -> (table, its node_version, source, value)

@@ -61,9 +61,11 @@ def without_pod(snapshot: model.ClusterSnapshot, pod: model.PodInfo) -> model.Cl
             p.requests if p.nonzero_requests is None else p.nonzero_requests for p in pods
         ),
     )
-    # dataclasses.replace keeps the namespace labels, claims and volumes the filters read.
+    # dataclasses.replace keeps the namespace labels, claims and volumes the filters read;
+    # the node table (if the snapshot has one) is copied with the node's row rewritten.
+    table = None if snapshot.table is None else snapshot.table.with_state(rebuilt)
     return dataclasses.replace(
-        snapshot, nodes={**snapshot.nodes, state.node.name: rebuilt}, table=None
+        snapshot, nodes={**snapshot.nodes, state.node.name: rebuilt}, table=table
     )
 
 

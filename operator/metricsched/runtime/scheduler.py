@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from metricsched.config import Config
-from metricsched.core import cycle, decision_record, model
+from metricsched.core import cycle, decision_record, framework, model
 from metricsched.edges import binder, logs, observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
@@ -69,6 +69,9 @@ class Scheduler:
         self.cache = cache
         self.queue = queue
         self.store = store
+        # Work derived from unchanged pods and nodes (parsed terms, a pod class's node
+        # affinity, metric values laid out by node), kept from one cycle to the next.
+        self.memo = framework.Memo()
         self.core_api = core_api
         self.recorder = recorder
         self.metrics = metrics
@@ -178,6 +181,7 @@ class Scheduler:
             rr_counter=self._rr,
             seed=zlib.crc32(pod.uid.encode()),
             detail=False,  # per-metric scores for winner and runner-up only: half the cost
+            memo=self.memo,
         )
         elapsed = time.perf_counter() - started
         self.metrics.attempt_duration.observe(elapsed)
