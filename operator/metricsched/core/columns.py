@@ -21,7 +21,8 @@ Purely computational: no I/O, no clocks.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import typing
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -193,6 +194,34 @@ class NodeTable:
             for pod in state.pods
         )
         self.last_bind[row] = max(state.recent_binds, default=_NEVER)
+
+
+_Item = typing.TypeVar("_Item")
+
+
+class Picked(Sequence[_Item]):
+    """``items[rows[i]]`` for each i, read on demand: the names or states of some rows of
+    a table without making a list of them (most readers need two, or none)."""
+
+    __slots__ = ("_items", "_rows")
+
+    def __init__(self, items: Sequence[_Item], rows: Rows) -> None:
+        self._items = items
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @typing.overload
+    def __getitem__(self, index: int) -> _Item: ...
+
+    @typing.overload
+    def __getitem__(self, index: slice) -> Sequence[_Item]: ...
+
+    def __getitem__(self, index: int | slice) -> _Item | Sequence[_Item]:
+        if isinstance(index, slice):
+            return [self._items[row] for row in self._rows[index].tolist()]
+        return self._items[int(self._rows[index])]
 
 
 class TableKeeper:

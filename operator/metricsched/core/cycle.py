@@ -98,9 +98,12 @@ def _pick_by_strategy(
         scores = node_resources_fit.allocation_scores(
             pod=pod, table=table, rows=rows, strategy=strategy
         ).astype(np.float64)
-        names = [table.names[row] for row in rows.tolist()]
         best = scoring.ranking(
-            totals=scores, burst_counts=burst_counts, names=names, seed=seed, count=1
+            totals=scores,
+            burst_counts=burst_counts,
+            names=columns.Picked(table.names, rows),
+            seed=seed,
+            count=1,
         )
         return best[0], scores.tolist()
     zeros = [0.0] * len(rows)
@@ -422,7 +425,7 @@ def _score_and_select(
     top = scoring.ranking(
         totals=scores.totals,
         burst_counts=scored_bursts,
-        names=[table.names[row] for row in scored_rows.tolist()],
+        names=columns.Picked(table.names, scored_rows),
         seed=seed,
     )
 

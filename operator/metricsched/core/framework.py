@@ -61,7 +61,8 @@ class Memo:
         self._by_table: dict[tuple[str, Hashable], tuple[object, int, object, object]] = {}
 
     def derived(self, kind: str, source: object, compute: Callable[[], _Value]) -> _Value:
-        """``compute()``'s value for ``source`` under ``kind``, computed once per source."""
+        """``compute()``'s value for ``source`` under ``kind``, computed once per source.
+        Each ``kind`` names one meaning ("<Plugin>/<what>"): two uses never share one."""
         key = (kind, id(source))
         entry = self._entries.get(key)
         if entry is not None and entry[0] is source:

@@ -213,7 +213,7 @@ class InterPodAffinity:
 
     def pre_filter(self, cycle: framework.CycleState) -> framework.PreFilterResult:
         pod = cycle.pod
-        terms = cycle.memo.derived(NAME, pod, lambda: terms_of(pod))
+        terms = cycle.memo.derived("InterPodAffinity/terms", pod, lambda: terms_of(pod))
         if isinstance(terms, str):
             return framework.refuse(terms)
         state = AffinityState.build(

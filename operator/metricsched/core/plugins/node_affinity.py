@@ -47,7 +47,7 @@ class NodeAffinity:
         assert isinstance(required, selectors.RequiredNodeAffinity)
         table = cycle.table
         matches = cycle.memo.per_table(
-            NAME,
+            "NodeAffinity/matches",
             required,
             table,
             lambda: np.fromiter(

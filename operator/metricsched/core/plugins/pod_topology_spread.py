@@ -175,7 +175,9 @@ class PodTopologySpread:
 
     def pre_filter(self, cycle: framework.CycleState) -> framework.PreFilterResult:
         pod = cycle.pod
-        constraints = cycle.memo.derived(NAME, pod, lambda: constraints_of(pod))
+        constraints = cycle.memo.derived(
+            "PodTopologySpread/constraints", pod, lambda: constraints_of(pod)
+        )
         if isinstance(constraints, str):
             return framework.refuse(constraints)
         if not constraints:

@@ -45,7 +45,7 @@ class TaintToleration:
         failed = np.zeros(len(rows), dtype=np.bool_)
         for position in np.flatnonzero(tainted).tolist():
             node = table.states[rows[position]].node
-            answers = memo.per_state(NAME, node)
+            answers = memo.per_state("TaintToleration/untolerated", node)
             answer = answers.get(tolerations)
             if answer is None:
                 answer = answers[tolerations] = untolerated(tolerations, node)

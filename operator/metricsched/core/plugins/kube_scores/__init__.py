@@ -73,12 +73,17 @@ def term_text(term: model.KubeScore, *, named: bool = True) -> str:
 _Scorer = Callable[[framework.CycleState, columns.Rows], columns.Floats | None]
 
 
-def _states(cycle: framework.CycleState, rows: columns.Rows) -> tuple[model.NodeState, ...]:
-    states = cycle.table.states
-    return tuple(states[row] for row in rows.tolist())
+def _states(cycle: framework.CycleState, rows: columns.Rows) -> Sequence[model.NodeState]:
+    return columns.Picked(cycle.table.states, rows)
 
 
 def _topology_spread(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | None:
+    pod = cycle.pod
+    constraints, _system = cycle.memo.derived(
+        "PodTopologySpread/soft-constraints", pod, lambda: pod_topology_spread.constraints_of(pod)
+    )
+    if not constraints:
+        return None  # skipped: no node states to gather
     found = pod_topology_spread.score(
         pod=cycle.pod, nodes=_states(cycle, rows), snapshot=cycle.snapshot, memo=cycle.memo
     )

@@ -82,7 +82,7 @@ def _terms_of(pod: model.PodInfo) -> _PodTerms:
 
 def _placed_terms(memo: framework.Memo, pod: model.PodInfo) -> _PodTerms:
     # Placed pods are immutable and shared from one snapshot to the next: parse them once.
-    return memo.derived(NAME, pod, lambda: _terms_of(pod))
+    return memo.derived("InterPodAffinity/placed-terms", pod, lambda: _terms_of(pod))
 
 
 def _node_pods_with_terms(
@@ -152,7 +152,7 @@ def topology_scores(
 def score(
     *,
     pod: model.PodInfo,
-    nodes: tuple[model.NodeState, ...],
+    nodes: Sequence[model.NodeState],
     snapshot: model.ClusterSnapshot,
     table: columns.NodeTable,
     memo: framework.Memo,

@@ -43,11 +43,11 @@ def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | N
     pod = cycle.pod
     if not pod.preferred_node_affinity:
         return None
-    terms = cycle.memo.derived(NAME, pod, lambda: tuple(_terms(pod)))
+    terms = cycle.memo.derived("NodeAffinity/preferred-terms", pod, lambda: tuple(_terms(pod)))
     table = cycle.table
     # The sums depend on the terms and the nodes alone: once per pod class and node version.
     sums = cycle.memo.per_table(
-        NAME,
+        "NodeAffinity/preferred-sums",
         terms,
         table,
         lambda: np.fromiter(

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from metricsched.core import framework, model, selectors
@@ -129,7 +129,7 @@ def _included(
 def score(
     *,
     pod: model.PodInfo,
-    nodes: tuple[model.NodeState, ...],
+    nodes: Sequence[model.NodeState],
     snapshot: model.ClusterSnapshot,
     memo: framework.Memo,
 ) -> tuple[float, ...] | None:
