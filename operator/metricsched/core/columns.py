@@ -47,6 +47,7 @@ _ROW_ARRAYS = (
     "has_anti_affinity",
     "has_affinity_terms",
     "last_bind",
+    "row_stamp",
 )
 
 
@@ -98,7 +99,11 @@ class NodeTable:
     has_anti_affinity: Bools  # some pod on the node has required anti-affinity terms
     has_affinity_terms: Bools  # some pod has required affinity or preferred (anti-)affinity
     last_bind: Floats  # latest of the node's recent binds; -inf when none
+    # ``stamp`` counts row updates; ``row_stamp[row]`` is the stamp of the row's last one,
+    # so whoever keeps a per-row result can redo just the rows changed since.
+    row_stamp: Ints
     node_version: int = 0
+    stamp: int = 0
     # extended resources by name -> (allocatable, requested), made on first use and then
     # kept up to date with the other columns
     _scalars: dict[str, tuple[Ints, Ints]] = dataclasses.field(default_factory=dict)
@@ -123,6 +128,7 @@ class NodeTable:
             has_anti_affinity=np.zeros(size, dtype=np.bool_),
             has_affinity_terms=np.zeros(size, dtype=np.bool_),
             last_bind=np.full(size, _NEVER, dtype=np.float64),
+            row_stamp=np.zeros(size, dtype=np.int64),
             node_version=node_version,
         )
         for row, state in enumerate(ordered):
@@ -138,6 +144,8 @@ class NodeTable:
         if self.states[row].node is not state.node:
             self.node_version += 1
         self.states[row] = state
+        self.stamp += 1
+        self.row_stamp[row] = self.stamp
         self._fill(row, state)
         for name, (allocatable, requested) in self._scalars.items():
             allocatable[row] = state.node.allocatable.scalar.get(name, 0)

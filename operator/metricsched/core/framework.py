@@ -52,13 +52,15 @@ class Memo:
     cluster without holding on to many superseded node states).
     """
 
-    __slots__ = ("_by_table", "_entries", "_limit")
+    __slots__ = ("_by_row", "_by_table", "_entries", "_limit")
 
     def __init__(self, *, limit: int = 50_000) -> None:
         self._limit = limit
         self._entries: dict[tuple[str, int], tuple[object, object]] = {}
         # (kind, key) -> (table, its node_version, source, value)
         self._by_table: dict[tuple[str, Hashable], tuple[object, int, object, object]] = {}
+        # (kind, key) -> (table, the table's stamp when last brought up to date, values)
+        self._by_row: dict[tuple[str, Hashable], tuple[object, int, columns.Ints]] = {}
 
     def derived(self, kind: str, source: object, compute: Callable[[], _Value]) -> _Value:
         """``compute()``'s value for ``source`` under ``kind``, computed once per source.
@@ -99,6 +101,31 @@ class Memo:
             self._by_table.clear()
         self._by_table[(kind, key)] = (table, table.node_version, source, value)
         return value
+
+    def per_row(
+        self,
+        kind: str,
+        key: Hashable,
+        table: columns.NodeTable,
+        compute: Callable[[model.NodeState], int],
+    ) -> columns.Ints:
+        """``compute(state)`` for every row of ``table``, kept up to date incrementally:
+        only rows updated since the last call are computed again (pods matching one
+        workload's selector, per node: the same answer for every replica, changed only
+        where a pod landed). The array is the memo's: read it, do not keep it."""
+        entry = self._by_row.get((kind, key))
+        states = table.states
+        if entry is not None and entry[0] is table:
+            _, stamp, values = entry
+            if stamp != table.stamp:
+                for row in np.flatnonzero(table.row_stamp > stamp).tolist():
+                    values[row] = compute(states[row])
+        else:
+            values = np.fromiter(map(compute, states), dtype=np.int64, count=len(states))
+            if len(self._by_row) >= self._limit:
+                self._by_row.clear()
+        self._by_row[(kind, key)] = (table, table.stamp, values)
+        return values
 
     def per_state(self, kind: str, state: object) -> dict[Hashable, object]:
         """A dictionary for answers about one unchanged ``state`` (one per kind)."""

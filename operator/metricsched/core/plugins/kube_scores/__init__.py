@@ -77,19 +77,6 @@ def _states(cycle: framework.CycleState, rows: columns.Rows) -> Sequence[model.N
     return columns.Picked(cycle.table.states, rows)
 
 
-def _topology_spread(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | None:
-    pod = cycle.pod
-    constraints, _system = cycle.memo.derived(
-        "PodTopologySpread/soft-constraints", pod, lambda: pod_topology_spread.constraints_of(pod)
-    )
-    if not constraints:
-        return None  # skipped: no node states to gather
-    found = pod_topology_spread.score(
-        pod=cycle.pod, nodes=_states(cycle, rows), snapshot=cycle.snapshot, memo=cycle.memo
-    )
-    return None if found is None else np.array(found, dtype=np.float64)
-
-
 def _inter_pod_affinity(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | None:
     found = inter_pod_affinity.score(
         pod=cycle.pod,
@@ -105,7 +92,7 @@ _SCORERS: Final[Mapping[str, _Scorer]] = {
     taint_toleration.NAME: taint_toleration.score,
     node_affinity.NAME: node_affinity.score,
     node_resources_fit.NAME: node_resources_fit.score,
-    pod_topology_spread.NAME: _topology_spread,
+    pod_topology_spread.NAME: pod_topology_spread.score,
     inter_pod_affinity.NAME: _inter_pod_affinity,
     balanced_allocation.NAME: balanced_allocation.score,
 }

@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Final
 
-from metricsched.core import framework, model, selectors
+import numpy as np
+
+from metricsched.core import columns, framework, model, selectors
 from metricsched.core.plugins import pod_topology_spread as filter_spread
 from metricsched.core.plugins import taint_toleration as taint_filter
 
@@ -90,113 +92,125 @@ def constraints_of(pod: model.PodInfo) -> tuple[tuple[Constraint, ...], bool]:
     return tuple(found), False
 
 
-def _controller_counts(state: model.NodeState) -> dict[tuple[str, str], int]:
-    counts: dict[tuple[str, str], int] = {}
-    for p in state.pods:
-        if p.controller and not p.deleting:
-            key = (p.namespace, p.controller)
-            counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-def _counter(
-    pod: model.PodInfo, constraint: Constraint, memo: framework.Memo
-) -> Callable[[model.NodeState], int]:
+def _matching_counts(
+    memo: framework.Memo, table: columns.NodeTable, pod: model.PodInfo, constraint: Constraint
+) -> columns.Ints:
+    """Pods each node holds that ``constraint`` counts (its selector's, or those of the
+    pod's own controller), not terminating, in the pod's namespace; kept per workload and
+    updated only for the nodes that changed."""
+    namespace = pod.namespace
     selector = constraint.selector
     if selector is None:
-        key = (pod.namespace, pod.controller)
-        # Pods per (namespace, controller) on a node, worked out once per unchanged node.
-        return lambda state: memo.derived(
-            "controller-counts", state, lambda: _controller_counts(state)
-        ).get(key, 0)
-    memo_key = selectors.MemoKey((selector, pod.namespace))
-    return lambda state: filter_spread.count_matching(
-        memo, state, selector, namespace=pod.namespace, key=memo_key
+        controller = pod.controller
+        return memo.per_row(
+            "PodTopologySpread/controller-pods",
+            (namespace, controller),
+            table,
+            lambda state: sum(
+                1
+                for p in state.pods
+                if p.controller == controller and p.namespace == namespace and not p.deleting
+            ),
+        )
+    memo_key = selectors.MemoKey((selector, namespace))
+    return memo.per_row(
+        "PodTopologySpread/selected-pods",
+        memo_key,
+        table,
+        lambda state: filter_spread.count_matching(
+            memo, state, selector, namespace=namespace, key=memo_key
+        ),
     )
+
+
+def _domains(memo: framework.Memo, table: columns.NodeTable, key: str) -> columns.Ints:
+    """Each node's value of label ``key`` as a number (0: the node has no such label)."""
+
+    def number() -> columns.Ints:
+        ids: dict[str, int] = {}
+        return np.fromiter(
+            (
+                0
+                if (value := state.node.labels.get(key)) is None
+                else ids.setdefault(value, len(ids) + 1)
+                for state in table.states
+            ),
+            dtype=np.int64,
+            count=len(table),
+        )
+
+    return memo.per_table("PodTopologySpread/domains", key, table, number)
 
 
 def _included(
-    pod: model.PodInfo,
-    constraint: Constraint,
-    node: model.NodeInfo,
-    required: Callable[[model.NodeInfo], bool] | None,
-) -> bool:
-    if constraint.honor_node_affinity and required is not None and not required(node):
-        return False
-    return not (constraint.honor_node_taints and taint_filter.untolerated(pod.tolerations, node))
+    cycle: framework.CycleState, constraint: Constraint, affinity: selectors.RequiredNodeAffinity
+) -> columns.Bools:
+    """The nodes whose pods ``constraint`` counts: its node inclusion policies."""
+    by_affinity = constraint.honor_node_affinity and not affinity.trivial
+    by_taints = constraint.honor_node_taints
+    table = cycle.table
+    if not (by_affinity or by_taints):
+        return np.ones(len(table), dtype=np.bool_)
+    tolerations = cycle.pod.tolerations if by_taints else ()
+    return cycle.memo.per_table(
+        "PodTopologySpread/included",
+        (affinity if by_affinity else None, by_taints, tolerations),
+        table,
+        lambda: np.fromiter(
+            (
+                not (by_affinity and not affinity.matches(state.node))
+                and not (by_taints and taint_filter.untolerated(tolerations, state.node))
+                for state in table.states
+            ),
+            dtype=np.bool_,
+            count=len(table),
+        ),
+    )
 
 
-def score(
-    *,
-    pod: model.PodInfo,
-    nodes: Sequence[model.NodeState],
-    snapshot: model.ClusterSnapshot,
-    memo: framework.Memo,
-) -> tuple[float, ...] | None:
-    """PodTopologySpread for each of ``nodes``, normalised; None without soft constraints."""
-    constraints, system = constraints_of(pod)
+def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | None:
+    """PodTopologySpread for each node of ``rows``, normalised; None without soft
+    constraints. Vector operations over the node table: per node, the pods each
+    constraint counts (kept per workload); per domain, their sum (``bincount``)."""
+    pod, table, memo = cycle.pod, cycle.table, cycle.memo
+    constraints, system = memo.derived(
+        "PodTopologySpread/soft-constraints", pod, lambda: constraints_of(pod)
+    )
     if not constraints:
         return None
-    require_all = not system
-    keys = [c.topology_key for c in constraints]
-    counters = [_counter(pod, c, memo) for c in constraints]
-
-    def has_all(labels: Mapping[str, str]) -> bool:
-        return all(key in labels for key in keys)
-
-    ignored = {s.node.name for s in nodes if require_all and not has_all(s.node.labels)}
-    counts: list[dict[str, int]] = [{} for _ in constraints]
-    for state in nodes:
-        if state.node.name in ignored:
-            continue
-        for index, key in enumerate(keys):
-            if key != HOSTNAME:
-                counts[index].setdefault(state.node.labels.get(key, ""), 0)
-    weights = [
-        math.log((len(nodes) - len(ignored) if key == HOSTNAME else len(counts[i])) + 2)
-        for i, key in enumerate(keys)
-    ]
-    affinity = selectors.RequiredNodeAffinity.of(pod)
-    required = None if affinity.trivial else affinity.matches
-    # Hostname domains are counted per scored node below; the others over every node.
-    domains = [index for index, key in enumerate(keys) if key != HOSTNAME]
-    # Whether a constraint's node inclusion policies can rule a node out at all.
-    filtered = [
-        (c.honor_node_affinity and required is not None) or c.honor_node_taints for c in constraints
-    ]
-    for state in snapshot.nodes.values() if domains else ():
-        labels = state.node.labels
-        if require_all and not has_all(labels):
-            continue
-        for index in domains:
-            bucket = counts[index]
-            value = labels.get(keys[index], "")
-            if value not in bucket or (
-                filtered[index] and not _included(pod, constraints[index], state.node, required)
-            ):
-                continue
-            bucket[value] += counters[index](state)
-
-    raw: list[int | None] = []
-    for state in nodes:
-        labels = state.node.labels
-        if state.node.name in ignored:
-            raw.append(None)
-            continue
-        total = 0.0
-        for index, constraint in enumerate(constraints):
-            domain = labels.get(constraint.topology_key)
-            if domain is None:
-                continue
-            if constraint.topology_key == HOSTNAME:
-                count = counters[index](state)
-            else:
-                count = counts[index][domain]
-            total += count * weights[index] + constraint.max_skew - 1
-        raw.append(math.floor(total + 0.5))  # Go's math.Round for non-negative numbers
-    present = [value for value in raw if value is not None]
-    low, high = min(present, default=0), max(present, default=0)
-    return tuple(
-        0.0 if value is None else 100.0 if high == 0 else float(100 * (high + low - value) // high)
-        for value in raw
+    keys = tuple(c.topology_key for c in constraints)
+    domains = [_domains(memo, table, key) for key in keys]
+    everywhere = np.ones(len(table), dtype=np.bool_)
+    has_all = everywhere
+    if not system:  # with the pod's own constraints, nodes lacking a key are ignored
+        for ids in domains:
+            has_all = has_all & (ids != 0)
+    kept = rows[has_all[rows]]
+    affinity = memo.derived(
+        "RequiredNodeAffinity", pod, lambda: selectors.RequiredNodeAffinity.of(pod)
     )
+    total = np.zeros(len(kept))
+    for constraint, ids in zip(constraints, domains, strict=True):
+        counts = _matching_counts(memo, table, pod, constraint)
+        kept_ids = ids[kept]
+        if constraint.topology_key == HOSTNAME:
+            weight = math.log(len(kept) + 2)
+            count = counts[kept]
+        else:
+            # Domains: the values among the scored nodes ("no label" is one of them).
+            weight = math.log(len(np.unique(kept_ids)) + 2)
+            eligible = has_all & _included(cycle, constraint, affinity)
+            sums = np.bincount(
+                ids[eligible], weights=counts[eligible], minlength=int(ids.max()) + 1
+            )
+            count = sums[kept_ids]
+        total = total + np.where(kept_ids != 0, count * weight + constraint.max_skew - 1, 0.0)
+    raw = np.floor(total + 0.5).astype(np.int64)  # Go's math.Round for non-negative numbers
+    low = int(raw.min()) if len(raw) else 0
+    high = int(raw.max()) if len(raw) else 0
+    scores = np.zeros(len(rows))
+    if high == 0:
+        scores[has_all[rows]] = 100.0
+    else:
+        scores[has_all[rows]] = (100 * (high + low - raw) // high).astype(np.float64)
+    return scores
