@@ -16,6 +16,8 @@ import collections
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+import numpy as np
+
 from metricsched.core import framework, model
 from metricsched.core.plugins import (
     dynamic_resources,
@@ -48,8 +50,21 @@ FILTERS: Final[tuple[framework.FilterPlugin, ...]] = (
 NO_NODES_AVAILABLE: Final = "no nodes available to schedule pods"
 
 
+def unsupported_reason(pod: model.PodInfo) -> str:
+    """The refusal for a pod needing features we do not support ("" when none)."""
+    if not pod.unsupported:
+        return ""
+    return (
+        f"pod needs {', '.join(pod.unsupported)}, which metricsched does not support; "
+        "use the default scheduler for it"
+    )
+
+
 def find_feasible(cycle: framework.CycleState) -> framework.FilterOutcome:
-    """kube-scheduler's PreFilter and Filter for the cycle's pod over every node."""
+    """kube-scheduler's PreFilter and Filter for the cycle's pod over every node; a pod
+    needing an unsupported feature is refused first, as ``cycle.schedule_one`` does."""
+    if refusal := unsupported_reason(cycle.pod):
+        return framework.FilterOutcome(refusal, np.empty(0, dtype=np.intp), {})
     return framework.run_filters(cycle, FILTERS)
 
 

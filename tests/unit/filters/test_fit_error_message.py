@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metricsched.core import filters
+from metricsched.core import profile
+from tests.unit.filters.conftest import node_reasons
 
 TAINT = "node(s) had untolerated taint(s)"
 
@@ -18,7 +19,7 @@ def test_designs_example_reasons_come_out_in_go_sort_order():
         "n3": (TAINT,),
     }
     extra = {"node(s) exceeded threshold latency > 0.5": 3}
-    assert filters.fit_error_message(6, reasons, extra) == (
+    assert profile.fit_error_message(6, reasons, extra) == (
         "0/6 nodes are available: 1 node(s) had untolerated taint(s), "
         "2 Insufficient cpu, 3 node(s) exceeded threshold latency > 0.5."
     )
@@ -29,40 +30,40 @@ def test_entries_are_sorted_as_strings_like_go_sort_strings():
     reasons["x"] = ("Insufficient memory",)
     reasons["y"] = ("Insufficient memory",)
     # "10 Insufficient cpu" sorts before "2 Insufficient memory" as a string.
-    assert filters.fit_error_message(12, reasons) == (
+    assert profile.fit_error_message(12, reasons) == (
         "0/12 nodes are available: 10 Insufficient cpu, 2 Insufficient memory."
     )
 
 
 def test_each_reason_of_a_node_is_counted():
     reasons = {"n1": ("Insufficient cpu", "Insufficient memory"), "n2": ("Insufficient memory",)}
-    assert filters.fit_error_message(2, reasons) == (
+    assert profile.fit_error_message(2, reasons) == (
         "0/2 nodes are available: 1 Insufficient cpu, 2 Insufficient memory."
     )
 
 
 def test_feasible_nodes_add_nothing():
     reasons = {"n1": (), "n2": ("Too many pods",)}
-    assert filters.fit_error_message(2, reasons) == "0/2 nodes are available: 1 Too many pods."
+    assert profile.fit_error_message(2, reasons) == "0/2 nodes are available: 1 Too many pods."
 
 
 def test_extra_counts_merge_with_filter_counts_of_the_same_reason():
-    message = filters.fit_error_message(3, {"n1": ("Insufficient cpu",)}, {"Insufficient cpu": 2})
+    message = profile.fit_error_message(3, {"n1": ("Insufficient cpu",)}, {"Insufficient cpu": 2})
     assert message == "0/3 nodes are available: 3 Insufficient cpu."
 
 
 def test_pre_filter_reason_replaces_the_counts():
     reasons = {"n1": ("pod affinity terms conflict",), "n2": ("pod affinity terms conflict",)}
-    message = filters.fit_error_message(2, reasons, pre_filter_msg="pod affinity terms conflict")
+    message = profile.fit_error_message(2, reasons, pre_filter_msg="pod affinity terms conflict")
     assert message == "0/2 nodes are available: pod affinity terms conflict."
 
 
 def test_empty_cluster_says_no_nodes_are_available():
-    assert filters.fit_error_message(0, {}) == "no nodes available to schedule pods"
+    assert profile.fit_error_message(0, {}) == "no nodes available to schedule pods"
 
 
 def test_nothing_to_report_ends_like_kube_scheduler():
-    assert filters.fit_error_message(1, {"n1": ()}) == "0/1 nodes are available:"
+    assert profile.fit_error_message(1, {"n1": ()}) == "0/1 nodes are available:"
 
 
 def test_message_agrees_with_run_filters_output(pod, node, cluster):
@@ -73,8 +74,8 @@ def test_message_agrees_with_run_filters_output(pod, node, cluster):
             node("n3", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
         ]
     )
-    verdicts = filters.run_filters(pod(cpu="1"), snapshot)
-    assert filters.fit_error_message(len(snapshot.nodes), verdicts) == (
+    verdicts = node_reasons(pod(cpu="1"), snapshot)
+    assert profile.fit_error_message(len(snapshot.nodes), verdicts) == (
         "0/3 nodes are available: 1 " + TAINT + ", 2 Insufficient cpu."
     )
 
@@ -88,7 +89,7 @@ reason_texts = st.sampled_from(["Insufficient cpu", "Insufficient memory", TAINT
     )
 )
 def test_counts_in_the_message_add_up_to_the_reasons_given(reasons):
-    message = filters.fit_error_message(max(len(reasons), 1), reasons)
+    message = profile.fit_error_message(max(len(reasons), 1), reasons)
     body = message.split(":", 1)[1].strip().rstrip(".")
     entries = [entry for entry in body.split(", ") if entry]
     assert sum(int(entry.split(" ", 1)[0]) for entry in entries) == sum(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from metricsched.core import filters
+from metricsched.core.plugins import node_affinity
+from tests.unit.filters.conftest import node_reasons, plugin_reason, pre_filter_refusal
 
 MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+NOT_IN_PREFILTER_RESULT = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 
 
 def expression(key: str, operator: str, *values: str) -> dict[str, object]:
@@ -26,20 +28,22 @@ def term(*expressions: dict[str, object], fields: tuple[dict[str, object], ...] 
 
 
 def test_pod_without_selector_or_affinity_fits_any_node(pod, node):
-    assert filters.node_affinity(pod(), node()) == ""
+    assert plugin_reason(node_affinity, pod(), node()) == ""
 
 
 def test_node_selector_must_match_every_label(pod, node):
     picky = pod(node_selector={"disk": "ssd", "zone": "a"})
-    assert filters.node_affinity(picky, node(labels={"disk": "ssd", "zone": "a"})) == ""
-    assert filters.node_affinity(picky, node(labels={"disk": "ssd", "zone": "b"})) == MISMATCH
-    assert filters.node_affinity(picky, node(labels={"disk": "ssd"})) == MISMATCH
+    assert plugin_reason(node_affinity, picky, node(labels={"disk": "ssd", "zone": "a"})) == ""
+    assert (
+        plugin_reason(node_affinity, picky, node(labels={"disk": "ssd", "zone": "b"})) == MISMATCH
+    )
+    assert plugin_reason(node_affinity, picky, node(labels={"disk": "ssd"})) == MISMATCH
 
 
 def test_node_selector_with_empty_value_needs_the_label_present(pod, node):
     picky = pod(node_selector={"gpu": ""})
-    assert filters.node_affinity(picky, node(labels={"gpu": ""})) == ""
-    assert filters.node_affinity(picky, node()) == MISMATCH
+    assert plugin_reason(node_affinity, picky, node(labels={"gpu": ""})) == ""
+    assert plugin_reason(node_affinity, picky, node()) == MISMATCH
 
 
 @pytest.mark.parametrize(
@@ -67,44 +71,50 @@ def test_node_selector_with_empty_value_needs_the_label_present(pod, node):
 )
 def test_match_expression_operators(pod, node, requirement, labels, fits):
     picky = pod(node_affinity=[term(requirement)])
-    assert (filters.node_affinity(picky, node(labels=labels)) == "") is fits
+    assert (plugin_reason(node_affinity, picky, node(labels=labels)) == "") is fits
 
 
 def test_expressions_of_one_term_are_anded(pod, node):
     picky = pod(node_affinity=[term(expression("zone", "In", "a"), expression("gpu", "Exists"))])
-    assert filters.node_affinity(picky, node(labels={"zone": "a", "gpu": "1"})) == ""
-    assert filters.node_affinity(picky, node(labels={"zone": "a"})) == MISMATCH
+    assert plugin_reason(node_affinity, picky, node(labels={"zone": "a", "gpu": "1"})) == ""
+    assert plugin_reason(node_affinity, picky, node(labels={"zone": "a"})) == MISMATCH
 
 
 def test_terms_are_ored(pod, node):
     picky = pod(
         node_affinity=[term(expression("zone", "In", "a")), term(expression("gpu", "Exists"))]
     )
-    assert filters.node_affinity(picky, node(labels={"zone": "b", "gpu": "1"})) == ""
-    assert filters.node_affinity(picky, node(labels={"zone": "b"})) == MISMATCH
+    assert plugin_reason(node_affinity, picky, node(labels={"zone": "b", "gpu": "1"})) == ""
+    assert plugin_reason(node_affinity, picky, node(labels={"zone": "b"})) == MISMATCH
 
 
 def test_node_selector_and_affinity_must_both_match(pod, node):
     picky = pod(node_selector={"disk": "ssd"}, node_affinity=[term(expression("zone", "In", "a"))])
-    assert filters.node_affinity(picky, node(labels={"disk": "ssd", "zone": "a"})) == ""
-    assert filters.node_affinity(picky, node(labels={"zone": "a"})) == MISMATCH
-    assert filters.node_affinity(picky, node(labels={"disk": "ssd"})) == MISMATCH
+    assert plugin_reason(node_affinity, picky, node(labels={"disk": "ssd", "zone": "a"})) == ""
+    assert plugin_reason(node_affinity, picky, node(labels={"zone": "a"})) == MISMATCH
+    assert plugin_reason(node_affinity, picky, node(labels={"disk": "ssd"})) == MISMATCH
 
 
 def test_match_fields_select_by_node_name(pod, node):
     pinned = pod(node_affinity=[term(fields=(expression("metadata.name", "In", "n1"),))])
-    assert filters.node_affinity(pinned, node("n1")) == ""
-    assert filters.node_affinity(pinned, node("n2")) == MISMATCH
+    assert plugin_reason(node_affinity, pinned, node("n1")) == ""
+    # PreFilter keeps only the pinned names, so n2 never reaches Filter (kube-scheduler's
+    # answer, and the one run_filters always gave): the Filter's own MISMATCH is shown
+    # with a term that pins no name.
+    assert plugin_reason(node_affinity, pinned, node("n2")) == NOT_IN_PREFILTER_RESULT
+    avoiding = pod(node_affinity=[term(fields=(expression("metadata.name", "NotIn", "n2"),))])
+    assert plugin_reason(node_affinity, avoiding, node("n1")) == ""
+    assert plugin_reason(node_affinity, avoiding, node("n2")) == MISMATCH
 
 
 def test_match_fields_not_in_excludes_a_node_by_name(pod, node):
     avoiding = pod(node_affinity=[term(fields=(expression("metadata.name", "NotIn", "n1"),))])
-    assert filters.node_affinity(avoiding, node("n1")) == MISMATCH
-    assert filters.node_affinity(avoiding, node("n2")) == ""
+    assert plugin_reason(node_affinity, avoiding, node("n1")) == MISMATCH
+    assert plugin_reason(node_affinity, avoiding, node("n2")) == ""
 
 
 def test_empty_term_selects_no_node(pod, node):
-    assert filters.node_affinity(pod(node_affinity=[{}]), node()) == MISMATCH
+    assert plugin_reason(node_affinity, pod(node_affinity=[{}]), node()) == MISMATCH
 
 
 @pytest.mark.parametrize(
@@ -119,20 +129,22 @@ def test_empty_term_selects_no_node(pod, node):
 )
 def test_invalid_term_never_matches_but_other_terms_still_can(pod, node, broken):
     picky = pod(node_affinity=[term(broken), term(expression("gpu", "Exists"))])
-    assert filters.node_affinity(picky, node(labels={"zone": "a", "cores": "16"})) == MISMATCH
-    assert filters.node_affinity(picky, node(labels={"gpu": "1"})) == ""
+    assert (
+        plugin_reason(node_affinity, picky, node(labels={"zone": "a", "cores": "16"})) == MISMATCH
+    )
+    assert plugin_reason(node_affinity, picky, node(labels={"gpu": "1"})) == ""
 
 
 def test_match_fields_with_several_values_is_invalid(pod, node):
     pinned = pod(node_affinity=[term(fields=(expression("metadata.name", "In", "n1", "n2"),))])
-    assert filters.node_affinity(pinned, node("n1")) == MISMATCH
+    assert plugin_reason(node_affinity, pinned, node("n1")) == MISMATCH
 
 
 def test_daemonset_style_pinning_skips_every_other_node(pod, node, cluster):
     pinned = pod(
         cpu="100m", node_affinity=[term(fields=(expression("metadata.name", "In", "n2"),))]
     )
-    verdicts = filters.run_filters(pinned, cluster(nodes=[node("n1"), node("n2"), node("n3")]))
+    verdicts = node_reasons(pinned, cluster(nodes=[node("n1"), node("n2"), node("n3")]))
     assert verdicts == {
         "n1": ("node(s) didn't satisfy plugin(s) [NodeAffinity]",),
         "n2": (),
@@ -142,7 +154,7 @@ def test_daemonset_style_pinning_skips_every_other_node(pod, node, cluster):
 
 def test_pinned_node_still_runs_every_filter(pod, node, cluster):
     pinned = pod(cpu="8", node_affinity=[term(fields=(expression("metadata.name", "In", "n1"),))])
-    verdicts = filters.run_filters(pinned, cluster(nodes=[node("n1", cpu="4"), node("n2")]))
+    verdicts = node_reasons(pinned, cluster(nodes=[node("n1", cpu="4"), node("n2")]))
     assert verdicts["n1"] == ("Insufficient cpu",)
 
 
@@ -153,7 +165,7 @@ def test_any_term_without_a_name_pin_keeps_all_nodes_in_play(pod, node, cluster)
             term(expression("zone", "In", "b")),
         ]
     )
-    verdicts = filters.run_filters(
+    verdicts = node_reasons(
         mixed, cluster(nodes=[node("n1"), node("n2", labels={"zone": "b"}), node("n3")])
     )
     assert verdicts == {"n1": (), "n2": (), "n3": (MISMATCH,)}
@@ -170,8 +182,9 @@ def test_contradicting_name_pins_rule_out_the_pod_everywhere(pod, node, cluster)
             )
         ]
     )
-    assert filters.pre_filter(impossible) == "pod affinity terms conflict"
-    verdicts = filters.run_filters(impossible, cluster(nodes=[node("n1"), node("n2")]))
+    snapshot = cluster(nodes=[node("n1"), node("n2")])
+    assert pre_filter_refusal(impossible, snapshot) == "pod affinity terms conflict"
+    verdicts = node_reasons(impossible, snapshot)
     assert verdicts == {
         "n1": ("pod affinity terms conflict",),
         "n2": ("pod affinity terms conflict",),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from metricsched.core import filters, model
+from metricsched.core import model
+from metricsched.core.plugins import node_ports
+from tests.unit.filters.conftest import node_reasons, plugin_reason
 
 TAKEN = "node(s) didn't have free ports for the requested pod ports"
 
@@ -43,17 +45,17 @@ def node_with_port(node, pod, cluster):
     ],
 )
 def test_host_port_conflicts(pod, node_with_port, held, wanted, free):
-    verdict = filters.node_ports(pod(host_ports=[wanted]), node_with_port(held))
+    verdict = plugin_reason(node_ports, pod(host_ports=[wanted]), node_with_port(held))
     assert verdict == ("" if free else TAKEN)
 
 
 def test_pod_without_host_ports_fits_a_node_full_of_them(pod, node_with_port):
-    assert filters.node_ports(pod(), node_with_port(port(80))) == ""
+    assert plugin_reason(node_ports, pod(), node_with_port(port(80))) == ""
 
 
 def test_one_taken_port_of_several_is_enough_to_reject(pod, node_with_port):
     wanted = pod(host_ports=[port(8080), port(80)])
-    assert filters.node_ports(wanted, node_with_port(port(80))) == TAKEN
+    assert plugin_reason(node_ports, wanted, node_with_port(port(80))) == TAKEN
 
 
 def test_sidecar_host_ports_count_as_held(pod, container, node, cluster):
@@ -63,11 +65,11 @@ def test_sidecar_host_ports_count_as_held(pod, container, node, cluster):
         init_containers=[container("proxy", restart_policy="Always", ports=[port(15001)])],
     )
     snapshot = cluster(nodes=[node("n1")], pods=[holder])
-    verdicts = filters.run_filters(pod(host_ports=[port(15001)]), snapshot)
+    verdicts = node_reasons(pod(host_ports=[port(15001)]), snapshot)
     assert verdicts["n1"] == (TAKEN,)
 
 
 def test_ports_of_a_finished_pod_are_free_again(pod, node, cluster):
     done = pod("done", node_name="n1", host_ports=[port(80)], phase="Succeeded")
     snapshot = cluster(nodes=[node("n1")], pods=[done])
-    assert filters.run_filters(pod(host_ports=[port(80)]), snapshot)["n1"] == ()
+    assert node_reasons(pod(host_ports=[port(80)]), snapshot)["n1"] == ()

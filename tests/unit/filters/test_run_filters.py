@@ -7,14 +7,27 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import filters, model
+from metricsched.core import model
+from metricsched.core.plugins import (
+    node_affinity,
+    node_ports,
+    node_resources_fit,
+    node_unschedulable,
+    taint_toleration,
+)
+from tests.unit.filters.conftest import (
+    node_reasons,
+    plugin_reason,
+    plugin_reasons,
+    pre_filter_refusal,
+)
 
 GPU_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 
 
 def test_every_node_gets_a_verdict_and_feasible_ones_an_empty_tuple(pod, node, cluster):
     snapshot = cluster(nodes=[node("n1"), node("n2", cpu="100m"), node("n3")])
-    assert filters.run_filters(pod(cpu="1"), snapshot) == {
+    assert node_reasons(pod(cpu="1"), snapshot) == {
         "n1": (),
         "n2": ("Insufficient cpu",),
         "n3": (),
@@ -24,14 +37,12 @@ def test_every_node_gets_a_verdict_and_feasible_ones_an_empty_tuple(pod, node, c
 def test_first_failing_filter_is_the_only_one_reported(pod, node, cluster):
     # Tainted *and* too small: TaintToleration runs before NodeResourcesFit.
     snapshot = cluster(nodes=[node("n1", cpu="100m", taints=[GPU_TAINT])])
-    assert filters.run_filters(pod(cpu="1"), snapshot)["n1"] == (
-        "node(s) had untolerated taint(s)",
-    )
+    assert node_reasons(pod(cpu="1"), snapshot)["n1"] == ("node(s) had untolerated taint(s)",)
 
 
 def test_cordon_is_reported_before_taints(pod, node, cluster):
     snapshot = cluster(nodes=[node("n1", unschedulable=True, taints=[GPU_TAINT])])
-    assert filters.run_filters(pod(), snapshot)["n1"] == ("node(s) were unschedulable",)
+    assert node_reasons(pod(), snapshot)["n1"] == ("node(s) were unschedulable",)
 
 
 def test_node_affinity_is_reported_before_ports_and_resources(pod, node, cluster):
@@ -40,7 +51,7 @@ def test_node_affinity_is_reported_before_ports_and_resources(pod, node, cluster
     picky = pod(
         cpu="1", node_selector={"disk": "ssd"}, host_ports=[{"containerPort": 80, "hostPort": 80}]
     )
-    assert filters.run_filters(picky, snapshot)["n1"] == (
+    assert node_reasons(picky, snapshot)["n1"] == (
         "node(s) didn't match Pod's node affinity/selector",
     )
 
@@ -49,7 +60,7 @@ def test_ports_are_reported_before_resources(pod, node, cluster):
     holder = pod("holder", node_name="n1", host_ports=[{"containerPort": 80, "hostPort": 80}])
     snapshot = cluster(nodes=[node("n1", cpu="100m")], pods=[holder])
     wanting = pod(cpu="1", host_ports=[{"containerPort": 80, "hostPort": 80}])
-    assert filters.run_filters(wanting, snapshot)["n1"] == (
+    assert node_reasons(wanting, snapshot)["n1"] == (
         "node(s) didn't have free ports for the requested pod ports",
     )
 
@@ -62,7 +73,7 @@ def test_resources_are_reported_before_spread_and_affinity(pod, node, cluster):
         spread=[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
         pod_affinity=[{"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}],
     )
-    assert filters.run_filters(constrained, snapshot)["n1"] == ("Insufficient cpu",)
+    assert node_reasons(constrained, snapshot)["n1"] == ("Insufficient cpu",)
 
 
 def test_spread_is_reported_before_inter_pod_affinity(pod, node, cluster):
@@ -71,14 +82,14 @@ def test_spread_is_reported_before_inter_pod_affinity(pod, node, cluster):
         spread=[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
         pod_affinity=[{"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}],
     )
-    assert filters.run_filters(constrained, snapshot)["n1"] == (
+    assert node_reasons(constrained, snapshot)["n1"] == (
         "node(s) didn't match pod topology spread constraints (missing required label)",
     )
 
 
 def test_all_resource_shortfalls_of_a_node_are_kept(pod, node, cluster):
     snapshot = cluster(nodes=[node("n1", cpu="100m", memory="100Mi")])
-    assert filters.run_filters(pod(cpu="1", memory="1Gi"), snapshot)["n1"] == (
+    assert node_reasons(pod(cpu="1", memory="1Gi"), snapshot)["n1"] == (
         "Insufficient cpu",
         "Insufficient memory",
     )
@@ -88,21 +99,21 @@ def test_pod_needing_an_unsupported_feature_is_refused_everywhere_with_a_clear_r
     pod, node, cluster
 ):
     claiming = dataclasses.replace(pod(), unsupported=("volume topology",))
-    reason = filters.pre_filter(claiming)
+    reason = pre_filter_refusal(claiming, cluster(nodes=[node("n1")]))
     assert reason == (
         "pod needs volume topology, which metricsched does not support; "
         "use the default scheduler for it"
     )
-    verdicts = filters.run_filters(claiming, cluster(nodes=[node("n1"), node("n2")]))
+    verdicts = node_reasons(claiming, cluster(nodes=[node("n1"), node("n2")]))
     assert verdicts == {"n1": (reason,), "n2": (reason,)}
 
 
-def test_plain_pod_passes_the_pre_filter(pod):
-    assert filters.pre_filter(pod(cpu="1")) == ""
+def test_plain_pod_passes_the_pre_filter(pod, node, cluster):
+    assert pre_filter_refusal(pod(cpu="1"), cluster(nodes=[node("n1")])) == ""
 
 
 def test_empty_cluster_gives_no_verdicts(pod, cluster):
-    assert filters.run_filters(pod(), cluster(nodes=[])) == {}
+    assert node_reasons(pod(), cluster(nodes=[])) == {}
 
 
 CPUS = ["100m", "1", "4"]
@@ -145,24 +156,24 @@ def test_run_filters_equals_the_first_failing_single_filter(
         tolerations=[{"operator": "Exists", "effect": "NoSchedule"}] if tolerate else [],
         node_selector={"zone": pick_zone} if pick_zone else None,
     )
-    verdicts = filters.run_filters(incoming, snapshot)
+    verdicts = node_reasons(incoming, snapshot)
     for name, state in snapshot.nodes.items():
         expected: tuple[str, ...] = ()
         for single in (
-            filters.node_unschedulable(incoming, state.node),
-            filters.taint_toleration(incoming, state.node),
-            filters.node_affinity(incoming, state.node),
-            filters.node_ports(incoming, state),
+            plugin_reason(node_unschedulable, incoming, state.node),
+            plugin_reason(taint_toleration, incoming, state.node),
+            plugin_reason(node_affinity, incoming, state.node),
+            plugin_reason(node_ports, incoming, state),
         ):
             if single:
                 expected = (single,)
                 break
         else:
-            expected = filters.node_resources_fit(incoming, state)
+            expected = plugin_reasons(node_resources_fit, incoming, state)
         assert verdicts[name] == expected
     assert set(verdicts) == set(snapshot.nodes)
 
 
 def test_reasons_are_typed_per_node_name(pod, node, cluster):
-    verdicts = filters.run_filters(pod(), cluster(nodes=[node("n1")]))
+    verdicts = node_reasons(pod(), cluster(nodes=[node("n1")]))
     assert verdicts[model.NodeName("n1")] == ()

@@ -2,17 +2,21 @@
 builds them (NonZeroRequested summed per node, as the cluster cache does).
 
 ``pod`` extends the root conftest's with preferred terms and a controller; ``snapshot``
-takes nodes and placed pods positionally.
+takes nodes and placed pods positionally. ``table_scores`` and ``node_scores`` call a
+plugin's ``score`` over a ``framework.CycleState`` as the cycle does, and give plain floats.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pytest
 
-from metricsched.core import model, parse
+from metricsched.core import columns, framework, model, parse
+from metricsched.core.plugins.kube_scores import inter_pod_affinity
 from tests.unit.conftest import build_node_body, build_pod_body
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -92,3 +96,52 @@ def pod() -> Callable[..., model.PodInfo]:
 @pytest.fixture(scope="session")
 def snapshot() -> Callable[..., model.ClusterSnapshot]:
     return make_cluster
+
+
+def rows_of(snapshot: model.ClusterSnapshot, nodes: Sequence[model.NodeState]) -> columns.Rows:
+    """The table rows of ``nodes`` (the table is sorted by node name)."""
+    index = columns.table_of(snapshot).rows
+    return np.array([index[state.node.name] for state in nodes], dtype=np.intp)
+
+
+def cycle_of(pod: model.PodInfo, snapshot: model.ClusterSnapshot) -> framework.CycleState:
+    """The cycle the scheduler starts for ``pod`` over ``snapshot``."""
+    return framework.CycleState.start(pod, snapshot)
+
+
+def table_scores(
+    plugin: ModuleType,
+    pod: model.PodInfo,
+    snapshot: model.ClusterSnapshot,
+    nodes: Sequence[model.NodeState] | None = None,
+) -> tuple[float, ...] | None:
+    """``plugin.score`` over a cycle for ``pod``: one score per node of ``nodes`` (default:
+    every node, by name), as plain floats; None when the plugin is skipped."""
+    cycle = cycle_of(pod, snapshot)
+    rows = np.arange(len(cycle.table), dtype=np.intp) if nodes is None else rows_of(snapshot, nodes)
+    found = plugin.score(cycle, rows)
+    return None if found is None else tuple(found.tolist())
+
+
+def node_scores(
+    plugin: ModuleType,
+    pod: model.PodInfo,
+    snapshot: model.ClusterSnapshot,
+    nodes: Sequence[model.NodeState] | None = None,
+) -> tuple[float, ...] | None:
+    """``plugin.score`` for the plugins that still take node states (PodTopologySpread,
+    InterPodAffinity), with a fresh memo and the snapshot's table as a cycle gives them."""
+    cycle = cycle_of(pod, snapshot)
+    chosen = states(snapshot) if nodes is None else tuple(nodes)
+    if plugin is inter_pod_affinity:
+        found = inter_pod_affinity.score(
+            pod=pod, nodes=chosen, snapshot=snapshot, table=cycle.table, memo=cycle.memo
+        )
+    else:
+        found = plugin.score(pod=pod, nodes=chosen, snapshot=snapshot, memo=cycle.memo)
+    return None if found is None else tuple(found)
+
+
+def every_row(snapshot: model.ClusterSnapshot) -> columns.Rows:
+    """Every row of the snapshot's table (all nodes, by name)."""
+    return np.arange(len(snapshot.nodes), dtype=np.intp)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from metricsched.core.plugins.kube_scores import balanced_allocation
-from tests.unit.kube_scores.conftest import states
+from tests.unit.kube_scores.conftest import table_scores
 
 
 def test_the_node_whose_cpu_and_memory_stay_closer_scores_higher(node, pod, snapshot):
@@ -13,13 +13,13 @@ def test_the_node_whose_cpu_and_memory_stay_closer_scores_higher(node, pod, snap
     )
     incoming = pod(cpu="1", memory="1Gi")
     # a: cpu 2/4 = 0.5, memory 2/16 = 0.125, std 0.1875 -> 81; b: 0.25, 0.0625 -> 90.
-    assert balanced_allocation.score(pod=incoming, nodes=states(scene)) == (81.0, 90.0)
+    assert table_scores(balanced_allocation, incoming, scene) == (81.0, 90.0)
 
 
 def test_fractions_are_capped_at_one(node, pod, snapshot):
     scene = snapshot([node("a", cpu="1", memory="16Gi")])
     # cpu 2/1 -> 1, memory 8/16 = 0.5: std 0.25 -> 75.
-    assert balanced_allocation.score(pod=pod(cpu="2", memory="8Gi"), nodes=states(scene)) == (75.0,)
+    assert table_scores(balanced_allocation, pod(cpu="2", memory="8Gi"), scene) == (75.0,)
 
 
 def test_requests_are_counted_without_the_score_defaults(node, pod, snapshot):
@@ -27,10 +27,10 @@ def test_requests_are_counted_without_the_score_defaults(node, pod, snapshot):
     placed = pod("placed", node_name="a", cpu="1")
     scene = snapshot([node("a", cpu="4", memory="16Gi")], [placed])
     # cpu 2/4 = 0.5, memory 1/16 = 0.0625: std 0.21875 -> 78.
-    assert balanced_allocation.score(pod=pod(cpu="1", memory="1Gi"), nodes=states(scene)) == (78.0,)
+    assert table_scores(balanced_allocation, pod(cpu="1", memory="1Gi"), scene) == (78.0,)
 
 
 def test_a_best_effort_pod_is_not_scored(node, pod, snapshot):
     scene = snapshot([node("a")])
     bare = pod(containers=[{"name": "app", "image": "app:1"}])
-    assert balanced_allocation.score(pod=bare, nodes=states(scene)) is None
+    assert table_scores(balanced_allocation, bare, scene) is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from metricsched.core.plugins.kube_scores import inter_pod_affinity
-from tests.unit.kube_scores.conftest import HOSTNAME, ZONE, pod_term, states
+from tests.unit.kube_scores.conftest import HOSTNAME, ZONE, node_scores, pod_term
 
 
 def three_nodes(node):
@@ -19,7 +19,7 @@ def test_preferred_anti_affinity_keeps_away_from_matching_pods(node, pod, snapsh
     scene = snapshot(three_nodes(node), [web])
     incoming = pod(labels={"app": "web"}, preferred_away=[pod_term({"app": "web"}, HOSTNAME, 10)])
     # n1: -10, n2: 0, n3: 0 -> min-max.
-    assert inter_pod_affinity.score(pod=incoming, nodes=states(scene), snapshot=scene) == (
+    assert node_scores(inter_pod_affinity, incoming, scene) == (
         0.0,
         100.0,
         100.0,
@@ -32,7 +32,7 @@ def test_placed_pods_preferred_terms_towards_the_pod_count_too(node, pod, snapsh
     scene = snapshot(three_nodes(node), [web, cache])
     incoming = pod(labels={"app": "web"}, preferred_away=[pod_term({"app": "web"}, HOSTNAME, 10)])
     # n1: -10; n2: 0; n3: +50 (zone b, from cache's term). int(100 * (s + 10) / 60).
-    assert inter_pod_affinity.score(pod=incoming, nodes=states(scene), snapshot=scene) == (
+    assert node_scores(inter_pod_affinity, incoming, scene) == (
         0.0,
         16.0,
         100.0,
@@ -48,7 +48,7 @@ def test_placed_pods_required_affinity_counts_one_per_term(node, pod, snapshot):
     scene = snapshot(three_nodes(node), [friend])
     incoming = pod(labels={"app": "web"})
     # zone a +1 (hardPodAffinityWeight): n1 and n2 1, n3 0.
-    assert inter_pod_affinity.score(pod=incoming, nodes=states(scene), snapshot=scene) == (
+    assert node_scores(inter_pod_affinity, incoming, scene) == (
         100.0,
         100.0,
         0.0,
@@ -59,7 +59,7 @@ def test_preferred_affinity_of_the_pod_draws_it_to_the_domain(node, pod, snapsho
     db = pod("db", node_name="n3", labels={"app": "db"})
     scene = snapshot(three_nodes(node), [db])
     incoming = pod(preferred_pods=[pod_term({"app": "db"}, ZONE, 30)])
-    assert inter_pod_affinity.score(pod=incoming, nodes=states(scene), snapshot=scene) == (
+    assert node_scores(inter_pod_affinity, incoming, scene) == (
         0.0,
         0.0,
         100.0,
@@ -68,11 +68,11 @@ def test_preferred_affinity_of_the_pod_draws_it_to_the_domain(node, pod, snapsho
 
 def test_no_term_anywhere_is_not_scored(node, pod, snapshot):
     scene = snapshot(three_nodes(node), [pod("plain", node_name="n1")])
-    assert inter_pod_affinity.score(pod=pod(), nodes=states(scene), snapshot=scene) is None
+    assert node_scores(inter_pod_affinity, pod(), scene) is None
 
 
 def test_other_namespaces_do_not_match_by_default(node, pod, snapshot):
     web = pod("web", node_name="n1", namespace="other", labels={"app": "web"})
     scene = snapshot(three_nodes(node), [web])
     incoming = pod(preferred_away=[pod_term({"app": "web"}, HOSTNAME, 10)])
-    assert inter_pod_affinity.score(pod=incoming, nodes=states(scene), snapshot=scene) is None
+    assert node_scores(inter_pod_affinity, incoming, scene) is None

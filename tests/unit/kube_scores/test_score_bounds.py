@@ -11,11 +11,12 @@ from tests.unit.conftest import build_metric_spec, build_policy
 from tests.unit.kube_scores.conftest import (
     HOSTNAME,
     ZONE,
+    cycle_of,
+    every_row,
     make_cluster,
     make_node,
     make_pod,
     pod_term,
-    states,
 )
 
 ALL = tuple((name, 1) for name in kube_scores.PLUGINS)
@@ -89,7 +90,9 @@ def build(shapes, placed, *, incoming_terms: bool):
 @given(shapes=node_shapes, placed=placed_pods, incoming_terms=st.booleans())
 def test_every_plugin_scores_each_node_within_0_and_100(shapes, placed, incoming_terms):
     incoming, scene = build(shapes, placed, incoming_terms=incoming_terms)
-    terms = kube_scores.score_terms(pod=incoming, nodes=states(scene), snapshot=scene, weights=ALL)
+    terms = kube_scores.score_terms(
+        cycle=cycle_of(incoming, scene), rows=every_row(scene), weights=ALL
+    )
     for term in terms:
         assert len(term.scores) == len(shapes)
         assert all(0.0 <= score <= 100.0 for score in term.scores), term
@@ -105,7 +108,9 @@ def test_every_plugin_scores_each_node_within_0_and_100(shapes, placed, incoming
 def test_blended_scores_stay_within_0_and_100(shapes, placed, incoming_terms, penalty):
     incoming, scene = build(shapes, placed, incoming_terms=incoming_terms)
     terms = kube_scores.score_terms(
-        pod=incoming, nodes=states(scene), snapshot=scene, weights=tuple((n, 3) for n, _ in ALL)
+        cycle=cycle_of(incoming, scene),
+        rows=every_row(scene),
+        weights=tuple((n, 3) for n, _ in ALL),
     )
     count = len(shapes)
     scores = scoring.score_nodes(
