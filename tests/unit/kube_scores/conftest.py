@@ -129,8 +129,8 @@ def node_scores(
     snapshot: model.ClusterSnapshot,
     nodes: Sequence[model.NodeState] | None = None,
 ) -> tuple[float, ...] | None:
-    """``plugin.score`` for the plugins that still take node states (PodTopologySpread,
-    InterPodAffinity), with a fresh memo and the snapshot's table as a cycle gives them."""
+    """``plugin.score`` for the plugin that still takes node states (InterPodAffinity),
+    with a fresh memo and the snapshot's table as a cycle gives them."""
     cycle = cycle_of(pod, snapshot)
     chosen = states(snapshot) if nodes is None else tuple(nodes)
     if plugin is inter_pod_affinity:
@@ -138,7 +138,7 @@ def node_scores(
             pod=pod, nodes=chosen, snapshot=snapshot, table=cycle.table, memo=cycle.memo
         )
     else:
-        found = plugin.score(pod=pod, nodes=chosen, snapshot=snapshot, memo=cycle.memo)
+        raise ValueError(f"{plugin.__name__} scores table rows: use table_scores")
     return None if found is None else tuple(found)
 
 
