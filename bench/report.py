@@ -139,7 +139,7 @@ def plot_cycle_cost(results: dict[str, Any], out: Path) -> None:
     series = (
         ("schedule_one_no_detail_ms", "schedule_one, detail=False (the operator)"),
         ("schedule_one_ms", "schedule_one, detail=True (explain)"),
-        ("run_filters_ms", "filters.run_filters only"),
+        ("run_filters_ms", "profile.find_feasible only (the filters)"),
     )
     for key, label in series:
         ax.plot(xs, [r[key] for r in rows], marker="o", label=label)
