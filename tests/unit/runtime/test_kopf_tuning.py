@@ -67,7 +67,6 @@ def test_every_handler_of_the_registry_is_a_stateless_event_handler() -> None:
     assert registry._watching.get_all_handlers()
     assert not registry._changing.get_all_handlers()
     assert not registry._spawning.get_all_handlers()
-    assert not registry._indexing.get_all_handlers()
 
 
 def test_no_diffbase_builds_an_empty_essence_of_a_pod() -> None:
