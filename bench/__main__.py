@@ -3,6 +3,7 @@
     python -m bench run [--plan full|smoke] [--nodes 100,1000] [--systems metricsched,null]
     python -m bench cycle [--into FILE]  # cycle cost vs nodes only (no cluster)
     python -m bench report [FILE]    # plots and bench/README.md from a results file
+    python -m bench kopf [--pods N]  # kopf's CPU per pod event: baseline vs tuned settings
 
 ``run`` brings the benchmark's own control plane up (ports 44xxx, ``.cluster-bench/``),
 grows it to each node count in turn, runs the trials, writes the results JSON under
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import cycle_cost, report, systems, trial
+from bench import cycle_cost, kopf_cost, report, systems, trial
 from bench import env as env_mod
 from bench.kube import Kube
 
@@ -266,8 +267,17 @@ def main() -> int:
     rep = sub.add_parser("report", help="render plots and README from a results file")
     rep.add_argument("file", nargs="?")
     rep.add_argument("--publish", action="store_true", help="write bench/README.md and bench/*.png")
+    kopf = sub.add_parser(
+        "kopf", help="kopf's CPU per pod event, baseline vs tuned (bench/kopf_cost.py)"
+    )
+    kopf_cost.add_arguments(kopf)
     args = parser.parse_args()
-    handlers = {"run": cmd_run, "cycle": cmd_cycle, "report": cmd_report}
+    handlers = {
+        "run": cmd_run,
+        "cycle": cmd_cycle,
+        "report": cmd_report,
+        "kopf": kopf_cost.cmd_kopf,
+    }
     return handlers[args.cmd](args)
 
 

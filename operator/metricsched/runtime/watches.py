@@ -36,6 +36,7 @@ from metricsched.edges import binder, kube, observe
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import kopf_tuning
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
 
@@ -371,26 +372,32 @@ def policy_ref(key: model.PolicyKey, record: status_mod.PolicyRecord | None) -> 
     return binder.ObjectRef.policy(namespace=namespace, name=name, uid=record.uid if record else "")
 
 
+def configure_kopf(settings: kopf.OperatorSettings) -> None:
+    """kopf's settings for this operator (its start-up handler calls this)."""
+    settings.posting.enabled = False  # we post our own events, from the scheduler's name
+    settings.scanning.disabled = True
+    settings.peering.standalone = True
+    settings.watching.field_selectors[("v1", "pods")] = POD_FIELD_SELECTOR
+    # LIST in pages: an unchunked initial list holds every pod's body at once.
+    settings.watching.chunk_size = 500
+    # kopf keeps a worker (and the last body) per object until it idles out: pods see
+    # a burst of events around their bind and then quiet, so let the workers go soon.
+    settings.queueing.idle_timeout = 1.0
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 10
+    settings.networking.request_timeout = 60
+    settings.networking.connect_timeout = 10
+    settings.networking.error_backoffs = KOPF_ERROR_BACKOFFS
+    kopf_tuning.configure(settings)
+
+
 def build_registry(w: Watches) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.posting.enabled = False  # we post our own events, from the scheduler's name
-        settings.scanning.disabled = True
-        settings.peering.standalone = True
-        settings.watching.field_selectors[("v1", "pods")] = POD_FIELD_SELECTOR
-        # LIST in pages: an unchunked initial list holds every pod's body at once.
-        settings.watching.chunk_size = 500
-        # kopf keeps a worker (and the last body) per object until it idles out: pods see
-        # a burst of events around their bind and then quiet, so let the workers go soon.
-        settings.queueing.idle_timeout = 1.0
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
-        settings.watching.connect_timeout = 10
-        settings.networking.request_timeout = 60
-        settings.networking.connect_timeout = 10
-        settings.networking.error_backoffs = KOPF_ERROR_BACKOFFS
+        configure_kopf(settings)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
