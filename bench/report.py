@@ -405,7 +405,8 @@ def scale_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
             (
                 f"p99 create→bind, {_fmt(t.get('rate'), 0)} pods/s, {t['nodes']} nodes",
                 f"{_fmt(lat.get('p99'))} ms (p50 {_fmt(lat.get('p50'))} ms; "
-                f"{t.get('bound')}/{t.get('pods')} bound)",
+                f"{t.get('bound')}/{t.get('pods')} bound"
+                f"{'' if t.get('complete') else '; timeout: the unbound pods are not counted'})",
             )
         )
     for t in memory:
