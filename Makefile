@@ -113,7 +113,7 @@ $(VENV)/.bench-installed: setup.cfg pyproject.toml | $(VENV)/.installed
 	@touch $@
 
 .PHONY: bench
-bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (100/1000/2000 nodes; ~1 h on 2 cores); writes bench/README.md
+bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (100/1000/2000/5000 nodes; ~1.5 h on 2 cores); writes bench/README.md
 	$(PY) -m bench run --plan full
 
 .PHONY: bench-smoke

@@ -34,37 +34,50 @@ class Plan:
     nodes: tuple[int, ...]
     backlog_pods: int
     backlog_systems: tuple[str, ...]
-    steady_nodes: int
-    steady_rate: float
+    steady: tuple[tuple[int, float], ...]  # (nodes, arrivals per second) of each S3 trial
     steady_s: float
     steady_systems: tuple[str, ...]
     profile_nodes: int | None  # an extra, profiled metricsched backlog trial at this size
     profile_pods: int
     cycle_sizes: tuple[int, ...]
     timeout_s: float
+    # Smaller backlogs at large sizes, (nodes, pods): keeps `make bench` near its budget.
+    backlog_pods_at: tuple[tuple[int, int], ...] = ()
+    # Memory trial (S4): at this size, a backlog of memory_pods pods on top of
+    # memory_bound - memory_pods pods already bound (created with spec.nodeName set).
+    memory_nodes: int | None = None
+    memory_bound: int = 0
+    memory_pods: int = 0
+    memory_systems: tuple[str, ...] = ()
+
+    def backlog_size(self, n: int) -> int:
+        return dict(self.backlog_pods_at).get(n, self.backlog_pods)
 
 
 ALL = ("null", "metricsched", "kube-default", "kube-open")
 PLANS = {
     "full": Plan(
-        nodes=(100, 1000, 2000),  # 5000: kwok cannot keep them Ready on 2 cores
+        nodes=(100, 1000, 2000, 5000),  # 5000 fits with --quiet-nodes (bench/method.md)
         backlog_pods=5000,
+        backlog_pods_at=((5000, 2000),),
         backlog_systems=ALL,
-        steady_nodes=1000,
-        steady_rate=20.0,
+        steady=((1000, 20.0), (5000, 50.0)),
         steady_s=60.0,
         steady_systems=ALL,
         profile_nodes=1000,
         profile_pods=3000,
         cycle_sizes=cycle_cost.SIZES,
         timeout_s=300.0,
+        memory_nodes=5000,
+        memory_bound=10_000,
+        memory_pods=1000,
+        memory_systems=("metricsched", "kube-open"),
     ),
     "smoke": Plan(
         nodes=(100,),
         backlog_pods=300,
         backlog_systems=("null", "metricsched"),
-        steady_nodes=100,
-        steady_rate=20.0,
+        steady=((100, 20.0),),
         steady_s=10.0,
         steady_systems=("null", "metricsched"),
         profile_nodes=None,
@@ -86,27 +99,28 @@ def _specs(
             "backlog",
             systems.SYSTEMS[s],
             n,
-            pods=plan.backlog_pods,
+            pods=plan.backlog_size(n),
             timeout_s=plan.timeout_s,
             operator_path=operator_path,
         )
         for s in plan.backlog_systems
         if wanted(s)
     ]
-    if n == plan.steady_nodes:
-        specs += [
-            trial.TrialSpec(
-                "steady",
-                systems.SYSTEMS[s],
-                n,
-                rate=plan.steady_rate,
-                duration_s=plan.steady_s,
-                timeout_s=60.0,
-                operator_path=operator_path,
-            )
-            for s in plan.steady_systems
-            if wanted(s)
-        ]
+    specs += [
+        trial.TrialSpec(
+            "steady",
+            systems.SYSTEMS[s],
+            n,
+            rate=rate,
+            duration_s=plan.steady_s,
+            timeout_s=60.0,
+            operator_path=operator_path,
+        )
+        for size, rate in plan.steady
+        if size == n
+        for s in plan.steady_systems
+        if wanted(s)
+    ]
     if n == plan.profile_nodes and wanted("metricsched") and wanted("profile"):
         specs.append(
             trial.TrialSpec(
@@ -119,6 +133,20 @@ def _specs(
                 operator_path=operator_path,
             )
         )
+    if n == plan.memory_nodes:
+        specs += [
+            trial.TrialSpec(
+                "memory",
+                systems.SYSTEMS[s],
+                n,
+                pods=plan.memory_pods,
+                bound_before=plan.memory_bound - plan.memory_pods,
+                timeout_s=plan.timeout_s,
+                operator_path=operator_path,
+            )
+            for s in plan.memory_systems
+            if wanted(s)
+        ]
     return specs
 
 
@@ -162,7 +190,7 @@ async def _run_size(
 ) -> None:
     t0 = time.monotonic()
     try:
-        env_mod.cluster_cmd("up", "--nodes", str(n))
+        env_mod.cluster_cmd("up", "--nodes", str(n), "--quiet-nodes")
     except subprocess.CalledProcessError:
         # Too many nodes for this machine (kwok cannot keep them Ready): say so, go on.
         note = f"hack/cluster.py up --nodes {n} failed after {time.monotonic() - t0:.0f}s"
@@ -173,18 +201,30 @@ async def _run_size(
     cluster = env_mod.load()
     _install_crd(cluster)
     kube = Kube(cluster.server, cluster.token, cluster.ca_file)
+    filler = 0
     try:
         ready = len(await kube.list_nodes())
         results.setdefault("cluster_up_s", {})[str(n)] = round(time.monotonic() - t0, 1)
         print(f"[bench] {ready} nodes ready ({time.monotonic() - t0:.0f}s)", flush=True)
-        for spec in _specs(plan, n, only, operator_path):
-            if scenarios and spec.scenario not in scenarios:
-                continue
+        specs = [
+            s
+            for s in _specs(plan, n, only, operator_path)
+            if not scenarios or s.scenario in scenarios
+        ]
+        for spec in specs:
+            # The memory trials share one namespace of pods bound before the first starts.
+            if spec.bound_before > filler:
+                await trial.create_bound_pods(
+                    kube, trial.FILLER_NAMESPACE, spec.bound_before, start=filler
+                )
+                filler = spec.bound_before
             workdir = env_mod.RESULTS / "work"
             record = await trial.run(spec, cluster, kube, workdir)
             _merge(results, record)
             _save(out, results)
     finally:
+        if filler:
+            await kube.delete_namespace(trial.FILLER_NAMESPACE, wait_s=600.0)
         await kube.close()
 
 
@@ -193,7 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.nodes:
         plan = dataclasses.replace(plan, nodes=tuple(int(x) for x in args.nodes.split(",")))
     if args.pods:
-        plan = dataclasses.replace(plan, backlog_pods=args.pods)
+        plan = dataclasses.replace(plan, backlog_pods=args.pods, backlog_pods_at=())
     only = set(args.systems.split(",")) if args.systems else None
     out = Path(args.out) if args.out else env_mod.RESULTS / f"latest-{args.plan}.json"
     results: dict[str, Any] = {"plan": args.plan, "trials": []}
@@ -254,7 +294,7 @@ def main() -> int:
     run.add_argument("--nodes", help="comma-separated node counts (default: the plan's)")
     run.add_argument("--pods", type=int, help="backlog size (default: the plan's)")
     run.add_argument("--systems", help=f"subset of {','.join(ALL)},profile")
-    run.add_argument("--scenarios", help="subset of backlog,steady,profile")
+    run.add_argument("--scenarios", help="subset of backlog,steady,profile,memory")
     run.add_argument("--out", help="results file (default: bench/results/latest-PLAN.json)")
     run.add_argument("--append", action="store_true", help="merge into an existing results file")
     run.add_argument("--keep-cluster", action="store_true")

@@ -17,8 +17,18 @@ from bench.kube import ApiError, Kube, pod_body
 Created = dict[str, tuple[float, float]]  # name -> (sent, created)
 
 
-async def _create(kube: Kube, namespace: str, name: str, scheduler: str, out: Created) -> None:
+async def _create(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    scheduler: str,
+    out: Created,
+    *,
+    node: str | None = None,
+) -> None:
     body = pod_body(name, scheduler)
+    if node is not None:  # bound at creation: no scheduler involved
+        body["spec"]["nodeName"] = node
     for attempt in range(8):
         sent = time.time()
         try:
@@ -53,6 +63,29 @@ async def create_backlog(
             await _create(kube, namespace, pod_name(i), scheduler, out)
 
     await asyncio.gather(*(one(i) for i in range(count)))
+    return out
+
+
+async def create_bound(
+    kube: Kube,
+    namespace: str,
+    nodes: list[str],
+    count: int,
+    *,
+    start: int = 0,
+    in_flight: int = 24,
+) -> Created:
+    """Pods ``start``..``count - 1`` created with ``spec.nodeName`` set, round-robin over
+    ``nodes``: already-bound pods every scheduler's cache has to hold (the memory trial)."""
+    out: Created = {}
+    gate = asyncio.Semaphore(in_flight)
+
+    async def one(i: int) -> None:
+        async with gate:
+            node = nodes[i % len(nodes)]
+            await _create(kube, namespace, pod_name(i), "bench-filler", out, node=node)
+
+    await asyncio.gather(*(one(i) for i in range(start, count)))
     return out
 
 

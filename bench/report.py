@@ -89,7 +89,8 @@ def plot_bound_over_time(results: dict[str, Any], out: Path) -> None:
                 continue
             xs, ys = zip(*t["bound_curve"], strict=True)
             ax.plot(xs, ys, label=LABELS[system], color=COLOURS[system], linewidth=1.5)
-        ax.set_title(f"backlog of {backlog[0].get('pods', '')} pods, {n} nodes", fontsize=9)
+        pods = max((t.get("pods") or 0 for t in backlog if t["nodes"] == n), default=0)
+        ax.set_title(f"backlog of {pods} pods, {n} nodes", fontsize=9)
         ax.set_xlabel("seconds since the scheduler started", fontsize=8)
         ax.set_ylabel("pods bound", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -102,29 +103,31 @@ def plot_bound_over_time(results: dict[str, Any], out: Path) -> None:
 
 def plot_latency_cdf(results: dict[str, Any], out: Path) -> None:
     steady = _trials(results, "steady")
-    if not steady:
+    sizes = sorted({t["nodes"] for t in steady})
+    if not sizes:
         return
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for system in ORDER:
-        t = next((s for s in steady if s["system"] == system), None)
-        if t is None or not t.get("latency_cdf"):
-            continue
-        xs, ys = zip(*t["latency_cdf"], strict=True)
-        ax.plot([max(x, 0.5) for x in xs], ys, label=LABELS[system], color=COLOURS[system])
-    first = steady[0]
-    ax.set_xscale("log")
-    ax.axvline(100, color="grey", linestyle="--", linewidth=0.8)
-    ax.axhline(0.99, color="grey", linestyle=":", linewidth=0.8)
-    ax.set_title(
-        f"create→bind latency, {first.get('rate')} pods/s for {first.get('duration_s')} s, "
-        f"{first['nodes']} nodes",
-        fontsize=9,
-    )
-    ax.set_xlabel("ms (log; dashed: 100 ms target)", fontsize=8)
-    ax.set_ylabel("fraction of pods", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5.5 * len(sizes), 3.6), squeeze=False)
+    for ax, n in zip(axes[0], sizes, strict=True):
+        first = next(t for t in steady if t["nodes"] == n)
+        for system in ORDER:
+            t = _find(steady, system, n)
+            if t is None or not t.get("latency_cdf"):
+                continue
+            xs, ys = zip(*t["latency_cdf"], strict=True)
+            ax.plot([max(x, 0.5) for x in xs], ys, label=LABELS[system], color=COLOURS[system])
+        ax.set_xscale("log")
+        ax.axvline(100, color="grey", linestyle="--", linewidth=0.8)
+        ax.axhline(0.99, color="grey", linestyle=":", linewidth=0.8)
+        ax.set_title(
+            f"create→bind latency, {first.get('rate')} pods/s for {first.get('duration_s')} s, "
+            f"{n} nodes",
+            fontsize=9,
+        )
+        ax.set_xlabel("ms (log; dashed: 100 ms)", fontsize=8)
+        ax.set_ylabel("fraction of pods", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=DPI)
     plt.close(fig)
@@ -186,27 +189,60 @@ def throughput_table(results: dict[str, Any]) -> list[str]:
 def latency_table(results: dict[str, Any]) -> list[str]:
     steady = _trials(results, "steady")
     lines = [
-        "| scheduler | pods | p50 ms | p90 ms | p99 ms | max ms | p99 watcher-only ms "
-        "| p99 ÷ kube QPS 50 | p99 ÷ null | CPU ms/pod | load avg (at) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| nodes | pods/s | scheduler | pods | p50 ms | p90 ms | p99 ms | max ms "
+        "| p99 watcher-only ms | p99 ÷ kube QPS 50 | p99 ÷ null | CPU ms/pod | load avg (at) |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    base = {t["system"]: (t.get("latency_ms") or {}).get("p99") for t in steady}
-    for system in ORDER:
-        t = next((s for s in steady if s["system"] == system), None)
-        if t is None:
-            continue
-        lat = t.get("latency_ms") or {}
-        wo = t.get("latency_ms_watcher_only") or {}
-        res = t.get("resources") or {}
-        lines.append(
-            f"| {LABELS[system]} | {t.get('bound')}/{t.get('pods')} | {_fmt(lat.get('p50'))} "
-            f"| {_fmt(lat.get('p90'))} | {_fmt(lat.get('p99'))} | {_fmt(lat.get('max'))} "
-            f"| {_fmt(wo.get('p99'))} "
-            f"| {_ratio(lat.get('p99'), base.get('kube-default'))} "
-            f"| {_ratio(lat.get('p99'), base.get('null'))} "
-            f"| {_fmt(res.get('cpu_ms_per_pod_arrivals'), 2)} "
-            f"| {_load(t)} |"
-        )
+    for n in sorted({t["nodes"] for t in steady}):
+        base = {
+            t["system"]: (t.get("latency_ms") or {}).get("p99") for t in steady if t["nodes"] == n
+        }
+        for system in ORDER:
+            t = _find(steady, system, n)
+            if t is None:
+                continue
+            lat = t.get("latency_ms") or {}
+            wo = t.get("latency_ms_watcher_only") or {}
+            res = t.get("resources") or {}
+            lines.append(
+                f"| {n} | {_fmt(t.get('rate'), 0)} | {LABELS[system]} "
+                f"| {t.get('bound')}/{t.get('pods')} | {_fmt(lat.get('p50'))} "
+                f"| {_fmt(lat.get('p90'))} | {_fmt(lat.get('p99'))} | {_fmt(lat.get('max'))} "
+                f"| {_fmt(wo.get('p99'))} "
+                f"| {_ratio(lat.get('p99'), base.get('kube-default'))} "
+                f"| {_ratio(lat.get('p99'), base.get('null'))} "
+                f"| {_fmt(res.get('cpu_ms_per_pod_arrivals'), 2)} "
+                f"| {_load(t)} |"
+            )
+    return lines
+
+
+def memory_table(results: dict[str, Any]) -> list[str]:
+    memory = _trials(results, "memory")
+    if not memory:
+        return ["(no memory trial in this results file)"]
+    lines = [
+        "| nodes | scheduler | pods bound at the end (before + backlog) | RSS p50 MiB "
+        "| RSS max MiB | VmHWM MiB | RSS ÷ kube QPS 5000 | pods/s | CPU ms/pod "
+        "| load avg (at) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in sorted({t["nodes"] for t in memory}):
+        kres = (_find(memory, "kube-open", n) or {}).get("resources") or {}
+        for system in ORDER:
+            t = _find(memory, system, n)
+            if t is None:
+                continue
+            res = t.get("resources") or {}
+            before = int(t.get("bound_before") or 0)
+            lines.append(
+                f"| {n} | {LABELS[system]} "
+                f"| {before + int(t.get('bound') or 0)} ({before} + {t.get('bound')}/"
+                f"{t.get('pods')}) | {_fmt(res.get('rss_mib_p50'))} "
+                f"| {_fmt(res.get('rss_mib_max'))} | {_fmt(res.get('vm_hwm_mib'))} "
+                f"| {_ratio(res.get('rss_mib_max'), kres.get('rss_mib_max'))} "
+                f"| {_fmt(_tp(t))} | {_fmt(res.get('cpu_ms_per_pod'), 2)} | {_load(t)} |"
+            )
     return lines
 
 
@@ -317,7 +353,7 @@ def _target_rows(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
         b = _tp(_find(backlog, base, n))
         ok = None if ms is None or not b else ms / b >= goal
         rows.append((text, f"{_fmt(ms)} vs {_fmt(b)} pods/s = {_ratio(ms, b)}", ok))
-    st = next((t for t in steady if t["system"] == "metricsched"), None)
+    st = _find(steady, "metricsched", n)
     p99 = ((st or {}).get("latency_ms") or {}).get("p99")
     rows.append(
         (
@@ -343,6 +379,67 @@ def _target_rows(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     )
     rows.append(("API writes per bound pod ≤ 2", _fmt(w, 3), None if w is None else w <= 2))
     return rows
+
+
+def scale_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
+    """Issue 10's figures (reported, never judged): the same as above at 5,000 nodes."""
+    backlog = _trials(results, "backlog")
+    steady = _trials(results, "steady")
+    memory = _trials(results, "memory")
+    rows: list[tuple[str, str]] = []
+    for n in sorted({t["nodes"] for t in backlog if t["nodes"] >= 1000}):
+        tp = {s: _tp(_find(backlog, s, n)) for s in ("metricsched", "kube-open", "null")}
+        rows.append(
+            (
+                f"backlog throughput, {n} nodes: metricsched / kube-scheduler QPS 5000 / null",
+                f"{_fmt(tp['metricsched'])} / {_fmt(tp['kube-open'])} / {_fmt(tp['null'])} "
+                f"pods/s ({_ratio(tp['metricsched'], tp['kube-open'])} of kube QPS 5000, "
+                f"{_ratio(tp['metricsched'], tp['null'])} of null)",
+            )
+        )
+    for t in sorted(steady, key=lambda t: (t["nodes"], t.get("rate") or 0)):
+        if t["system"] != "metricsched" or t["nodes"] < 5000:
+            continue
+        lat = t.get("latency_ms") or {}
+        rows.append(
+            (
+                f"p99 create→bind, {_fmt(t.get('rate'), 0)} pods/s, {t['nodes']} nodes",
+                f"{_fmt(lat.get('p99'))} ms (p50 {_fmt(lat.get('p50'))} ms; "
+                f"{t.get('bound')}/{t.get('pods')} bound"
+                f"{'' if t.get('complete') else '; timeout: the unbound pods are not counted'})",
+            )
+        )
+    for t in memory:
+        if t["system"] != "metricsched":
+            continue
+        res = t.get("resources") or {}
+        total = int(t.get("bound_before") or 0) + int(t.get("bound") or 0)
+        rows.append(
+            (
+                f"operator RSS, {t['nodes']} nodes and {total} bound pods",
+                f"{_fmt(res.get('rss_mib_max'))} MiB max (VmHWM {_fmt(res.get('vm_hwm_mib'))})",
+            )
+        )
+    for n in sorted({t["nodes"] for t in backlog if t["nodes"] >= 1000}):
+        ms = ((_find(backlog, "metricsched", n) or {}).get("resources") or {}).get("cpu_ms_per_pod")
+        ko = ((_find(backlog, "kube-open", n) or {}).get("resources") or {}).get("cpu_ms_per_pod")
+        kd = ((_find(backlog, "kube-default", n) or {}).get("resources") or {}).get(
+            "cpu_ms_per_pod"
+        )
+        rows.append(
+            (
+                f"CPU per bound pod (backlog), {n} nodes: metricsched vs kube-scheduler",
+                f"{_fmt(ms, 2)} ms vs {_fmt(ko, 2)} ms at QPS 5000 ({_ratio(ms, ko)}), "
+                f"{_fmt(kd, 2)} ms at QPS 50 ({_ratio(ms, kd)})",
+            )
+        )
+    return rows
+
+
+def scale_table(results: dict[str, Any]) -> list[str]:
+    lines = ["| figure | measured |", "|---|---|"]
+    lines += [f"| {text} | {measured} |" for text, measured in scale_rows(results)]
+    return lines
 
 
 def targets_table(results: dict[str, Any]) -> list[str]:
@@ -389,6 +486,10 @@ def readme(results: dict[str, Any], images: dict[str, str]) -> str:
         "",
         *targets_table(results),
         "",
+        "## At scale (issue 10; reported, not judged)",
+        "",
+        *scale_table(results),
+        "",
         "## Machine",
         "",
         *_machine_lines(results),
@@ -411,6 +512,10 @@ def readme(results: dict[str, Any], images: dict[str, str]) -> str:
         "### Cost: memory, CPU, queries and writes (backlog trials)",
         "",
         *cost_table(results),
+        "",
+        "### Memory with a full cache (S4)",
+        "",
+        *memory_table(results),
         "",
         "### Cycle cost vs node count",
         "",

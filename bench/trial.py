@@ -3,9 +3,11 @@
 Backlog (S1): the pods are created while no scheduler runs; then the scheduler starts
 and the trial ends when the watcher has seen every pod bound (or at the timeout).
 Steady (S3): the scheduler runs and has bound a warm-up pod; pods then arrive open-loop
-at a fixed rate. In both, the independent watcher process records the bind times and
-the harness samples the scheduler's process, its /metrics (metricsched), Prometheus's
-query counter and the API server's write counters.
+at a fixed rate. Memory (S4): a backlog like S1, on a cluster that already holds many bound
+pods (``create_bound_pods``, in a namespace of their own), to read the scheduler's RSS with
+every node and pod of a large cluster in its cache. In all, the independent watcher process
+records the bind times and the harness samples the scheduler's process, its /metrics
+(metricsched), Prometheus's query counter and the API server's write counters.
 """
 
 from __future__ import annotations
@@ -23,15 +25,18 @@ from typing import Any
 
 from bench import counters, loadgen, profiling, stats, systems
 from bench import env as env_mod
-from bench.kube import ApiError, Kube, pod_body
+from bench.kube import ApiError, Kube, pod_body, schedulable_node_names
+
+FILLER_NAMESPACE = "bench-bound"
 
 
 @dataclasses.dataclass(frozen=True)
 class TrialSpec:
-    scenario: str  # "backlog" | "steady"
+    scenario: str  # "backlog" | "steady" | "memory"
     system: systems.System
     nodes: int
     pods: int = 0  # backlog size
+    bound_before: int = 0  # memory: pods already bound in FILLER_NAMESPACE
     rate: float = 0.0  # steady arrivals per second
     duration_s: float = 0.0  # steady arrival period
     timeout_s: float = 300.0  # after the scheduler starts (backlog) or arrivals end (steady)
@@ -83,6 +88,34 @@ async def _snapshot_counters(kube: Kube, cluster: env_mod.ClusterEnv) -> dict[st
     writes = await counters.apiserver_writes(kube)
     queries = await asyncio.to_thread(counters.prometheus_queries, cluster.prometheus_url)
     return {**{f"apiserver_{k}": v for k, v in writes.items()}, "prometheus_queries": queries}
+
+
+async def create_bound_pods(kube: Kube, namespace: str, count: int, *, start: int = 0) -> None:
+    """Pods ``start``..``count - 1`` of ``namespace``, created bound (``spec.nodeName``
+    set) round-robin over the schedulable nodes; waits until kwok has them all Running so
+    that their status writes are over before the trial starts."""
+    t0 = time.monotonic()
+    if start == 0:
+        await kube.delete_namespace(namespace, wait_s=600.0)  # a leftover of a failed run
+        await kube.create_namespace(namespace)
+    nodes = schedulable_node_names(await kube.list_nodes())
+    created = await loadgen.create_bound(kube, namespace, nodes, count, start=start)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        page = await kube.request(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods",
+            params={"fieldSelector": "status.phase!=Running", "limit": "1"},
+            timeout_s=120,
+        )
+        if not page.get("items"):
+            break
+        await asyncio.sleep(3.0)
+    print(
+        f"[bench] {len(created)} bound pods created in {namespace} "
+        f"({time.monotonic() - t0:.0f}s with kwok's status writes)",
+        flush=True,
+    )
 
 
 async def _wait_bound(kube: Kube, namespace: str, name: str, timeout: float) -> float:
@@ -143,6 +176,8 @@ class Trial:
         )
         record["pods"] = len(created)
         record["create_s"] = round(time.time() - t0, 2)
+        if spec.bound_before:
+            record["bound_before"] = spec.bound_before
         self.before = await _snapshot_counters(self.kube, self.cluster)
         proc = self.start_scheduler()
         profiler = None

@@ -8,12 +8,22 @@ the git-ignored ``.cluster/`` directory: pid files, logs, certificates, the admi
 kubeconfig and a shell-sourceable ``env``.
 
     python hack/cluster.py up [--nodes N]   # idempotent: reuses a healthy cluster
+    python hack/cluster.py up --nodes 5000 --quiet-nodes   # the benchmark's cluster (below)
     python hack/cluster.py down             # stops exactly what it started (pid files)
     python hack/cluster.py status
     python hack/cluster.py stop prometheus  # stop / start one component (tests use this)
     python hack/cluster.py start prometheus
     python hack/cluster.py kill kube-apiserver             # SIGKILL one component
     python hack/cluster.py restart kube-apiserver --kill --down-for 10
+
+``--quiet-nodes`` (the benchmark passes it; tests never do) makes the simulated nodes cheap
+enough for 5,000 of them on two cores: kwok renews no node Leases
+(``--node-lease-duration-seconds=0``) and posts each node's status heartbeat once every
+5-15 minutes, and kube-controller-manager waits an hour (``--node-monitor-grace-period``)
+before it calls a silent node unhealthy. With kubelet-like Leases (renewed every 10 s) 5,000
+nodes need 500 Lease writes a second, more than this machine's API server and etcd can take
+beside anything else; see bench/method.md. The choice is remembered in the state directory:
+``up`` restarts a running cluster that was started the other way.
 
 Stdlib only, so it runs before the project's virtualenv has anything in it.
 """
@@ -58,6 +68,13 @@ PORTS = {
 # Start order; "down" stops in reverse.
 COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "exporter", "prometheus"]
 DEFAULT_NODES = 6
+
+# --quiet-nodes: node status heartbeat every 5-15 min (uniform; the stock stage posts one
+# every 600-610 s, so nodes created together stay in step and heartbeat in bursts), no node
+# Leases, and a node-monitor grace period well above the longest gap between heartbeats.
+QUIET_HEARTBEAT_MS = (300_000, 900_000)
+QUIET_GRACE_PERIOD = "1h"
+STOCK_HEARTBEAT_DELAY = "durationMilliseconds: 600000\n    jitterDurationMilliseconds: 610000"
 
 
 class ClusterError(RuntimeError):
@@ -214,7 +231,9 @@ def kill(name: str) -> bool:
     return True
 
 
-def wait_for(what: str, check: Callable[[], bool], *, timeout: float, name: str) -> None:
+def wait_for(
+    what: str, check: Callable[[], bool], *, timeout: float, name: str, interval: float = 0.2
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if name and not alive(name):
@@ -225,7 +244,7 @@ def wait_for(what: str, check: Callable[[], bool], *, timeout: float, name: str)
         with contextlib.suppress(Exception):
             if check():
                 return
-        time.sleep(0.2)
+        time.sleep(interval)
     raise ClusterError(
         f"timed out after {timeout:.0f}s waiting for {what}; "
         f"see {STATE / 'logs' / (name + '.log')}:\n" + tail(STATE / "logs" / f"{name}.log")
@@ -472,6 +491,18 @@ def ensure_nodes(count: int) -> None:
         list(pool.map(create, todo))
 
 
+def wait_nodes_ready(nodes: int) -> None:
+    """Wait until ``nodes`` nodes are Ready. Each check LISTs every node: at thousands of
+    nodes that LIST is itself a load on the API server, so poll less often."""
+    wait_for(
+        f"{nodes} Ready nodes",
+        lambda: ready_nodes() >= nodes,
+        timeout=60 + nodes / 20,
+        name="kwok",
+        interval=max(0.2, nodes / 2000),
+    )
+
+
 def ready_nodes() -> int:
     n = 0
     for node in api("GET", "/api/v1/nodes")["items"]:
@@ -484,13 +515,25 @@ def ready_nodes() -> int:
 # --- components ----------------------------------------------------------------------------
 
 
-def kwok_config(bin_dir: Path) -> Path:
+def quiet_heartbeat(stage: str) -> str:
+    """The stock node-heartbeat stage with its delay spread over QUIET_HEARTBEAT_MS."""
+    if STOCK_HEARTBEAT_DELAY not in stage:
+        raise ClusterError("kwok's node-heartbeat stage changed; update QUIET_HEARTBEAT_MS's use")
+    low, high = QUIET_HEARTBEAT_MS
+    spread = f"durationMilliseconds: {low}\n    jitterDurationMilliseconds: {high}"
+    return stage.replace(STOCK_HEARTBEAT_DELAY, spread)
+
+
+def kwok_config(bin_dir: Path, quiet: bool = False) -> Path:
     stages = bin_dir.parent / "kwok-stages"
     files = sorted(stages.glob("*.yaml"))
     if not files:
         raise ClusterError(f"kwok stage files missing in {stages}; re-run hack/build-tools.sh")
+    texts = [f.read_text() for f in files]
+    if quiet:
+        texts = [quiet_heartbeat(t) if "name: node-heartbeat" in t else t for t in texts]
     path = STATE / "kwok.yaml"
-    path.write_text("\n---\n".join(f.read_text() for f in files))
+    path.write_text("\n---\n".join(texts))
     return path
 
 
@@ -548,7 +591,7 @@ def audit_policy() -> Path:
     return path
 
 
-def argv_for(name: str, bin_dir: Path, nodes: int) -> list[str]:
+def argv_for(name: str, bin_dir: Path, nodes: int, quiet: bool = False) -> list[str]:
     pki = STATE / "pki"
     p = PORTS
     kubeconfig = str(STATE / "kubeconfig")
@@ -610,18 +653,19 @@ def argv_for(name: str, bin_dir: Path, nodes: int) -> list[str]:
             "--kube-api-qps=500",
             "--kube-api-burst=1000",
             "--controllers=*,-node-ipam-controller,-cloud-node-lifecycle-controller",
+            *([f"--node-monitor-grace-period={QUIET_GRACE_PERIOD}"] if quiet else []),
             "--v=1",
         ]
     if name == "kwok":
         return [
             str(bin_dir / "kwok"),
             f"--kubeconfig={kubeconfig}",
-            f"--config={kwok_config(bin_dir)}",
+            f"--config={kwok_config(bin_dir, quiet)}",
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--cidr=10.244.0.0/16",
             "--node-ip=10.240.0.1",
-            "--node-lease-duration-seconds=40",
+            f"--node-lease-duration-seconds={0 if quiet else 40}",
             f"--server-address=127.0.0.1:{p['kwok']}",
         ]
     if name == "exporter":
@@ -680,12 +724,7 @@ def wait_ready(name: str, nodes: int) -> None:
         )
     elif name == "kwok":
         ensure_nodes(nodes)
-        wait_for(
-            f"{nodes} Ready nodes",
-            lambda: ready_nodes() >= nodes,
-            timeout=60 + nodes / 20,
-            name=name,
-        )
+        wait_nodes_ready(nodes)
     elif name == "exporter":
         wait_for(
             "exporter /metrics",
@@ -715,7 +754,7 @@ def start_component(name: str, bin_dir: Path, nodes: int) -> None:
     check_port(name, PORTS[name])
     if name == "etcd":
         check_port("etcd (peer)", PORTS["etcd-peer"])
-    spawn(name, argv_for(name, bin_dir, nodes))
+    spawn(name, argv_for(name, bin_dir, nodes, read_quiet_setting()))
     t0 = time.monotonic()
     wait_ready(name, nodes)
     log(f"{name} ready on 127.0.0.1:{PORTS[name]} ({time.monotonic() - t0:.1f}s)")
@@ -734,6 +773,18 @@ def healthy(nodes: int) -> bool:
         return False
 
 
+def read_quiet_setting() -> bool:
+    """Whether the cluster in STATE was started with --quiet-nodes."""
+    return (STATE / "quiet-nodes").exists()
+
+
+def write_quiet_setting(quiet: bool) -> None:
+    if quiet:
+        (STATE / "quiet-nodes").write_text("1\n")
+    else:
+        (STATE / "quiet-nodes").unlink(missing_ok=True)
+
+
 def read_nodes_setting() -> int:
     try:
         return int((STATE / "nodes").read_text())
@@ -744,22 +795,25 @@ def read_nodes_setting() -> int:
 # --- commands ------------------------------------------------------------------------------
 
 
-def cmd_up(nodes: int) -> None:
+def cmd_up(nodes: int, quiet: bool = False) -> None:
     t0 = time.monotonic()
     STATE.mkdir(parents=True, exist_ok=True)
     bin_dir = tools_bin(build=True)
-    if healthy(0):
+    running = healthy(0)
+    if running and read_quiet_setting() != quiet:
+        log(
+            f"the running cluster was started {'with' if read_quiet_setting() else 'without'} "
+            "--quiet-nodes; restarting it"
+        )
+        cmd_down(quiet=True)
+        running = False
+    if running:
         if nodes > read_nodes_setting():
             (STATE / "nodes").write_text(str(nodes))
             stop("exporter")  # restarted below with the larger node range
             start_component("exporter", bin_dir, nodes)
         ensure_nodes(nodes)
-        wait_for(
-            f"{nodes} Ready nodes",
-            lambda: ready_nodes() >= nodes,
-            timeout=60 + nodes / 20,
-            name="kwok",
-        )
+        wait_nodes_ready(nodes)
         (STATE / "nodes").write_text(str(max(nodes, read_nodes_setting())))
         log(f"reusing the healthy cluster in {STATE}")
     else:
@@ -770,6 +824,7 @@ def cmd_up(nodes: int) -> None:
         make_pki()
         write_kubeconfig()
         (STATE / "nodes").write_text(str(nodes))
+        write_quiet_setting(quiet)
         for name in COMPONENTS:
             start_component(name, bin_dir, nodes)
     write_env(bin_dir)
@@ -784,7 +839,7 @@ def cmd_down(quiet: bool = False) -> None:
             if not quiet:
                 log(f"stopped {name}")
     # Data is per cluster: a new `up` starts from an empty etcd and Prometheus.
-    for sub in ("etcd", "prometheus", "exporter.json", "pids", "audit"):
+    for sub in ("etcd", "prometheus", "exporter.json", "pids", "audit", "quiet-nodes"):
         target = STATE / sub
         if target.is_dir():
             shutil.rmtree(target, ignore_errors=True)
@@ -831,6 +886,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up")
     up.add_argument("--nodes", type=int, default=int(os.environ.get("NODES", DEFAULT_NODES)))
+    up.add_argument(
+        "--quiet-nodes",
+        action="store_true",
+        help="benchmark only: no node Leases, rare node heartbeats, 1 h node grace period",
+    )
     sub.add_parser("down")
     sub.add_parser("status")
     for verb in ("start", "stop", "kill"):
@@ -843,7 +903,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.cmd == "up":
-            cmd_up(args.nodes)
+            cmd_up(args.nodes, args.quiet_nodes)
         elif args.cmd == "down":
             cmd_down()
         elif args.cmd == "status":
