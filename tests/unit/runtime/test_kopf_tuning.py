@@ -2,47 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 from typing import Any
 
 import kopf
 import pytest
 
-from metricsched import config as config_mod
-from metricsched.edges import observe
-from metricsched.edges import prometheus as prom
-from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import kopf_tuning
-from metricsched.runtime import queue as queue_mod
-from metricsched.runtime import status as status_mod
 from metricsched.runtime import watches as watches_mod
-
-
-def _watches() -> watches_mod.Watches:
-    parser = argparse.ArgumentParser()
-    config_mod.add_run_arguments(parser)
-    cache = cache_mod.ClusterCache()
-    metrics = observe.Metrics()
-    return watches_mod.Watches(
-        config=config_mod.from_args(parser.parse_args([]), {}),
-        api_client=None,
-        cache=cache,
-        queue=queue_mod.SchedulingQueue(),
-        status=status_mod.PolicyStatus(
-            custom_api=None,  # type: ignore[arg-type]
-            policies=lambda: cache.policies,
-            nodes=cache.nodes,
-            counters=lambda key: (0, 0),
-            metrics=metrics,
-            interval_s=15.0,
-        ),
-        store=prom.MetricStore(),
-        metrics=metrics,
-        health=observe.HealthState(),
-        record=lambda *a, **k: None,
-        refresh_now=asyncio.Event(),
-    )
+from tests.unit.runtime.test_watches_and_relist import _watches
 
 
 def _pod_body() -> dict[str, Any]:
