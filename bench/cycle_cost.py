@@ -6,7 +6,11 @@ cover every node. ``core.cycle.schedule_one`` is timed as the operator calls it
 (``detail=False``, since git 06eb22e) and as ``metricsched explain`` does
 (``detail=True``); ``core.profile.find_feasible`` alone shows how much of it is filtering,
 and the same cycle with ``spec.kubeScores`` all 0 what kube-scheduler's scores (default
-weights, blended since the kubescores branch) add. Median of up to 200 runs per size.
+weights, blended since the kubescores branch) add. Two more shapes of pending pod: a
+Deployment's replica (default spreading scored too), and pods each of its own class
+(a fresh memo and a nodeSelector no earlier pod had): the first are what a backlog is
+made of and should cost about the same at any node count; the second show the linear
+cost of work that cannot be shared. Median of up to 200 runs per size.
 """
 
 from __future__ import annotations
@@ -104,6 +108,16 @@ def setup(n: int, now: float) -> dict[str, Any]:
         "snapshot": _with_table(parse.snapshot_from(nodes, bound)),
         # As the scheduler keeps it: one memo across cycles (core.framework.Memo).
         "memo": framework.Memo(),
+        # The same nodes, each labelled bench/any in 7 values, for pods of distinct classes.
+        "distinct_snapshot": _with_table(
+            parse.snapshot_from(
+                [
+                    dataclasses.replace(node, labels={**node.labels, "bench/any": f"v{i % 7}"})
+                    for i, node in enumerate(nodes)
+                ],
+                bound,
+            )
+        ),
         "policies": [chosen],
         "metrics": view,
         "pod": _pod("pending-0"),
@@ -155,6 +169,47 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             cycle_state = framework.CycleState.start(s["pod"], s["snapshot"], memo=s["memo"])
             return profile.find_feasible(cycle_state)
 
+        distinct = iter(range(10**9))
+
+        def one_of_a_kind(s: dict[str, Any] = s, distinct: Any = distinct) -> model.Decision:
+            # A pod of its own class: a fresh memo, so nothing kept for a class applies, and
+            # a nodeSelector (a seventh of the nodes match) to give NodeAffinity work.
+            k = next(distinct)
+            pod = dataclasses.replace(
+                s["pod"], uid=f"uid-distinct-{k}", node_selector={"bench/any": f"v{k % 7}"}
+            )
+            snap = s["distinct_snapshot"]
+            return cycle.schedule_one(
+                pod=pod,
+                snapshot=snap,
+                policies=s["policies"],
+                metrics=s["metrics"],
+                default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
+                now=now,
+                scheduler_names=frozenset({"metricsched"}),
+                rr_counter=0,
+                seed=k,
+                detail=False,
+                memo=framework.Memo(),
+            )
+
+        def replica(s: dict[str, Any] = s) -> model.Decision:
+            # One Deployment's pods: default spreading (hostname and zone) is scored too.
+            pod = dataclasses.replace(s["pod"], controller="ReplicaSet/bench-web")
+            return cycle.schedule_one(
+                pod=pod,
+                snapshot=s["snapshot"],
+                policies=s["policies"],
+                metrics=s["metrics"],
+                default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
+                now=now,
+                scheduler_names=frozenset({"metricsched"}),
+                rr_counter=0,
+                seed=1,
+                detail=False,
+                memo=s["memo"],
+            )
+
         row: dict[str, Any] = {
             "nodes": n,
             "schedule_one_ms": _median_ms(lambda: one(True), budget_s, 200),
@@ -163,6 +218,8 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             "schedule_one_no_detail_metrics_only_ms": _median_ms(
                 lambda: one(False, metrics_only=True), budget_s, 200
             ),
+            "schedule_one_replica_ms": _median_ms(replica, budget_s, 200),
+            "schedule_one_distinct_ms": _median_ms(one_of_a_kind, budget_s, 50),
         }
         row["us_per_node"] = round(1000 * row["schedule_one_no_detail_ms"] / n, 2)
         print(f"[bench] cycle cost {row}", flush=True)
