@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -22,8 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from metricsched.core import columns, framework, model, policy, profile, scoring, selectors
-from metricsched.core.plugins import kube_scores, preemption
-from metricsched.core.plugins.kube_scores import node_resources_fit
+from metricsched.core.plugins import fallback, kube_scores, metric_threshold, preemption
 
 MESSAGE_LIMIT: Final = 1024
 """Bytes an event note may hold; kube-scheduler truncates to it the same way."""
@@ -76,42 +74,6 @@ def _skip_reason(pod: model.PodInfo, scheduler_names: frozenset[str]) -> str | N
 
 
 # --- fallback strategies ---------------------------------------------------------------
-
-
-def _pick_by_strategy(
-    *,
-    strategy: model.FallbackStrategy,
-    pod: model.PodInfo,
-    table: columns.NodeTable,
-    rows: columns.Rows,
-    burst_counts: columns.Ints,
-    rr_counter: int,
-    seed: int,
-) -> tuple[int, list[float]]:
-    """The position in ``rows`` of the node ``strategy`` picks, and the strategy's score
-    of each (0 for RoundRobin and Random). LeastAllocated and MostAllocated are
-    kube-scheduler's NodeResourcesFit scores."""
-    if strategy in (
-        model.FallbackStrategy.LEAST_ALLOCATED,
-        model.FallbackStrategy.MOST_ALLOCATED,
-    ):
-        scores = node_resources_fit.allocation_scores(
-            pod=pod, table=table, rows=rows, strategy=strategy
-        ).astype(np.float64)
-        best = scoring.ranking(
-            totals=scores,
-            burst_counts=burst_counts,
-            names=columns.Picked(table.names, rows),
-            seed=seed,
-            count=1,
-        )
-        return best[0], scores.tolist()
-    zeros = [0.0] * len(rows)
-    if strategy is model.FallbackStrategy.ROUND_ROBIN:
-        return rr_counter % len(rows), zeros
-    if strategy is model.FallbackStrategy.RANDOM:
-        return random.Random(seed).randrange(len(rows)), zeros
-    raise ValueError(f"strategy {strategy} does not pick a node")
 
 
 # --- messages --------------------------------------------------------------------------
@@ -391,7 +353,7 @@ def _score_and_select(
         )
 
     # Thresholds and onMissing: Exclude.
-    thresholds = scoring.threshold_filter(policy=chosen, values=values)
+    thresholds = metric_threshold.threshold_filter(policy=chosen, values=values)
     for position, reasons in thresholds.reasons.items():
         verdicts.reject(
             int(feasible[position]),
@@ -519,7 +481,7 @@ def _fallback(
         scores: list[float] = [0.0] * len(feasible)
         picked: int | None = None
     else:
-        picked, scores = _pick_by_strategy(
+        picked, scores = fallback.pick(
             strategy=strategy,
             pod=pod,
             table=table,

@@ -7,7 +7,8 @@ The semantics are DESIGN.md's "Scoring semantics" with the README's "No herding"
   always fresh. Unparsable or NaN values are missing; ±Inf are values (for Minimize, +Inf
   is the worst there is and fails a ``threshold.max``).
 - A thresholded metric rules out nodes whose fresh value lies outside [min, max];
-  ``onMissing: Exclude`` rules out nodes with no fresh value, thresholded or not.
+  ``onMissing: Exclude`` rules out nodes with no fresh value, thresholded or not (that
+  filter is ``core.plugins.metric_threshold``; this module is the metric score).
 - Each metric is scored 0..100 over the feasible nodes with values, in the goal's
   direction: a node's distance from the best value, less the metric's tolerance (the
   larger of ``tolerance`` and ``tolerancePercent`` % of the best value's magnitude), over
@@ -198,71 +199,6 @@ def unreachable_error(*, policy: model.Policy, metrics: model.MetricView) -> str
         if series is not None and series.error is model.QueryErrorKind.UNREACHABLE:
             return series.error_message or "no error message"
     return None
-
-
-# --- thresholds ------------------------------------------------------------------------
-
-
-def exceeded_reason(metric: model.MetricSpec) -> str:
-    return f"node(s) exceeded threshold {metric.name} > {metric.threshold_max:g}"
-
-
-def fell_below_reason(metric: model.MetricSpec) -> str:
-    return f"node(s) fell below threshold {metric.name} < {metric.threshold_min:g}"
-
-
-def no_fresh_value_reason(metric: model.MetricSpec) -> str:
-    return f"node(s) had no fresh value for metric {metric.name}"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ThresholdResult:
-    """Which nodes the thresholds and onMissing: Exclude pass, and why the others fail."""
-
-    passed: columns.Bools
-    reasons: Mapping[int, tuple[str, ...]]  # position -> reasons, for the failed ones
-
-
-def threshold_filter(*, policy: model.Policy, values: Sequence[columns.Floats]) -> ThresholdResult:
-    """The thresholds of ``policy`` over one value array per metric (NaN: missing)."""
-    size = len(values[0]) if values else 0
-    failed_by: list[tuple[columns.Bools, columns.Bools, columns.Bools, model.MetricSpec]] = []
-    failed = np.zeros(size, dtype=np.bool_)
-    for metric, column in zip(policy.metrics, values, strict=True):
-        low, high = metric.threshold_min, metric.threshold_max
-        exclude = metric.on_missing is model.OnMissing.EXCLUDE
-        if low is None and high is None and not exclude:
-            continue
-        missing = np.isnan(column)
-        if not exclude:
-            missing = np.zeros(size, dtype=np.bool_)
-        above = column > high if high is not None else np.zeros(size, dtype=np.bool_)
-        below = (column < low) & ~above if low is not None else np.zeros(size, dtype=np.bool_)
-        failed_by.append((missing, above, below, metric))
-        failed |= missing | above | below
-    reasons: dict[int, tuple[str, ...]] = {}
-    for position in np.flatnonzero(failed).tolist():
-        found: list[str] = []
-        for missing, above, below, metric in failed_by:
-            if missing[position]:
-                found.append(no_fresh_value_reason(metric))
-            elif above[position]:
-                found.append(exceeded_reason(metric))
-            elif below[position]:
-                found.append(fell_below_reason(metric))
-        reasons[position] = tuple(found)
-    return ThresholdResult(~failed, reasons)
-
-
-def metric_filter(
-    *, policy: model.Policy, columns: Sequence[Column], node_count: int
-) -> tuple[tuple[str, ...], ...]:
-    """Why each node is ruled out by the policy's thresholds and onMissing: Exclude.
-
-    Returns one tuple of reasons per node (empty = feasible), aligned with ``columns``.
-    """
-    result = threshold_filter(policy=policy, values=[as_values(column) for column in columns])
-    return tuple(result.reasons.get(position, ()) for position in range(node_count))
 
 
 # --- normalisation, weights, burst -----------------------------------------------------

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from metricsched.core import model, scoring
+from metricsched.core.plugins import metric_threshold
 
 MINIMIZE = model.Goal.MINIMIZE
 MAXIMIZE = model.Goal.MAXIMIZE
@@ -15,13 +16,15 @@ NEUTRAL = model.OnMissing.NEUTRAL
 
 def test_plus_inf_fails_a_max_threshold(make_metric, make_policy):
     policy = make_policy(metrics=[make_metric("latency", threshold_max=0.5)])
-    reasons = scoring.metric_filter(policy=policy, columns=[(0.4, math.inf)], node_count=2)
+    reasons = metric_threshold.metric_filter(policy=policy, columns=[(0.4, math.inf)], node_count=2)
     assert reasons == ((), ("node(s) exceeded threshold latency > 0.5",))
 
 
 def test_minus_inf_fails_a_min_threshold(make_metric, make_policy):
     policy = make_policy(metrics=[make_metric("free-gpu", threshold_min=1)])
-    reasons = scoring.metric_filter(policy=policy, columns=[(-math.inf, 2.0)], node_count=2)
+    reasons = metric_threshold.metric_filter(
+        policy=policy, columns=[(-math.inf, 2.0)], node_count=2
+    )
     assert reasons == (("node(s) fell below threshold free-gpu < 1",), ())
 
 

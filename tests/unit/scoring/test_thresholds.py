@@ -5,13 +5,16 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import model, scoring
+from metricsched.core import model
+from metricsched.core.plugins import metric_threshold
 
 EXCLUDE = model.OnMissing.EXCLUDE
 
 
 def reasons_for(policy, *columns):
-    return scoring.metric_filter(policy=policy, columns=columns, node_count=len(columns[0]))
+    return metric_threshold.metric_filter(
+        policy=policy, columns=columns, node_count=len(columns[0])
+    )
 
 
 def test_node_over_threshold_is_infeasible(make_metric, make_policy):
