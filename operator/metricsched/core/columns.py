@@ -107,6 +107,8 @@ class NodeTable:
     # extended resources by name -> (allocatable, requested), made on first use and then
     # kept up to date with the other columns
     _scalars: dict[str, tuple[Ints, Ints]] = dataclasses.field(default_factory=dict)
+    # label key -> (node_version, each row's value as a number, value -> number)
+    _labels: dict[str, tuple[int, Ints, dict[str, int]]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def build(cls, states: Iterable[model.NodeState], *, node_version: int = 0) -> NodeTable:
@@ -161,9 +163,29 @@ class NodeTable:
             requested=self.requested.copy(),
             **{field: getattr(self, field).copy() for field in _ROW_ARRAYS},
             _scalars={name: (a.copy(), r.copy()) for name, (a, r) in self._scalars.items()},
+            _labels={},
         )
         copy.update(state)
         return copy
+
+    def label_ids(self, key: str) -> tuple[Ints, Mapping[str, int]]:
+        """Each row's value of label ``key`` as a number (0: no such label), and the
+        numbers of the values; worked out once per node version."""
+        found = self._labels.get(key)
+        if found is None or found[0] != self.node_version:
+            numbers: dict[str, int] = {}
+            ids = np.fromiter(
+                (
+                    0
+                    if (value := state.node.labels.get(key)) is None
+                    else numbers.setdefault(value, len(numbers) + 1)
+                    for state in self.states
+                ),
+                dtype=np.int64,
+                count=len(self.states),
+            )
+            found = self._labels[key] = (self.node_version, ids, numbers)
+        return found[1], found[2]
 
     def scalar(self, name: str) -> tuple[Ints, Ints]:
         """Allocatable and requested amounts of extended resource ``name``."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
+import numpy as np
+
 from metricsched.core import columns, framework, model, selectors
 
 NAME: Final = "InterPodAffinity"
@@ -119,6 +121,56 @@ def _node_has_match(
 
 
 @dataclasses.dataclass(slots=True)
+class _Repelled:
+    """The (topology key, value) pairs where placed pods' anti-affinity terms repel one pod
+    class, kept up to date row by row: only rows updated since the last cycle are looked
+    at again (rows whose terms read namespace labels are looked at every cycle)."""
+
+    stamp: int = -1
+    by_row: dict[int, tuple[tuple[str, str], ...]] = dataclasses.field(default_factory=dict)
+    volatile: set[int] = dataclasses.field(default_factory=set)
+    tally: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+
+    def domains(
+        self,
+        pod: model.PodInfo,
+        table: columns.NodeTable,
+        memo: framework.Memo,
+        namespace_labels: selectors.NamespaceLabels | None,
+    ) -> dict[str, set[str]]:
+        if self.stamp < 0:
+            rows = table.has_anti_affinity.nonzero()[0].tolist()
+        else:
+            changed = np.flatnonzero(table.row_stamp > self.stamp).tolist()
+            rows = sorted(set(changed) | self.volatile)
+        self.stamp = table.stamp
+        for row in rows:
+            for pair in self.by_row.pop(row, ()):
+                self.tally[pair] -= 1
+            self.volatile.discard(row)
+            if not table.has_anti_affinity[row]:
+                continue
+            state = table.states[row]
+            labels = state.node.labels
+            found = []
+            for term in node_anti_affinity(memo, state):
+                if not (term.namespace_selector.nothing or term.namespace_selector.empty):
+                    self.volatile.add(row)  # namespace labels may change between cycles
+                value = labels.get(term.topology_key)
+                if value is not None and term.matches(pod, namespace_labels, unknown=True):
+                    found.append((term.topology_key, value))
+            if found:
+                self.by_row[row] = tuple(found)
+                for pair in found:
+                    self.tally[pair] = self.tally.get(pair, 0) + 1
+        existing: dict[str, set[str]] = {}
+        for (key, value), count in self.tally.items():
+            if count > 0:
+                existing.setdefault(key, set()).add(value)
+        return existing
+
+
+@dataclasses.dataclass(slots=True)
 class AffinityState:
     """Topology domains where existing pods meet the incoming pod's terms, and vice versa."""
 
@@ -148,18 +200,27 @@ class AffinityState:
         affinity_key = _match_key(affinity_terms, namespace_labels, unknown=False)
         anti_keys = [_match_key((t,), namespace_labels, unknown=True) for t in anti_terms]
         states = table.states
-        # Only nodes with pods can hold a match, and only those with anti-affinity terms
-        # can repel the pod: with no terms of its own, the pod looks at those alone.
+        if not scan_every_pod:
+            # Without terms of its own the pod only asks where placed pods repel it: the
+            # answer for its class is kept, and updated for the nodes that changed.
+            tally = memo.per_table(
+                "InterPodAffinity/repelled",
+                (pod.namespace, tuple(sorted(pod.labels.items()))),
+                table,
+                _Repelled,
+            )
+            existing = tally.domains(pod, table, memo, namespace_labels)
+        # With terms of its own, every node with pods is looked at (answers per unchanged
+        # node are kept).
         repelling = table.has_anti_affinity
-        for row in (table.has_pods if scan_every_pod else repelling).nonzero()[0].tolist():
+        rows = table.has_pods.nonzero()[0].tolist() if scan_every_pod else ()
+        for row in rows:
             state = states[row]
             labels = state.node.labels
             for term in node_anti_affinity(memo, state) if repelling[row] else ():
                 value = labels.get(term.topology_key)
                 if value is not None and term.matches(pod, namespace_labels, unknown=True):
                     existing.setdefault(term.topology_key, set()).add(value)
-            if not scan_every_pod:
-                continue
             # Some pod here matches all affinity terms: the node's domains have the group.
             if affinity_terms and _node_has_match(
                 memo, state, affinity_terms, namespace_labels, unknown=False, key=affinity_key
@@ -231,7 +292,16 @@ class InterPodAffinity:
     def filter(self, cycle: framework.CycleState, rows: columns.Rows) -> framework.Filtered:
         state = cycle.data[NAME]
         assert isinstance(state, AffinityState)
-        return framework.scalar_filter(rows, cycle.table, state.check)
+        if state.affinity_terms or state.anti_affinity_terms:
+            return framework.scalar_filter(rows, cycle.table, state.check)
+        # Only placed pods' anti-affinity applies: a node fails when its value of a
+        # repelling key is one of the repelled values (vector, per key).
+        failed = np.zeros(len(rows), dtype=np.bool_)
+        for key, values in state.existing_anti_affinity.items():
+            ids, numbers = cycle.table.label_ids(key)
+            repelled = [numbers[value] for value in values if value in numbers]
+            failed |= np.isin(ids[rows], repelled)
+        return framework.rejected_where(failed, REASON_EXISTING_ANTI_AFFINITY)
 
 
 PLUGIN: Final[framework.FilterPlugin] = InterPodAffinity()

@@ -123,25 +123,6 @@ def _matching_counts(
     )
 
 
-def _domains(memo: framework.Memo, table: columns.NodeTable, key: str) -> columns.Ints:
-    """Each node's value of label ``key`` as a number (0: the node has no such label)."""
-
-    def number() -> columns.Ints:
-        ids: dict[str, int] = {}
-        return np.fromiter(
-            (
-                0
-                if (value := state.node.labels.get(key)) is None
-                else ids.setdefault(value, len(ids) + 1)
-                for state in table.states
-            ),
-            dtype=np.int64,
-            count=len(table),
-        )
-
-    return memo.per_table("PodTopologySpread/domains", key, table, number)
-
-
 def _included(
     cycle: framework.CycleState, constraint: Constraint, affinity: selectors.RequiredNodeAffinity
 ) -> columns.Bools:
@@ -179,7 +160,7 @@ def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | N
     if not constraints:
         return None
     keys = tuple(c.topology_key for c in constraints)
-    domains = [_domains(memo, table, key) for key in keys]
+    domains = [table.label_ids(key)[0] for key in keys]
     everywhere = np.ones(len(table), dtype=np.bool_)
     has_all = everywhere
     if not system:  # with the pod's own constraints, nodes lacking a key are ignored
