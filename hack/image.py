@@ -69,7 +69,8 @@ MMDEBSTRAP_ARGS = [
     "--format=tar",
     "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
     '--aptopt=APT::Install-Recommends "false"',
-    "--include=python3,python3-pip,passwd,ca-certificates",
+    # libstdc++6: numpy's extension modules link it (the core's node table is numpy).
+    "--include=python3,python3-pip,passwd,ca-certificates,libstdc++6",
     "--dpkgopt=path-exclude=/usr/share/doc/*",
     # Licences stay: Debian's copyright files are what the image's users are owed.
     "--dpkgopt=path-include=/usr/share/doc/*/copyright",
@@ -77,6 +78,8 @@ MMDEBSTRAP_ARGS = [
     "--dpkgopt=path-exclude=/usr/share/info/*",
     "--dpkgopt=path-exclude=/usr/share/locale/*",
     "--dpkgopt=path-exclude=/usr/share/lintian/*",
+    # glibc's iconv modules (7 MB): Python's codecs are its own; nothing here calls iconv.
+    "--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/gconv/*",
     # Compiled caches of the standard library (27 MB): the root filesystem is read-only
     # where the image runs, so they are the only ones Python would ever read; it compiles
     # in memory instead, at a start-up cost of well under a second.
@@ -402,7 +405,13 @@ def strip_wheels(directory: Path) -> int:
     saved = 0
     for wheel in sorted(directory.glob("*.whl")):
         with zipfile.ZipFile(wheel) as zf:
-            if not any(n.endswith(".so") or ".so." in n for n in zf.namelist()):
+            names = zf.namelist()
+            if not any(n.endswith(".so") or ".so." in n for n in names):
+                continue
+            # A wheel auditwheel repaired (numpy: numpy.libs/ with OpenBLAS) has shared
+            # objects patchelf rewrote; strip breaks their layout ("ELF load command
+            # address/offset not page-aligned" at import), so such wheels stay as built.
+            if any(n.split("/", 1)[0].endswith(".libs") for n in names):
                 continue
             entries = [(info, zf.read(info)) for info in zf.infolist()]
         out: list[tuple[zipfile.ZipInfo, bytes]] = []
