@@ -2,7 +2,8 @@
 
 No cluster: nodes shaped like hack/cluster.py's (4/8/16 CPUs, 3 zones, 110 pods), a few
 bound pods on each, one SchedulingPolicy with one Prometheus metric whose fresh values
-cover every node. ``core.cycle.schedule_one`` is timed as the operator calls it
+cover every node, and on each node three recent binds, as during a backlog (the burst
+counts). ``core.cycle.schedule_one`` is timed as the operator calls it
 (``detail=False``, since git 06eb22e) and as ``metricsched explain`` does
 (``detail=True``); ``core.profile.find_feasible`` alone shows how much of it is filtering,
 and the same cycle with ``spec.kubeScores`` all 0 what kube-scheduler's scores (default
@@ -104,8 +105,9 @@ def setup(n: int, now: float) -> dict[str, Any]:
         )
     }
     return {
-        # As the runtime cache hands it out: with its node table (core.columns).
-        "snapshot": _with_table(parse.snapshot_from(nodes, bound)),
+        # As the runtime cache hands it out during a backlog: with its node table
+        # (core.columns), every node holding a few recent binds (the burst counts).
+        "snapshot": _with_table(_binding(parse.snapshot_from(nodes, bound), now)),
         # As the scheduler keeps it: one memo across cycles (core.framework.Memo).
         "memo": framework.Memo(),
         # The same nodes, each labelled bench/any in 7 values, for pods of distinct classes.
@@ -122,6 +124,18 @@ def setup(n: int, now: float) -> dict[str, Any]:
         "metrics": view,
         "pod": _pod("pending-0"),
     }
+
+
+def _binding(snapshot: model.ClusterSnapshot, now: float) -> model.ClusterSnapshot:
+    """``snapshot`` with binds on every node 5, 20 and 40 s ago, as in a backlog."""
+    binds = (now - 40.0, now - 20.0, now - 5.0)
+    return dataclasses.replace(
+        snapshot,
+        nodes={
+            name: dataclasses.replace(state, recent_binds=binds)
+            for name, state in snapshot.nodes.items()
+        },
+    )
 
 
 def _with_table(snapshot: model.ClusterSnapshot) -> model.ClusterSnapshot:

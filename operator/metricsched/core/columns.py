@@ -47,6 +47,7 @@ _ROW_ARRAYS = (
     "has_anti_affinity",
     "has_affinity_terms",
     "last_bind",
+    "bind_times",
     "row_stamp",
 )
 
@@ -99,6 +100,10 @@ class NodeTable:
     has_anti_affinity: Bools  # some pod on the node has required anti-affinity terms
     has_affinity_terms: Bools  # some pod has required affinity or preferred (anti-)affinity
     last_bind: Floats  # latest of the node's recent binds; -inf when none
+    # bind_times[k, row]: the row's k-th recent bind (``NodeState.recent_binds``), -inf
+    # past its last; as many k as the most any row has had (more added when a row needs
+    # them). Laid out k-major so counting reduces over contiguous rows.
+    bind_times: npt.NDArray[np.float64]
     # ``stamp`` counts row updates; ``row_stamp[row]`` is the stamp of the row's last one,
     # so whoever keeps a per-row result can redo just the rows changed since.
     row_stamp: Ints
@@ -130,6 +135,11 @@ class NodeTable:
             has_anti_affinity=np.zeros(size, dtype=np.bool_),
             has_affinity_terms=np.zeros(size, dtype=np.bool_),
             last_bind=np.full(size, _NEVER, dtype=np.float64),
+            bind_times=np.full(
+                (max((len(state.recent_binds) for state in ordered), default=0), size),
+                _NEVER,
+                dtype=np.float64,
+            ),
             row_stamp=np.zeros(size, dtype=np.int64),
             node_version=node_version,
         )
@@ -167,6 +177,11 @@ class NodeTable:
         )
         copy.update(state)
         return copy
+
+    def binds_since(self, since: float) -> Ints:
+        """Each row's recent binds at or after ``since``."""
+        counts: Ints = (self.bind_times >= since).sum(axis=0, dtype=np.int64)
+        return counts
 
     def label_ids(self, key: str) -> tuple[Ints, Mapping[str, int]]:
         """Each row's value of label ``key`` as a number (0: no such label), and the
@@ -223,7 +238,15 @@ class NodeTable:
             pod.pod_affinity or pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity
             for pod in state.pods
         )
-        self.last_bind[row] = max(state.recent_binds, default=_NEVER)
+        binds = state.recent_binds
+        self.last_bind[row] = max(binds, default=_NEVER)
+        depth = self.bind_times.shape[0]
+        if len(binds) > depth:
+            deeper = np.full((max(len(binds), 2 * depth), len(self.names)), _NEVER)
+            deeper[:depth] = self.bind_times
+            self.bind_times = deeper
+        self.bind_times[:, row] = _NEVER
+        self.bind_times[: len(binds), row] = binds
 
 
 _Item = typing.TypeVar("_Item")

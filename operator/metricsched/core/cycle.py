@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
-import numpy.typing as npt
 
 from metricsched.core import columns, framework, model, policy, profile, scoring, selectors
 from metricsched.core.plugins import fallback, kube_scores, metric_threshold, preemption
@@ -158,19 +157,6 @@ def filter_nodes(
     return "", {name: found.rejected.get(name, ()) for name in cycle.table.names}
 
 
-def burst_counts(table: columns.NodeTable, *, now: float, window_s: float) -> npt.NDArray[np.int64]:
-    """Each node's binds by this scheduler within the burst window (``scoring.burst_count``);
-    only nodes whose last bind is recent enough are counted one by one."""
-    counts = np.zeros(len(table), dtype=np.int64)
-    if window_s <= 0:
-        return counts
-    for row in np.flatnonzero(table.last_bind >= now - window_s).tolist():
-        counts[row] = scoring.burst_count(
-            recent_binds=table.states[row].recent_binds, now=now, window_s=window_s
-        )
-    return counts
-
-
 def schedule_one(
     *,
     pod: model.PodInfo,
@@ -253,7 +239,7 @@ def schedule_one(
             message=profile.fit_error_message(len(table), {}, pre_filter_msg=found.refusal)
             + preemption.suffix(pod=pod, snapshot=snapshot, reasons={}),
         )
-    bursts = burst_counts(table, now=now, window_s=chosen.burst_window_s)
+    bursts = scoring.burst_counts(table, now=now, window_s=chosen.burst_window_s)
     verdicts = _Verdicts(table=table, rejected=found.rejected, bursts=bursts)
     feasible = found.feasible  # rows of the table, in name order
     if not len(feasible):

@@ -255,12 +255,12 @@ def normalise(
     return np.where(missing, absent, scores)
 
 
-def burst_count(*, recent_binds: Sequence[float], now: float, window_s: float) -> int:
-    """Binds at or after ``now - window_s`` (later ones too: the clock may lag a bind)."""
+def burst_counts(table: columns.NodeTable, *, now: float, window_s: float) -> columns.Ints:
+    """Each node's binds by this scheduler at or after ``now - window_s`` (later ones
+    too: the clock may lag a bind); none when the window is 0."""
     if window_s <= 0:
-        return 0
-    since = now - window_s
-    return sum(1 for at in recent_binds if at >= since)
+        return np.zeros(len(table), dtype=np.int64)
+    return table.binds_since(now - window_s)
 
 
 def reduced_weights(metrics: Sequence[model.MetricSpec]) -> tuple[int, ...]:

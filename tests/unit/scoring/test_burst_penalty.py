@@ -8,7 +8,8 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import model, scoring
+from metricsched.core import columns, model, scoring
+from tests.unit import conftest
 
 
 def bind(snapshot: model.ClusterSnapshot, node: str, at: float) -> model.ClusterSnapshot:
@@ -40,15 +41,37 @@ class Scheduler:
         self.pod = make_pod
 
 
+def _table(*recent_binds: tuple[float, ...]) -> columns.NodeTable:
+    return columns.NodeTable.build(
+        conftest.build_node_state(f"n{i}", recent_binds=binds)
+        for i, binds in enumerate(recent_binds)
+    )
+
+
+def _counts(table: columns.NodeTable, *, now: float, window_s: float) -> list[int]:
+    return scoring.burst_counts(table, now=now, window_s=window_s).tolist()
+
+
 def test_burst_count_counts_binds_within_the_window_only():
-    binds = [39.0, 40.0, 99.0, 100.0, 101.0]  # 101: a bind the clock has not caught up with
-    assert scoring.burst_count(recent_binds=binds, now=100.0, window_s=60.0) == 4
-    assert scoring.burst_count(recent_binds=binds, now=100.0, window_s=1.0) == 3
-    assert scoring.burst_count(recent_binds=binds, now=200.0, window_s=60.0) == 0
+    # 101: a bind the clock has not caught up with
+    table = _table((39.0, 40.0, 99.0, 100.0, 101.0), (), (10.0,), (101.0, 50.0))
+    assert _counts(table, now=100.0, window_s=60.0) == [4, 0, 0, 2]
+    assert _counts(table, now=100.0, window_s=1.0) == [3, 0, 0, 1]
+    assert _counts(table, now=200.0, window_s=60.0) == [0, 0, 0, 0]
 
 
 def test_zero_window_disables_the_burst_count():
-    assert scoring.burst_count(recent_binds=[100.0], now=100.0, window_s=0.0) == 0
+    assert _counts(_table((100.0,)), now=100.0, window_s=0.0) == [0]
+
+
+def test_burst_counts_stay_right_when_a_row_needs_more_room():
+    table = _table((1.0,), (2.0,))
+    state = table.states[1]
+    table.update(dataclasses.replace(state, recent_binds=(2.0, 3.0, 4.0, 5.0)))
+    assert table.bind_times.shape[0] >= 4
+    assert _counts(table, now=5.0, window_s=3.0) == [0, 4]
+    table.update(dataclasses.replace(state, recent_binds=(5.0,)))
+    assert _counts(table, now=5.0, window_s=3.0) == [0, 1]
 
 
 def test_penalty_takes_points_per_recent_bind_and_floors_at_zero(make_metric, make_policy):
