@@ -24,8 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 import kubernetes.client
 import kubernetes.client.exceptions
-import urllib3
-import urllib3.exceptions
 
 from metricsched.core import model
 from metricsched.edges import kube, observe
@@ -92,15 +90,18 @@ def bind(
     The Binding carries the pod's uid, which the API server checks as a precondition, so
     a pod deleted and re-created under the same name is never bound by mistake. The
     success answer is a ``Status``, not a ``Binding``: the generated client would fail to
-    deserialize it after the POST succeeded (kubernetes-client/python#547), hence
-    ``_preload_content=False`` and a check of the raw status code.
+    deserialize it after the POST succeeded (kubernetes-client/python#547), hence a raw
+    answer (``kube.write``) and a check of its status code.
     """
-    body = kubernetes.client.V1Binding(
-        metadata=kubernetes.client.V1ObjectMeta(
-            name=name, namespace=namespace, uid=uid, annotations=dict(annotations or {}) or None
-        ),
-        target=kubernetes.client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-    )
+    metadata: dict[str, typing.Any] = {"name": name, "namespace": namespace, "uid": uid}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": metadata,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
     if fence is not None:
         left = fence()
         if left < MIN_FENCE_S:
@@ -113,14 +114,12 @@ def bind(
     if metrics is not None:
         metrics.api_writes.labels(kind="binding").inc()
     try:
-        response = _raw(
-            api.create_namespaced_pod_binding(
-                name=name,
-                namespace=namespace,
-                body=body,
-                _preload_content=False,
-                _request_timeout=timeout_s,
-            )
+        response = kube.write(
+            api,
+            "POST",
+            kube.path("api/v1/namespaces", namespace, "pods", name, "binding"),
+            body,
+            timeout_s=timeout_s,
         )
         status = int(response.status)
         text = _decode(kube.read_and_release(response))
@@ -211,12 +210,6 @@ def _bind_failure(status: int | None, message: str) -> BindResult:
     return BindResult(kind=kind, message=message, http_status=status, node=bound_to)
 
 
-def _raw(response: object) -> urllib3.BaseHTTPResponse:
-    """The urllib3 response a ``_preload_content=False`` call returns (whatever the
-    generated annotation says); the caller reads it and releases the connection."""
-    return typing.cast(urllib3.BaseHTTPResponse, response)
-
-
 def _decode(data: object) -> str:
     if isinstance(data, bytes | bytearray):
         return bytes(data).decode("utf-8", "replace")
@@ -293,15 +286,13 @@ def set_pod_scheduled_false(
     if metrics is not None:
         metrics.api_writes.labels(kind="status").inc()
     try:
-        response = _raw(
-            api.patch_namespaced_pod_status(
-                name=name,
-                namespace=namespace,
-                body={"status": {"conditions": [condition]}},
-                _content_type="application/strategic-merge-patch+json",
-                _preload_content=False,
-                _request_timeout=timeout_s,
-            )
+        response = kube.write(
+            api,
+            "PATCH",
+            kube.path("api/v1/namespaces", namespace, "pods", name, "status"),
+            {"status": {"conditions": [condition]}},
+            content_type="application/strategic-merge-patch+json",
+            timeout_s=timeout_s,
         )
         kube.read_and_release(response)
     except kubernetes.client.exceptions.ApiException as e:
@@ -645,36 +636,38 @@ class EventRecorder:
         message: str,
         action: str,
     ) -> bool:
-        stamp = datetime.datetime.fromtimestamp(int(entry.first_seen), datetime.UTC)
-        event = kubernetes.client.CoreV1Event(
-            metadata=kubernetes.client.V1ObjectMeta(name=entry.name, namespace=entry.namespace),
-            involved_object=kubernetes.client.V1ObjectReference(
-                api_version=obj.api_version,
-                kind=obj.kind,
-                name=obj.name,
-                namespace=obj.namespace,
-                uid=obj.uid,
-            ),
-            type=event_type,
-            reason=reason,
-            message=message,
-            action=action or None,
-            source=kubernetes.client.V1EventSource(component=self._component),
-            reporting_component=self._component,
-            reporting_instance=self._instance,
-            first_timestamp=stamp,
-            last_timestamp=stamp,
-            count=1,
-        )
+        stamp = _rfc3339(int(entry.first_seen))
+        event: dict[str, typing.Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": entry.name, "namespace": entry.namespace},
+            "involvedObject": {
+                "apiVersion": obj.api_version,
+                "kind": obj.kind,
+                "name": obj.name,
+                "namespace": obj.namespace,
+                "uid": obj.uid,
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message,
+            "source": {"component": self._component},
+            "reportingComponent": self._component,
+            "reportingInstance": self._instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        if action:
+            event["action"] = action
         try:
             self._count_write()
-            response = _raw(
-                self._api.create_namespaced_event(
-                    namespace=entry.namespace,
-                    body=event,
-                    _preload_content=False,
-                    _request_timeout=self._timeout,
-                )
+            response = kube.write(
+                self._api,
+                "POST",
+                kube.path("api/v1/namespaces", entry.namespace, "events"),
+                event,
+                timeout_s=self._timeout,
             )
             kube.read_and_release(response)
         except _API_ERRORS as e:
@@ -692,15 +685,13 @@ class EventRecorder:
         gone = False
         try:
             self._count_write()
-            response = _raw(
-                self._api.patch_namespaced_event(
-                    name=entry.name,
-                    namespace=entry.namespace,
-                    body=body,
-                    _content_type="application/strategic-merge-patch+json",
-                    _preload_content=False,
-                    _request_timeout=self._timeout,
-                )
+            response = kube.write(
+                self._api,
+                "PATCH",
+                kube.path("api/v1/namespaces", entry.namespace, "events", entry.name),
+                body,
+                content_type="application/strategic-merge-patch+json",
+                timeout_s=self._timeout,
             )
             kube.read_and_release(response)
             ok = True

@@ -1,10 +1,16 @@
-"""The kubernetes client at the edge: credentials, paged LISTs, and reading answers.
+"""The kubernetes client at the edge: credentials, paged LISTs, writes, reading answers.
 
 Every raw answer (``_preload_content=False``) is read to its end before its connection
 goes back to urllib3's pool: a connection returned with an unread body makes the *next*
 request on it fail with ``ResponseNotReady('Request-sent')``, and if that next request
 was a Binding the server accepted, its success would be lost. ``read_json`` and
 ``read_and_release`` are the only ways this package consumes a raw answer.
+
+``write`` sends the hot path's writes (Bindings, Events, pod status) through the client's
+``ApiClient`` (host, TLS, credentials and their refresh, connection pool) with bodies
+already in wire form: the generated per-verb methods validate every argument with
+pydantic, build models and serialise them back to dicts, which cost as much CPU as the
+request itself.
 
 Blocking: call from worker threads only.
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import json
 import typing
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -34,6 +41,40 @@ API_ERRORS = (
     OSError,
     ValueError,  # pydantic's ValidationError before sending, unparsable answers
 )
+
+
+def path(prefix: str, *segments: str) -> str:
+    """An API path: ``prefix`` as is, then each segment quoted (a name, or a word such as
+    ``pods``): ``path("api/v1/namespaces", namespace, "pods", name, "binding")``."""
+    return "/".join(("", prefix, *(urllib.parse.quote(s, safe="") for s in segments)))
+
+
+def write(
+    api: kubernetes.client.CoreV1Api,
+    method: typing.Literal["POST", "PATCH"],
+    resource_path: str,
+    body: Mapping[str, Any],
+    *,
+    timeout_s: float,
+    content_type: str = "application/json",
+) -> urllib3.BaseHTTPResponse:
+    """One write through ``api``'s ``ApiClient``; the raw answer, to be read with
+    ``read_and_release``. A non-2xx answer raises ``ApiException`` (after reading it), as
+    the generated methods do with ``_preload_content=False``."""
+    client = api.api_client
+    method, url, headers, _, _ = client.param_serialize(
+        method=method,
+        resource_path=resource_path,
+        header_params={"Accept": "application/json", "Content-Type": content_type},
+        auth_settings=["BearerToken"],
+    )
+    response = client.call_api(method, url, headers, body, _request_timeout=timeout_s)
+    if not 200 <= response.status <= 299:
+        response.read()
+        raise kubernetes.client.exceptions.ApiException.from_response(
+            http_resp=response, body=None, data=None
+        )
+    return typing.cast(urllib3.BaseHTTPResponse, response.response)
 
 
 def read_and_release(response: object) -> bytes:

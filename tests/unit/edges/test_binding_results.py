@@ -38,6 +38,8 @@ def test_binding_posts_exactly_one_binding_with_the_pod_uid_and_node_target(
         "/api/v1/namespaces/shop/pods/web-7d4/binding",
     )
     assert request.json() == {
+        "apiVersion": "v1",
+        "kind": "Binding",
         "metadata": {"name": "web-7d4", "namespace": "shop", "uid": "uid-123"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "node-3"},
     }
@@ -136,3 +138,27 @@ def test_binding_writes_and_failures_are_counted(
         registry.get_sample_value("metricsched_binding_errors_total", {"result": "AlreadyBound"})
         == 1
     )
+
+
+def test_writes_carry_the_clients_credentials_and_refreshed_tokens(
+    fake_kube: fakes.FakeServer,
+) -> None:
+    # kube.write goes through the ApiClient: its bearer token, and the refresh hook the
+    # in-cluster config installs for projected service-account tokens, still apply.
+    tokens = iter(("first", "second"))
+    configuration = kubernetes.client.Configuration()
+    configuration.host = fake_kube.url
+    configuration.api_key = {"BearerToken": "initial"}
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
+
+    def refresh(config: kubernetes.client.Configuration) -> None:
+        config.api_key = {"BearerToken": next(tokens)}
+
+    configuration.refresh_api_key_hook = refresh
+    api = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
+    bind(api)
+    bind(api)
+    assert [r.headers["authorization"] for r in fake_kube.requests] == [
+        "Bearer first",
+        "Bearer second",
+    ]

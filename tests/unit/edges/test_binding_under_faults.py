@@ -44,13 +44,13 @@ def test_a_binding_within_the_fence_is_sent_with_a_timeout_no_longer_than_the_fe
     fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
 ) -> None:
     seen: list[object] = []
-    original = kube_api.create_namespaced_pod_binding
+    original = kube_api.api_client.call_api
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(kwargs.get("_request_timeout"))
         return original(*args, **kwargs)
 
-    kube_api.create_namespaced_pod_binding = spy  # type: ignore[method-assign]
+    kube_api.api_client.call_api = spy  # type: ignore[method-assign]
     result = _bind(kube_api, fence=lambda: 3.0, timeout_s=10.0)
     assert result.kind is Kind.BOUND
     assert seen == [3.0]

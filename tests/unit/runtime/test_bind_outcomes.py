@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import kubernetes.client.exceptions
+import kubernetes.client.rest
 import pytest
 import urllib3.exceptions
 
@@ -26,6 +27,8 @@ from metricsched.runtime import scheduler as scheduler_mod
 class _Raw:
     def __init__(self, status: int, body: dict[str, Any]) -> None:
         self.status = status
+        self.reason = ""
+        self.headers: dict[str, str] = {}
         self.data = json.dumps(body).encode()
 
     def release_conn(self) -> None:
@@ -37,31 +40,45 @@ def _lost() -> Exception:
 
 
 class FakeCore:
-    """The CoreV1Api verbs the bind path uses; ``binding`` and ``pod`` decide answers."""
+    """What the bind path uses of a CoreV1Api: ``read_namespaced_pod``, and its
+    ``api_client`` (this object) for writes; ``binding`` and ``pod`` decide answers."""
 
     def __init__(self) -> None:
         self.binding: Callable[[], _Raw] = lambda: _Raw(201, {"kind": "Status"})
         self.pod: Callable[[], _Raw] = lambda: _Raw(200, _pod_body(node=""))
         self.calls: list[str] = []
         self.target = ""  # the node of the last Binding sent
-
-    def create_namespaced_pod_binding(self, **kw: Any) -> _Raw:
-        self.target = kw["body"].target.name
-        self.calls.append(f"bind {self.target}")
-        return self.binding()
+        self.api_client = self
 
     def read_namespaced_pod(self, name: str, namespace: str, **_: Any) -> _Raw:
         self.calls.append("read pod")
         return self.pod()
 
-    def patch_namespaced_pod_status(self, **kw: Any) -> _Raw:
-        reason = kw["body"]["status"]["conditions"][0]["message"]
-        self.calls.append(f"PodScheduled=False {reason}")
-        return _Raw(200, {})
+    # the two ApiClient methods kube.write calls
 
-    def create_namespaced_event(self, **kw: Any) -> _Raw:
-        self.calls.append(f"event {kw['body'].reason}")
+    def param_serialize(self, *, method: str, resource_path: str, **_: Any) -> tuple[Any, ...]:
+        return method, resource_path, {}, None, None
+
+    def call_api(
+        self, method: str, url: str, headers: Any, body: Any, **_: Any
+    ) -> kubernetes.client.rest.RESTResponse:
+        return kubernetes.client.rest.RESTResponse(self.answer(method, url, body))
+
+    def answer(self, method: str, url: str, body: Any) -> _Raw:
+        if url.endswith("/binding"):
+            return self.create_binding(body)
+        if method == "PATCH" and url.endswith("/status"):
+            reason = body["status"]["conditions"][0]["message"]
+            self.calls.append(f"PodScheduled=False {reason}")
+            return _Raw(200, {})
+        assert method == "POST" and url.endswith("/events"), (method, url)
+        self.calls.append(f"event {body['reason']}")
         return _Raw(201, {})
+
+    def create_binding(self, body: dict[str, Any]) -> _Raw:
+        self.target = body["target"]["name"]
+        self.calls.append(f"bind {self.target}")
+        return self.binding()
 
 
 def _pod_body(*, node: str) -> dict[str, Any]:

@@ -16,9 +16,9 @@ class RecordingCore(bind_rig.FakeCore):
         super().__init__()
         self.annotations: dict[str, str] | None = None
 
-    def create_namespaced_pod_binding(self, **kw: Any) -> Any:
-        self.annotations = kw["body"].metadata.annotations
-        return super().create_namespaced_pod_binding(**kw)
+    def create_binding(self, body: dict[str, Any]) -> Any:
+        self.annotations = body["metadata"].get("annotations")
+        return super().create_binding(body)
 
 
 @pytest.fixture
