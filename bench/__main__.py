@@ -4,6 +4,7 @@
     python -m bench cycle [--into FILE]  # cycle cost vs nodes only (no cluster)
     python -m bench report [FILE]    # plots and bench/README.md from a results file
     python -m bench kopf [--pods N]  # kopf's CPU per pod event: baseline vs tuned settings
+    python -m bench memory [--shape realistic|bench]  # what holds RSS with a full cache
 
 ``run`` brings the benchmark's own control plane up (ports 44xxx, ``.cluster-bench/``),
 grows it to each node count in turn, runs the trials, writes the results JSON under
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import cycle_cost, kopf_cost, report, systems, trial
+from bench import cycle_cost, kopf_cost, memory_cost, report, systems, trial
 from bench import env as env_mod
 from bench.kube import Kube
 
@@ -311,12 +312,17 @@ def main() -> int:
         "kopf", help="kopf's CPU per pod event, baseline vs tuned (bench/kopf_cost.py)"
     )
     kopf_cost.add_arguments(kopf)
+    memory = sub.add_parser(
+        "memory", help="RSS and bytes per node and pod of each structure (bench/memory_cost.py)"
+    )
+    memory_cost.add_arguments(memory)
     args = parser.parse_args()
     handlers = {
         "run": cmd_run,
         "cycle": cmd_cycle,
         "report": cmd_report,
         "kopf": kopf_cost.cmd_kopf,
+        "memory": memory_cost.cmd_memory,
     }
     return handlers[args.cmd](args)
 
