@@ -206,8 +206,15 @@ class Operator:
     # --- start-up ----------------------------------------------------------------------
 
     def initial_sync(self) -> None:
-        """LIST nodes, policies and pods once (blocking; run in a thread)."""
-        for item in kube.iter_all(self._list_nodes):
+        """LIST nodes, policies and pods once (blocking; run in a thread).
+
+        Each LIST is handled a page at a time (``kube.Paged``): the bodies of every pod
+        held at once would set the process's RSS for good. A failed attempt may have
+        handled some pages: what the next attempt's LISTs no longer have is removed."""
+        nodes = kube.Paged(self._list_nodes)
+        node_names: set[model.NodeName] = set()
+        for item in nodes:
+            node_names.add(model.NodeName(str((item.get("metadata") or {}).get("name", ""))))
             self.on_node("ADDED", item)
         try:
             for item in kube.iter_all(self._list_policies):
@@ -219,8 +226,16 @@ class Operator:
                     "install it with `kubectl apply -f crds/` (the Helm chart does this)"
                 ) from e
             raise
-        for item in kube.iter_all(self._list_pods):
+        pods = kube.Paged(self._list_pods)
+        uids: set[str] = set()
+        for item in pods:
+            uids.add(str((item.get("metadata") or {}).get("uid", "")))
             self.on_pod("ADDED", item)
+        for name in self.cache.node_ghosts(node_names, list_version=nodes.version):
+            self.cache.remove_node(name, resource_version=nodes.version)
+        for uid in self.cache.pod_ghosts(uids, list_version=pods.version):
+            self.cache.remove_pod(uid, resource_version=pods.version)
+            self.queue.done(uid)
         self._sync_parity_objects()
 
     def _sync_parity_objects(self) -> None:
