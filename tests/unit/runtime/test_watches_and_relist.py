@@ -212,3 +212,39 @@ def test_scheduling_waits_from_a_relist_until_its_reconciliation_is_done(
     assert not after_relist
     assert not while_list_fails
     assert nodes == ["n1"]  # the ghost is gone before scheduling resumes
+
+
+# --- what a re-list keeps until it applies ----------------------------------------------
+
+
+class ListingCore:
+    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+        self.nodes, self.pods = nodes, pods
+
+    def list_node(self, **_: Any) -> _Raw:
+        return _Raw({"metadata": {"resourceVersion": "20"}, "items": self.nodes})
+
+    def list_pod_for_all_namespaces(self, **_: Any) -> _Raw:
+        return _Raw({"metadata": {"resourceVersion": "20"}, "items": self.pods})
+
+
+def test_a_fetched_relist_applies_the_bodies_exactly_as_listed() -> None:
+    missed = _pod("missed-pending", "16")
+    missed["spec"]["tolerations"] = [{"key": "k", "operator": "Exists", "effect": ""}]
+    core = ListingCore([_node("n1", "5"), _node("missed-node", "15")], [missed])
+    listing = reconcile.fetch(core)  # type: ignore[arg-type]
+    assert all(isinstance(item, reconcile.Listed) for item in (*listing.nodes, *listing.pods))
+    assert listing.pods[0].body() == missed  # type: ignore[union-attr]
+    seen: list[Any] = []
+    w = _watches()
+    w.on_node("ADDED", _node("n1", "5"))
+
+    def on_pod(event_type: str | None, body: Any) -> None:
+        seen.append(body)
+        w.on_pod(event_type, body)
+
+    outcome = reconcile.apply(listing, cache=w.cache, on_pod=on_pod, on_node=w.on_node)
+    assert (outcome.nodes_removed, outcome.pods_removed, outcome.applied) == (0, 0, 2)
+    assert seen == [missed]
+    assert sorted(n.name for n in w.cache.nodes()) == ["missed-node", "n1"]
+    assert set(w.cache.pending) == {"uid-missed-pending"}
