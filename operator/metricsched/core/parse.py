@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -66,8 +67,8 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
 
     containers = _containers(spec, "containers")
     init_containers = _containers(spec, "initContainers")
-    node_name = _string(spec, "nodeName", "spec.nodeName")
-    phase = _string(status, "phase", "status.phase") or "Pending"
+    node_name = _shared(_string(spec, "nodeName", "spec.nodeName"))
+    phase = _shared(_string(status, "phase", "status.phase") or "Pending")
 
     affinity = _mapping(spec, "affinity", "spec.affinity")
     node_affinity = _mapping(affinity, "nodeAffinity", "spec.affinity.nodeAffinity")
@@ -78,17 +79,19 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
     )
 
     return model.PodInfo(
-        namespace=_string(meta, "namespace", "metadata.namespace") or "default",
+        namespace=_shared(_string(meta, "namespace", "metadata.namespace") or "default"),
         name=_string(meta, "name", "metadata.name"),
         uid=_string(meta, "uid", "metadata.uid"),
-        labels=_string_map(meta, "labels", "metadata.labels"),
-        scheduler_name=_string(spec, "schedulerName", "spec.schedulerName") or DEFAULT_SCHEDULER,
+        labels=_string_map(meta, "labels", "metadata.labels", shared=True),
+        scheduler_name=_shared(
+            _string(spec, "schedulerName", "spec.schedulerName") or DEFAULT_SCHEDULER
+        ),
         node_name=node_name,
         requests=_pod_requests(
             spec, status, containers=containers, init_containers=init_containers
         ),
         host_ports=_host_ports(containers, init_containers),
-        node_selector=_string_map(spec, "nodeSelector", "spec.nodeSelector"),
+        node_selector=_string_map(spec, "nodeSelector", "spec.nodeSelector", shared=True),
         required_node_affinity=_raw_list(
             required,
             "nodeSelectorTerms",
@@ -297,10 +300,10 @@ def _tolerations(spec: Mapping[str, Any]) -> tuple[model.Toleration, ...]:
             continue
         found.append(
             model.Toleration(
-                key=_string(item, "key", f"{field}.key"),
+                key=_shared(_string(item, "key", f"{field}.key")),
                 operator=op,
-                value=_string(item, "value", f"{field}.value"),
-                effect=_string(item, "effect", f"{field}.effect"),
+                value=_shared(_string(item, "value", f"{field}.value")),
+                effect=_shared(_string(item, "effect", f"{field}.effect")),
             )
         )
     return tuple(found)
@@ -354,7 +357,7 @@ def _parity_fields(
         if not isinstance(item, Mapping):
             raise ParseError(f"spec.resourceClaims[{index}]", "must be an object")
         claims.append(_string(item, "name", f"spec.resourceClaims[{index}].name"))
-    policy = _string(spec, "preemptionPolicy", "spec.preemptionPolicy")
+    policy = _shared(_string(spec, "preemptionPolicy", "spec.preemptionPolicy"))
     volume_claims = []
     ephemeral_claims = []
     for index, volume in enumerate(_list(spec, "volumes", "spec.volumes")):
@@ -442,7 +445,7 @@ def _score_fields(
             raise ParseError(field, "must be an object")
         kind = _string(owner, "kind", f"{field}.kind")
         if owner.get("controller") is True and kind in _SPREAD_OWNERS:
-            controller = f"{kind}/{_string(owner, 'uid', f'{field}.uid')}"
+            controller = _shared(f"{kind}/{_string(owner, 'uid', f'{field}.uid')}")
     fields["controller"] = controller
     return fields
 
@@ -575,9 +578,9 @@ def node_from_body(body: Mapping[str, Any]) -> model.NodeInfo:
             raise ParseError(field, "must be an object")
         taints.append(
             model.Taint(
-                key=_string(item, "key", f"{field}.key"),
-                value=_string(item, "value", f"{field}.value"),
-                effect=_string(item, "effect", f"{field}.effect"),
+                key=_shared(_string(item, "key", f"{field}.key")),
+                value=_shared(_string(item, "value", f"{field}.value")),
+                effect=_shared(_string(item, "effect", f"{field}.effect")),
             )
         )
 
@@ -595,8 +598,8 @@ def node_from_body(body: Mapping[str, Any]) -> model.NodeInfo:
 
     allocatable = _quantity_map(status, "allocatable", "status.allocatable")
     return model.NodeInfo(
-        name=model.NodeName(_string(meta, "name", "metadata.name")),
-        labels=_string_map(meta, "labels", "metadata.labels"),
+        name=model.NodeName(_shared(_string(meta, "name", "metadata.name"))),
+        labels=_string_map(meta, "labels", "metadata.labels", shared=True),
         annotations=annotations,
         taints=tuple(taints),
         unschedulable=unschedulable,
@@ -772,14 +775,29 @@ def _integer(parent: Mapping[str, Any], key: str, field: str) -> int:
     return value
 
 
-def _string_map(parent: Mapping[str, Any], key: str, field: str) -> dict[str, str]:
+def _string_map(
+    parent: Mapping[str, Any], key: str, field: str, *, shared: bool = False
+) -> dict[str, str]:
+    """``shared``: keys and values as ``_shared`` strings (labels and selectors, which
+    repeat across the pods of a template and the nodes of a pool)."""
     raw = _mapping(parent, key, field)
     found: dict[str, str] = {}
     for name, value in raw.items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise ParseError(field, "must map strings to strings")
-        found[name] = value
+        if shared:
+            found[_shared(name)] = _shared(value)
+        else:
+            found[name] = value
     return found
+
+
+def _shared(text: str) -> str:
+    """``text`` as the one string object of its value (``sys.intern``), for strings kept
+    in parsed objects that many objects have equal (namespaces, scheduler and node names,
+    labels, tolerations): one copy instead of one per pod, and the body it was read from
+    is not pinned in memory by it. Interned strings go when nothing refers to them."""
+    return sys.intern(text) if type(text) is str else text
 
 
 def _raw_list(parent: Mapping[str, Any], key: str, field: str) -> tuple[model.RawBody, ...]:
