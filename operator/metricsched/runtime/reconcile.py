@@ -23,6 +23,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -43,23 +44,24 @@ SETTLE_S = 1.0
 @dataclasses.dataclass(frozen=True, slots=True)
 class Listed:
     """A listed object as the reconciler keeps it until ``apply``: its metadata's
-    identity and resourceVersion, and the whole body as JSON text, decoded only if it is
-    applied. The JSON takes a sixth of what the body takes as Python objects, and the
-    whole LIST is held at once (``python -m bench memory``)."""
+    identity and resourceVersion, and the whole body as compressed JSON, decoded only if
+    it is applied. The whole LIST is held at once: a Deployment's pod of ≈ 6 KB of JSON
+    takes ≈ 38 KB as Python objects and ≈ 1.7 KB so (``python -m bench memory``)."""
 
     meta: Mapping[str, Any]  # name, namespace, uid and resourceVersion only
-    encoded: str
+    encoded: bytes  # zlib(JSON)
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> Listed:
         meta = body.get("metadata") or {}
+        text = json.dumps(body, separators=(",", ":"))
         return cls(
             meta={key: meta[key] for key in _IDENTITY if key in meta},
-            encoded=json.dumps(body, separators=(",", ":")),
+            encoded=zlib.compress(text.encode(), 1),
         )
 
     def body(self) -> Mapping[str, Any]:
-        decoded: Mapping[str, Any] = json.loads(self.encoded)
+        decoded: Mapping[str, Any] = json.loads(zlib.decompress(self.encoded))
         return decoded
 
 
