@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import gc
 import json
 import subprocess
@@ -45,16 +46,21 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import kopf
 import kubernetes
-from kopf._core.reactor import inventory
+from kopf._cogs.clients import watching
+from kopf._cogs.structs import ephemera, references
+from kopf._core.engines import indexing
+from kopf._core.reactor import inventory, processing, queueing
 
 from bench import kube
 from metricsched import config as config_mod
 from metricsched.core import cycle, model
 from metricsched.runtime import operator as operator_mod
+from metricsched.runtime import watches as watches_mod
 
 MIB = 2**20
-STAGES = ("import", "bodies", "operator", "kopf")
+STAGES = ("import", "bodies", "operator", "kopf", "kopf-listing")
 _ZONES = ("zone-a", "zone-b", "zone-c")
 _CPUS = ("4", "8", "16")
 _MEMS = ("16Gi", "32Gi", "64Gi")
@@ -768,6 +774,77 @@ def stage_kopf(cluster: Cluster) -> dict[str, Any]:
     }
 
 
+def stage_kopf_listing(cluster: Cluster, *, idle_timeout: float | None) -> dict[str, Any]:
+    """kopf's own listing of nodes and pods (after the operator's start-up LIST, kopf lists
+    again): kopf's real watcher, per-object workers and ``process_resource_event`` with the
+    operator's registry and settings, fed from pages of JSON instead of the API server.
+    Each worker keeps its object's last event until it idles out
+    (``settings.queueing.idle_timeout``)."""
+    config = config_mod.from_args(argparse.Namespace(), env={})
+    op = operator_mod.Operator(
+        config, kubernetes.client.ApiClient(kubernetes.client.Configuration())
+    )
+    registry = watches_mod.build_registry(op.watches)
+    settings = kopf.OperatorSettings()
+    watches_mod.configure_kopf(settings)
+    if idle_timeout is not None:
+        settings.queueing.idle_timeout = idle_timeout
+    out: dict[str, Any] = {
+        "stage": "kopf-listing",
+        "idle_timeout_s": settings.queueing.idle_timeout,
+        "start": proc_status(),
+    }
+    memories = inventory.ResourceMemories()
+    most_workers = 0
+
+    def listing(count: int, item: Callable[[int], dict[str, Any]]) -> Any:
+        async def infinite_watch(**_: Any) -> Any:
+            for start in range(0, count, 500):
+                page = json.dumps([item(i) for i in range(start, min(count, start + 500))])
+                for body in json.loads(page):
+                    yield {"type": None, "object": body}
+                await asyncio.sleep(0)  # the next page is read from the socket
+            yield watching.Bookmark.LISTED
+
+        return infinite_watch
+
+    async def run(plural: str, count: int, item: Callable[[int], dict[str, Any]]) -> None:
+        nonlocal most_workers
+        resource = references.Resource(group="", version="v1", plural=plural)
+        queueing.watching.infinite_watch = listing(count, item)  # type: ignore[assignment]
+        task = asyncio.create_task(
+            queueing.watcher(
+                namespace=None,
+                settings=settings,
+                resource=resource,
+                processor=functools.partial(
+                    processing.process_resource_event,
+                    lifecycle=kopf.lifecycles.all_at_once,
+                    registry=registry,
+                    settings=settings,
+                    indexers=indexing.OperatorIndexers(),
+                    memories=memories,
+                    memobase=ephemera.AnyMemo(ephemera.Memo()),
+                    event_queue=asyncio.Queue(),
+                    resource=resource,
+                ),
+            )
+        )
+        while not task.done():
+            most_workers = max(most_workers, len(asyncio.all_tasks()))
+            await asyncio.sleep(0.05)
+
+    t = time.perf_counter()
+    asyncio.run(run("nodes", cluster.nodes, cluster.node))
+    asyncio.run(run("pods", cluster.pods + cluster.pending, cluster.pod))
+    out["seconds"] = round(time.perf_counter() - t, 1)
+    out["most_tasks_alive"] = most_workers
+    gc.collect()
+    out["end"] = proc_status()
+    out["cache"] = {"nodes": len(op.cache.nodes()), "pending": len(op.cache.pending)}
+    return out
+
+
 # --- command line ----------------------------------------------------------------------
 
 
@@ -779,6 +856,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", choices=("realistic", "bench"), default="realistic")
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--trace", action="store_true", help="the operator stage, traced")
+    parser.add_argument("--kopf-idle", type=float, help="kopf-listing: idle_timeout (s)")
     parser.add_argument("--json", action="store_true", help="one JSON object per stage")
     parser.add_argument("--child", help=argparse.SUPPRESS)
 
@@ -791,6 +869,8 @@ def _run_child(args: argparse.Namespace) -> dict[str, Any]:
         return stage_bodies(cluster)
     if args.child == "operator":
         return stage_operator(cluster, cycles=args.cycles, trace=args.trace)
+    if args.child == "kopf-listing":
+        return stage_kopf_listing(cluster, idle_timeout=args.kopf_idle)
     return stage_kopf(cluster)
 
 
@@ -805,6 +885,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         f"--cycles={args.cycles}",
         f"--shape={args.shape}",
         *(["--trace"] if args.trace else []),
+        *([f"--kopf-idle={args.kopf_idle}"] if args.kopf_idle is not None else []),
     ]
     for stage in args.stages.split(","):
         done = subprocess.run(
