@@ -656,6 +656,7 @@ def stage_operator(cluster: Cluster, *, cycles: int, trace: bool) -> dict[str, A
     config = config_mod.from_args(argparse.Namespace(), env={})
     api = kubernetes.client.ApiClient(kubernetes.client.Configuration())
     op = operator_mod.Operator(config, api)
+    out["constructed"] = proc_status()  # the kubernetes client's API classes load lazily
     fake = FakeCore(cluster)
     op.core = op.storage = op.custom = fake  # type: ignore[assignment]
     op.reconciler._core = fake  # type: ignore[assignment]
@@ -889,7 +890,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
     ]
     for stage in args.stages.split(","):
         done = subprocess.run(
-            [sys.executable, "-m", "bench", "memory", f"--child={stage}", *forwarded],
+            # Not ``-m bench``: its harness imports (matplotlib, ...) are not the operator's.
+            [sys.executable, "-m", "bench.memory_cost", f"--child={stage}", *forwarded],
             check=True,
             capture_output=True,
             text=True,
@@ -917,3 +919,13 @@ def _print(result: dict[str, Any]) -> None:
     for line in trace:
         print(f"  {line}")
     sys.stdout.flush()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return cmd_memory(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
