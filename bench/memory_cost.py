@@ -649,7 +649,14 @@ def stage_bodies(cluster: Cluster) -> dict[str, Any]:
     }
 
 
-def stage_operator(cluster: Cluster, *, cycles: int, trace: bool) -> dict[str, Any]:
+def stage_operator(
+    cluster: Cluster,
+    *,
+    cycles: int,
+    trace: bool,
+    with_kopf: bool,
+    idle_timeout: float | None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"stage": "operator", "import": proc_status()}
     if trace:
         tracemalloc.start(1)
@@ -679,6 +686,13 @@ def stage_operator(cluster: Cluster, *, cycles: int, trace: bool) -> dict[str, A
             error_message="",
         ),
     )
+    if with_kopf:
+        # As the operator: kopf starts after the start-up LIST and lists everything again.
+        # kopf keeps a ResourceMemory per object until its DELETED: kept alive here too.
+        kept = inventory.ResourceMemories()
+        out["kopf_listing"] = kopf_listing(op, cluster, idle_timeout=idle_timeout, memories=kept)
+        gc.collect()
+        out["after_kopf_listing"] = proc_status()
     op.cache.snapshot(now=now)
     gc.collect()
     out["snapshot"] = proc_status()
@@ -776,26 +790,37 @@ def stage_kopf(cluster: Cluster) -> dict[str, Any]:
 
 
 def stage_kopf_listing(cluster: Cluster, *, idle_timeout: float | None) -> dict[str, Any]:
+    """kopf's own listing alone, into an empty cache (see ``kopf_listing``)."""
+    config = config_mod.from_args(argparse.Namespace(), env={})
+    op = operator_mod.Operator(
+        config, kubernetes.client.ApiClient(kubernetes.client.Configuration())
+    )
+    out: dict[str, Any] = {"stage": "kopf-listing", "start": proc_status()}
+    memories = inventory.ResourceMemories()
+    out.update(kopf_listing(op, cluster, idle_timeout=idle_timeout, memories=memories))
+    gc.collect()
+    out["end"] = proc_status()
+    out["cache"] = {"nodes": len(op.cache.nodes()), "pending": len(op.cache.pending)}
+    return out
+
+
+def kopf_listing(
+    op: operator_mod.Operator,
+    cluster: Cluster,
+    *,
+    idle_timeout: float | None,
+    memories: inventory.ResourceMemories,
+) -> dict[str, Any]:
     """kopf's own listing of nodes and pods (after the operator's start-up LIST, kopf lists
     again): kopf's real watcher, per-object workers and ``process_resource_event`` with the
     operator's registry and settings, fed from pages of JSON instead of the API server.
     Each worker keeps its object's last event until it idles out
     (``settings.queueing.idle_timeout``)."""
-    config = config_mod.from_args(argparse.Namespace(), env={})
-    op = operator_mod.Operator(
-        config, kubernetes.client.ApiClient(kubernetes.client.Configuration())
-    )
     registry = watches_mod.build_registry(op.watches)
     settings = kopf.OperatorSettings()
     watches_mod.configure_kopf(settings)
     if idle_timeout is not None:
         settings.queueing.idle_timeout = idle_timeout
-    out: dict[str, Any] = {
-        "stage": "kopf-listing",
-        "idle_timeout_s": settings.queueing.idle_timeout,
-        "start": proc_status(),
-    }
-    memories = inventory.ResourceMemories()
     most_workers = 0
 
     def listing(count: int, item: Callable[[int], dict[str, Any]]) -> Any:
@@ -838,12 +863,12 @@ def stage_kopf_listing(cluster: Cluster, *, idle_timeout: float | None) -> dict[
     t = time.perf_counter()
     asyncio.run(run("nodes", cluster.nodes, cluster.node))
     asyncio.run(run("pods", cluster.pods + cluster.pending, cluster.pod))
-    out["seconds"] = round(time.perf_counter() - t, 1)
-    out["most_tasks_alive"] = most_workers
-    gc.collect()
-    out["end"] = proc_status()
-    out["cache"] = {"nodes": len(op.cache.nodes()), "pending": len(op.cache.pending)}
-    return out
+    return {
+        "idle_timeout_s": settings.queueing.idle_timeout,
+        "seconds": round(time.perf_counter() - t, 1),
+        "most_tasks_alive": most_workers,
+        "kopf_memories": len(list(memories.iter_all_memories())),
+    }
 
 
 # --- command line ----------------------------------------------------------------------
@@ -857,7 +882,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", choices=("realistic", "bench"), default="realistic")
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--trace", action="store_true", help="the operator stage, traced")
-    parser.add_argument("--kopf-idle", type=float, help="kopf-listing: idle_timeout (s)")
+    parser.add_argument("--kopf-idle", type=float, help="kopf's idle_timeout (s) to try")
+    parser.add_argument(
+        "--no-kopf", action="store_true", help="operator: without kopf's listing after the sync"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per stage")
     parser.add_argument("--child", help=argparse.SUPPRESS)
 
@@ -869,7 +897,13 @@ def _run_child(args: argparse.Namespace) -> dict[str, Any]:
     if args.child == "bodies":
         return stage_bodies(cluster)
     if args.child == "operator":
-        return stage_operator(cluster, cycles=args.cycles, trace=args.trace)
+        return stage_operator(
+            cluster,
+            cycles=args.cycles,
+            trace=args.trace,
+            with_kopf=not args.no_kopf,
+            idle_timeout=args.kopf_idle,
+        )
     if args.child == "kopf-listing":
         return stage_kopf_listing(cluster, idle_timeout=args.kopf_idle)
     return stage_kopf(cluster)
@@ -887,6 +921,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         f"--shape={args.shape}",
         *(["--trace"] if args.trace else []),
         *([f"--kopf-idle={args.kopf_idle}"] if args.kopf_idle is not None else []),
+        *(["--no-kopf"] if args.no_kopf else []),
     ]
     for stage in args.stages.split(","):
         done = subprocess.run(
