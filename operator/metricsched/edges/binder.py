@@ -31,7 +31,13 @@ from metricsched.edges import kube, observe
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0
-MIN_FENCE_S = 1.0  # a Binding is sent only with at least this much leadership left
+# A Binding is sent only with at least this much leadership left. The client gives up at
+# the fence, but a slow network can still deliver what it sent later: the Lease outlives
+# the fence by lease duration - renew deadline (5 s by default), so a request is safe if
+# it arrives within that slack plus what was left when it was sent. At 1 s, the fault
+# suite's "4 s per chunk" delay (headers and body: 8 s) landed Bindings after the Lease
+# ran out (le-inflight, 3 of 250); at 4 s such a request still arrives in time.
+MIN_FENCE_S = 4.0
 MESSAGE_LIMIT = 1024  # bytes; the API's limit for event notes, kube-scheduler's truncation
 _TRUNCATED_SUFFIX = " ..."
 

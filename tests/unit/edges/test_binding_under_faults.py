@@ -51,9 +51,9 @@ def test_a_binding_within_the_fence_is_sent_with_a_timeout_no_longer_than_the_fe
         return original(*args, **kwargs)
 
     kube_api.api_client.call_api = spy  # type: ignore[method-assign]
-    result = _bind(kube_api, fence=lambda: 3.0, timeout_s=10.0)
+    result = _bind(kube_api, fence=lambda: 6.0, timeout_s=10.0)
     assert result.kind is Kind.BOUND
-    assert seen == [3.0]
+    assert seen == [6.0]
 
 
 # --- read-back of a lost answer ---------------------------------------------------------
