@@ -31,8 +31,6 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import kubernetes.client
-
 import metricsched
 from metricsched import config as config_mod
 from metricsched.core import cycle, decision_record, explain, model, parse, policy, scoring
@@ -168,7 +166,7 @@ def shadow_report(*, kubeconfig: str | None, context: str | None, target: str) -
         print("metricsched shadow: give the policy as NAMESPACE/NAME", file=sys.stderr)
         return 2
     api_client = operator_mod.load_api_client(_kubeconfig(kubeconfig), context=context)
-    custom = kubernetes.client.CustomObjectsApi(api_client)
+    custom = kube.Api(api_client)
     try:
         body = kube.read_json(
             custom.get_namespaced_custom_object(
@@ -212,7 +210,7 @@ def explain_pod(config: config_mod.Config, target: str, *, context: str | None =
     op = operator_mod.Operator(config, api_client)
     op.initial_sync()
     try:
-        raw: Any = op.core.read_namespaced_pod(name, namespace, _preload_content=False)
+        raw: Any = op.api.read_namespaced_pod(name, namespace, _preload_content=False)
         body: dict[str, Any] = json.loads(raw.data)
     except Exception as e:
         print(f"metricsched explain: cannot read pod {target}: {e}", file=sys.stderr)

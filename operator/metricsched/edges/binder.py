@@ -22,7 +22,6 @@ import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 
-import kubernetes.client
 import kubernetes.client.exceptions
 
 from metricsched.core import model
@@ -72,7 +71,7 @@ _ASSIGNED_TO = re.compile(r'is already assigned to node "([^"]*)"')
 
 
 def bind(
-    api: kubernetes.client.CoreV1Api,
+    api: kube.Api,
     *,
     namespace: str,
     name: str,
@@ -149,7 +148,7 @@ def bind(
 
 
 def read_back(
-    api: kubernetes.client.CoreV1Api,
+    api: kube.Api,
     *,
     namespace: str,
     name: str,
@@ -249,7 +248,7 @@ class StatusWrite(enum.StrEnum):
 
 
 def set_pod_scheduled_false(
-    api: kubernetes.client.CoreV1Api,
+    api: kube.Api,
     *,
     namespace: str,
     name: str,
@@ -427,7 +426,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        api: kubernetes.client.CoreV1Api,
+        api: kube.Api,
         *,
         component: str,
         instance: str | None = None,

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-import kubernetes
+from metricsched.edges import kube
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +80,7 @@ class ApiReviews:
     """TokenReview and SubjectAccessReview through the operator's kubernetes ApiClient."""
 
     def __init__(self, api_client: Any, *, timeout_s: float = REVIEW_TIMEOUT_S) -> None:
-        self._authn: Any = kubernetes.client.AuthenticationV1Api(api_client)
-        self._authz: Any = kubernetes.client.AuthorizationV1Api(api_client)
+        self._authn = self._authz = kube.Api(api_client)
         self._timeout = timeout_s
 
     def token_review(self, token: str) -> User | None:

@@ -23,9 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
-import kubernetes.client
-
-from metricsched.edges import binder, observe
+from metricsched.edges import binder, kube, observe
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +47,7 @@ class PolicyEvents:
 
     def __init__(
         self,
-        api: kubernetes.client.CoreV1Api,
+        api: kube.Api,
         *,
         component: str,
         rate_per_s: float = 0.5,

@@ -39,7 +39,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import kubernetes.client
 import kubernetes.client.exceptions
 
 from metricsched.edges import kube
@@ -93,7 +92,7 @@ class Elector:
 
     def __init__(
         self,
-        api: kubernetes.client.CoordinationV1Api,
+        api: kube.Api,
         *,
         namespace: str,
         name: str,
@@ -230,25 +229,31 @@ class Elector:
             raise
         return True
 
-    def _body(self, record: LeaseRecord | None, *, acquiring: bool) -> kubernetes.client.V1Lease:
+    def _body(self, record: LeaseRecord | None, *, acquiring: bool) -> dict[str, Any]:
         now = datetime.datetime.now(datetime.UTC)
         acquired = now if acquiring or record is None else _parse_time(record.acquire_time, now)
-        return kubernetes.client.V1Lease(
-            api_version="coordination.k8s.io/v1",
-            kind="Lease",
-            metadata=kubernetes.client.V1ObjectMeta(
-                name=self.name,
-                namespace=self.namespace,
-                resource_version=record.resource_version if record is not None else None,
-            ),
-            spec=kubernetes.client.V1LeaseSpec(
-                holder_identity=self.identity,
-                lease_duration_seconds=int(self.timing.lease_duration_s),
-                renew_time=now,
-                acquire_time=acquired,
-                lease_transitions=(record.transitions + (1 if acquiring else 0)) if record else 0,
-            ),
-        )
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if record is not None and record.resource_version:
+            metadata["resourceVersion"] = record.resource_version
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": int(self.timing.lease_duration_s),
+                "renewTime": _micro_time(now),
+                "acquireTime": _micro_time(acquired),
+                "leaseTransitions": (
+                    (record.transitions + (1 if acquiring else 0)) if record else 0
+                ),
+            },
+        }
+
+
+def _micro_time(t: datetime.datetime) -> str:
+    """A Lease's MicroTime as client-go writes it: RFC 3339, microseconds, UTC."""
+    return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _parse_time(text: str, default: datetime.datetime) -> datetime.datetime:

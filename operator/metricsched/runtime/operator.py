@@ -66,9 +66,9 @@ class Operator:
     def __init__(self, config: Config, api_client: Any) -> None:
         self.config = config
         self.api_client = api_client
-        self.core = kubernetes.client.CoreV1Api(api_client)
-        self.storage = kubernetes.client.StorageV1Api(api_client)
-        self.custom = kubernetes.client.CustomObjectsApi(api_client)
+        # Every call but the kopf watches goes through this (raw answers, no generated API
+        # classes loaded: see edges/kube.py).
+        self.api = kube.Api(api_client)
         self.metrics = observe.Metrics()
         self.health = observe.HealthState()
         self.cache = cache_mod.ClusterCache()
@@ -78,7 +78,7 @@ class Operator:
             prom.PrometheusConfig.from_config(config), metrics=self.metrics
         )
         self.recorder = binder.EventRecorder(
-            self.core,
+            self.api,
             component=sorted(config.scheduler_names)[0],
             rate_per_s=config.events_per_second,
             burst=config.events_burst,
@@ -87,14 +87,14 @@ class Operator:
         self.post = watches_mod.post_in_thread(self.recorder)
         # Policy events: a budget of their own, re-sent while a warning holds.
         self.policy_events = policy_events.PolicyEvents(
-            self.core, component=sorted(config.scheduler_names)[0], metrics=self.metrics
+            self.api, component=sorted(config.scheduler_names)[0], metrics=self.metrics
         )
         self.scheduler = scheduler_mod.Scheduler(
             config=config,
             cache=self.cache,
             queue=self.queue,
             store=self.store,
-            core_api=self.core,
+            core_api=self.api,
             recorder=self.recorder,
             metrics=self.metrics,
             on_fallback_change=self._fallback_changed,
@@ -107,7 +107,7 @@ class Operator:
             mark=self._mark_status,
         )
         self.status = status_mod.PolicyStatus(
-            custom_api=self.custom,
+            custom_api=self.api,
             policies=lambda: self.cache.policies,
             nodes=self.cache.nodes,
             counters=self._counters,
@@ -144,7 +144,7 @@ class Operator:
         )
         self.scheduler.consistent = self.watches.consistent
         self.reconciler = reconcile_mod.Reconciler(
-            core=self.core,
+            core=self.api,
             cache=self.cache,
             watches=self.watches,
             metrics=self.metrics,
@@ -243,12 +243,12 @@ class Operator:
         attachments once, so that the first cycles see them (the filters for
         namespaceSelector, claims and volume limits); watches keep them."""
         listings = (
-            (self.core.list_namespace, self.watches.on_namespace),
-            (self.core.list_persistent_volume_claim_for_all_namespaces, self.watches.on_claim),
-            (self.core.list_persistent_volume, self.watches.on_volume),
-            (self.storage.list_storage_class, self.watches.on_storage_class),
-            (self.storage.list_csi_node, self.watches.on_csi_node),
-            (self.storage.list_volume_attachment, self.watches.on_volume_attachment),
+            (self.api.list_namespace, self.watches.on_namespace),
+            (self.api.list_persistent_volume_claim_for_all_namespaces, self.watches.on_claim),
+            (self.api.list_persistent_volume, self.watches.on_volume),
+            (self.api.list_storage_class, self.watches.on_storage_class),
+            (self.api.list_csi_node, self.watches.on_csi_node),
+            (self.api.list_volume_attachment, self.watches.on_volume_attachment),
         )
         for list_call, handle in listings:
 
@@ -281,12 +281,12 @@ class Operator:
             delay = min(cap, delay * 2)
 
     def _list_nodes(self, cont: str | None) -> Any:
-        return self.core.list_node(
+        return self.api.list_node(
             limit=500, _continue=cont, _preload_content=False, _request_timeout=(5.0, 60.0)
         )
 
     def _list_pods(self, cont: str | None) -> Any:
-        return self.core.list_pod_for_all_namespaces(
+        return self.api.list_pod_for_all_namespaces(
             limit=500,
             _continue=cont,
             field_selector=POD_FIELD_SELECTOR,
@@ -295,7 +295,7 @@ class Operator:
         )
 
     def _list_policies(self, cont: str | None) -> Any:
-        return self.custom.list_cluster_custom_object(
+        return self.api.list_cluster_custom_object(
             GROUP,
             VERSION,
             PLURAL,
@@ -385,7 +385,7 @@ class Operator:
             ]
             if self.config.leader_elect:
                 self.elector = leader.Elector(
-                    kubernetes.client.CoordinationV1Api(self.api_client),
+                    self.api,
                     namespace=self.config.leader_election_namespace,
                     name=self.config.leader_election_id,
                     identity=leader.default_identity(),

@@ -27,8 +27,6 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import kubernetes.client
-
 from metricsched.core import model
 from metricsched.edges import kube, observe
 from metricsched.runtime import cache as cache_mod
@@ -92,7 +90,7 @@ class Outcome:
     applied: int
 
 
-def fetch(core: kubernetes.client.CoreV1Api) -> Listing:
+def fetch(core: kube.Api) -> Listing:
     """LIST nodes and non-terminal pods (blocking: run in a thread), each object kept as
     ``Listed`` as soon as its page is read."""
     nodes = kube.Paged(
@@ -154,7 +152,7 @@ class Reconciler:
     def __init__(
         self,
         *,
-        core: kubernetes.client.CoreV1Api,
+        core: kube.Api,
         cache: cache_mod.ClusterCache,
         watches: watches_mod.Watches,
         metrics: observe.Metrics,

@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import kubernetes.client
 import kubernetes.client.exceptions
 
 from metricsched.core import model, policy, scoring
@@ -66,7 +65,7 @@ class PolicyStatus:
     def __init__(
         self,
         *,
-        custom_api: kubernetes.client.CustomObjectsApi,
+        custom_api: kube.Api,
         policies: Callable[[], Mapping[model.PolicyKey, model.Policy]],
         nodes: Callable[[], list[model.NodeInfo]],
         counters: Callable[[model.PolicyKey], tuple[int, int]],

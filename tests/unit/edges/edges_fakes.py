@@ -21,7 +21,7 @@ import kubernetes.client
 import pytest
 
 from metricsched.core import model
-from metricsched.edges import observe, prometheus
+from metricsched.edges import kube, observe, prometheus
 
 
 @dataclasses.dataclass
@@ -80,6 +80,9 @@ class FakeServer:
                 self._handle()
 
             def do_PATCH(self) -> None:
+                self._handle()
+
+            def do_PUT(self) -> None:
                 self._handle()
 
             def log_message(self, format: str, *args: object) -> None:
@@ -265,14 +268,15 @@ def fake_kube() -> Iterator[FakeServer]:
     server.close()
 
 
-def core_api(url: str) -> kubernetes.client.CoreV1Api:
+def core_api(url: str) -> kube.Api:
+    """The API object production passes to the edges (``kube.Api``), aimed at ``url``."""
     configuration = kubernetes.client.Configuration()
     configuration.host = url
-    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
+    return kube.Api(kubernetes.client.ApiClient(configuration))
 
 
 @pytest.fixture
-def kube_api(fake_kube: FakeServer) -> kubernetes.client.CoreV1Api:
+def kube_api(fake_kube: FakeServer) -> kube.Api:
     return core_api(fake_kube.url)
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import edges_fakes as fakes
-import kubernetes.client
 
-from metricsched.edges import binder
+from metricsched.edges import binder, kube
 
 
 def test_the_binding_carries_the_annotations_it_is_given_in_one_post(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     record = '{"v":1,"node":"node-3"}'
     binder.bind(

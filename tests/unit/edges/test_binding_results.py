@@ -6,12 +6,12 @@ import edges_fakes as fakes
 import kubernetes.client
 import pytest
 
-from metricsched.edges import binder, observe
+from metricsched.edges import binder, kube, observe
 
 Kind = binder.BindOutcome
 
 
-def bind(api: kubernetes.client.CoreV1Api, **overrides: object) -> binder.BindResult:
+def bind(api: kube.Api, **overrides: object) -> binder.BindResult:
     args: dict[str, object] = {
         "namespace": "shop",
         "name": "web-7d4",
@@ -28,7 +28,7 @@ def conflict(message: str) -> fakes.Responder:
 
 
 def test_binding_posts_exactly_one_binding_with_the_pod_uid_and_node_target(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     result = bind(kube_api)
     assert result == binder.BindResult(kind=Kind.BOUND, message="", http_status=201, node="node-3")
@@ -46,7 +46,7 @@ def test_binding_posts_exactly_one_binding_with_the_pod_uid_and_node_target(
 
 
 def test_already_assigned_is_done_and_names_the_node(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     fake_kube.responder = conflict('pod web-7d4 is already assigned to node "node-9"')
     result = bind(kube_api)
@@ -70,7 +70,7 @@ def test_already_assigned_is_done_and_names_the_node(
 )
 def test_conflicts_are_told_apart_by_the_api_server_message(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     status: int,
     message: str,
     kind: binder.BindOutcome,
@@ -95,7 +95,7 @@ def test_conflicts_are_told_apart_by_the_api_server_message(
 )
 def test_other_statuses_map_to_their_kind(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     status: int,
     reason: str,
     kind: binder.BindOutcome,
@@ -118,7 +118,7 @@ def test_an_unreachable_api_server_leaves_the_outcome_unknown() -> None:
 
 
 def test_a_non_status_error_body_is_kept_as_the_message(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     fake_kube.responder = lambda r: (502, b"bad gateway")
     result = bind(kube_api)
@@ -126,7 +126,7 @@ def test_a_non_status_error_body_is_kept_as_the_message(
 
 
 def test_binding_writes_and_failures_are_counted(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     metrics = observe.Metrics()
     bind(kube_api, metrics=metrics)
@@ -155,7 +155,7 @@ def test_writes_carry_the_clients_credentials_and_refreshed_tokens(
         config.api_key = {"BearerToken": next(tokens)}
 
     configuration.refresh_api_key_hook = refresh
-    api = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
+    api = kube.Api(kubernetes.client.ApiClient(configuration))
     bind(api)
     bind(api)
     assert [r.headers["authorization"] for r in fake_kube.requests] == [

@@ -9,7 +9,7 @@ import edges_fakes as fakes
 import kubernetes.client
 import pytest
 
-from metricsched.edges import binder
+from metricsched.edges import binder, kube
 
 Kind = binder.BindOutcome
 
@@ -21,27 +21,25 @@ def _pod_body(*, uid: str = "uid-123", node: str = "", deleting: bool = False) -
     return {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": {"nodeName": node}}
 
 
-def _read_back(api: kubernetes.client.CoreV1Api) -> binder.BindResult:
+def _read_back(api: kube.Api) -> binder.BindResult:
     return binder.read_back(api, namespace="shop", name="web-7d4", uid="uid-123", node="node-3")
 
 
-def _bind(api: kubernetes.client.CoreV1Api, **kw: Any) -> binder.BindResult:
+def _bind(api: kube.Api, **kw: Any) -> binder.BindResult:
     return binder.bind(api, namespace="shop", name="web-7d4", uid="uid-123", node="node-3", **kw)
 
 
 # --- fencing ----------------------------------------------------------------------------
 
 
-def test_a_fenced_binding_is_not_sent(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
-) -> None:
+def test_a_fenced_binding_is_not_sent(fake_kube: fakes.FakeServer, kube_api: kube.Api) -> None:
     result = _bind(kube_api, fence=lambda: binder.MIN_FENCE_S / 2)
     assert result.kind is Kind.FENCED
     assert fake_kube.requests == []
 
 
 def test_a_binding_within_the_fence_is_sent_with_a_timeout_no_longer_than_the_fence(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     seen: list[object] = []
     original = kube_api.api_client.call_api
@@ -71,7 +69,7 @@ def test_a_binding_within_the_fence_is_sent_with_a_timeout_no_longer_than_the_fe
 )
 def test_a_lost_binding_answer_is_resolved_by_reading_the_pod(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     pod: dict[str, Any],
     kind: binder.BindOutcome,
     node: str,
@@ -83,9 +81,7 @@ def test_a_lost_binding_answer_is_resolved_by_reading_the_pod(
     assert (request.method, request.path) == ("GET", "/api/v1/namespaces/shop/pods/web-7d4")
 
 
-def test_a_deleted_pod_reads_back_as_gone(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
-) -> None:
+def test_a_deleted_pod_reads_back_as_gone(fake_kube: fakes.FakeServer, kube_api: kube.Api) -> None:
     assert _read_back(kube_api).kind is Kind.GONE
 
 
@@ -113,7 +109,7 @@ def test_a_binding_after_other_writes_on_one_pooled_connection_is_not_lost(
     configuration = kubernetes.client.Configuration()
     configuration.host = keep_alive_kube.url
     configuration.connection_pool_maxsize = 1
-    api = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
+    api = kube.Api(kubernetes.client.ApiClient(configuration))
     recorder = binder.EventRecorder(api, component="metricsched")
     pod = binder.ObjectRef.pod(namespace="shop", name="web-7d4", uid="uid-123")
     for _ in range(3):

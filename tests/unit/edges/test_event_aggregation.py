@@ -8,19 +8,16 @@ import socket
 import threading
 
 import edges_fakes as fakes
-import kubernetes.client
 import pytest
 
-from metricsched.edges import binder, observe
+from metricsched.edges import binder, kube, observe
 
 POD = binder.ObjectRef.pod(namespace="shop", name="web-7d4", uid="uid-123")
 FAILED = "0/3 nodes are available: 3 Insufficient cpu."
 Recorded = binder.Recorded
 
 
-def recorder(
-    api: kubernetes.client.CoreV1Api, clock: fakes.FakeClock, **overrides: object
-) -> binder.EventRecorder:
+def recorder(api: kube.Api, clock: fakes.FakeClock, **overrides: object) -> binder.EventRecorder:
     settings: dict[str, object] = {
         "component": "metricsched",
         "instance": "metricsched-7f9c-host1",
@@ -41,7 +38,7 @@ def pod(i: int) -> binder.ObjectRef:
 
 def test_an_event_names_the_pod_by_uid_and_comes_from_the_scheduler(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     rec = recorder(kube_api, clock)
@@ -80,7 +77,7 @@ def test_an_event_names_the_pod_by_uid_and_comes_from_the_scheduler(
 
 def test_pods_are_recorded_by_their_uid_and_the_instance_defaults_to_name_and_host(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     rec = binder.EventRecorder(kube_api, component="metricsched", clock=clock)
@@ -93,7 +90,7 @@ def test_pods_are_recorded_by_their_uid_and_the_instance_defaults_to_name_and_ho
 
 def test_a_long_message_is_cut_to_1024_bytes_with_an_ellipsis_suffix(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     fail(recorder(kube_api, clock), message="é" * 1000)  # 2000 bytes of UTF-8
@@ -104,7 +101,7 @@ def test_a_long_message_is_cut_to_1024_bytes_with_an_ellipsis_suffix(
 
 def test_identical_events_merge_into_one_event_whose_count_is_patched_later(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     rec = recorder(kube_api, clock, patch_interval_s=10.0)
@@ -126,7 +123,7 @@ def test_identical_events_merge_into_one_event_whose_count_is_patched_later(
 
 def test_a_repeat_after_the_interval_patches_at_once(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     rec = recorder(kube_api, clock, patch_interval_s=10.0)
@@ -139,7 +136,7 @@ def test_a_repeat_after_the_interval_patches_at_once(
 
 def test_different_messages_or_objects_are_separate_events(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     rec = recorder(kube_api, clock)
@@ -153,7 +150,7 @@ def test_different_messages_or_objects_are_separate_events(
 
 def test_a_repeat_after_the_merge_window_starts_a_new_event(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     rec = recorder(kube_api, clock, merge_window_s=600.0)
@@ -165,7 +162,7 @@ def test_a_repeat_after_the_merge_window_starts_a_new_event(
 
 def test_a_burst_beyond_the_budget_is_dropped_and_counted_without_blocking(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     metrics = observe.Metrics()
@@ -188,7 +185,7 @@ def test_a_burst_beyond_the_budget_is_dropped_and_counted_without_blocking(
 
 def test_merges_over_the_budget_wait_instead_of_being_lost(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     rec = recorder(kube_api, clock, rate_per_s=1.0, burst=1, patch_interval_s=0.0)
@@ -202,7 +199,7 @@ def test_merges_over_the_budget_wait_instead_of_being_lost(
 
 def test_api_errors_are_counted_and_logged_never_raised(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -217,7 +214,7 @@ def test_api_errors_are_counted_and_logged_never_raised(
 
 def test_a_repeat_of_an_expired_event_posts_a_new_event(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     rec = recorder(kube_api, clock, patch_interval_s=0.0)
@@ -236,7 +233,7 @@ def test_a_repeat_of_an_expired_event_posts_a_new_event(
 
 def test_concurrent_repeats_create_one_event_and_count_every_occurrence(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     rec = recorder(kube_api, clock, patch_interval_s=3600.0)
@@ -253,7 +250,7 @@ def test_concurrent_repeats_create_one_event_and_count_every_occurrence(
 
 def test_the_background_flusher_writes_pending_merges(
     fake_kube: fakes.FakeServer,
-    kube_api: kubernetes.client.CoreV1Api,
+    kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
     rec = recorder(kube_api, clock, patch_interval_s=5.0)

@@ -5,16 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import edges_fakes as fakes
-import kubernetes.client
 
-from metricsched.edges import binder, observe
+from metricsched.edges import binder, kube, observe
 
 MESSAGE = "0/3 nodes are available: 3 Insufficient cpu."
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 
 def set_false(
-    api: kubernetes.client.CoreV1Api,
+    api: kube.Api,
     current: Sequence[Mapping[str, object]],
     **overrides: object,
 ) -> binder.StatusWrite:
@@ -30,7 +29,7 @@ def set_false(
 
 
 def test_the_condition_is_sent_as_a_strategic_merge_patch_of_pod_status(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     assert set_false(kube_api, []) is binder.StatusWrite.WRITTEN
     (request,) = fake_kube.requests
@@ -55,7 +54,7 @@ def test_the_condition_is_sent_as_a_strategic_merge_patch_of_pod_status(
 
 
 def test_an_identical_condition_is_not_written_again(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     current = [
         {"type": "Initialized", "status": "True"},
@@ -72,7 +71,7 @@ def test_an_identical_condition_is_not_written_again(
 
 
 def test_a_new_message_keeps_the_transition_time_of_the_unchanged_status(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     current = [
         {
@@ -90,7 +89,7 @@ def test_a_new_message_keeps_the_transition_time_of_the_unchanged_status(
 
 
 def test_a_long_message_is_truncated_like_kube_scheduler(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     set_false(kube_api, [], message="x" * 2000)
     (condition,) = fake_kube.requests[0].json()["status"]["conditions"]
@@ -99,7 +98,7 @@ def test_a_long_message_is_truncated_like_kube_scheduler(
 
 
 def test_a_deleted_pod_is_gone_and_other_errors_do_not_raise(
-    fake_kube: fakes.FakeServer, kube_api: kubernetes.client.CoreV1Api
+    fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     fake_kube.responder = lambda r: (404, fakes.status_body(404, "NotFound", "pods not found"))
     assert set_false(kube_api, []) is binder.StatusWrite.GONE
@@ -107,7 +106,7 @@ def test_a_deleted_pod_is_gone_and_other_errors_do_not_raise(
     assert set_false(kube_api, []) is binder.StatusWrite.ERROR
 
 
-def test_status_writes_are_counted(kube_api: kubernetes.client.CoreV1Api) -> None:
+def test_status_writes_are_counted(kube_api: kube.Api) -> None:
     metrics = observe.Metrics()
     set_false(kube_api, [], metrics=metrics)
     assert (

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import edges_fakes as fakes
-import kubernetes.client
 import pytest
 
-from metricsched.edges import binder, observe, policy_events
+from metricsched.edges import binder, kube, observe, policy_events
 
 WEB = binder.ObjectRef.policy(namespace="shop", name="web", uid="uid-web")
 API = binder.ObjectRef.policy(namespace="shop", name="api", uid="uid-api")
@@ -14,9 +13,7 @@ FAILED = "metric latency: Unreachable: Prometheus at http://prom:9090 unreachabl
 
 
 @pytest.fixture
-def events(
-    kube_api: kubernetes.client.CoreV1Api, clock: fakes.FakeClock
-) -> policy_events.PolicyEvents:
+def events(kube_api: kube.Api, clock: fakes.FakeClock) -> policy_events.PolicyEvents:
     return policy_events.PolicyEvents(
         kube_api,
         component="metricsched",
@@ -131,7 +128,7 @@ class TestOwnBudget:
     def test_a_burst_of_pod_events_does_not_spend_the_policy_budget(
         self,
         events: policy_events.PolicyEvents,
-        kube_api: kubernetes.client.CoreV1Api,
+        kube_api: kube.Api,
         fake_kube: fakes.FakeServer,
         clock: fakes.FakeClock,
     ) -> None:
@@ -192,7 +189,7 @@ class TestDeletedPolicies:
 
 
 def test_the_posting_thread_posts_a_new_warning_without_waiting_for_its_interval(
-    kube_api: kubernetes.client.CoreV1Api, fake_kube: fakes.FakeServer
+    kube_api: kube.Api, fake_kube: fakes.FakeServer
 ) -> None:
     events = policy_events.PolicyEvents(kube_api, component="metricsched")
     events.start(interval_s=3600.0)

@@ -81,7 +81,7 @@ def _operator(api: PagedApi) -> operator_mod.Operator:
     op = operator_mod.Operator(
         config, kubernetes.client.ApiClient(kubernetes.client.Configuration())
     )
-    op.core = op.storage = op.custom = api  # type: ignore[assignment]
+    op.api = api  # type: ignore[assignment]
     return op
 
 

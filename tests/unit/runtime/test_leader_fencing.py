@@ -53,24 +53,20 @@ class FakeLeases:
     def replace_namespaced_lease(self, name: str, namespace: str, body: Any, **_: Any) -> _Raw:
         self._check()
         assert self.lease is not None
-        if body.metadata.resource_version != self.lease["metadata"]["resourceVersion"]:
+        if body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
             raise kubernetes.client.exceptions.ApiException(status=409, reason="Conflict")
         return self._store(body)
 
     def _store(self, body: Any) -> _Raw:
+        # The wire form the API server takes (the elector sends no generated models).
+        assert body["apiVersion"] == "coordination.k8s.io/v1" and body["kind"] == "Lease"
         self.version += 1
-        spec = body.spec
+        spec = body["spec"]
         self.lease = {
-            "metadata": {"name": body.metadata.name, "resourceVersion": str(self.version)},
-            "spec": {
-                "holderIdentity": spec.holder_identity,
-                "leaseDurationSeconds": spec.lease_duration_seconds,
-                "renewTime": spec.renew_time.isoformat(),
-                "acquireTime": spec.acquire_time.isoformat(),
-                "leaseTransitions": spec.lease_transitions,
-            },
+            "metadata": {"name": body["metadata"]["name"], "resourceVersion": str(self.version)},
+            "spec": dict(spec),
         }
-        self.writes.append(spec.holder_identity)
+        self.writes.append(spec["holderIdentity"])
         return _Raw(self.lease)
 
 
