@@ -21,6 +21,8 @@ Blocking: call from worker threads only.
 from __future__ import annotations
 
 import json
+import math
+import time
 import typing
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -366,4 +368,38 @@ def _load_api_client(kubeconfig: str | None, *, pool_size: int, context: str | N
     # urllib3 keeps this many connections per host: one per Binding in flight, plus the
     # event and status writers (the client's default, 10, would queue the binds).
     cfg.connection_pool_maxsize = pool_size
+    if cfg.refresh_api_key_hook is not None:
+        cfg.refresh_api_key_hook = RefreshAtMost(cfg.refresh_api_key_hook, REFRESH_EVERY_S)
     return kubernetes.client.ApiClient(cfg)
+
+
+# How often the credentials' refresh hook runs at most (see ``RefreshAtMost``).
+REFRESH_EVERY_S = 1.0
+
+
+class RefreshAtMost:
+    """The kubernetes client's credential refresh hook, run at most once per ``every_s``.
+
+    The kubeconfig and in-cluster loaders install a hook that the client calls before
+    every request; besides re-reading an expired token it sets the host, TLS files and
+    proxy on the configuration again (each ``Configuration.host`` set reads the proxy
+    environment): ≈ 50 µs per request, two requests per pod. Tokens still refresh on the
+    loaders' own schedule (an expiry a minute ahead for projected service-account tokens),
+    at most ``every_s`` later."""
+
+    def __init__(
+        self,
+        hook: Callable[[Any], None],
+        every_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._hook = hook
+        self._every = every_s
+        self._clock = clock
+        self._last = -math.inf
+
+    def __call__(self, configuration: Any) -> None:
+        now = self._clock()
+        if now - self._last >= self._every:
+            self._hook(configuration)
+            self._last = now

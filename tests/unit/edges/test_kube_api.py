@@ -207,3 +207,39 @@ def test_the_operator_loads_no_generated_api_module() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
     assert "kubernetes.client.api.core_v1_api" in done.stdout.split()
+
+
+class TestCredentialRefresh:
+    def test_the_hook_runs_at_most_once_per_interval(self) -> None:
+        now = [100.0]
+        calls: list[float] = []
+        hook = kube.RefreshAtMost(lambda _: calls.append(now[0]), 1.0, clock=lambda: now[0])
+        for t in (100.0, 100.2, 100.9, 101.0, 101.5, 102.3):
+            now[0] = t
+            hook(object())
+        assert calls == [100.0, 101.0, 102.3]
+
+    def test_a_loaded_kubeconfig_gets_the_throttled_hook_and_its_token_still_applies(
+        self, tmp_path: Any, fake_kube: fakes.FakeServer
+    ) -> None:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            textwrap.dedent(
+                f"""
+                apiVersion: v1
+                kind: Config
+                clusters: [{{name: c, cluster: {{server: "{fake_kube.url}"}}}}]
+                users: [{{name: u, user: {{token: secret}}}}]
+                contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+                current-context: x
+                """
+            )
+        )
+        client = kube.load_api_client(str(kubeconfig))
+        hook = client.configuration.refresh_api_key_hook
+        assert isinstance(hook, kube.RefreshAtMost)
+        for _ in range(3):
+            with pytest.raises(kubernetes.client.exceptions.ApiException):
+                kube.Api(client).read_namespaced_pod("p", "ns")
+        # The token still rides on every request.
+        assert [r.headers["authorization"] for r in fake_kube.requests] == ["Bearer secret"] * 3
