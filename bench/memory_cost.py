@@ -529,7 +529,7 @@ def _pager(count: int, item: Callable[[int], dict[str, Any]]) -> Callable[..., _
 
 
 class FakeCore:
-    """``CoreV1Api``/``StorageV1Api``/``CustomObjectsApi``'s LIST calls, from a Cluster."""
+    """``kube.Api``'s LIST calls, from a Cluster."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.list_node = _pager(cluster.nodes, cluster.node)
@@ -663,9 +663,9 @@ def stage_operator(
     config = config_mod.from_args(argparse.Namespace(), env={})
     api = kubernetes.client.ApiClient(kubernetes.client.Configuration())
     op = operator_mod.Operator(config, api)
-    out["constructed"] = proc_status()  # the kubernetes client's API classes load lazily
+    out["constructed"] = proc_status()
     fake = FakeCore(cluster)
-    op.core = op.storage = op.custom = fake  # type: ignore[assignment]
+    op.api = fake  # type: ignore[assignment]
     op.reconciler._core = fake  # type: ignore[assignment]
     t = time.perf_counter()
     op.initial_sync()

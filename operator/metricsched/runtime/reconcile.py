@@ -42,23 +42,26 @@ SETTLE_S = 1.0
 @dataclasses.dataclass(frozen=True, slots=True)
 class Listed:
     """A listed object as the reconciler keeps it until ``apply``: its metadata's
-    identity and resourceVersion, and the whole body as compressed JSON, decoded only if
-    it is applied. The whole LIST is held at once: a Deployment's pod of ≈ 6 KB of JSON
-    takes ≈ 38 KB as Python objects and ≈ 1.7 KB so (``python -m bench memory``)."""
+    identity and resourceVersion, and, if it may be applied, the whole body as compressed
+    JSON, decoded only then. The whole LIST is held at once: a Deployment's pod of ≈ 6 KB
+    of JSON takes ≈ 38 KB as Python objects, ≈ 1.7 KB so, and its identity alone ≈ 0.3 KB
+    (``python -m bench memory``)."""
 
     meta: Mapping[str, Any]  # name, namespace, uid and resourceVersion only
-    encoded: bytes  # zlib(JSON)
+    encoded: bytes  # zlib(JSON); empty if the body was not kept
 
     @classmethod
-    def of(cls, body: Mapping[str, Any]) -> Listed:
+    def of(cls, body: Mapping[str, Any], *, keep_body: bool = True) -> Listed:
         meta = body.get("metadata") or {}
+        identity = {key: meta[key] for key in _IDENTITY if key in meta}
+        if not keep_body:
+            return cls(meta=identity, encoded=b"")
         text = json.dumps(body, separators=(",", ":"))
-        return cls(
-            meta={key: meta[key] for key in _IDENTITY if key in meta},
-            encoded=zlib.compress(text.encode(), 1),
-        )
+        return cls(meta=identity, encoded=zlib.compress(text.encode(), 1))
 
-    def body(self) -> Mapping[str, Any]:
+    def body(self) -> Mapping[str, Any] | None:
+        if not self.encoded:
+            return None
         decoded: Mapping[str, Any] = json.loads(zlib.decompress(self.encoded))
         return decoded
 
@@ -79,7 +82,7 @@ def _meta(item: Item) -> Mapping[str, Any]:
     return item.meta if isinstance(item, Listed) else (item.get("metadata") or {})
 
 
-def _body(item: Item) -> Mapping[str, Any]:
+def _body(item: Item) -> Mapping[str, Any] | None:
     return item.body() if isinstance(item, Listed) else item
 
 
@@ -90,9 +93,17 @@ class Outcome:
     applied: int
 
 
-def fetch(core: kube.Api) -> Listing:
+def fetch(core: kube.Api, cache: cache_mod.ClusterCache | None = None) -> Listing:
     """LIST nodes and non-terminal pods (blocking: run in a thread), each object kept as
-    ``Listed`` as soon as its page is read."""
+    ``Listed`` as soon as its page is read.
+
+    With ``cache``, an object keeps its body only if it is newer than the cache's copy
+    when listed (one dict lookup per object, safe from this thread): the cache's
+    resourceVersion of an object only grows while it holds the object, so one that is not
+    newer now is not newer at ``apply`` either, unless the cache let it go meanwhile (a
+    deletion, a terminal phase, a Binding that found it gone): a newer event, which a
+    stale listed copy must not undo. A quiet re-list then costs an identity per object,
+    not a compressed body."""
     nodes = kube.Paged(
         lambda cont: core.list_node(
             limit=500, _continue=cont, _preload_content=False, _request_timeout=(5.0, 60.0)
@@ -107,11 +118,26 @@ def fetch(core: kube.Api) -> Listing:
             _request_timeout=(5.0, 60.0),
         )
     )
-    kept_nodes = [Listed.of(body) for body in nodes]
-    kept_pods = [Listed.of(body) for body in pods]
+    kept_nodes = [Listed.of(body, keep_body=_node_newer(cache, body)) for body in nodes]
+    kept_pods = [Listed.of(body, keep_body=_pod_newer(cache, body)) for body in pods]
     return Listing(
         nodes=kept_nodes, nodes_version=nodes.version, pods=kept_pods, pods_version=pods.version
     )
+
+
+def _node_newer(cache: cache_mod.ClusterCache | None, body: Mapping[str, Any]) -> bool:
+    if cache is None:
+        return True
+    meta = body.get("metadata") or {}
+    name = model.NodeName(str(meta.get("name", "")))
+    return cache_mod.resource_version(meta) > cache.node_version(name)
+
+
+def _pod_newer(cache: cache_mod.ClusterCache | None, body: Mapping[str, Any]) -> bool:
+    if cache is None:
+        return True
+    meta = body.get("metadata") or {}
+    return cache_mod.resource_version(meta) > cache.pod_version(str(meta.get("uid", "")))
 
 
 def apply(
@@ -129,8 +155,10 @@ def apply(
         name = model.NodeName(str(meta.get("name", "")))
         node_names.add(name)
         if cache_mod.resource_version(meta) > cache.node_version(name):
-            on_node("MODIFIED", _body(item))
-            applied += 1
+            body = _body(item)
+            if body is not None:  # None: the cache let it go after the LIST (see fetch)
+                on_node("MODIFIED", body)
+                applied += 1
     node_ghosts = cache.node_ghosts(node_names, list_version=listing.nodes_version)
     for name in node_ghosts:
         cache.remove_node(name, resource_version=listing.nodes_version)
@@ -140,8 +168,10 @@ def apply(
         uid = str(meta.get("uid", ""))
         uids.add(uid)
         if cache_mod.resource_version(meta) > cache.pod_version(uid):
-            on_pod("MODIFIED", _body(item))
-            applied += 1
+            body = _body(item)
+            if body is not None:  # None: the cache let it go after the LIST (see fetch)
+                on_pod("MODIFIED", body)
+                applied += 1
     pod_ghosts = cache.pod_ghosts(uids, list_version=listing.pods_version)
     for uid in pod_ghosts:
         cache.remove_pod(uid, resource_version=listing.pods_version)
@@ -177,7 +207,7 @@ class Reconciler:
 
     async def once(self) -> Outcome | None:
         try:
-            listing = await asyncio.to_thread(fetch, self._core)
+            listing = await asyncio.to_thread(fetch, self._core, self._cache)
         except Exception as e:
             logger.warning("re-list failed (%s); retrying", kube.describe_error(e))
             if not self._watches.consistent.is_set():

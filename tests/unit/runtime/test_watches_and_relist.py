@@ -248,3 +248,45 @@ def test_a_fetched_relist_applies_the_bodies_exactly_as_listed() -> None:
     assert seen == [missed]
     assert sorted(n.name for n in w.cache.nodes()) == ["missed-node", "n1"]
     assert set(w.cache.pending) == {"uid-missed-pending"}
+
+
+def test_a_relist_keeps_bodies_only_of_objects_newer_than_the_cache() -> None:
+    w = _watches()
+    w.on_node("ADDED", _node("n1", "5"))
+    w.on_pod("ADDED", _pod("same", "6", node="n1"))
+    w.on_pod("ADDED", _pod("changed", "7"))
+    changed = _pod("changed", "12")
+    changed["spec"]["tolerations"] = [{"key": "k", "operator": "Exists", "effect": ""}]
+    core = ListingCore(
+        [_node("n1", "5"), _node("new-node", "11")],
+        [_pod("same", "6", node="n1"), changed, _pod("new", "13")],
+    )
+    listing = reconcile.fetch(core, w.cache)  # type: ignore[arg-type]
+    kept = {
+        item.meta["name"]: bool(item.encoded)  # type: ignore[union-attr]
+        for item in (*listing.nodes, *listing.pods)
+    }
+    assert kept == {"n1": False, "new-node": True, "same": False, "changed": True, "new": True}
+    outcome = reconcile.apply(listing, cache=w.cache, on_pod=w.on_pod, on_node=w.on_node)
+    assert (outcome.nodes_removed, outcome.pods_removed, outcome.applied) == (0, 0, 3)
+    assert sorted(n.name for n in w.cache.nodes()) == ["n1", "new-node"]
+    assert set(w.cache.pending) == {"uid-changed", "uid-new"}
+    assert w.cache.pending["uid-changed"].tolerations  # the listed body, applied
+
+
+def test_a_relist_does_not_bring_back_what_the_cache_let_go_after_the_list() -> None:
+    # Listed while Running; then the watch saw it finish (no tombstone: a terminal phase
+    # frees its node) before the re-list was applied: the stale listed copy stays out.
+    w = _watches()
+    w.on_node("ADDED", _node("n1", "5"))
+    w.on_pod("ADDED", _pod("job", "6", node="n1"))
+    listing = reconcile.fetch(
+        ListingCore([_node("n1", "5")], [_pod("job", "6", node="n1")]), w.cache
+    )  # type: ignore[arg-type]
+    finished = _pod("job", "9", node="n1")
+    finished["status"]["phase"] = "Succeeded"
+    w.on_pod("MODIFIED", finished)
+    assert w.cache.snapshot(now=0.0).nodes["n1"].requested.milli_cpu == 0
+    outcome = reconcile.apply(listing, cache=w.cache, on_pod=w.on_pod, on_node=w.on_node)
+    assert outcome.applied == 0
+    assert w.cache.snapshot(now=0.0).nodes["n1"].requested.milli_cpu == 0
