@@ -291,6 +291,18 @@ class ClusterCache:
     def pod_version(self, uid: str) -> int:
         return self._pod_rv.get(uid, 0)
 
+    def holds_pod_version(self, uid: str, resource_version: str) -> bool:
+        """True if the cache holds this pod at ``resource_version`` or later: a copy with
+        nothing new (kopf's listing after the operator's own LIST brings every unchanged
+        object again). Unknown versions (0) never count as held."""
+        rv = _rv(resource_version)
+        return 0 < rv <= self._pod_rv.get(uid, 0)
+
+    def holds_node_version(self, name: model.NodeName, resource_version: str) -> bool:
+        """``holds_pod_version`` for a node."""
+        rv = _rv(resource_version)
+        return 0 < rv <= self._node_rv.get(name, 0)
+
     def node_version(self, name: model.NodeName) -> int:
         return self._node_rv.get(name, 0)
 

@@ -102,6 +102,8 @@ class Watches:
             self.cache.remove_pod(uid, resource_version=version)
             self.queue.done(uid)
             return
+        if self.cache.holds_pod_version(uid, version):
+            return  # a copy the cache already holds, or an older one (kopf's listing)
         spec = body.get("spec") or {}
         ours = spec.get("schedulerName") in self.config.scheduler_names and (
             not self._namespaces or meta.get("namespace") in self._namespaces
@@ -140,13 +142,14 @@ class Watches:
         self._seen(event_type)
         meta = body.get("metadata") or {}
         name = model.NodeName(str(meta.get("name", "")))
+        version = str(meta.get("resourceVersion") or "")
         if event_type == "DELETED":
-            self.cache.remove_node(name, resource_version=str(meta.get("resourceVersion") or ""))
+            self.cache.remove_node(name, resource_version=version)
             return
+        if self.cache.holds_node_version(name, version):
+            return  # a copy the cache already holds, or an older one (kopf's listing)
         try:
-            self.cache.upsert_node(
-                parse.node_from_body(body), resource_version=str(meta.get("resourceVersion") or "")
-            )
+            self.cache.upsert_node(parse.node_from_body(body), resource_version=version)
         except parse.ParseError as e:
             logger.warning("ignoring node %s: %s", name, e)
 
