@@ -372,6 +372,8 @@ class Operator:
                 len(self.cache.policies),
             )
             self.queue.sync(self.cache.pending)
+            # Decisions wait for kopf's first listing to be reconciled (reconcile.py).
+            self.watches.consistent.clear()
             tasks = [
                 asyncio.create_task(self.scheduler.run(self.stop), name="scheduler"),
                 asyncio.create_task(

@@ -11,10 +11,12 @@ event loop, in one step:
 - applies listed objects newer than what the cache has (missed ADDED or MODIFIED), except
   pods whose deletion was already seen (tombstones in the cache).
 
-It runs shortly after kopf (re-)lists, and every ``interval_s`` as a safety net.
-Scheduling waits (``Watches.consistent``) from a re-list until its reconciliation is
-done. A failed LIST is logged and retried soon (scheduling keeps waiting); it never
-stops the operator.
+It runs once kopf's (re-)listing has gone quiet, and every ``interval_s`` as a safety
+net. Scheduling waits (``Watches.consistent``) from a re-list until its reconciliation is
+done, and at start from the operator's own LIST until kopf's first listing has been
+reconciled (as kube-scheduler waits for its informers to sync): a decision taken in the
+middle of that listing would have to stop for it. A failed LIST is logged and retried
+soon (scheduling keeps waiting); it never stops the operator.
 """
 
 from __future__ import annotations
@@ -34,9 +36,13 @@ from metricsched.runtime import watches as watches_mod
 
 logger = logging.getLogger("metricsched.reconcile")
 
-# After kopf's (re-)listing starts, gather the re-lists of the other resources this long
-# before one LIST serves them all (order does not matter: resourceVersions decide).
+# After kopf's (re-)listing, wait until it has been quiet this long (the re-lists of the
+# other resources gathered too) before one LIST serves them all (order does not matter:
+# resourceVersions decide).
 SETTLE_S = 1.0
+# At start, scheduling waits for kopf's first listing to be reconciled (see module doc);
+# should kopf list nothing this long, a reconciliation runs anyway.
+FIRST_LISTING_WAIT_S = 10.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -195,15 +201,29 @@ class Reconciler:
         self._interval = interval_s
 
     async def run(self, stop: asyncio.Event) -> None:
+        timeout = min(self._interval, FIRST_LISTING_WAIT_S)
         while not stop.is_set():
             try:
-                await asyncio.wait_for(self._watches.relisted.wait(), timeout=self._interval)
-                await asyncio.sleep(SETTLE_S)  # let kopf's listing arrive first
+                await asyncio.wait_for(self._watches.relisted.wait(), timeout=timeout)
+                await self._listing_done()
             except TimeoutError:
                 pass
+            timeout = self._interval
             self._watches.relisted.clear()
             if await self.once() is not None and not self._watches.relisted.is_set():
+                if not self._watches.consistent.is_set():
+                    logger.info("watches listed and reconciled: scheduling")
                 self._watches.consistent.set()
+
+    async def _listing_done(self) -> None:
+        """Wait until kopf's listing has been quiet for ``SETTLE_S``: listing thousands of
+        objects takes kopf seconds, and a LIST taken in the middle of it would be followed
+        by another (and another) while scheduling waits."""
+        while True:
+            self._watches.relisted.clear()
+            await asyncio.sleep(SETTLE_S)
+            if not self._watches.relisted.is_set():
+                return
 
     async def once(self) -> Outcome | None:
         try:

@@ -321,3 +321,79 @@ def test_a_copy_at_a_version_the_cache_holds_is_not_applied_again() -> None:
     assert w.cache.snapshot(now=0.0).nodes["n1"].node.unschedulable
     w.on_pod("MODIFIED", tolerating(""))  # no version: never taken as already held
     assert w.cache.pending["uid-p"].tolerations[0].key == "none"
+
+
+class CountingCore(FakeCore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lists = 0
+
+    def list_node(self, **kw: Any) -> _Raw:
+        self.lists += 1
+        return super().list_node(**kw)
+
+
+def _reconciler(w: watches_mod.Watches, core: FakeCore) -> reconcile.Reconciler:
+    return reconcile.Reconciler(
+        core=core,  # type: ignore[arg-type]
+        cache=w.cache,
+        watches=w,
+        metrics=w.metrics,
+        interval_s=60.0,
+    )
+
+
+def test_a_long_listing_is_reconciled_once_after_it_has_gone_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(reconcile, "SETTLE_S", 0.1)
+    w = _watches()
+    core = CountingCore()
+    r = _reconciler(w, core)
+
+    async def go() -> tuple[int, bool, int]:
+        stop = asyncio.Event()
+        task = asyncio.create_task(r.run(stop))
+        for i in range(20):  # kopf lists for 0.6 s: an event every 30 ms
+            w.on_node(None, _node(f"listed-{i}", str(10 + i)))
+            await asyncio.sleep(0.03)
+        during = core.lists
+        await asyncio.wait_for(w.consistent.wait(), timeout=5)
+        consistent = w.consistent.is_set()
+        stop.set()
+        task.cancel()
+        return during, consistent, core.lists
+
+    during, consistent, lists = asyncio.run(go())
+    assert during == 0  # no LIST while the listing goes on
+    assert consistent
+    assert lists == 1
+
+
+def test_at_start_scheduling_waits_for_kopfs_first_listing_or_a_bounded_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The operator clears `consistent` after its own LIST; kopf listing nothing (an
+    # empty cluster) must not keep scheduling waiting for the whole re-list interval.
+    monkeypatch.setattr(reconcile, "FIRST_LISTING_WAIT_S", 0.2)
+    w = _watches()
+    w.consistent.clear()
+    core = CountingCore()
+    r = _reconciler(w, core)
+
+    async def go() -> tuple[bool, float, int]:
+        stop = asyncio.Event()
+        started = asyncio.get_running_loop().time()
+        task = asyncio.create_task(r.run(stop))
+        await asyncio.sleep(0.1)
+        early = w.consistent.is_set()
+        await asyncio.wait_for(w.consistent.wait(), timeout=5)
+        waited = asyncio.get_running_loop().time() - started
+        stop.set()
+        task.cancel()
+        return early, waited, core.lists
+
+    early, waited, lists = asyncio.run(go())
+    assert not early
+    assert 0.2 <= waited < 5
+    assert lists == 1
