@@ -178,19 +178,23 @@ class FakeCore:
         return _Raw({"metadata": {"resourceVersion": "50"}, "items": []})
 
 
-def test_scheduling_waits_from_a_relist_until_its_reconciliation_is_done(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(reconcile, "SETTLE_S", 0.0)
-    w = _watches()
-    core = FakeCore()
-    r = reconcile.Reconciler(
+def _reconciler(w: watches_mod.Watches, core: FakeCore) -> reconcile.Reconciler:
+    return reconcile.Reconciler(
         core=core,  # type: ignore[arg-type]
         cache=w.cache,
         watches=w,
         metrics=w.metrics,
         interval_s=60.0,
     )
+
+
+def test_scheduling_waits_from_a_relist_until_its_reconciliation_is_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(reconcile, "SETTLE_S", 0.0)
+    w = _watches()
+    core = FakeCore()
+    r = _reconciler(w, core)
     w.on_node("ADDED", _node("ghost", "6"))
     assert w.consistent.is_set()
     core.fail = True
@@ -331,16 +335,6 @@ class CountingCore(FakeCore):
     def list_node(self, **kw: Any) -> _Raw:
         self.lists += 1
         return super().list_node(**kw)
-
-
-def _reconciler(w: watches_mod.Watches, core: FakeCore) -> reconcile.Reconciler:
-    return reconcile.Reconciler(
-        core=core,  # type: ignore[arg-type]
-        cache=w.cache,
-        watches=w,
-        metrics=w.metrics,
-        interval_s=60.0,
-    )
 
 
 def test_a_long_listing_is_reconciled_once_after_it_has_gone_quiet(
