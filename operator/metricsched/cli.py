@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import os
 import pathlib
 import sys
@@ -210,8 +209,11 @@ def explain_pod(config: config_mod.Config, target: str, *, context: str | None =
     op = operator_mod.Operator(config, api_client)
     op.initial_sync()
     try:
-        raw: Any = op.api.read_namespaced_pod(name, namespace, _preload_content=False)
-        body: dict[str, Any] = json.loads(raw.data)
+        body = kube.read_json(
+            op.api.read_namespaced_pod(
+                name, namespace, _preload_content=False, _request_timeout=(5.0, 30.0)
+            )
+        )
     except Exception as e:
         print(f"metricsched explain: cannot read pod {target}: {e}", file=sys.stderr)
         return 1

@@ -104,34 +104,41 @@ def write(
     )
 
 
+# A call to ``Api`` that names no ``_request_timeout`` still ends (the generated client's
+# default is none at all).
+DEFAULT_TIMEOUT_S = 60.0
+
+
 class Api:
     """The kubernetes API calls the operator makes besides ``write``, by the generated
     client's method names and arguments (``limit``, ``_continue``, ``field_selector``,
-    ``_request_timeout``), always with raw answers (the generated methods'
-    ``_preload_content=False``; the argument is accepted and must not be True)."""
+    ``_request_timeout``, by default ``DEFAULT_TIMEOUT_S``), always with raw answers (the
+    generated methods' ``_preload_content=False``; the argument is accepted and must not
+    be True)."""
 
     def __init__(self, api_client: Any) -> None:
         self.api_client = api_client
 
     def _get(self, resource_path: str, kw: Mapping[str, Any]) -> urllib3.BaseHTTPResponse:
-        if kw.get("_preload_content", False):
-            raise ValueError("kube.Api answers raw (_preload_content=False) only")
-        query: list[tuple[str, str | int]] = []
-        for arg, name in (("limit", "limit"), ("_continue", "continue")):
-            if kw.get(arg):
-                query.append((name, kw[arg]))
-        if kw.get("field_selector"):
-            query.append(("fieldSelector", kw["field_selector"]))
-        return request(
-            self.api_client, "GET", resource_path, query=query, timeout_s=kw.get("_request_timeout")
-        )
+        query: list[tuple[str, str | int]] = [
+            (name, kw[arg])
+            for arg, name in (
+                ("limit", "limit"),
+                ("_continue", "continue"),
+                ("field_selector", "fieldSelector"),
+            )
+            if kw.get(arg)
+        ]
+        return self._send("GET", resource_path, None, kw, query=query)
 
     def _send(
         self,
-        method: typing.Literal["POST", "PUT", "PATCH"],
+        method: typing.Literal["GET", "POST", "PUT", "PATCH"],
         resource_path: str,
-        body: Mapping[str, Any],
+        body: Mapping[str, Any] | None,
         kw: Mapping[str, Any],
+        *,
+        query: Sequence[tuple[str, str | int]] = (),
         content_type: str = "application/json",
     ) -> urllib3.BaseHTTPResponse:
         if kw.get("_preload_content", False):
@@ -141,7 +148,8 @@ class Api:
             method,
             resource_path,
             body,
-            timeout_s=kw.get("_request_timeout"),
+            query=query,
+            timeout_s=kw.get("_request_timeout", DEFAULT_TIMEOUT_S),
             content_type=content_type,
         )
 

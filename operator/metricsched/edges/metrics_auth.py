@@ -80,12 +80,12 @@ class ApiReviews:
     """TokenReview and SubjectAccessReview through the operator's kubernetes ApiClient."""
 
     def __init__(self, api_client: Any, *, timeout_s: float = REVIEW_TIMEOUT_S) -> None:
-        self._authn = self._authz = kube.Api(api_client)
+        self._api = kube.Api(api_client)
         self._timeout = timeout_s
 
     def token_review(self, token: str) -> User | None:
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview"}
-        resp = self._authn.create_token_review(
+        resp = self._api.create_token_review(
             {**body, "spec": {"token": token}},
             _preload_content=False,
             _request_timeout=self._timeout,
@@ -113,7 +113,7 @@ class ApiReviews:
         if user.extra:
             spec["extra"] = {k: list(v) for k, v in user.extra}
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}
-        resp = self._authz.create_subject_access_review(
+        resp = self._api.create_subject_access_review(
             {**body, "spec": spec}, _preload_content=False, _request_timeout=self._timeout
         )
         status = _json(resp).get("status") or {}

@@ -132,18 +132,18 @@ def fetch(core: kube.Api, cache: cache_mod.ClusterCache | None = None) -> Listin
 
 
 def _node_newer(cache: cache_mod.ClusterCache | None, body: Mapping[str, Any]) -> bool:
-    if cache is None:
-        return True
     meta = body.get("metadata") or {}
     name = model.NodeName(str(meta.get("name", "")))
-    return cache_mod.resource_version(meta) > cache.node_version(name)
+    return cache is None or not cache.holds_node_version(name, _version(meta))
 
 
 def _pod_newer(cache: cache_mod.ClusterCache | None, body: Mapping[str, Any]) -> bool:
-    if cache is None:
-        return True
     meta = body.get("metadata") or {}
-    return cache_mod.resource_version(meta) > cache.pod_version(str(meta.get("uid", "")))
+    return cache is None or not cache.holds_pod_version(str(meta.get("uid", "")), _version(meta))
+
+
+def _version(meta: Mapping[str, Any]) -> str:
+    return str(meta.get("resourceVersion") or "")
 
 
 def apply(

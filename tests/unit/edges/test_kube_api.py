@@ -243,3 +243,16 @@ class TestCredentialRefresh:
                 kube.Api(client).read_namespaced_pod("p", "ns")
         # The token still rides on every request.
         assert [r.headers["authorization"] for r in fake_kube.requests] == ["Bearer secret"] * 3
+
+
+def test_a_call_without_a_timeout_gets_the_default_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+
+    def fake_request(*args: Any, timeout_s: Any = None, **kw: Any) -> None:
+        seen.append(timeout_s)
+
+    monkeypatch.setattr(kube, "request", fake_request)
+    api = kube.Api(object())
+    api.read_namespaced_pod("p", "ns")
+    api.list_node(_request_timeout=(5.0, 60.0))
+    assert seen == [kube.DEFAULT_TIMEOUT_S, (5.0, 60.0)]
