@@ -54,14 +54,19 @@ def _sign(metric: model.MetricSpec) -> float:
     return 1.0 if metric.goal is model.Goal.MINIMIZE else -1.0
 
 
-def _declared_amounts(spec: model.EstimateSpec, recent: columns.RecentPods) -> columns.Floats:
-    """Each recent pod's declared amount (millicores or bytes), k-major like ``recent.at``."""
+def _declared_amounts(
+    spec: model.EstimateSpec, recent: columns.RecentPods, slots: columns.Rows, rows: columns.Rows
+) -> columns.Floats:
+    """The declared amounts (millicores or bytes) of the recent pods at (slots, rows)."""
     cpu = spec.resource is model.EstimateResource.CPU
     if spec.source is model.EstimateFrom.AMOUNT:
-        return np.full(recent.at.shape, float(spec.amount))
+        return np.full(len(slots), float(spec.amount))
     if spec.source is model.EstimateFrom.LIMITS:
-        return (recent.cpu_limit if cpu else recent.memory_limit) * spec.factor
-    return (recent.cpu if cpu else recent.memory) * spec.factor
+        found = recent.cpu_limit if cpu else recent.memory_limit
+    else:
+        found = recent.cpu if cpu else recent.memory
+    amounts: columns.Floats = found[slots, rows] * spec.factor
+    return amounts
 
 
 def pod_amount(spec: model.EstimateSpec, pod: model.PodInfo) -> float:
@@ -92,13 +97,13 @@ def _per_workload(
     default: float,
 ) -> columns.Floats:
     """The learned value of each workload number in ``ids`` (its own, else the overall,
-    else ``default``); computed once per distinct workload present."""
-    fallback = default if overall is None else overall
-    out = np.full(ids.shape, fallback)
-    for number in np.unique(ids).tolist():
-        value = by_workload.get(names[number]) if number else None
-        if value is not None:
-            out[ids == number] = value
+    else ``default``); looked up once per distinct workload present."""
+    out = np.full(len(ids), default if overall is None else overall)
+    if by_workload:
+        for number in np.unique(ids).tolist():
+            value = by_workload.get(names[number]) if number else None
+            if value is not None:
+                out[ids == number] = value
     return out
 
 
@@ -127,32 +132,37 @@ def estimates(
 ) -> columns.Floats:
     """What to add to each row's sample of ``metric``: the pods bound to it that its sample
     does not reflect yet, and ``pod`` itself. ``refreshed`` is each row's sample time
-    (-inf: none; such rows are missing anyway). Zeros when the metric has no estimate."""
+    (-inf: none; such rows are missing anyway). Zeros when the metric has no estimate.
+    Only the recent pods still counted are visited (few, outside a burst)."""
     spec = metric.estimate
-    if not spec.active or not len(rows):
-        return np.zeros(len(rows))
+    size = len(rows)
+    if not spec.active or not size:
+        return np.zeros(size)
+    if spec.source is model.EstimateFrom.LEARNED and (learned is None or learned.per_pod is None):
+        return np.zeros(size)  # nothing learned yet
     recent = table.recent
-    at = recent.at[:, rows]
-    live = at > (refreshed - spec.settle_s)[np.newaxis, :]
-    ids = np.where(live, recent.workload[:, rows], 0)
+    live_slots, live_at = np.nonzero(recent.at[:, rows] > (refreshed - spec.settle_s))
+    live_rows = rows[live_at]
+    ids = recent.workload[live_slots, live_rows]
     if spec.source is model.EstimateFrom.LEARNED:
-        by = learned.per_pod_by_workload if learned else {}
-        overall = learned.per_pod if learned else None
+        assert learned is not None
+        by, overall = learned.per_pod_by_workload, learned.per_pod
         per_pod = _per_workload(ids, recent.workload_names, by, overall, default=0.0)
-        pending = np.where(live, per_pod, 0.0).sum(axis=0)
-        own = _workload_value(pod, by, overall) or 0.0
-        total: columns.Floats = pending + own
+        pending = np.bincount(live_at, weights=per_pod, minlength=size)
+        total: columns.Floats = pending.astype(np.float64) + (
+            _workload_value(pod, by, overall) or 0.0
+        )
         return total
     ratio = learned if spec.learn else None
     by_ratio = ratio.ratio_by_workload if ratio else {}
     overall_ratio = ratio.ratio if ratio else None
-    amounts = _declared_amounts(spec, recent)[:, rows]
+    amounts = _declared_amounts(spec, recent, live_slots, live_rows)
     factors = _per_workload(ids, recent.workload_names, by_ratio, overall_ratio, default=1.0)
-    pending_amount = np.where(live, amounts * factors, 0.0).sum(axis=0)
+    pending_amount = np.bincount(live_at, weights=amounts * factors, minlength=size)
     own_amount = pod_amount(spec, pod) * (_workload_value(pod, by_ratio, overall_ratio) or 1.0)
-    size = allocatable(spec, table)[rows].astype(np.float64)
+    available = allocatable(spec, table)[rows].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(size > 0, (pending_amount + own_amount) / size, np.inf)
+        share = np.where(available > 0, (pending_amount + own_amount) / available, np.inf)
     signed: columns.Floats = _sign(metric) * share
     return signed
 
@@ -221,5 +231,5 @@ def declared_share(
     size = float(allocatable(spec, table)[row])
     if size <= 0:
         return 0.0
-    amount = float(_declared_amounts(spec, table.recent)[slot, row])
+    amount = float(_declared_amounts(spec, table.recent, np.array([slot]), np.array([row]))[0])
     return _sign(metric) * amount / size
