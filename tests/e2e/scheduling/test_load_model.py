@@ -18,9 +18,11 @@ import os
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import LOADMODEL_SCRAPE, Cluster, pod_body, wait_for
 from tests.e2e.scheduling.conftest import (
@@ -174,12 +176,14 @@ BURST_NODES = [("4", 0.10), ("4", 0.70), ("8", 0.10), ("16", 0.60)]
 BURST_PODS = 20  # request 50m each, use uniform(0.3,0.5) cores: ≈ 8 cores in all
 THRESHOLD = 0.8
 SETTLE_S = 30
-ESTIMATE_ON = {
-    "from": "Amount",
-    "resource": "cpu",
-    "amount": "400m",
-    "settleTime": f"{SETTLE_S}s",
-}
+# The policy is manifests/examples/cpu-estimate-policy.yaml: its estimate is 400m per pod,
+# settling in 30 s (checked here, since the test's waits depend on it).
+EXAMPLE = yaml.safe_load(
+    (Path(__file__).parents[3] / "manifests/examples/cpu-estimate-policy.yaml").read_text()
+)
+ESTIMATE_ON: dict[str, Any] = EXAMPLE["spec"]["metrics"][0]["estimate"]
+assert ESTIMATE_ON["settleTime"] == f"{SETTLE_S}s"
+assert EXAMPLE["spec"]["metrics"][0]["threshold"] == {"max": 0.8}
 
 
 def burst_estimate() -> dict[str, Any] | None:
@@ -195,16 +199,13 @@ def burst_estimate() -> dict[str, Any] | None:
 
 
 def burst_policy(estimate: dict[str, Any] | None) -> dict[str, Any]:
+    """The example's spec with ``estimate`` in place of its own (None: none written)."""
     metric: dict[str, Any] = {
-        "name": "cpu",
-        "prometheus": {"query": "max by (node) (node_cpu_utilisation)", "nodeLabel": "node"},
-        "weight": 1,
-        "goal": "Minimize",
-        "threshold": {"max": THRESHOLD},
+        k: v for k, v in EXAMPLE["spec"]["metrics"][0].items() if k != "estimate"
     }
     if estimate is not None:
         metric["estimate"] = estimate
-    return {"metrics": [metric], "kubeScores": METRICS_ONLY}
+    return {**EXAMPLE["spec"], "metrics": [metric], "kubeScores": METRICS_ONLY}
 
 
 def settled(
