@@ -18,6 +18,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 import prometheus_client
 import prometheus_client.core
@@ -41,6 +42,9 @@ REFRESH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 # (policy, metric) -> age in seconds of the freshest value; read at scrape time.
 AgeSource = Callable[[], Mapping[tuple[str, str], float]]
+# policy -> its maxMetricAge in seconds; read at scrape time.
+MaxAgeSource = Callable[[], Mapping[str, float]]
+_K = TypeVar("_K")
 
 
 class Metrics:
@@ -72,6 +76,12 @@ class Metrics:
             "Pods waiting in the scheduling queue.",
             registry=r,
         )
+        self.oldest_pending_age = prometheus_client.Gauge(
+            "metricsched_oldest_pending_pod_age_seconds",
+            "Age (since its creation) of the oldest pod waiting in the scheduling queue; "
+            "0 when none waits.",
+            registry=r,
+        )
         self.metric_refresh_duration = prometheus_client.Histogram(
             "metricsched_metric_refresh_duration_seconds",
             "Duration of the Prometheus query that refreshed a policy's metric.",
@@ -94,6 +104,13 @@ class Metrics:
             "metricsched_fallback_decisions_total",
             "Decisions taken by a policy's fallback strategy, by strategy and reason kind.",
             ["strategy", "reason_kind"],
+            registry=r,
+        )
+        self.policy_fallback = prometheus_client.Gauge(
+            "metricsched_policy_fallback_active",
+            "1 while a policy's latest decision was taken by its fallback strategy (metrics "
+            "unavailable, stale or too few nodes reporting), 0 once its metrics decide again.",
+            ["policy"],
             registry=r,
         )
         self.binding_errors = prometheus_client.Counter(
@@ -165,6 +182,7 @@ class Metrics:
         # (policy, metric) pairs with labelled series, so a deleted policy's can be removed.
         self._policy_lock = threading.Lock()
         self._policy_metrics: set[tuple[str, str]] = set()
+        self._fallback_policies: set[str] = set()
 
     def set_shadow_summary(
         self, *, policy: str, agreement: float, advantages: Mapping[str, float]
@@ -186,13 +204,24 @@ class Metrics:
             with contextlib.suppress(KeyError):
                 self.shadow_evaluations.remove(policy, result)
 
-    def set_metric_age_source(self, source: AgeSource | None) -> None:
-        """Export ``metricsched_metric_age_seconds`` from ``source``, read at scrape time.
+    def set_metric_age_source(
+        self, source: AgeSource | None, max_ages: MaxAgeSource | None = None
+    ) -> None:
+        """Export ``metricsched_metric_age_seconds`` from ``source``, read at scrape time,
+        and beside each age its policy's maxMetricAge from ``max_ages``
+        (``metricsched_metric_max_age_seconds``, same labels: an alert compares the two).
 
         The age is computed when scraped (e.g. from ``MetricStore.ages``), so it keeps
         growing while refreshes fail instead of freezing at the last value set.
         """
         self._ages.source = source
+        self._ages.max_ages = max_ages
+
+    def set_policy_fallback(self, *, policy: str, active: bool) -> None:
+        """Whether ``policy``'s latest decision was taken by its fallback strategy."""
+        with self._policy_lock:
+            self._fallback_policies.add(policy)
+        self.policy_fallback.labels(policy=policy).set(1 if active else 0)
 
     def observe_refresh(self, *, policy: str, metric: str, seconds: float) -> None:
         """Record one refresh of a policy's metric (its per-policy series is remembered
@@ -213,6 +242,11 @@ class Metrics:
         how many metrics of it had series."""
         with self._policy_lock:
             gone = [pm for pm in self._policy_metrics if pm[0] == policy]
+            had_fallback = policy in self._fallback_policies
+            self._fallback_policies.discard(policy)
+        if had_fallback:
+            with contextlib.suppress(KeyError):
+                self.policy_fallback.remove(policy)
         for _, metric in gone:
             self.forget_policy_metric(policy=policy, metric=metric)
         return len(gone)
@@ -235,6 +269,7 @@ class Metrics:
 class _AgeCollector(prometheus_client.registry.Collector):
     def __init__(self) -> None:
         self.source: AgeSource | None = None
+        self.max_ages: MaxAgeSource | None = None
 
     def collect(self) -> Iterable[prometheus_client.core.Metric]:
         family = prometheus_client.core.GaugeMetricFamily(
@@ -243,16 +278,28 @@ class _AgeCollector(prometheus_client.registry.Collector):
             " that returned it).",
             labels=["policy", "metric"],
         )
-        source = self.source
-        if source is not None:
-            try:
-                ages = source()
-            except Exception:  # a scrape must never fail because of a callback
-                logger.warning("metric age source failed", exc_info=True)
-                ages = {}
-            for (policy, metric), age in sorted(ages.items()):
-                family.add_metric([policy, metric], age)
+        limits = prometheus_client.core.GaugeMetricFamily(
+            "metricsched_metric_max_age_seconds",
+            "The policy's maxMetricAge, beside each metric's age: a metric older than this"
+            " is stale and its policy places pods by its fallback.",
+            labels=["policy", "metric"],
+        )
+        ages = _call(self.source, "metric age source") if self.source is not None else {}
+        max_ages = _call(self.max_ages, "max age source") if self.max_ages is not None else {}
+        for (policy, metric), age in sorted(ages.items()):
+            family.add_metric([policy, metric], age)
+            if policy in max_ages:
+                limits.add_metric([policy, metric], max_ages[policy])
         yield family
+        yield limits
+
+
+def _call(source: Callable[[], Mapping[_K, float]], what: str) -> Mapping[_K, float]:
+    try:
+        return source()
+    except Exception:  # a scrape must never fail because of a callback
+        logger.warning("%s failed", what, exc_info=True)
+        return {}
 
 
 # --- health ----------------------------------------------------------------------------

@@ -179,6 +179,10 @@ class Operator:
     def _mark_status(self, key: model.PolicyKey) -> None:
         self.status.mark(key)
 
+    def _max_metric_ages(self) -> dict[str, float]:
+        # Read on the HTTP thread at scrape time: dict() copies the map in one step.
+        return {key: p.max_metric_age_s for key, p in dict(self.cache.policies).items()}
+
     def _fallback_changed(self, key: model.PolicyKey, active: bool, reason: str) -> None:
         if active:
             self._post_policy_event(
@@ -357,7 +361,9 @@ class Operator:
                 max_workers=self.config.bind_concurrency + 8, thread_name_prefix="api"
             )
         )
-        self.metrics.set_metric_age_source(lambda: self.store.ages(time.time()))
+        self.metrics.set_metric_age_source(
+            lambda: self.store.ages(time.time()), max_ages=self._max_metric_ages
+        )
         self.recorder.start()
         self.policy_events.start()
         heartbeat = asyncio.create_task(self._heartbeat(), name="heartbeat")

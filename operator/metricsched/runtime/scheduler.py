@@ -35,6 +35,8 @@ logger = logging.getLogger("metricsched.scheduler")
 
 # How many pods one pass of the loop decides before yielding to the watches.
 _BATCH = 64
+# The oldest pending pod's age is exported at most this often (it walks every pending pod).
+_BACKLOG_EXPORT_S = 1.0
 # Every pending pod the cache knows is re-checked against the queue this often.
 _RESYNC_S = 30.0
 # How long a node keeps the resources of a pod whose Binding answer was lost and which
@@ -86,6 +88,7 @@ class Scheduler:
         self._capacity = asyncio.Event()
         self._seen_generation = -1
         self._last_resync = 0.0
+        self._backlog_exported_at = -float("inf")
         self.active = asyncio.Event()  # set while this replica may schedule (leader)
         # The elector's fence (seconds this replica may still write as leader); None
         # without leader election.
@@ -135,8 +138,21 @@ class Scheduler:
                     logger.exception("scheduling attempt failed", extra={"pod": pod.key})
                     self.metrics.attempts.labels(result="error").inc()
                     self.queue.retry_later(uid, now=now)
-            self.metrics.pending_pods.set(len(self.cache.pending))
+            self.export_backlog(time.time())
             await asyncio.sleep(0)  # let the watches in between batches
+
+    def export_backlog(self, now: float) -> None:
+        """Export how many pods wait and, at most once a second (it walks every pending
+        pod), how old the oldest of them is."""
+        self.metrics.pending_pods.set(len(self.cache.pending))
+        if now - self._backlog_exported_at < _BACKLOG_EXPORT_S:
+            return
+        self._backlog_exported_at = now
+        oldest = min(
+            (p.creation_timestamp for p in self.cache.pending.values() if p.creation_timestamp),
+            default=now,
+        )
+        self.metrics.oldest_pending_age.set(max(0.0, now - oldest))
 
     def _wake_on_changes(self, now: float) -> None:
         """Cluster or policy changes that may help waiting pods move them back; changed
@@ -224,6 +240,7 @@ class Scheduler:
             ).inc()
         if active != counters.fallback_active:
             counters.fallback_active = active
+            self.metrics.set_policy_fallback(policy=decision.policy, active=active)
             counters.fallback_reason = decision.fallback_reason
             if self._on_fallback_change is not None:
                 self._on_fallback_change(decision.policy, active, decision.fallback_reason)

@@ -155,3 +155,30 @@ def test_close_releases_the_port(health: observe.HealthState, metrics: observe.M
     closer.close()
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_each_metric_age_is_exported_beside_its_policy_max_metric_age(
+    metrics: observe.Metrics,
+) -> None:
+    metrics.set_metric_age_source(
+        lambda: {("shop/web", "latency"): 90.0, ("shop/gone", "cpu"): 5.0},
+        max_ages=lambda: {"shop/web": 60.0},
+    )
+    value = metrics.registry.get_sample_value
+    labels = {"policy": "shop/web", "metric": "latency"}
+    assert value("metricsched_metric_max_age_seconds", labels) == 60.0
+    assert value("metricsched_metric_age_seconds", labels) == 90.0
+    # A policy the cache no longer holds has an age but no limit to compare it with.
+    assert (
+        value("metricsched_metric_max_age_seconds", {"policy": "shop/gone", "metric": "cpu"})
+        is None
+    )
+
+
+def test_a_failing_max_age_source_leaves_the_ages_exported(metrics: observe.Metrics) -> None:
+    def broken() -> dict[str, float]:
+        raise RuntimeError("boom")
+
+    metrics.set_metric_age_source(lambda: {("shop/web", "latency"): 9.0}, max_ages=broken)
+    labels = {"policy": "shop/web", "metric": "latency"}
+    assert metrics.registry.get_sample_value("metricsched_metric_age_seconds", labels) == 9.0
