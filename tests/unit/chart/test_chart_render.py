@@ -523,6 +523,9 @@ def test_the_dashboard_charts_only_metrics_the_operator_exports():
         "metricsched_metric_age_seconds",
         "metricsched_fallback_decisions_total",
         "metricsched_prometheus_errors_total",
+        "metricsched_leader",
+        "metricsched_shadow_agreement_ratio",
+        "metricsched_api_writes_total",
     ):
         assert wanted in used
     assert any("histogram_quantile(0.99" in e for e in exprs)

@@ -83,3 +83,9 @@ two releases in one namespace (say, two scheduler names) do not share a leader.
 {{- define "metricsched.tokenDir" -}}/etc/metricsched/prometheus-token{{- end }}
 {{- define "metricsched.caDir" -}}/etc/metricsched/prometheus-ca{{- end }}
 {{- define "metricsched.metricsCertDir" -}}/etc/metricsched/metrics-cert{{- end }}
+
+{{/* Labels of one alert: (list $ severity). */}}
+{{- define "metricsched.alertLabels" -}}
+{{- $root := index . 0 }}
+{{- merge (dict "severity" (index . 1)) $root.Values.prometheusRule.alertLabels | toYaml }}
+{{- end }}

@@ -1,0 +1,163 @@
+"""The chart's PrometheusRule: the alerts as helm renders them, run by ``promtool test rules``.
+
+The rule group is rendered with the pinned helm (release ``metricsched`` in namespace
+``metricsched``, so the series selector is the one the chart's ServiceMonitor gives), written
+beside the promtool test files of tests/unit/chart/alerts/, and each file's input series
+must fire, or not fire, each alert as it says. promtool is Debian's ``prometheus`` package
+(``make deps``); every alert names only series the operator exports.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import chart_helpers as ch
+import pytest
+import yaml
+
+from metricsched.edges import observe
+
+ALERT_TESTS = sorted((Path(__file__).parent / "alerts").glob("*_test.yaml"))
+ALERTS = {
+    "MetricschedNoLeader",
+    "MetricschedPolicyOnFallback",
+    "MetricschedMetricsStale",
+    "MetricschedPendingPodTooOld",
+    "MetricschedBacklogGrowing",
+    "MetricschedPrometheusErrors",
+    "MetricschedBindingFailures",
+    "MetricschedShadowDrops",
+}
+
+
+def _promtool() -> str:
+    found = shutil.which("promtool") or (
+        "/usr/bin/promtool" if Path("/usr/bin/promtool").exists() else None
+    )
+    if found is None:
+        pytest.skip("promtool is missing: `make deps` installs Debian's prometheus package")
+    return found
+
+
+def _rule(*sets: str) -> ch.Manifest:
+    return ch.one(ch.render("prometheusRule.enabled=true", *sets), "PrometheusRule")
+
+
+def _rules_file(directory: Path, *sets: str) -> Path:
+    path = directory / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": _rule(*sets)["spec"]["groups"]}))
+    return path
+
+
+def _alerts(rule: ch.Manifest) -> dict[str, dict[str, object]]:
+    return {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+
+
+def test_the_rule_is_off_by_default_and_every_alert_is_on_with_it() -> None:
+    assert "PrometheusRule" not in ch.kinds(ch.render())
+    assert set(_alerts(_rule())) == ALERTS
+
+
+def test_promtool_accepts_the_rendered_rules(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [_promtool(), "check", "rules", str(_rules_file(tmp_path))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"SUCCESS: {len(ALERTS)} rules found" in out.stdout
+
+
+@pytest.mark.parametrize("tests", ALERT_TESTS, ids=lambda p: p.name.removesuffix("_test.yaml"))
+def test_each_alert_fires_on_its_series_and_only_on_them(tests: Path, tmp_path: Path) -> None:
+    _rules_file(tmp_path)
+    shutil.copy(tests, tmp_path / tests.name)
+    out = subprocess.run(
+        [_promtool(), "test", "rules", tests.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_alert_has_a_promtool_test_that_fires_it() -> None:
+    fired = set()
+    for path in ALERT_TESTS:
+        for test in yaml.safe_load(path.read_text())["tests"]:
+            for case in test.get("alert_rule_test", []):
+                if case.get("exp_alerts"):
+                    fired.add(case["alertname"])
+    assert fired == ALERTS
+
+
+def test_the_alerts_read_only_metrics_the_operator_exports() -> None:
+    exported = set(
+        re.findall(r"^# TYPE (\S+) ", observe.Metrics().exposition().decode(), re.MULTILINE)
+    )
+    counters = {n.removesuffix("_total") for n in exported}
+    used = {
+        name
+        for alert in _alerts(_rule()).values()
+        for name in re.findall(r"\bmetricsched_\w+", str(alert["expr"]))
+    }
+    assert used
+    assert {
+        n for n in used if n not in exported and n.removesuffix("_total") not in counters
+    } == set()
+
+
+def test_every_alert_links_its_runbook_entry() -> None:
+    runbook = (ch.ROOT / "docs" / "operating.md").read_text()
+    headings = {
+        m.lower() for m in re.findall(r"^#+\s+`?(Metricsched\w+)`?\s*$", runbook, re.MULTILINE)
+    }
+    for name, alert in _alerts(_rule()).items():
+        annotations = alert["annotations"]
+        assert isinstance(annotations, dict)
+        assert annotations["runbook_url"] == f"docs/operating.md#{name.lower()}"
+        assert name.lower() in headings, f"no runbook entry for {name}"
+
+
+def test_thresholds_durations_labels_and_the_selector_are_values() -> None:
+    rule = _rule(
+        "prometheusRule.labels.release=kube-prometheus-stack",
+        "prometheusRule.alertLabels.team=platform",
+        'prometheusRule.selector=job="sched"',
+        "prometheusRule.runbookUrl=https://git.example.com/docs/operating.md",
+        "prometheusRule.alerts.pendingPodTooOld.minutes=30",
+        "prometheusRule.alerts.policyOnFallback.for=15m",
+        "prometheusRule.alerts.noLeader.severity=page",
+        "prometheusRule.alerts.shadowDrops.enabled=false",
+    )
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    alerts = _alerts(rule)
+    assert "MetricschedShadowDrops" not in alerts
+    assert alerts["MetricschedPendingPodTooOld"]["expr"].endswith("> 30 * 60")
+    assert alerts["MetricschedPolicyOnFallback"]["for"] == "15m"
+    assert alerts["MetricschedNoLeader"]["labels"] == {"severity": "page", "team": "platform"}
+    for alert in alerts.values():
+        assert 'metricsched_leader{job="sched"}' in alert["expr"] or "{job=" in alert["expr"]
+        assert str(alert["annotations"]["runbook_url"]).startswith("https://git.example.com/")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "prometheusRule.alerts.noLeader.for=1 minute",
+        "prometheusRule.alerts.prometheusErrors.ratio=2",
+        "prometheusRule.alerts.pendingPodTooOld.minutes=0",
+        "prometheusRule.alerts.bindingFailures.ignoredResults={Bound}",
+        "prometheusRule.alerts.noLeaderr.for=1m",
+        "prometheusRule.alerts.backlogGrowing.window=10 minutes",
+    ],
+)
+def test_alert_values_outside_the_schema_are_refused(bad: str) -> None:
+    assert "values don't meet the specifications of the schema" in ch.render_error(
+        "prometheusRule.enabled=true", bad
+    )
