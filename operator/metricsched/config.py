@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from collections.abc import Mapping, Sequence
 
 from metricsched.core import model, policy, promql_guard
@@ -48,6 +49,14 @@ class Config:
     query_rules: promql_guard.Rules = dataclasses.field(default_factory=promql_guard.Rules)
     max_result_series: int = 10_000
     max_result_bytes: int = 8 * 1024 * 1024
+    # More Prometheus credentials (README "Operator flags"): extra headers such as a
+    # Mimir/Cortex tenant's X-Scope-OrgID, basic auth, a client certificate. Only the
+    # paths of the files holding secrets are kept here.
+    prometheus_headers: tuple[tuple[str, str], ...] = ()
+    prometheus_username: str | None = None
+    prometheus_password_file: str | None = None
+    prometheus_cert_file: str | None = None
+    prometheus_key_file: str | None = None
 
 
 def _env_bool(value: str) -> bool:
@@ -102,6 +111,35 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="file with a bearer token for Prometheus [METRICSCHED_PROMETHEUS_TOKEN_FILE]",
     )
     a("--prometheus-ca-file", help="CA bundle for Prometheus TLS [METRICSCHED_PROMETHEUS_CA_FILE]")
+    a(
+        "--prometheus-header",
+        action="append",
+        dest="prometheus_headers",
+        metavar="NAME=VALUE",
+        help="HTTP header sent with every Prometheus query, e.g. X-Scope-OrgID=team-a for a "
+        "Mimir or Cortex tenant; repeatable; not for secrets (Authorization is refused: use "
+        "the token or basic auth) [METRICSCHED_PROMETHEUS_HEADERS, comma-separated]",
+    )
+    a(
+        "--prometheus-username",
+        help="username for HTTP basic auth to Prometheus, with --prometheus-password-file "
+        "[METRICSCHED_PROMETHEUS_USERNAME]",
+    )
+    a(
+        "--prometheus-password-file",
+        help="file with the basic-auth password, read for every query, never logged "
+        "[METRICSCHED_PROMETHEUS_PASSWORD_FILE]",
+    )
+    a(
+        "--prometheus-cert-file",
+        help="client certificate (PEM) presented to Prometheus over TLS, with "
+        "--prometheus-key-file [METRICSCHED_PROMETHEUS_CERT_FILE]",
+    )
+    a(
+        "--prometheus-key-file",
+        help="private key (PEM, unencrypted) of the client certificate "
+        "[METRICSCHED_PROMETHEUS_KEY_FILE]",
+    )
     a(
         "--prometheus-insecure-skip-verify",
         action="store_const",
@@ -297,11 +335,30 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         raise ConfigError(str(e)) from e
     if events_rate <= 0:
         raise ConfigError("events per second must be positive")
+    headers = tuple(_header(h) for h in pick_list("prometheus_headers", "PROMETHEUS_HEADERS", []))
+    token_file = pick("prometheus_token_file", "PROMETHEUS_TOKEN_FILE", "") or None
+    username = pick("prometheus_username", "PROMETHEUS_USERNAME", "") or None
+    password_file = pick("prometheus_password_file", "PROMETHEUS_PASSWORD_FILE", "") or None
+    if (username is None) != (password_file is None):
+        raise ConfigError("basic auth needs both a Prometheus username and a password file")
+    if username is not None and token_file is not None:
+        raise ConfigError(
+            "set a Prometheus bearer token file or basic auth, not both: each is the "
+            "Authorization header"
+        )
+    if username is not None and ":" in username:
+        raise ConfigError("a basic-auth username cannot contain ':'")
+    cert_file = pick("prometheus_cert_file", "PROMETHEUS_CERT_FILE", "") or None
+    key_file = pick("prometheus_key_file", "PROMETHEUS_KEY_FILE", "") or None
+    if (cert_file is None) != (key_file is None):
+        raise ConfigError("a Prometheus client certificate needs both a cert file and a key file")
+    if cert_file is not None and not url.startswith("https://"):
+        raise ConfigError("a Prometheus client certificate needs an https:// Prometheus URL")
     return Config(
         kubeconfig=pick("kubeconfig", "KUBECONFIG", "") or None,
         scheduler_names=frozenset(names),
         prometheus_url=url,
-        prometheus_token_file=pick("prometheus_token_file", "PROMETHEUS_TOKEN_FILE", "") or None,
+        prometheus_token_file=token_file,
         prometheus_ca_file=pick("prometheus_ca_file", "PROMETHEUS_CA_FILE", "") or None,
         prometheus_verify_tls=not insecure,
         query_timeout_s=timeout,
@@ -330,4 +387,33 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         max_result_bytes=_byte_size(
             pick("max_result_bytes", "MAX_RESULT_BYTES", "8Mi"), name="MAX_RESULT_BYTES"
         ),
+        prometheus_headers=headers,
+        prometheus_username=username,
+        prometheus_password_file=password_file,
+        prometheus_cert_file=cert_file,
+        prometheus_key_file=key_file,
     )
+
+
+# An HTTP field name (RFC 9110 token); credentials have flags of their own.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+def _header(item: str) -> tuple[str, str]:
+    """``NAME=VALUE`` of --prometheus-header; the value is never echoed in errors."""
+    name, sep, value = item.partition("=")
+    name, value = name.strip(), value.strip()
+    if not sep or not _HEADER_NAME.match(name):
+        raise ConfigError(
+            f"METRICSCHED_PROMETHEUS_HEADERS: not NAME=VALUE with a valid header name: {name!r}"
+        )
+    if name.lower() in _CREDENTIAL_HEADERS:
+        raise ConfigError(
+            f"METRICSCHED_PROMETHEUS_HEADERS: {name} carries credentials; use "
+            "--prometheus-token-file or --prometheus-username/--prometheus-password-file, "
+            "whose secrets stay in files"
+        )
+    if any(c in value for c in "\r\n\0"):
+        raise ConfigError(f"METRICSCHED_PROMETHEUS_HEADERS: the value of {name} has a line break")
+    return name, value

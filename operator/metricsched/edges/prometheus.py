@@ -16,6 +16,7 @@ Blocking (``requests`` underneath): call from a worker thread, never the event l
 
 from __future__ import annotations
 
+import base64
 import collections
 import dataclasses
 import logging
@@ -49,13 +50,20 @@ _DETAIL_LIMIT = 160  # characters of a scrubbed Prometheus error kept in a messa
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PrometheusConfig:
-    """How to reach Prometheus. The token is read from ``token_file`` on every request
-    (projected service-account tokens rotate) and is never logged or reported."""
+    """How to reach Prometheus. The token (``token_file``) or the basic-auth password
+    (``password_file``) is read on every request (projected service-account tokens and
+    mounted Secrets rotate) and is never logged or reported; so is the client key."""
 
     url: str
     token_file: str | None = None
     ca_file: str | None = None
     verify_tls: bool = True
+    # Sent with every request, e.g. (("X-Scope-OrgID", "team-a"),) for a Mimir tenant.
+    headers: tuple[tuple[str, str], ...] = ()
+    username: str | None = None  # basic auth, with password_file
+    password_file: str | None = None
+    cert_file: str | None = None  # client certificate, with key_file (PEM)
+    key_file: str | None = None
     timeout_s: float = 5.0  # per attempt, connect and read each
     retries: int = 1  # extra attempts on connection errors and 502/503/504
     # Caps on one answer (bytes, series).
@@ -71,6 +79,11 @@ class PrometheusConfig:
             token_file=config.prometheus_token_file,
             ca_file=config.prometheus_ca_file,
             verify_tls=config.prometheus_verify_tls,
+            headers=config.prometheus_headers,
+            username=config.prometheus_username,
+            password_file=config.prometheus_password_file,
+            cert_file=config.prometheus_cert_file,
+            key_file=config.prometheus_key_file,
             timeout_s=config.query_timeout_s,
             limits=prom_http.Limits(
                 max_bytes=config.max_result_bytes, max_series=config.max_result_series
@@ -138,6 +151,40 @@ class _BearerTokenFile(requests.auth.AuthBase):
         return f"<bearer token from {self.path}>"
 
 
+class _BasicAuthFile(requests.auth.AuthBase):
+    """Sets ``Authorization: Basic ...`` from a username and a password file read fresh
+    for every request (a mounted Secret may be rotated)."""
+
+    def __init__(self, username: str, path: str) -> None:
+        self.username = username
+        self.path = path
+        # The last passwords and encoded credentials sent, only to scrub them from messages.
+        self.recent: collections.deque[str] = collections.deque(maxlen=4)
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        try:
+            password = pathlib.Path(self.path).read_text(encoding="utf-8").rstrip("\r\n")
+        except OSError as e:
+            raise _QueryError(
+                model.QueryErrorKind.UNREACHABLE,
+                f"cannot read the basic-auth password file {self.path}: {e.strerror or e}",
+            ) from None
+        if not password:
+            raise _QueryError(
+                model.QueryErrorKind.UNREACHABLE,
+                f"the basic-auth password file {self.path} is empty",
+            )
+        credentials = base64.b64encode(f"{self.username}:{password}".encode()).decode("ascii")
+        for secret in (password, credentials):
+            if secret not in self.recent:
+                self.recent.append(secret)
+        request.headers["Authorization"] = f"Basic {credentials}"
+        return request
+
+    def __repr__(self) -> str:
+        return f"<basic auth for {self.username} with the password from {self.path}>"
+
+
 class PrometheusSource:
     """One Prometheus server behind one ``PrometheusConnect`` (one HTTP connection pool).
 
@@ -156,11 +203,20 @@ class PrometheusSource:
     def __init__(self, config: PrometheusConfig, *, metrics: observe.Metrics | None = None):
         self._config = config
         self._metrics = metrics
-        self._auth = _BearerTokenFile(config.token_file) if config.token_file else None
+        self._auth: _BearerTokenFile | _BasicAuthFile | None = None
+        if config.token_file:
+            self._auth = _BearerTokenFile(config.token_file)
+        elif config.username is not None and config.password_file:
+            self._auth = _BasicAuthFile(config.username, config.password_file)
         self._url = config.url.rstrip("/")
         session = requests.Session()
         session.verify = config.ca_file or config.verify_tls
         session.auth = self._auth  # requests applies it to every request of the session
+        session.headers.update(dict(config.headers))
+        if config.cert_file and config.key_file:
+            # Loaded by each new connection's TLS context: a renewed certificate is used
+            # from the next connection on.
+            session.cert = (config.cert_file, config.key_file)
         retry = urllib3.util.retry.Retry(
             total=config.retries,
             backoff_factor=0.2,
@@ -346,6 +402,14 @@ class PrometheusSource:
                 f"Prometheus at {self._display_url} unreachable: {message}",
                 connect=connect,
             ) from None
+        except OSError as e:
+            # requests raises a bare OSError for a client certificate or key file it cannot
+            # find; the message names the path, never the key.
+            raise _QueryError(
+                model.QueryErrorKind.UNREACHABLE,
+                f"Prometheus at {self._display_url} unreachable: {e.strerror or e}",
+                connect=True,
+            ) from None
 
     def _http_failure(self, e: prom_http.HttpStatusError) -> _QueryError:
         status = e.status
@@ -364,7 +428,8 @@ class PrometheusSource:
             return _QueryError(
                 model.QueryErrorKind.UNREACHABLE,
                 f"Prometheus at {self._display_url} refused access (HTTP {status}):"
-                " check the bearer token and its permissions",
+                " check the credentials (bearer token, basic auth, client certificate)"
+                " and their permissions",
             )
         hint = ""
         if status == 404:

@@ -85,6 +85,10 @@ def instant_query(
         timeout=(timeout_s, timeout_s),
         stream=True,
         allow_redirects=False,
+        # Given per request: otherwise requests lets REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE in
+        # the environment override the session's CA file (psf/requests#3829).
+        verify=session.verify,
+        cert=session.cert,
     )
     try:
         if response.status_code != 200:

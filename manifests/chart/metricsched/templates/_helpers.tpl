@@ -83,6 +83,17 @@ two releases in one namespace (say, two scheduler names) do not share a leader.
 {{- define "metricsched.tokenDir" -}}/etc/metricsched/prometheus-token{{- end }}
 {{- define "metricsched.caDir" -}}/etc/metricsched/prometheus-ca{{- end }}
 {{- define "metricsched.metricsCertDir" -}}/etc/metricsched/metrics-cert{{- end }}
+{{- define "metricsched.passwordDir" -}}/etc/metricsched/prometheus-password{{- end }}
+{{- define "metricsched.clientCertDir" -}}/etc/metricsched/prometheus-client-cert{{- end }}
+
+{{/* prometheus.headers as METRICSCHED_PROMETHEUS_HEADERS: NAME=VALUE,... sorted by name. */}}
+{{- define "metricsched.prometheusHeaders" -}}
+{{- $pairs := list }}
+{{- range $name := keys . | sortAlpha }}
+{{- $pairs = append $pairs (printf "%s=%s" $name (index $ $name)) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
 
 {{/* Labels of one alert: (list $ severity). */}}
 {{- define "metricsched.alertLabels" -}}
