@@ -30,6 +30,8 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import kubernetes.client
+
 import metricsched
 from metricsched import config as config_mod
 from metricsched.core import cycle, decision_record, explain, model, parse, policy, scoring
@@ -82,7 +84,10 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int
     run = sub.add_parser("run", help="run the operator (schedules pods)")
     config_mod.add_run_arguments(run)
     ex = sub.add_parser(
-        "explain", help="show why a pod went where it is, and where it would go now"
+        "explain",
+        help="show why a pod went where it is, and where it would go now",
+        description="Explains a pod with the policies of the install its spec.schedulerName "
+        "names; --scheduler-name overrides that name.",
     )
     ex.add_argument("pod", metavar="NAMESPACE/POD")
     _client_arguments(ex, run_flags=True)
@@ -131,7 +136,13 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int
             return 1
         return 0
     try:
-        return explain_pod(config, args.pod, context=getattr(args, "context", None))
+        override = [n.strip() for v in args.scheduler_names or () for n in v.split(",")]
+        return explain_pod(
+            config,
+            args.pod,
+            context=getattr(args, "context", None),
+            scheduler_names=frozenset(n for n in override if n) or None,
+        )
     except (operator_mod.CrdMissingError, operator_mod.KubeconfigError) as e:
         print(f"metricsched: {e}", file=sys.stderr)
         return 1
@@ -200,17 +211,23 @@ def shadow_report(*, kubeconfig: str | None, context: str | None, target: str) -
     return 0
 
 
-def explain_pod(config: config_mod.Config, target: str, *, context: str | None = None) -> int:
+def explain_pod(
+    config: config_mod.Config,
+    target: str,
+    *,
+    context: str | None = None,
+    scheduler_names: frozenset[str] | None = None,
+) -> int:
+    """Explain ``target`` with the policies of the install its spec.schedulerName names
+    (``scheduler_names``, from --scheduler-name, overrides it)."""
     namespace, sep, name = target.partition("/")
     if not sep or not namespace or not name:
         print("metricsched explain: give the pod as NAMESPACE/NAME", file=sys.stderr)
         return 2
     api_client = operator_mod.load_api_client(_kubeconfig(config.kubeconfig), context=context)
-    op = operator_mod.Operator(config, api_client)
-    op.initial_sync()
     try:
         body = kube.read_json(
-            op.api.read_namespaced_pod(
+            kubernetes.client.CoreV1Api(api_client).read_namespaced_pod(
                 name, namespace, _preload_content=False, _request_timeout=(5.0, 30.0)
             )
         )
@@ -218,6 +235,18 @@ def explain_pod(config: config_mod.Config, target: str, *, context: str | None =
         print(f"metricsched explain: cannot read pod {target}: {e}", file=sys.stderr)
         return 1
     pod = parse.pod_from_body(body)
+    scope = explain.scope(pod, _namespace_policies(api_client, namespace), override=scheduler_names)
+    if scope.scheduler_names != config.scheduler_names:
+        print(
+            "note: explaining with the policies of schedulerName "
+            + ", ".join(sorted(scope.scheduler_names))
+            + (" (--scheduler-name)" if scheduler_names else "")
+        )
+        config = dataclasses.replace(config, scheduler_names=scope.scheduler_names)
+    for line in explain.elsewhere_notes(pod, scope.elsewhere):
+        print(line)
+    op = operator_mod.Operator(config, api_client)
+    op.initial_sync()
     record = _recorded(body)
     bound_to = pod.node_name
     if pod.node_name:
@@ -263,6 +292,30 @@ def explain_pod(config: config_mod.Config, target: str, *, context: str | None =
             print(f"warning: policy {key} is invalid and ignored: {error}")
     op.source.close()
     return 0 if decision.outcome is model.Outcome.BIND else 1
+
+
+def _namespace_policies(api_client: Any, namespace: str) -> list[model.Policy]:
+    """Every valid SchedulingPolicy of ``namespace``, whichever install serves it."""
+    try:
+        listed = kube.read_json(
+            kubernetes.client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+                operator_mod.GROUP,
+                operator_mod.VERSION,
+                namespace,
+                operator_mod.PLURAL,
+                _preload_content=False,
+                _request_timeout=(5.0, 30.0),
+            )
+        )
+    except Exception:
+        return []  # initial_sync reports a missing CRD; explain goes on without notes
+    found = []
+    for item in listed.get("items") or ():
+        try:
+            found.append(policy.policy_from_body(item))
+        except policy.PolicyError:
+            continue  # reported below as an invalid policy when the install serves it
+    return found
 
 
 def _recorded(body: Mapping[str, Any]) -> decision_record.DecisionRecord | None:

@@ -7,6 +7,10 @@ column, and each kube-scheduler score blended into the decision (spec.kubeScores
 ``score x weight`` column named as in events (LeastAllocated, TaintToleration, ...).
 Column widths follow the content; nothing but the standard library is used.
 
+``scope`` chooses whose policies explain a pod: those of the install its
+``spec.schedulerName`` names, and it lists the policies that select the pod but that
+another install serves.
+
 For a bound pod, ``render_recorded`` shows the decision its ``metricsched.io/decision``
 annotation kept, and ``render_changes`` what the policy would decide now and what changed
 (metric values, whether the pod still fits, what its node holds).
@@ -16,11 +20,13 @@ No I/O here: the caller prints the returned string.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 from metricsched.core import decision_record, model, scoring
+from metricsched.core import policy as policy_mod
 from metricsched.core.plugins import kube_scores
 
 MAX_REASON_WIDTH: Final = 72
@@ -266,3 +272,51 @@ def render_changes(
 
 def _cell(value: float | None) -> str:
     return "missing" if value is None else scoring.format_value(value)
+
+
+# --- which install's policies explain a pod --------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose policies explain a pod: the scheduler names of the install that decides it,
+    and the policies of the pod's namespace that select it but another install serves."""
+
+    scheduler_names: frozenset[str]
+    elsewhere: tuple[model.Policy, ...]
+
+
+def scope(
+    pod: model.PodInfo,
+    namespace_policies: Sequence[model.Policy],
+    *,
+    override: frozenset[str] | None = None,
+) -> Scope:
+    """The install that decides ``pod``: its own ``spec.schedulerName`` (or ``override``,
+    the ``--scheduler-name`` given to explain). A pod of another scheduler that a shadow
+    policy evaluates is explained as that policy's install would (as shadow mode does)."""
+    if override:
+        names = override
+    else:
+        names = frozenset({pod.scheduler_name})
+        trial = policy_mod.shadow_policy_for(pod, namespace_policies)
+        if trial is not None and trial.scheduler_name != pod.scheduler_name:
+            names = frozenset({trial.scheduler_name})
+    elsewhere = tuple(
+        p
+        for p in namespace_policies
+        if p.scheduler_name not in names
+        and p.namespace == pod.namespace
+        and policy_mod.select_policy(pod, [p]).policy is not None
+    )
+    return Scope(scheduler_names=names, elsewhere=elsewhere)
+
+
+def elsewhere_notes(pod: model.PodInfo, policies: Sequence[model.Policy]) -> list[str]:
+    """One line per policy that selects ``pod`` but that another install serves."""
+    return [
+        f"note: policy {p.key} selects this pod but is served by another install (its"
+        f" spec.schedulerName is {p.scheduler_name}, the pod's is {pod.scheduler_name}),"
+        " so it does not place it"
+        for p in sorted(policies, key=lambda p: p.key)
+    ]
