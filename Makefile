@@ -46,11 +46,12 @@ cluster-status: ## Show the local control plane's processes and ports
 	@python3 hack/cluster.py status
 
 .PHONY: lint
-lint: install ## ruff and mypy --strict
+lint: install ## ruff, format, mypy --strict and the import layering (import-linter); part of make test
 	$(VENV)/bin/ruff check operator tests hack bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict tests/faults tests/unit/faults
+	$(VENV)/bin/lint-imports
 
 .PHONY: helm-lint
 helm-lint: install tools ## helm lint --strict, and helm template | kubeconform -strict per chart ci/*-values.yaml
@@ -86,7 +87,7 @@ unit: install tools ## Unit tests only (no cluster, no image; the chart tests us
 	$(VENV)/bin/pytest -m 'not e2e and not image and not faults' $(PYTEST_ARGS)
 
 .PHONY: test
-test: install deps tools image ## All tests: unit, e2e, image and the fault suite (starts the local control plane if needed)
+test: install deps tools image lint ## Lint, then all tests: unit, e2e, image and the fault suite (starts the local control plane if needed)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 .PHONY: parity

@@ -4,15 +4,20 @@ Every blocking client call here is plain synchronous code meant to run in a work
 (``asyncio.to_thread``), never on kopf's event loop. Objects that share state between
 threads (``prometheus.MetricStore``, ``binder.EventRecorder``, ``observe.HealthState``)
 guard it with locks. Errors of the outside world are classified and returned (or counted),
-not raised: the operator decides what to retry.
+not raised: the operator decides what to retry. Nothing here imports
+``metricsched.runtime`` (``make lint`` checks it with import-linter).
 
 Modules:
+- ``kube``: the kubernetes client's credentials and one ``Api`` for every call but the
+  hot-path writes.
+- ``binder``: the Binding API, aggregated and rate-limited Events, the PodScheduled
+  condition.
+- ``policy_events``: policy events on a budget of their own, re-sent while they hold.
 - ``prometheus``: one instant query per metric (checked against the admin's query rules
   first), classified and scrubbed errors, the metric store.
 - ``prometheus_http``: the query API read incrementally under byte and series caps.
 - ``prometheus_series``: result series mapped to nodes, counts of what was left out.
-- ``policy_events``: policy events on a budget of their own, re-sent while they hold.
-- ``binder``: the Binding API, aggregated and rate-limited Events, the PodScheduled condition.
-- ``observe``: Prometheus metrics of the scheduler itself and the health/metrics HTTP server.
+- ``observe``: Prometheus metrics of the scheduler itself and the health/metrics server.
+- ``metrics_auth``: /metrics behind TokenReview and SubjectAccessReview.
 - ``logs``: structured logging setup and the one-line-per-decision log.
 """
