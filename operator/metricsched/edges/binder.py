@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import datetime
 import enum
 import json
 import logging
@@ -24,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import kubernetes.client.exceptions
 
-from metricsched.core import model
+from metricsched.core import cycle, model, parse
 from metricsched.edges import kube, observe
 
 logger = logging.getLogger(__name__)
@@ -37,8 +36,7 @@ DEFAULT_TIMEOUT_S = 10.0
 # suite's "4 s per chunk" delay (headers and body: 8 s) landed Bindings after the Lease
 # ran out (le-inflight, 3 of 250); at 4 s such a request still arrives in time.
 MIN_FENCE_S = 4.0
-MESSAGE_LIMIT = 1024  # bytes; the API's limit for event notes, kube-scheduler's truncation
-_TRUNCATED_SUFFIX = " ..."
+MESSAGE_LIMIT = cycle.MESSAGE_LIMIT  # bytes; the API's limit for event notes
 
 _API_ERRORS = kube.API_ERRORS
 
@@ -323,17 +321,13 @@ def set_pod_scheduled_false(
 
 
 def truncate_message(message: str) -> str:
-    """Cut to 1024 bytes of UTF-8 with a `` ...`` suffix, as kube-scheduler does."""
-    encoded = message.encode("utf-8")
-    if len(encoded) <= MESSAGE_LIMIT:
-        return message
-    cut = encoded[: MESSAGE_LIMIT - len(_TRUNCATED_SUFFIX)].decode("utf-8", "ignore")
-    return cut + _TRUNCATED_SUFFIX
+    """Cut to 1024 bytes of UTF-8 with a `` ...`` suffix, as kube-scheduler does (the
+    cycle's rule, ``core.cycle.truncate_message``)."""
+    return cycle.truncate_message(message, limit=MESSAGE_LIMIT)
 
 
 def _rfc3339(now: float | None) -> str:
-    moment = datetime.datetime.fromtimestamp(time.time() if now is None else now, datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return parse.rfc3339(time.time() if now is None else now)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import copy
 import dataclasses
-import datetime
 import json
 import logging
 import time
@@ -26,7 +25,7 @@ from typing import Any
 
 import kubernetes.client.exceptions
 
-from metricsched.core import model, policy, scoring
+from metricsched.core import model, parse, policy, scoring
 from metricsched.edges import kube, observe
 from metricsched.edges import prometheus as prom
 
@@ -251,7 +250,7 @@ class PolicyStatus:
                         "name": m.name,
                         "nodesReporting": r.nodes_reporting,
                         "nodesMissing": r.nodes_missing,
-                        "lastRefreshTime": _rfc3339(r.finished_at),
+                        "lastRefreshTime": parse.rfc3339(r.finished_at),
                         "lastError": f"{r.error}: {r.error_message}" if r.error else "",
                     }
                 )
@@ -313,7 +312,7 @@ def _condition(
     since = (
         previous["lastTransitionTime"]
         if previous and previous.get("status") == status
-        else _rfc3339(time.time())
+        else parse.rfc3339(time.time())
     )
     cond = {
         "type": ctype,
@@ -348,7 +347,3 @@ def _first_error(metrics_status: list[dict[str, Any]]) -> str:
         if s.get("lastError"):
             return f"{s['name']}: {s['lastError']}"
     return ""
-
-
-def _rfc3339(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
