@@ -216,16 +216,12 @@ def schedule_one(
     chosen = choice.policy or policy.default_policy(default_fallback)
     policy_key = None if policy.is_default(chosen) else chosen.key
 
-    if pod.unsupported:
+    if refusal := profile.unsupported_reason(pod):
         return _decision(
             pod=pod,
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
-            message=(
-                f"metricsched does not support {', '.join(pod.unsupported)} yet; "
-                "remove it from the pod or let another scheduler place the pod "
-                "(spec.schedulerName)"
-            ),
+            message=refusal,
         )
 
     cycle = framework.CycleState.start(pod, snapshot, memo=memo)
