@@ -55,6 +55,7 @@ def _decision(
     message: str,
     node: model.NodeName | None = None,
     fallback_reason: str = "",
+    fallback_kind: model.FallbackKind | None = None,
     verdicts: tuple[model.NodeVerdict, ...] = (),
 ) -> model.Decision:
     return model.Decision(
@@ -65,6 +66,7 @@ def _decision(
         fallback_reason=fallback_reason,
         verdicts=verdicts,
         message=truncate_message(message),
+        fallback_kind=fallback_kind if fallback_reason else None,
     )
 
 
@@ -311,6 +313,7 @@ def _score_and_select(
     pod, table = cycle.pod, cycle.table
     # Fallback: no metrics to score by (the default policy), or no data to trust.
     fallback_reason = ""
+    fallback_kind = model.FallbackKind.OTHER
     samples = [
         scoring.metric_samples(
             policy=chosen,
@@ -341,14 +344,17 @@ def _score_and_select(
         unreachable = scoring.unreachable_error(policy=chosen, metrics=metrics)
         if unreachable is not None:
             fallback_reason = f"Prometheus unreachable: {unreachable}"
+            fallback_kind = model.FallbackKind.PROMETHEUS_UNREACHABLE
         elif all(np.isnan(column).all() for column in sampled):
             fallback_reason = NO_FRESH_VALUES
+            fallback_kind = model.FallbackKind.NO_FRESH_VALUES
     if not chosen.metrics or fallback_reason:
         return _fallback(
             pod=pod,
             chosen=chosen,
             policy_key=policy_key,
             reason=fallback_reason,
+            kind=fallback_kind,
             feasible=feasible,
             verdicts=verdicts,
             rr_counter=rr_counter,
@@ -491,6 +497,7 @@ def _fallback(
     chosen: model.Policy,
     policy_key: model.PolicyKey | None,
     reason: str,
+    kind: model.FallbackKind,
     feasible: columns.Rows,
     verdicts: _Verdicts,
     rr_counter: int,
@@ -530,6 +537,7 @@ def _fallback(
             policy_key=policy_key,
             outcome=model.Outcome.WAIT,
             fallback_reason=reason,
+            fallback_kind=kind,
             message=_wait_message(pod=pod, chosen=chosen, reason=reason),
             verdicts=final,
         )
@@ -540,6 +548,7 @@ def _fallback(
         outcome=model.Outcome.BIND,
         node=node,
         fallback_reason=reason,
+        fallback_kind=kind,
         message=_fallback_message(pod=pod, chosen=chosen, node=node, reason=reason),
         verdicts=final,
     )

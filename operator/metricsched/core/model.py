@@ -459,6 +459,14 @@ class Outcome(enum.StrEnum):
     SKIP = "Skip"  # not ours to schedule (gated, bound, deleting, other scheduler)
 
 
+class FallbackKind(enum.StrEnum):
+    """Why a policy's fallback strategy decided (the ``reason_kind`` of /metrics)."""
+
+    PROMETHEUS_UNREACHABLE = "PrometheusUnreachable"
+    NO_FRESH_VALUES = "NoFreshValues"
+    OTHER = "Other"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Decision:
     pod: PodKey
@@ -470,3 +478,4 @@ class Decision:
     # metrics carries only the winner's and the runner-up's
     verdicts: tuple[NodeVerdict, ...]
     message: str  # the event message (Scheduled or FailedScheduling), <= 1024 chars
+    fallback_kind: FallbackKind | None = None  # set with fallback_reason

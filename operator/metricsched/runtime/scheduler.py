@@ -236,7 +236,8 @@ class Scheduler:
         if active:
             strategy = "Wait" if decision.outcome is model.Outcome.WAIT else "fallback"
             self.metrics.fallback_decisions.labels(
-                strategy=strategy, reason_kind=_reason_kind(decision.fallback_reason)
+                strategy=strategy,
+                reason_kind=(decision.fallback_kind or model.FallbackKind.OTHER).value,
             ).inc()
         if active != counters.fallback_active:
             counters.fallback_active = active
@@ -395,12 +396,3 @@ class Scheduler:
     async def drain(self) -> None:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-def _reason_kind(reason: str) -> str:
-    text = reason.lower()
-    if "unreachable" in text:
-        return "PrometheusUnreachable"
-    if "no fresh" in text:
-        return "NoFreshValues"
-    return "Other"
