@@ -178,10 +178,16 @@ class PrometheusSource:
         self._session = session
         self._deadline_s = (config.retries + 1) * config.timeout_s + 0.2 * config.retries
         self._display_url = _redact_url(config.url)
+        self._guard = promql_guard.Guard(config.rules)
 
     @property
     def rules(self) -> promql_guard.Rules:
         return self._config.rules
+
+    @property
+    def guard(self) -> promql_guard.Guard:
+        """The admin's rules with their verdicts remembered (one check per query)."""
+        return self._guard
 
     def close(self) -> None:
         self._client.close()
@@ -194,7 +200,7 @@ class PrometheusSource:
         rules = self._config.rules
         if namespace is None:
             return "the policy's namespace was not given for the check" if rules.enabled else None
-        return promql_guard.check(query, namespace=namespace, rules=rules)
+        return self._guard.check(query, namespace=namespace)
 
     def query_nodes(
         self,
@@ -592,11 +598,12 @@ GuardedGroup = tuple[QueryKey, Members]
 
 
 def guarded_query_groups(
-    policies: Sequence[model.Policy], *, rules: promql_guard.Rules
+    policies: Sequence[model.Policy], *, guard: promql_guard.Guard
 ) -> list[GuardedGroup]:
     """The Prometheus metrics of ``policies`` grouped by distinct (query, nodeLabel) and
-    by what ``rules`` say of the query for each policy's namespace: one query serves every
-    metric of a group whose key is allowed; a refused group sends nothing.
+    by what the admin's rules (``guard``) say of the query for each policy's namespace:
+    one query serves every metric of a group whose key is allowed; a refused group sends
+    nothing. The guard remembers verdicts, so a round re-checks no unchanged query.
 
     The rules may depend on the namespace (``namespace={namespace}``): the same text is
     allowed in the namespace it names and refused in the others, so policies share an
@@ -607,7 +614,7 @@ def guarded_query_groups(
         for spec in policy.metrics:
             if isinstance(spec.source, model.PrometheusSource):
                 query = spec.source.query
-                refusal = promql_guard.check(query, namespace=policy.namespace, rules=rules)
+                refusal = guard.check(query, namespace=policy.namespace)
                 key = (query, spec.source.node_label, refusal)
                 groups.setdefault(key, []).append((policy, spec))
     return [
@@ -625,7 +632,9 @@ def query_groups(policies: Sequence[model.Policy]) -> list[QueryGroup]:
     """
     return [
         ((key.query, key.node_label), members)
-        for key, members in guarded_query_groups(policies, rules=promql_guard.Rules())
+        for key, members in guarded_query_groups(
+            policies, guard=promql_guard.Guard(promql_guard.Rules())
+        )
     ]
 
 
@@ -684,7 +693,7 @@ def refresh_policy_metrics(
     """
     results: list[RefreshResult] = []
     down: QueryReport | None = None
-    for key, members in guarded_query_groups(policies, rules=source.rules):
+    for key, members in guarded_query_groups(policies, guard=source.guard):
         if down is None or key.refusal is not None:
             report = source.query_nodes_report(
                 key.query,

@@ -99,7 +99,7 @@ class Refresher:
         self._down = None
         started = 0
         nodes = self._cache.nodes()
-        for key, members in prom.guarded_query_groups(policies, rules=self._source.rules):
+        for key, members in prom.guarded_query_groups(policies, guard=self._source.guard):
             if key in self._in_flight:
                 continue
             task = asyncio.get_running_loop().create_task(
