@@ -118,6 +118,12 @@ class Metrics:
             "Times the watches (kopf) failed and were restarted.",
             registry=r,
         )
+        self.task_restarts = prometheus_client.Counter(
+            "metricsched_task_restarts_total",
+            "Times a long-lived task of the operator ended unexpectedly and was restarted.",
+            ["task"],
+            registry=r,
+        )
         self.relists = prometheus_client.Counter(
             "metricsched_reconcile_removed_total",
             "Objects removed by the re-list reconciliation (deleted while nobody watched).",
