@@ -177,7 +177,7 @@ class Refresher:
         if self._store.version != version or any(r.error is not None for r in results):
             # New values or a new error state; or a failing query, whose old values age
             # towards maxMetricAge (a node may become feasible as its value goes missing).
-            self._queue.on_metrics_change({p.key for p, _ in members}, now=time.time())
+            self._queue.on_metrics_change({p.key for p, _ in members}, now=time.monotonic())
         self._learn(members, before)
         self.record(results)
 
