@@ -24,6 +24,7 @@ from metricsched.core import (
     estimate,
     framework,
     model,
+    pod_budget,
     policy,
     profile,
     scoring,
@@ -226,6 +227,15 @@ def schedule_one(
                 "remove it from the pod or let another scheduler place the pod "
                 "(spec.schedulerName)"
             ),
+        )
+
+    too_expensive = pod_budget.refusal(pod)
+    if too_expensive is not None:
+        return _decision(
+            pod=pod,
+            policy_key=policy_key,
+            outcome=model.Outcome.UNSCHEDULABLE,
+            message=too_expensive,
         )
 
     cycle = framework.CycleState.start(pod, snapshot, memo=memo)

@@ -40,6 +40,7 @@ _RESYNC_S = 30.0
 # How long a node keeps the resources of a pod whose Binding answer was lost and which
 # read back unbound: longer than the API server's request timeout (60 s by default).
 HOLD_S = 90.0
+_YIELD_AFTER_S = 0.02  # of attempts in a batch before the loop is let to others
 # Read-back of a lost Binding answer: first wait, doubling up to the max.
 _READ_BACK_S = (0.5, 5.0)
 
@@ -118,6 +119,7 @@ class Scheduler:
             # otherwise a pod whose backoff just ended would take freed room ahead of a
             # higher-priority pod the change also helps (PrioritySort).
             self._wake_on_changes(now)
+            last_yield = now
             for uid in self.queue.pop_ready(now, _BATCH):
                 # Backpressure: decide no further ahead of the binder than it can follow,
                 # or decisions (and their memory) pile up while binds starve for the loop.
@@ -143,6 +145,12 @@ class Scheduler:
                     logger.exception("scheduling attempt failed", extra={"pod": pod.key})
                     self.metrics.attempts.labels(result="error").inc()
                     self.queue.retry_later(uid, now=self._monotonic())
+                # The Lease loop, the heartbeat and the watches get the loop at least every
+                # _YIELD_AFTER_S of attempts, however expensive the pods of a batch are
+                # (not after every pod: a bind confirmed meanwhile would cut the batch).
+                if self._monotonic() - last_yield >= _YIELD_AFTER_S:
+                    await asyncio.sleep(0)
+                    last_yield = self._monotonic()
             self.metrics.pending_pods.set(len(self.cache.pending))
             await asyncio.sleep(0)  # let the watches in between batches
 
