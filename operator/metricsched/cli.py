@@ -130,6 +130,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int
             operator_mod.CrdMissingError,
             operator_mod.KubeconfigError,
             operator_mod.LeadershipLostError,
+            operator_mod.TaskEndedError,
             metrics_auth.AuthError,
         ) as e:
             print(f"metricsched: {e}", file=sys.stderr)

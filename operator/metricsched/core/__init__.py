@@ -21,6 +21,7 @@ Modules:
 - ``promql_guard``: the cluster admin's rules for what a policy may query.
 - ``scoring``: metric values, normalisation, weights, goals, onMissing, burst penalty.
 - ``estimate``: what pods bound since a sample add to it, and the learner's arithmetic.
+- ``pod_budget``: caps on what one pod may cost a cycle (terms, tolerations, ...).
 - ``cycle``: one scheduling decision for one pod.
 - ``decision_record``: the decision annotation kept on the pod.
 - ``explain``: the human-readable table of a decision.

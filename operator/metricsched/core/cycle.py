@@ -24,6 +24,7 @@ from metricsched.core import (
     estimate,
     framework,
     model,
+    pod_budget,
     policy,
     profile,
     scoring,
@@ -224,6 +225,15 @@ def schedule_one(
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
             message=refusal,
+        )
+
+    too_expensive = pod_budget.refusal(pod)
+    if too_expensive is not None:
+        return _decision(
+            pod=pod,
+            policy_key=policy_key,
+            outcome=model.Outcome.UNSCHEDULABLE,
+            message=too_expensive,
         )
 
     cycle = framework.CycleState.start(pod, snapshot, memo=memo)

@@ -15,6 +15,7 @@ Modules:
 - ``policy_events``: policy events on a budget of their own, re-sent while they hold.
 - ``prometheus``: one instant query per metric (checked against the admin's query rules
   first), classified and scrubbed errors, the metric store.
+- ``snapshot_map``: the store's mapping: O(1) updates, views that never change.
 - ``prometheus_http``: the query API read incrementally under byte and series caps.
 - ``prometheus_series``: result series mapped to nodes, counts of what was left out.
 - ``observe``: Prometheus metrics of the scheduler itself and the health/metrics server.

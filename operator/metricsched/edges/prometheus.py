@@ -26,7 +26,7 @@ import threading
 import time
 import types
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import prometheus_api_client.prometheus_connect as prom_connect
@@ -38,7 +38,7 @@ import urllib3.util.retry
 
 from metricsched import config as config_mod
 from metricsched.core import model, promql_guard
-from metricsched.edges import observe
+from metricsched.edges import observe, snapshot_map
 from metricsched.edges import prometheus_http as prom_http
 from metricsched.edges import prometheus_series as prom_series
 
@@ -234,10 +234,16 @@ class PrometheusSource:
         self._session = session
         self._deadline_s = (config.retries + 1) * config.timeout_s + 0.2 * config.retries
         self._display_url = _redact_url(config.url)
+        self._guard = promql_guard.Guard(config.rules)
 
     @property
     def rules(self) -> promql_guard.Rules:
         return self._config.rules
+
+    @property
+    def guard(self) -> promql_guard.Guard:
+        """The admin's rules with their verdicts remembered (one check per query)."""
+        return self._guard
 
     def close(self) -> None:
         self._client.close()
@@ -250,7 +256,7 @@ class PrometheusSource:
         rules = self._config.rules
         if namespace is None:
             return "the policy's namespace was not given for the check" if rules.enabled else None
-        return promql_guard.check(query, namespace=namespace, rules=rules)
+        return self._guard.check(query, namespace=namespace)
 
     def query_nodes(
         self,
@@ -540,13 +546,17 @@ def _describe_unreachable(e: Exception, *, timeout_s: float) -> tuple[str, bool]
 class MetricStore:
     """The latest ``MetricSeries`` of every policy metric, shared between threads.
 
-    Copy-on-write: every change builds a new dict and publishes it behind a read-only
-    proxy, so ``view()`` is a reference read and a cycle sees one consistent snapshot.
+    ``view()`` is a consistent read-only snapshot (a cycle sees one state of the store
+    whatever is written meanwhile), taken in O(1); a write costs O(1) amortised however
+    many metrics there are (``snapshot_map``: no copy of the store per metric or per
+    view).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._data: Mapping[model.MetricKey, model.MetricSeries] = types.MappingProxyType({})
+        self._data: snapshot_map.SnapshotMap[model.MetricKey, model.MetricSeries] = (
+            snapshot_map.SnapshotMap()
+        )
         self._version = 0
 
     @property
@@ -555,14 +565,19 @@ class MetricStore:
         return self._version
 
     def view(self) -> model.MetricView:
-        return self._data
+        return self._data.snapshot()
+
+    def get(self, key: model.MetricKey) -> model.MetricSeries | None:
+        """The current series of ``key``, without taking a snapshot."""
+        return self._data.get(key)
 
     def update(self, key: model.MetricKey, series: model.MetricSeries) -> bool:
         """Store the outcome of a refresh; return whether the version changed.
 
         A failed refresh keeps the previous samples with their old ``refreshed_at``, so
         they age out by ``maxMetricAge`` instead of looking fresh; it only records the
-        attempt time and the error. A successful refresh replaces the values.
+        attempt time and the error. A successful refresh replaces the values. What the
+        learner attached (``learned``) is carried forward unless ``series`` brings its own.
         """
         with self._lock:
             previous = self._data.get(key)
@@ -576,9 +591,7 @@ class MetricStore:
             if previous is not None and series.learned is None:
                 series = dataclasses.replace(series, learned=previous.learned)
             changed = previous is None or _signature(previous) != _signature(series)
-            data = dict(self._data)
-            data[key] = series
-            self._data = types.MappingProxyType(data)
+            self._data.set(key, series)
             if changed:
                 self._version += 1
             return changed
@@ -590,18 +603,14 @@ class MetricStore:
             series = self._data.get(key)
             if series is None or series.learned is learned:
                 return
-            data = dict(self._data)
-            data[key] = dataclasses.replace(series, learned=learned)
-            self._data = types.MappingProxyType(data)
+            self._data.set(key, dataclasses.replace(series, learned=learned))
 
     def retain(self, keys: Iterable[model.MetricKey]) -> int:
         """Drop every metric not in ``keys`` (deleted policies or metrics); return how many."""
         keep = set(keys)
         with self._lock:
-            data = {k: v for k, v in self._data.items() if k in keep}
-            removed = len(self._data) - len(data)
+            removed = sum(self._data.delete(k) for k in self._data.present() if k not in keep)
             if removed:
-                self._data = types.MappingProxyType(data)
                 self._version += 1
             return removed
 
@@ -609,7 +618,7 @@ class MetricStore:
         """Age of each metric's freshest value, keyed (policy, metric), for observe.Metrics."""
         return {
             (key.policy, key.metric): now - max(s.refreshed_at for s in series.values.values())
-            for key, series in self._data.items()
+            for key, series in self._data.snapshot().items()
             if series.values
         }
 
@@ -657,11 +666,12 @@ GuardedGroup = tuple[QueryKey, Members]
 
 
 def guarded_query_groups(
-    policies: Sequence[model.Policy], *, rules: promql_guard.Rules
+    policies: Sequence[model.Policy], *, guard: promql_guard.Guard
 ) -> list[GuardedGroup]:
     """The Prometheus metrics of ``policies`` grouped by distinct (query, nodeLabel) and
-    by what ``rules`` say of the query for each policy's namespace: one query serves every
-    metric of a group whose key is allowed; a refused group sends nothing.
+    by what the admin's rules (``guard``) say of the query for each policy's namespace:
+    one query serves every metric of a group whose key is allowed; a refused group sends
+    nothing. The guard remembers verdicts, so a round re-checks no unchanged query.
 
     The rules may depend on the namespace (``namespace={namespace}``): the same text is
     allowed in the namespace it names and refused in the others, so policies share an
@@ -672,7 +682,7 @@ def guarded_query_groups(
         for spec in policy.metrics:
             if isinstance(spec.source, model.PrometheusSource):
                 query = spec.source.query
-                refusal = promql_guard.check(query, namespace=policy.namespace, rules=rules)
+                refusal = guard.check(query, namespace=policy.namespace)
                 key = (query, spec.source.node_label, refusal)
                 groups.setdefault(key, []).append((policy, spec))
     return [
@@ -690,7 +700,9 @@ def query_groups(policies: Sequence[model.Policy]) -> list[QueryGroup]:
     """
     return [
         ((key.query, key.node_label), members)
-        for key, members in guarded_query_groups(policies, rules=promql_guard.Rules())
+        for key, members in guarded_query_groups(
+            policies, guard=promql_guard.Guard(promql_guard.Rules())
+        )
     ]
 
 
@@ -749,7 +761,7 @@ def refresh_policy_metrics(
     """
     results: list[RefreshResult] = []
     down: QueryReport | None = None
-    for key, members in guarded_query_groups(policies, rules=source.rules):
+    for key, members in guarded_query_groups(policies, guard=source.guard):
         if down is None or key.refusal is not None:
             report = source.query_nodes_report(
                 key.query,

@@ -4,7 +4,8 @@ I/O happens only through ``metricsched.edges``, never here directly; blocking cl
 run in threads, never on the event loop.
 
 Modules:
-- ``operator``: the process, wiring every part below and supervising their tasks.
+- ``operator``: the process, wiring every part below.
+- ``supervise``: long-lived tasks restarted with backoff, or the process failing loudly.
 - ``watches``: kopf handlers feeding the cache and the queue (thin), and kopf itself.
 - ``kopf_tuning``: what kopf does per event that this operator does not need, off.
 - ``cache``: cluster state fed by watches (nodes, pods per node, assumed pods, holds).

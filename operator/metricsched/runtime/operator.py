@@ -10,8 +10,9 @@ and kopf's own.
 Leadership (``--leader-elect``): every replica watches and keeps its caches warm; only
 the leader schedules, refreshes metrics and writes policy status. Losing the lease
 cancels the binds in flight and ends the process with status 1, as kube-scheduler does.
-Any background task that ends unexpectedly ends the process too (on purpose, logged):
-each is written never to end on an error of its own.
+Every long-lived task is supervised (``runtime.supervise``): one that ends while the
+operator runs is logged at ERROR and restarted with backoff; the leader elector's end
+ends the process with status 1 and the reason. None ends silently.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from metricsched.core import model
 from metricsched.edges import binder, kube, logs, metrics_auth, observe, policy_events
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
-from metricsched.runtime import leader
+from metricsched.runtime import leader, supervise
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import reconcile as reconcile_mod
 from metricsched.runtime import refresher as refresher_mod
@@ -49,6 +50,7 @@ POD_FIELD_SELECTOR = watches_mod.POD_FIELD_SELECTOR
 KubeconfigError = kube.KubeconfigError
 load_api_client = kube.load_api_client
 connection_info = kube.connection_info
+TaskEndedError = supervise.TaskEndedError
 
 _SYNC_BACKOFF = (1.0, 30.0)
 _RELIST_INTERVAL_S = 300.0
@@ -367,6 +369,7 @@ class Operator:
         self.recorder.start()
         self.policy_events.start()
         heartbeat = asyncio.create_task(self._heartbeat(), name="heartbeat")
+        ended: supervise.TaskEndedError | None = None
         try:
             await self._sync_until_done()
             if self.stop.is_set():
@@ -380,45 +383,44 @@ class Operator:
             self.queue.sync(self.cache.pending)
             # Decisions wait for kopf's first listing to be reconciled (reconcile.py).
             self.watches.consistent.clear()
-            tasks = [
-                asyncio.create_task(self.scheduler.run(self.stop), name="scheduler"),
-                asyncio.create_task(
-                    self.refresher.run(stop=self.stop, leading=self.scheduler.active),
-                    name="refresher",
+            specs = [
+                supervise.Spec("scheduler", lambda: self.scheduler.run(self.stop)),
+                supervise.Spec(
+                    "refresher",
+                    lambda: self.refresher.run(stop=self.stop, leading=self.scheduler.active),
                 ),
-                asyncio.create_task(self.status.run(self.stop), name="status"),
-                asyncio.create_task(self.watches.run_kopf(self.stop), name="kopf"),
-                asyncio.create_task(self.reconciler.run(self.stop), name="reconciler"),
-                asyncio.create_task(self.shadow.run(self.stop), name="shadow"),
+                supervise.Spec("status", lambda: self.status.run(self.stop)),
+                supervise.Spec("kopf", lambda: self.watches.run_kopf(self.stop)),
+                supervise.Spec("reconciler", lambda: self.reconciler.run(self.stop)),
+                supervise.Spec("shadow", lambda: self.shadow.run(self.stop)),
             ]
             if self.config.leader_elect:
-                self.elector = leader.Elector(
+                elector = leader.Elector(
                     self.api,
                     namespace=self.config.leader_election_namespace,
                     name=self.config.leader_election_id,
                     identity=leader.default_identity(),
                 )
-                self.scheduler.fence = self.elector.fence
-                tasks.append(
-                    asyncio.create_task(
-                        self.elector.run(
+                self.elector = elector
+                self.scheduler.fence = elector.fence
+                # Not restarted: an elector that ended unexpectedly ends the process (its
+                # fence closes by itself meanwhile), as a lost lease does.
+                specs.append(
+                    supervise.Spec(
+                        "leader-election",
+                        lambda: elector.run(
                             on_started=self._started_leading, on_lost=self._lost_leading
                         ),
-                        name="leader-election",
+                        restart=False,
                     )
                 )
             else:
                 self._started_leading()
             self.health.set_ready(True, "caches synced")
-            stopper = asyncio.create_task(self.stop.wait())
-            done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-            self.stop.set()
-            for t in done:
-                if t is not stopper and not t.cancelled() and t.exception() is not None:
-                    logger.error("%s stopped with an error", t.get_name(), exc_info=t.exception())
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            try:
+                await supervise.run_all(specs, stop=self.stop, on_restart=self._task_restarted)
+            except supervise.TaskEndedError as e:
+                ended = e
             if not self.lost:
                 await self.scheduler.drain()
         finally:
@@ -429,6 +431,11 @@ class Operator:
             self.source.close()
         if self.lost:
             raise LeadershipLostError("lost the scheduling lease")
+        if ended is not None:
+            raise ended
+
+    def _task_restarted(self, name: str) -> None:
+        self.metrics.task_restarts.labels(task=name).inc()
 
 
 async def run(config: Config) -> None:

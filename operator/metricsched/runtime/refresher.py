@@ -99,7 +99,7 @@ class Refresher:
         self._down = None
         started = 0
         nodes = self._cache.nodes()
-        for key, members in prom.guarded_query_groups(policies, rules=self._source.rules):
+        for key, members in prom.guarded_query_groups(policies, guard=self._source.guard):
             if key in self._in_flight:
                 continue
             task = asyncio.get_running_loop().create_task(
@@ -177,7 +177,7 @@ class Refresher:
         if self._store.version != version or any(r.error is not None for r in results):
             # New values or a new error state; or a failing query, whose old values age
             # towards maxMetricAge (a node may become feasible as its value goes missing).
-            self._queue.on_metrics_change({p.key for p, _ in members}, now=time.time())
+            self._queue.on_metrics_change({p.key for p, _ in members}, now=time.monotonic())
         self._learn(members, before)
         self.record(results)
 

@@ -132,7 +132,7 @@ class Watches:
                 (body.get("status") or {}).get("conditions") or ()
             )
             if before is not None and before != pod:
-                self.queue.update(uid, now=time.time())  # e.g. a toleration added
+                self.queue.update(uid, now=time.monotonic())  # e.g. a toleration added
             else:
                 self.queue.add(uid)
         else:

@@ -210,7 +210,9 @@ class TestQueryGroups:
         web = fakes.policy("web", fakes.metric("load", shop_query), namespace="shop")
         api = fakes.policy("api", fakes.metric("load", shop_query), namespace="shop")
         spy = fakes.policy("spy", fakes.metric("load", shop_query), namespace="bank")
-        groups = prometheus.guarded_query_groups([web, spy, api], rules=NAMESPACED)
+        groups = prometheus.guarded_query_groups(
+            [web, spy, api], guard=promql_guard.Guard(NAMESPACED)
+        )
         assert [(key.namespace, key.refusal is None, len(m)) for key, m in groups] == [
             ("shop", True, 2),
             ("bank", False, 1),
@@ -222,7 +224,9 @@ class TestQueryGroups:
             fakes.policy("web", fakes.metric("load", query), namespace="shop"),
             fakes.policy("spy", fakes.metric("load", query), namespace="bank"),
         ]
-        ((key, members),) = prometheus.guarded_query_groups(policies, rules=OPEN)
+        ((key, members),) = prometheus.guarded_query_groups(
+            policies, guard=promql_guard.Guard(OPEN)
+        )
         assert key.refusal is None
         assert len(members) == 2
         assert prometheus.query_groups(policies) == [((query, "node"), members)]

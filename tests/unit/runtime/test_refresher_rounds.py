@@ -19,7 +19,7 @@ class FakeSource:
     """Answers each query with one node's value; queries named in ``slow`` block until
     ``release`` is set; ``boom`` raises (a bug in the edge must not end the refresher)."""
 
-    rules = promql_guard.Rules()
+    guard = promql_guard.Guard(promql_guard.Rules())
 
     def __init__(self) -> None:
         self.sent: list[str] = []
