@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal, NewType, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Literal, NewType
 
 if TYPE_CHECKING:
     from metricsched.core import columns
@@ -21,11 +21,6 @@ PodKey = NewType("PodKey", str)  # "namespace/name"
 PolicyKey = NewType("PolicyKey", str)  # "namespace/name"
 
 RawBody = Mapping[str, Any]
-
-
-class RawLabelSelector(TypedDict, total=False):
-    matchLabels: dict[str, str]
-    matchExpressions: list[dict[str, Any]]
 
 
 # --- resources -------------------------------------------------------------------------
