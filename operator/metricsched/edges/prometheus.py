@@ -185,7 +185,7 @@ class _BasicAuthFile(requests.auth.AuthBase):
         return f"<basic auth for {self.username} with the password from {self.path}>"
 
 
-class PrometheusSource:
+class PrometheusClient:
     """One Prometheus server behind one ``PrometheusConnect`` (one HTTP connection pool).
 
     prometheus-api-client owns the connection: its ``PrometheusConnect`` holds the
@@ -743,7 +743,7 @@ def apply_report(
 
 def refresh_policy_metrics(
     *,
-    source: PrometheusSource,
+    source: PrometheusClient,
     store: MetricStore,
     policies: Sequence[model.Policy],
     nodes: Sequence[model.NodeInfo],

@@ -76,7 +76,7 @@ class Operator:
         self.cache = cache_mod.ClusterCache()
         self.queue = queue_mod.SchedulingQueue(ordering=self._ordering)
         self.store = prom.MetricStore()
-        self.source = prom.PrometheusSource(
+        self.source = prom.PrometheusClient(
             prom.PrometheusConfig.from_config(config), metrics=self.metrics
         )
         self.recorder = binder.EventRecorder(

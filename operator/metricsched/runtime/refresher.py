@@ -51,7 +51,7 @@ class Refresher:
     def __init__(
         self,
         *,
-        source: prom.PrometheusSource,
+        source: prom.PrometheusClient,
         store: prom.MetricStore,
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,

@@ -140,9 +140,9 @@ def metrics() -> observe.Metrics:
 @pytest.fixture
 def source(
     fake_prometheus: FakeServer, metrics: observe.Metrics
-) -> Iterator[prometheus.PrometheusSource]:
+) -> Iterator[prometheus.PrometheusClient]:
     config = prometheus.PrometheusConfig(url=fake_prometheus.url, timeout_s=1.0, retries=0)
-    src = prometheus.PrometheusSource(config, metrics=metrics)
+    src = prometheus.PrometheusClient(config, metrics=metrics)
     yield src
     src.close()
 

@@ -25,7 +25,7 @@ def answer_by_query(request: fakes.Request) -> tuple[int, object]:
 
 def test_metrics_sharing_a_query_cause_exactly_one_query_per_refresh(
     fake_prometheus: fakes.FakeServer,
-    source: prometheus.PrometheusSource,
+    source: prometheus.PrometheusClient,
     three_nodes: list[model.NodeInfo],
 ) -> None:
     fake_prometheus.responder = answer_by_query
@@ -54,7 +54,7 @@ def test_metrics_sharing_a_query_cause_exactly_one_query_per_refresh(
 
 def test_results_count_nodes_reporting_and_missing(
     fake_prometheus: fakes.FakeServer,
-    source: prometheus.PrometheusSource,
+    source: prometheus.PrometheusClient,
     three_nodes: list[model.NodeInfo],
 ) -> None:
     fake_prometheus.responder = answer_by_query
@@ -73,7 +73,7 @@ def test_results_count_nodes_reporting_and_missing(
 
 def test_node_annotation_metrics_are_not_queried(
     fake_prometheus: fakes.FakeServer,
-    source: prometheus.PrometheusSource,
+    source: prometheus.PrometheusClient,
     three_nodes: list[model.NodeInfo],
 ) -> None:
     price = dataclasses.replace(
@@ -92,7 +92,7 @@ def test_node_annotation_metrics_are_not_queried(
 
 def test_a_query_error_is_reported_for_every_metric_that_shares_it(
     fake_prometheus: fakes.FakeServer,
-    source: prometheus.PrometheusSource,
+    source: prometheus.PrometheusClient,
     three_nodes: list[model.NodeInfo],
 ) -> None:
     fake_prometheus.responder = answer_by_query
@@ -119,7 +119,7 @@ def test_when_prometheus_is_down_the_rest_of_the_round_is_not_attempted(
     config = prometheus.PrometheusConfig(
         url=f"http://127.0.0.1:{fakes.closed_port()}", timeout_s=1.0, retries=0
     )
-    source = prometheus.PrometheusSource(config)
+    source = prometheus.PrometheusClient(config)
     store = prometheus.MetricStore()
     key = model.MetricKey(model.PolicyKey("shop/web"), "cpu")
     store.update(key, model.MetricSeries({}, 0.0, None, ""))
@@ -139,7 +139,7 @@ def test_refresh_durations_are_recorded_per_policy_metric(
 ) -> None:
     fake_prometheus.responder = answer_by_query
     metrics = observe.Metrics()
-    source = prometheus.PrometheusSource(
+    source = prometheus.PrometheusClient(
         prometheus.PrometheusConfig(url=fake_prometheus.url, timeout_s=1.0, retries=0),
         metrics=metrics,
     )

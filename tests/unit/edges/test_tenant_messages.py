@@ -28,12 +28,12 @@ def make_source(
     *,
     rules: promql_guard.Rules = OPEN,
     metrics: observe.Metrics | None = None,
-) -> prometheus.PrometheusSource:
+) -> prometheus.PrometheusClient:
     config = prometheus.PrometheusConfig(url=url, timeout_s=1.0, retries=0, rules=rules)
-    return prometheus.PrometheusSource(config, metrics=metrics)
+    return prometheus.PrometheusClient(config, metrics=metrics)
 
 
-def query(source: prometheus.PrometheusSource, promql: str = "up") -> prometheus.QueryReport:
+def query(source: prometheus.PrometheusClient, promql: str = "up") -> prometheus.QueryReport:
     return source.query_nodes_report(
         promql, node_label="node", nodes=NODES, now=NOW, namespace="shop"
     )

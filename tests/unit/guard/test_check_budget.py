@@ -208,7 +208,7 @@ class TestVerdictsAreRemembered:
     def test_the_source_checks_a_query_once_for_the_round_and_the_send(
         self, parses: ParseCounter
     ) -> None:
-        source = prometheus.PrometheusSource(
+        source = prometheus.PrometheusClient(
             prometheus.PrometheusConfig(url="http://127.0.0.1:9", rules=NAMESPACED)
         )
         try:
