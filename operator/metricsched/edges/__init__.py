@@ -2,7 +2,7 @@
 
 Every blocking client call here is plain synchronous code meant to run in a worker thread
 (``asyncio.to_thread``), never on kopf's event loop. Objects that share state between
-threads (``prometheus.MetricStore``, ``binder.EventRecorder``, ``observe.HealthState``)
+threads (``prometheus.MetricStore``, ``events.EventRecorder``, ``observe.HealthState``)
 guard it with locks. Errors of the outside world are classified and returned (or counted),
 not raised: the operator decides what to retry. Nothing here imports
 ``metricsched.runtime`` (``make lint`` checks it with import-linter).
@@ -10,8 +10,10 @@ not raised: the operator decides what to retry. Nothing here imports
 Modules:
 - ``kube``: the kubernetes client's credentials and one ``Api`` for every call but the
   hot-path writes.
-- ``binder``: the Binding API, aggregated and rate-limited Events, the PodScheduled
-  condition.
+- ``binder``: the Binding (one POST per pod, fenced) and the read-back of a lost answer.
+- ``pod_status``: the PodScheduled condition, as kube-scheduler sets it.
+- ``events``: Events, merged and rate-limited like a controller's recorder.
+- ``wire``: what the writers share: error messages, one reading of a failure, times.
 - ``policy_events``: policy events on a budget of their own, re-sent while they hold.
 - ``prometheus``: one instant query per metric (checked against the admin's query rules
   first), classified and scrubbed errors, the metric store.

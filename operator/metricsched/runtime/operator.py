@@ -31,7 +31,7 @@ import kubernetes.client.exceptions
 
 from metricsched.config import Config
 from metricsched.core import model
-from metricsched.edges import binder, kube, logs, metrics_auth, observe, policy_events
+from metricsched.edges import events, kube, logs, metrics_auth, observe, policy_events
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import leader, supervise
@@ -79,7 +79,7 @@ class Operator:
         self.source = prom.PrometheusClient(
             prom.PrometheusConfig.from_config(config), metrics=self.metrics
         )
-        self.recorder = binder.EventRecorder(
+        self.recorder = events.EventRecorder(
             self.api,
             component=sorted(config.scheduler_names)[0],
             rate_per_s=config.events_per_second,

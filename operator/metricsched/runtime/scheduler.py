@@ -26,7 +26,7 @@ from typing import Any
 
 from metricsched.config import Config
 from metricsched.core import cycle, decision_record, framework, model
-from metricsched.edges import binder, logs, observe
+from metricsched.edges import binder, events, logs, observe, pod_status
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
@@ -64,7 +64,7 @@ class Scheduler:
         queue: queue_mod.SchedulingQueue,
         store: prom.MetricStore,
         core_api: Any,
-        recorder: binder.EventRecorder,
+        recorder: events.EventRecorder,
         metrics: observe.Metrics,
         on_fallback_change: Callable[[model.PolicyKey, bool, str], None] | None = None,
         wall: Callable[[], float] = time.time,
@@ -388,7 +388,7 @@ class Scheduler:
         )
         conditions = self.cache.pod_conditions.get(pod.uid, ())
         await asyncio.to_thread(
-            binder.set_pod_scheduled_false,
+            pod_status.set_pod_scheduled_false,
             self.core_api,
             namespace=pod.namespace,
             name=pod.name,

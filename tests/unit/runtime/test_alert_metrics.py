@@ -7,7 +7,7 @@ import argparse
 
 from metricsched import config as config_mod
 from metricsched.core import model, parse
-from metricsched.edges import binder, observe
+from metricsched.edges import events, observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
@@ -23,7 +23,7 @@ def _scheduler(metrics: observe.Metrics, cache: cache_mod.ClusterCache) -> sched
         queue=queue_mod.SchedulingQueue(),
         store=prom.MetricStore(),
         core_api=None,
-        recorder=binder.EventRecorder(None, component="metricsched"),  # type: ignore[arg-type]
+        recorder=events.EventRecorder(None, component="metricsched"),  # type: ignore[arg-type]
         metrics=metrics,
     )
 

@@ -17,7 +17,7 @@ import urllib3.exceptions
 
 from metricsched import config as config_mod
 from metricsched.core import model, parse
-from metricsched.edges import binder, observe
+from metricsched.edges import events, observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
@@ -123,7 +123,7 @@ class Rig:
             queue=self.queue,
             store=prom.MetricStore(),
             core_api=self.api,
-            recorder=binder.EventRecorder(self.api, component="metricsched"),  # type: ignore[arg-type]
+            recorder=events.EventRecorder(self.api, component="metricsched"),  # type: ignore[arg-type]
             metrics=metrics,
         )
         for name in ("node-a", "node-b"):
