@@ -2,7 +2,7 @@
 
 Every blocking client call here is plain synchronous code meant to run in a worker thread
 (``asyncio.to_thread``), never on kopf's event loop. Objects that share state between
-threads (``prometheus.MetricStore``, ``events.EventRecorder``, ``observe.HealthState``)
+threads (``metric_store.MetricStore``, ``events.EventRecorder``, ``observe.HealthState``)
 guard it with locks. Errors of the outside world are classified and returned (or counted),
 not raised: the operator decides what to retry. Nothing here imports
 ``metricsched.runtime`` (``make lint`` checks it with import-linter).
@@ -15,8 +15,12 @@ Modules:
 - ``events``: Events, merged and rate-limited like a controller's recorder.
 - ``wire``: what the writers share: error messages, one reading of a failure, times.
 - ``policy_events``: policy events on a budget of their own, re-sent while they hold.
-- ``prometheus``: one instant query per metric (checked against the admin's query rules
-  first), classified and scrubbed errors, the metric store.
+- ``prometheus``: the Prometheus client: one instant query (checked against the admin's
+  query rules first), answers mapped to nodes, classified and scrubbed errors.
+- ``query_rounds``: a round's queries grouped per distinct query, answers stored for
+  each metric, one result per metric for status and events.
+- ``metric_store``: the latest values of every policy metric, one consistent view per
+  cycle.
 - ``snapshot_map``: the store's mapping: O(1) updates, views that never change.
 - ``prometheus_http``: the query API read incrementally under byte and series caps.
 - ``prometheus_series``: result series mapped to nodes, counts of what was left out.

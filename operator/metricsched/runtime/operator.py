@@ -31,7 +31,7 @@ import kubernetes.client.exceptions
 
 from metricsched.config import Config
 from metricsched.core import model
-from metricsched.edges import events, kube, logs, metrics_auth, observe, policy_events
+from metricsched.edges import events, kube, logs, metric_store, metrics_auth, observe, policy_events
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import leader, supervise
@@ -75,7 +75,7 @@ class Operator:
         self.health = observe.HealthState()
         self.cache = cache_mod.ClusterCache()
         self.queue = queue_mod.SchedulingQueue(ordering=self._ordering)
-        self.store = prom.MetricStore()
+        self.store = metric_store.MetricStore()
         self.source = prom.PrometheusClient(
             prom.PrometheusConfig.from_config(config), metrics=self.metrics
         )

@@ -26,8 +26,7 @@ from typing import Any
 
 from metricsched.config import Config
 from metricsched.core import cycle, decision_record, framework, model
-from metricsched.edges import binder, events, logs, observe, pod_status
-from metricsched.edges import prometheus as prom
+from metricsched.edges import binder, events, logs, metric_store, observe, pod_status
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
 
@@ -62,7 +61,7 @@ class Scheduler:
         config: Config,
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,
-        store: prom.MetricStore,
+        store: metric_store.MetricStore,
         core_api: Any,
         recorder: events.EventRecorder,
         metrics: observe.Metrics,

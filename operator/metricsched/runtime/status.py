@@ -26,8 +26,7 @@ from typing import Any
 import kubernetes.client.exceptions
 
 from metricsched.core import model, parse, policy, scoring
-from metricsched.edges import kube, observe
-from metricsched.edges import prometheus as prom
+from metricsched.edges import kube, observe, query_rounds
 
 logger = logging.getLogger("metricsched.status")
 
@@ -50,7 +49,7 @@ class PolicyRecord:
     uid: str = ""
     generation: int = 0
     invalid: str = ""  # validation error, "" if valid
-    metrics: dict[str, prom.RefreshResult] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, query_rounds.RefreshResult] = dataclasses.field(default_factory=dict)
     health: dict[str, MetricHealth] = dataclasses.field(default_factory=dict)
     conditions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     seen: Counters = dataclasses.field(default_factory=Counters)  # on the object, last seen

@@ -32,9 +32,8 @@ import kopf
 
 from metricsched.config import Config
 from metricsched.core import model, parse, policy
-from metricsched.edges import events, kube, observe
+from metricsched.edges import events, kube, metric_store, observe
 from metricsched.edges import policy_events as policy_events_mod
-from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import kopf_tuning
 from metricsched.runtime import queue as queue_mod
@@ -61,7 +60,7 @@ class Watches:
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,
         status: status_mod.PolicyStatus,
-        store: prom.MetricStore,
+        store: metric_store.MetricStore,
         metrics: observe.Metrics,
         health: observe.HealthState,
         record: Callable[..., None],

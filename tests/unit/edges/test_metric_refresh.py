@@ -7,7 +7,7 @@ import dataclasses
 import edges_fakes as fakes
 
 from metricsched.core import model
-from metricsched.edges import observe, prometheus
+from metricsched.edges import metric_store, observe, prometheus, query_rounds
 
 NOW = 3_000.0
 LATENCY_Q = "avg by (node) (latency)"
@@ -34,8 +34,8 @@ def test_metrics_sharing_a_query_cause_exactly_one_query_per_refresh(
         fakes.policy("api", fakes.metric("lat", LATENCY_Q)),
         fakes.policy("batch", fakes.metric("cpu", CPU_Q), namespace="jobs"),
     ]
-    store = prometheus.MetricStore()
-    results = prometheus.refresh_policy_metrics(
+    store = metric_store.MetricStore()
+    results = query_rounds.refresh_policy_metrics(
         source=source, store=store, policies=policies, nodes=three_nodes, now=NOW
     )
     assert sorted(fakes.queries(fake_prometheus)) == sorted([LATENCY_Q, CPU_Q])
@@ -59,9 +59,9 @@ def test_results_count_nodes_reporting_and_missing(
 ) -> None:
     fake_prometheus.responder = answer_by_query
     policies = [fakes.policy("web", fakes.metric("latency", LATENCY_Q))]
-    (result,) = prometheus.refresh_policy_metrics(
+    (result,) = query_rounds.refresh_policy_metrics(
         source=source,
-        store=prometheus.MetricStore(),
+        store=metric_store.MetricStore(),
         policies=policies,
         nodes=three_nodes,
         now=NOW,
@@ -79,9 +79,9 @@ def test_node_annotation_metrics_are_not_queried(
     price = dataclasses.replace(
         fakes.metric("price", "unused"), source=model.AnnotationSource("example.com/price")
     )
-    results = prometheus.refresh_policy_metrics(
+    results = query_rounds.refresh_policy_metrics(
         source=source,
-        store=prometheus.MetricStore(),
+        store=metric_store.MetricStore(),
         policies=[fakes.policy("web", price)],
         nodes=three_nodes,
         now=NOW,
@@ -100,9 +100,9 @@ def test_a_query_error_is_reported_for_every_metric_that_shares_it(
         fakes.policy("web", fakes.metric("broken", "rate(")),
         fakes.policy("api", fakes.metric("also-broken", "rate(")),
     ]
-    results = prometheus.refresh_policy_metrics(
+    results = query_rounds.refresh_policy_metrics(
         source=source,
-        store=prometheus.MetricStore(),
+        store=metric_store.MetricStore(),
         policies=policies,
         nodes=three_nodes,
         now=NOW,
@@ -120,11 +120,11 @@ def test_when_prometheus_is_down_the_rest_of_the_round_is_not_attempted(
         url=f"http://127.0.0.1:{fakes.closed_port()}", timeout_s=1.0, retries=0
     )
     source = prometheus.PrometheusClient(config)
-    store = prometheus.MetricStore()
+    store = metric_store.MetricStore()
     key = model.MetricKey(model.PolicyKey("shop/web"), "cpu")
     store.update(key, model.MetricSeries({}, 0.0, None, ""))
     policies = [fakes.policy("web", fakes.metric("latency", LATENCY_Q), fakes.metric("cpu", CPU_Q))]
-    results = prometheus.refresh_policy_metrics(
+    results = query_rounds.refresh_policy_metrics(
         source=source, store=store, policies=policies, nodes=three_nodes, now=NOW
     )
     assert [r.error for r in results] == [model.QueryErrorKind.UNREACHABLE] * 2
@@ -147,9 +147,9 @@ def test_refresh_durations_are_recorded_per_policy_metric(
         fakes.policy("web", fakes.metric("latency", LATENCY_Q)),
         fakes.policy("api", fakes.metric("lat", LATENCY_Q)),
     ]
-    prometheus.refresh_policy_metrics(
+    query_rounds.refresh_policy_metrics(
         source=source,
-        store=prometheus.MetricStore(),
+        store=metric_store.MetricStore(),
         policies=policies,
         nodes=three_nodes,
         now=NOW,

@@ -7,7 +7,7 @@ import hypothesis
 import hypothesis.strategies as st
 
 from metricsched.core import model
-from metricsched.edges import prometheus, snapshot_map
+from metricsched.edges import metric_store, snapshot_map
 
 A = model.NodeName("node-a")
 
@@ -34,7 +34,7 @@ def ok(at: float, value: float) -> model.MetricSeries:
 
 def hashes_per_update(metrics: int) -> float:
     """One round over ``metrics`` metrics, a cycle reading a view after each answer."""
-    store = prometheus.MetricStore()
+    store = metric_store.MetricStore()
     keys = [key(i) for i in range(metrics)]
     for k in keys:
         store.update(k, ok(1.0, 1.0))
@@ -54,7 +54,7 @@ class TestARoundCostsTheSamePerMetricAtAnyScale:
         assert large <= small
 
     def test_retaining_every_metric_costs_one_pass(self) -> None:
-        store = prometheus.MetricStore()
+        store = metric_store.MetricStore()
         keys = [key(i) for i in range(1_000)]
         for k in keys:
             store.update(k, ok(1.0, 1.0))
@@ -65,7 +65,7 @@ class TestARoundCostsTheSamePerMetricAtAnyScale:
 
 class TestAViewIsTheStateItWasTakenAt:
     def test_a_view_held_through_a_round_does_not_move(self) -> None:
-        store = prometheus.MetricStore()
+        store = metric_store.MetricStore()
         keys = [key(i) for i in range(50)]
         for k in keys:
             store.update(k, ok(1.0, 1.0))
@@ -109,7 +109,7 @@ class TestAViewIsTheStateItWasTakenAt:
 
 class TestLearnedEffectsSurviveRefreshes:
     def test_a_refresh_carries_what_the_learner_attached(self) -> None:
-        store = prometheus.MetricStore()
+        store = metric_store.MetricStore()
         k = key(1)
         store.update(k, ok(1.0, 1.0))
         learned = model.LearnedEffect(per_pod=0.2, observations=5)
@@ -130,7 +130,7 @@ class TestLearnedEffectsSurviveRefreshes:
         assert store.get(k) is store.view()[k]
 
     def test_a_refresh_that_brings_its_own_learned_effect_replaces_it(self) -> None:
-        store = prometheus.MetricStore()
+        store = metric_store.MetricStore()
         k = key(1)
         store.update(k, ok(1.0, 1.0))
         store.set_learned(k, model.LearnedEffect(per_pod=0.2))
@@ -139,7 +139,7 @@ class TestLearnedEffectsSurviveRefreshes:
         assert store.view()[k].learned is newer
 
     def test_set_learned_on_an_unknown_metric_does_nothing(self) -> None:
-        store = prometheus.MetricStore()
+        store = metric_store.MetricStore()
         store.set_learned(key(9), model.LearnedEffect(per_pod=1.0))
         assert dict(store.view()) == {}
 

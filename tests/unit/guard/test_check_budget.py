@@ -10,7 +10,7 @@ import promql_parser
 import pytest
 
 from metricsched.core import model, policy, promql_guard
-from metricsched.edges import prometheus
+from metricsched.edges import prometheus, query_rounds
 
 NAMESPACED = promql_guard.Rules(
     required_matchers=(promql_guard.parse_required_matcher("namespace={namespace}"),)
@@ -172,7 +172,7 @@ class TestVerdictsAreRemembered:
             _policy("spy", "bank", 'up{namespace="shop"}'),
         ]
         for _ in range(5):
-            groups = prometheus.guarded_query_groups(policies, guard=guard)
+            groups = query_rounds.guarded_query_groups(policies, guard=guard)
         # (query, namespace) pairs: the namespace rule makes the verdict differ by namespace.
         assert len(parses.calls) == 3
         refused = [key.namespace for key, _ in groups if key.refusal is not None]
@@ -213,7 +213,7 @@ class TestVerdictsAreRemembered:
         )
         try:
             policies = [_policy("web", "shop", 'up{namespace="shop"}')]
-            ((key, _),) = prometheus.guarded_query_groups(policies, guard=source.guard)
+            ((key, _),) = query_rounds.guarded_query_groups(policies, guard=source.guard)
             assert source.refusal(key.query, namespace=key.namespace) is None
         finally:
             source.close()

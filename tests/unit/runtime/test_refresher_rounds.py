@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from metricsched.core import model, policy, promql_guard
-from metricsched.edges import observe
+from metricsched.edges import metric_store, observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
@@ -71,7 +71,7 @@ class Rig:
     def __init__(self, *, deadline_s: float = 5.0) -> None:
         self.source = FakeSource()
         self.cache = cache_mod.ClusterCache()
-        self.store = prom.MetricStore()
+        self.store = metric_store.MetricStore()
         self.queue = queue_mod.SchedulingQueue()
         metrics = observe.Metrics()
         self.status = status_mod.PolicyStatus(

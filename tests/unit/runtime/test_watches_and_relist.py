@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from metricsched import config as config_mod
-from metricsched.edges import observe
-from metricsched.edges import prometheus as prom
+from metricsched.edges import metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import reconcile
@@ -37,7 +36,7 @@ def _watches() -> watches_mod.Watches:
             metrics=metrics,
             interval_s=15.0,
         ),
-        store=prom.MetricStore(),
+        store=metric_store.MetricStore(),
         metrics=metrics,
         health=observe.HealthState(),
         record=lambda *a, **kw: None,
