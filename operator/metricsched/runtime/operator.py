@@ -96,7 +96,7 @@ class Operator:
             cache=self.cache,
             queue=self.queue,
             store=self.store,
-            core_api=self.api,
+            api=self.api,
             recorder=self.recorder,
             metrics=self.metrics,
             on_fallback_change=self._fallback_changed,
@@ -109,7 +109,7 @@ class Operator:
             mark=self._mark_status,
         )
         self.status = status_mod.PolicyStatus(
-            custom_api=self.api,
+            api=self.api,
             policies=lambda: self.cache.policies,
             nodes=self.cache.nodes,
             counters=self._counters,
@@ -146,7 +146,7 @@ class Operator:
         )
         self.scheduler.consistent = self.watches.consistent
         self.reconciler = reconcile_mod.Reconciler(
-            core=self.api,
+            api=self.api,
             cache=self.cache,
             watches=self.watches,
             metrics=self.metrics,

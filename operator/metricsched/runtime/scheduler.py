@@ -26,7 +26,7 @@ from typing import Any
 
 from metricsched.config import Config
 from metricsched.core import cycle, decision_record, framework, model
-from metricsched.edges import binder, events, logs, metric_store, observe, pod_status
+from metricsched.edges import binder, events, kube, logs, metric_store, observe, pod_status
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
 
@@ -62,7 +62,7 @@ class Scheduler:
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,
         store: metric_store.MetricStore,
-        core_api: Any,
+        api: kube.Api,
         recorder: events.EventRecorder,
         metrics: observe.Metrics,
         on_fallback_change: Callable[[model.PolicyKey, bool, str], None] | None = None,
@@ -83,7 +83,7 @@ class Scheduler:
         # Work derived from unchanged pods and nodes (parsed terms, a pod class's node
         # affinity, metric values laid out by node), kept from one cycle to the next.
         self.memo = framework.Memo()
-        self.core_api = core_api
+        self.api = api
         self.recorder = recorder
         self.metrics = metrics
         self.counters: dict[model.PolicyKey, PolicyCounters] = collections.defaultdict(
@@ -268,7 +268,7 @@ class Scheduler:
         async with self._binds:
             result = await asyncio.to_thread(
                 binder.bind,
-                self.core_api,
+                self.api,
                 namespace=pod.namespace,
                 name=pod.name,
                 uid=pod.uid,
@@ -294,7 +294,7 @@ class Scheduler:
         while True:
             result = await asyncio.to_thread(
                 binder.read_back,
-                self.core_api,
+                self.api,
                 namespace=pod.namespace,
                 name=pod.name,
                 uid=pod.uid,
@@ -388,7 +388,7 @@ class Scheduler:
         conditions = self.cache.pod_conditions.get(pod.uid, ())
         await asyncio.to_thread(
             pod_status.set_pod_scheduled_false,
-            self.core_api,
+            self.api,
             namespace=pod.namespace,
             name=pod.name,
             reason="Unschedulable",

@@ -63,7 +63,7 @@ class PolicyStatus:
     def __init__(
         self,
         *,
-        custom_api: kube.Api,
+        api: kube.Api,
         policies: Callable[[], Mapping[model.PolicyKey, model.Policy]],
         nodes: Callable[[], list[model.NodeInfo]],
         counters: Callable[[model.PolicyKey], tuple[int, int]],
@@ -73,7 +73,7 @@ class PolicyStatus:
         clock: Callable[[], float] = time.monotonic,
         shadow: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
     ) -> None:
-        self._api = custom_api
+        self._api = api
         self._policies = policies
         self._nodes = nodes
         self._counters = counters

@@ -86,7 +86,7 @@ def test_a_deleted_pod_reads_back_as_gone(fake_kube: fakes.FakeServer, kube_api:
 
 
 def test_a_read_back_that_fails_too_stays_unknown() -> None:
-    api = fakes.core_api(f"http://127.0.0.1:{fakes.closed_port()}")
+    api = fakes.api(f"http://127.0.0.1:{fakes.closed_port()}")
     api.api_client.configuration.retries = 0
     assert _read_back(api).kind is Kind.UNKNOWN
 

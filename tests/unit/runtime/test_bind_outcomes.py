@@ -121,7 +121,7 @@ class Rig:
             cache=self.cache,
             queue=self.queue,
             store=metric_store.MetricStore(),
-            core_api=self.api,
+            api=self.api,
             recorder=events.EventRecorder(self.api, component="metricsched"),  # type: ignore[arg-type]
             metrics=metrics,
         )

@@ -75,7 +75,7 @@ class Rig:
         self.queue = queue_mod.SchedulingQueue()
         metrics = observe.Metrics()
         self.status = status_mod.PolicyStatus(
-            custom_api=None,  # type: ignore[arg-type]
+            api=None,  # type: ignore[arg-type]
             policies=lambda: self.cache.policies,
             nodes=self.cache.nodes,
             counters=lambda key: (0, 0),

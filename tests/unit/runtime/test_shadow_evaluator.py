@@ -138,7 +138,7 @@ def test_an_active_policy_has_no_shadow_status(rig: Rig) -> None:
 
 def policy_status(rig: Rig) -> status_mod.PolicyStatus:
     return status_mod.PolicyStatus(
-        custom_api=None,  # type: ignore[arg-type]
+        api=None,  # type: ignore[arg-type]
         policies=lambda: rig.cache.policies,
         nodes=rig.cache.nodes,
         counters=lambda key: (0, 0),

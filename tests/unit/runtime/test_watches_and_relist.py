@@ -29,7 +29,7 @@ def _watches() -> watches_mod.Watches:
         cache=cache,
         queue=queue_mod.SchedulingQueue(),
         status=status_mod.PolicyStatus(
-            custom_api=None,  # type: ignore[arg-type]
+            api=None,  # type: ignore[arg-type]
             policies=lambda: cache.policies,
             nodes=cache.nodes,
             counters=lambda key: (0, 0),
@@ -179,7 +179,7 @@ class FakeCore:
 
 def _reconciler(w: watches_mod.Watches, core: FakeCore) -> reconcile.Reconciler:
     return reconcile.Reconciler(
-        core=core,  # type: ignore[arg-type]
+        api=core,  # type: ignore[arg-type]
         cache=w.cache,
         watches=w,
         metrics=w.metrics,
