@@ -1,0 +1,464 @@
+#!/usr/bin/env python3
+"""A load model for tests and benchmarks: per-node series that answer placement.
+
+Watches the simulated nodes labelled ``loadmodel.metricsched.io/modelled=true`` (by
+default) and every pod, and derives each modelled node's utilisation from the pods bound
+to it, every tick:
+
+    cpu     = (background cpu fraction * allocatable + sum of its pods' usage now) / allocatable
+    memory  = likewise, in bytes
+    latency = service time / (1 - min(cpu, 0.98))          (a queueing curve, seconds)
+
+A pod's usage is the simulator's own, independent of its requests: the annotation
+``loadmodel.metricsched.io/cpu`` (cores: ``"0.4"``, ``"uniform(0.2,0.6)"``,
+``"normal(0.4,0.1)"``, drawn once per pod from the seed and the pod's uid, clipped at 0),
+``.../memory`` (a quantity or a distribution of quantities) and ``.../ramp`` (seconds from
+being seen bound to full usage, linear; default ``uniform(10,30)``). Without a usage
+annotation a pod uses its requests; an annotation that does not parse is logged and
+ignored. Usage carries multiplicative noise per pod per tick (``--noise``). A node's
+background load comes from its annotations ``.../background-cpu`` and
+``.../background-memory`` (fractions of allocatable), or from a run-time override.
+
+    GET    /metrics                  node_cpu_utilisation, node_memory_utilisation,
+                                     node_latency_seconds, loadmodel_node_pods
+                                     (labels node and instance="<InternalIP>:9100")
+    GET    /truth                    {"t": unix, "nodes": {name: {"cpu", "memory", "latency",
+                                     "pods", "eventual_cpu", "ramping"}}}
+    POST   /background {"node": "n1", "cpu": 0.6, "memory": 0.2}   a hot spot
+    DELETE /background?node=n1       back to the node's annotations
+
+``--record FILE.jsonl`` appends one line per tick, one per pod first seen bound to a
+modelled node (with its node's eventual cpu utilisation before and after it) and one per
+such pod gone. Only loopback addresses are ever bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import IO, Any
+
+import kubernetes.client.exceptions
+import loadmodel_core as core
+import prometheus_client
+import prometheus_client.core
+import prometheus_client.registry
+
+from metricsched.edges import kube
+
+log = logging.getLogger("loadmodel")
+
+
+def read_node(body: Mapping[str, Any]) -> core.Node:
+    node, problems = core.node_from_body(body)
+    for text in problems:
+        log.warning("node %s: %s", node.name, text)
+    return node
+
+
+class Model:
+    """Nodes, pods and the last tick's samples, behind one lock (watches, ticks and HTTP
+    requests run in threads of their own)."""
+
+    def __init__(self, *, seed: int, noise: float, service_time: float, record: IO[str] | None):
+        self.seed = seed
+        self.noise = noise
+        self.service_time = service_time
+        self.record = record
+        self.noise_rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.nodes: dict[str, core.Node] = {}
+        self.overrides: dict[str, tuple[float, float]] = {}
+        self.pods: dict[str, core.Pod] = {}  # by uid: every pod seen bound, on any node
+        self.t = 0.0
+        self.samples: dict[str, core.NodeSample] = {}
+
+    def write(self, line: Mapping[str, Any]) -> None:
+        if self.record is not None:
+            self.record.write(json.dumps(line) + "\n")
+            self.record.flush()
+
+    def background(self, node: core.Node) -> tuple[float, float]:
+        return self.overrides.get(node.name, (node.background_cpu, node.background_memory))
+
+    def eventual_cpu(self, node: core.Node) -> float:
+        """The node's cpu utilisation with every pod at full usage and no noise."""
+        used = sum(p.usage.cpu for p in self.pods.values() if p.node == node.name)
+        return core.utilisation(self.background(node)[0], node.cpu, used)
+
+    # Nodes -----------------------------------------------------------------------------
+
+    def node_seen(self, body: Mapping[str, Any]) -> None:
+        node = read_node(body)
+        with self.lock:
+            self.nodes[node.name] = node
+
+    def node_gone(self, body: Mapping[str, Any]) -> None:
+        with self.lock:
+            self.nodes.pop(str((body.get("metadata") or {}).get("name")), None)
+
+    def nodes_listed(self, bodies: list[Mapping[str, Any]]) -> None:
+        nodes = [read_node(b) for b in bodies]
+        with self.lock:
+            self.nodes = {n.name: n for n in nodes}
+
+    # Pods ------------------------------------------------------------------------------
+
+    def pod_seen(self, body: Mapping[str, Any], now: float) -> None:
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        if not core.counts(body):
+            self.pod_gone(body, now)
+            return
+        with self.lock:
+            if uid in self.pods:
+                return
+        requests, problem = core.pod_requests(body)
+        usage, problems = core.draw_usage(body, seed=self.seed, requests=requests)
+        for text in [problem, *problems] if problem else problems:
+            log.warning("pod %s: %s", core.pod_key(body), text)
+        spec = body.get("spec") or {}
+        pod = core.Pod(
+            core.pod_key(body), str(spec["nodeName"]), str(spec.get("schedulerName")), usage, now
+        )
+        with self.lock:
+            if uid in self.pods:
+                return
+            node = self.nodes.get(pod.node)
+            before = self.eventual_cpu(node) if node else 0.0
+            self.pods[uid] = pod
+            if node is not None:
+                after = self.eventual_cpu(node)
+                self.write(core.bind_record(now, pod.key, pod.node, pod.scheduler, before, after))
+
+    def pod_gone(self, body: Mapping[str, Any], now: float) -> None:
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        with self.lock:
+            self._forget(uid, now)
+
+    def _forget(self, uid: str, now: float) -> None:
+        pod = self.pods.pop(uid, None)
+        if pod is not None and pod.node in self.nodes:
+            self.write(core.gone_record(now, pod.key, pod.node))
+
+    def pods_listed(self, bodies: list[Mapping[str, Any]], now: float) -> None:
+        """A fresh LIST: pods no longer in it are gone; pods already known keep their
+        draws and ramp; new bound ones are seen now."""
+        listed = {str((b.get("metadata") or {}).get("uid") or "") for b in bodies}
+        with self.lock:
+            for uid in [u for u in self.pods if u not in listed]:
+                self._forget(uid, now)
+        for body in bodies:
+            self.pod_seen(body, now)
+
+    # Background overrides ----------------------------------------------------------------
+
+    def set_background(self, node: str, cpu: float | None, memory: float | None) -> None:
+        with self.lock:
+            known = self.nodes.get(node)
+            base = self.overrides.get(node) or (
+                (known.background_cpu, known.background_memory) if known else (0.0, 0.0)
+            )
+            self.overrides[node] = (
+                base[0] if cpu is None else cpu,
+                base[1] if memory is None else memory,
+            )
+
+    def clear_background(self, node: str) -> None:
+        with self.lock:
+            self.overrides.pop(node, None)
+
+    # Ticks -------------------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        with self.lock:
+            used: dict[str, list[float]] = {n: [0.0, 0.0, 0] for n in self.nodes}
+            for _, pod in sorted(self.pods.items()):
+                if pod.node not in used:
+                    continue
+                share = core.ramp_fraction(now - pod.seen, pod.usage.ramp)
+                share *= 1 + self.noise_rng.uniform(-self.noise, self.noise)
+                acc = used[pod.node]
+                acc[0] += pod.usage.cpu * share
+                acc[1] += pod.usage.memory * share
+                acc[2] += 1
+            samples = {}
+            for name, (cpu_used, mem_used, pods) in used.items():
+                node = self.nodes[name]
+                bg_cpu, bg_mem = self.background(node)
+                cpu = core.utilisation(bg_cpu, node.cpu, cpu_used)
+                samples[name] = core.NodeSample(
+                    cpu=cpu,
+                    memory=core.utilisation(bg_mem, node.memory, mem_used),
+                    latency=core.latency(self.service_time, cpu),
+                    pods=int(pods),
+                )
+            self.t, self.samples = now, samples
+            self.write(core.tick_record(now, samples))
+
+    def truth(self, now: float) -> dict[str, Any]:
+        with self.lock:
+            nodes = {}
+            for name, s in sorted(self.samples.items()):
+                node = self.nodes.get(name)
+                if node is None:
+                    continue
+                mine = [p for p in self.pods.values() if p.node == name]
+                nodes[name] = {
+                    "cpu": s.cpu,
+                    "memory": s.memory,
+                    "latency": s.latency,
+                    "pods": s.pods,
+                    "eventual_cpu": self.eventual_cpu(node),
+                    "ramping": sum(1 for p in mine if now - p.seen < p.usage.ramp),
+                }
+            return {"t": self.t, "nodes": nodes}
+
+
+# --- watches ----------------------------------------------------------------------------
+
+
+class WatchExpiredError(Exception):
+    """The watch's resourceVersion is too old (410): re-list."""
+
+
+WATCH_TIMEOUT_S = 60  # the server ends each watch after this; the next resumes from its rv
+LIST_PAGE = 500
+
+
+def lister(client: Any, path: str, selector: str) -> Callable[[str | None], Any]:
+    def fetch(cont: str | None) -> Any:
+        query: list[tuple[str, str | int]] = [("limit", LIST_PAGE)]
+        query += [("labelSelector", selector)] if selector else []
+        query += [("continue", cont)] if cont else []
+        return kube.request(client, "GET", path, query=query, timeout_s=(10, 60))
+
+    return fetch
+
+
+def watch_events(
+    client: Any, path: str, selector: str, version: str
+) -> Iterator[Mapping[str, Any]]:
+    """The events of one watch from ``version`` until the server ends it."""
+    query: list[tuple[str, str | int]] = [
+        ("watch", "1"),
+        ("resourceVersion", version),
+        ("allowWatchBookmarks", "true"),
+        ("timeoutSeconds", WATCH_TIMEOUT_S),
+    ]
+    query += [("labelSelector", selector)] if selector else []
+    response = kube.request(client, "GET", path, query=query, timeout_s=(10, WATCH_TIMEOUT_S + 30))
+    try:
+        pending = b""
+        for chunk in response.stream(2**16):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    yield json.loads(line)
+    finally:
+        response.release_conn()
+
+
+def run_informer(  # noqa: PLR0917
+    client: Any,
+    path: str,
+    selector: str,
+    listed: Callable[[list[Mapping[str, Any]]], None],
+    seen: Callable[[Mapping[str, Any]], None],
+    gone: Callable[[Mapping[str, Any]], None],
+) -> None:
+    """LIST, then WATCH from the list's resourceVersion; re-list on 410 and on errors
+    (with backoff). Runs forever in its own thread."""
+    backoff = 1.0
+    while True:
+        try:
+            items, version = kube.list_all(lister(client, path, selector))
+            listed(list(items))
+            backoff = 1.0
+            while True:
+                for event in watch_events(client, path, selector, version):
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            raise WatchExpiredError(str(obj.get("message")))
+                        raise RuntimeError(f"watch error: {obj.get('message')}")
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                    if kind in ("ADDED", "MODIFIED"):
+                        seen(obj)
+                    elif kind == "DELETED":
+                        gone(obj)
+        except WatchExpiredError as e:
+            log.info("%s: watch expired (%s); re-listing", path, e)
+        except kubernetes.client.exceptions.ApiException as e:
+            if e.status != 410:
+                log.warning("%s: %s; re-listing in %.0fs", path, kube.describe_error(e), backoff)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+        except Exception as e:  # supervised: log, back off, re-list
+            log.warning("%s: %s; re-listing in %.0fs", path, kube.describe_error(e), backoff)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+
+def start_watches(model: Model, client: Any, selector: str) -> None:
+    def now() -> float:
+        return time.time()
+
+    specs = (
+        (
+            "/api/v1/nodes",
+            selector,
+            model.nodes_listed,
+            model.node_seen,
+            model.node_gone,
+        ),
+        (
+            "/api/v1/pods",
+            "",
+            lambda items: model.pods_listed(items, now()),
+            lambda body: model.pod_seen(body, now()),
+            lambda body: model.pod_gone(body, now()),
+        ),
+    )
+    for spec in specs:
+        threading.Thread(target=run_informer, args=(client, *spec), daemon=True).start()
+
+
+def run_ticks(model: Model, tick: float) -> None:
+    """Tick on a fixed schedule (a slow tick is followed by a shorter wait, not a drift)."""
+    next_at = time.monotonic()
+    while True:
+        try:
+            model.tick(time.time())
+        except Exception:  # supervised: a bad tick is logged, the next one runs
+            log.exception("tick failed")
+        next_at += tick
+        time.sleep(max(0.0, next_at - time.monotonic()))
+
+
+# --- HTTP -------------------------------------------------------------------------------
+
+
+class Collector(prometheus_client.registry.Collector):
+    FAMILIES = (
+        ("node_cpu_utilisation", "Modelled CPU core.utilisation of the node, 0..1.", "cpu"),
+        (
+            "node_memory_utilisation",
+            "Modelled memory core.utilisation of the node, 0..1.",
+            "memory",
+        ),
+        ("node_latency_seconds", "Modelled request latency on the node.", "latency"),
+        ("loadmodel_node_pods", "Pods the load model core.counts on the node.", "pods"),
+    )
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+
+    def collect(self) -> Iterator[prometheus_client.core.Metric]:
+        with self.model.lock:
+            samples = dict(self.model.samples)
+            instances = {n: node.instance for n, node in self.model.nodes.items()}
+        for metric, doc, field in self.FAMILIES:
+            family = prometheus_client.core.GaugeMetricFamily(
+                metric, doc, labels=["node", "instance"]
+            )
+            for node, sample in sorted(samples.items()):
+                if node in instances:
+                    family.add_metric([node, instances[node]], float(getattr(sample, field)))
+            yield family
+
+
+def optional_fraction(req: Mapping[str, Any], key: str) -> float | None:
+    if req.get(key) is None:
+        return None
+    value = float(req[key])
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{key} must be a finite fraction >= 0")
+    return value
+
+
+def make_handler(model: Model, registry: prometheus_client.CollectorRegistry) -> type:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def reply(self, code: int, body: Any, ctype: str = "application/json") -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            path = urllib.parse.urlparse(self.path).path
+            if path == "/metrics":
+                text = prometheus_client.generate_latest(registry)
+                self.reply(200, text, prometheus_client.CONTENT_TYPE_LATEST)
+            elif path == "/truth":
+                self.reply(200, model.truth(time.time()))
+            else:
+                self.reply(404, {"error": "not found"})
+
+        def do_POST(self) -> None:
+            if urllib.parse.urlparse(self.path).path != "/background":
+                self.reply(404, {"error": "not found"})
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                req = json.loads(self.rfile.read(length) or b"{}")
+                cpu = optional_fraction(req, "cpu")
+                memory = optional_fraction(req, "memory")
+                model.set_background(str(req["node"]), cpu, memory)
+            except (KeyError, ValueError, TypeError, AttributeError) as e:
+                self.reply(400, {"error": f"bad request: {e}"})
+                return
+            self.reply(200, {"ok": True})
+
+        def do_DELETE(self) -> None:
+            url = urllib.parse.urlparse(self.path)
+            q = urllib.parse.parse_qs(url.query)
+            if url.path != "/background" or "node" not in q:
+                self.reply(400, {"error": "DELETE /background?node=N"})
+                return
+            model.clear_background(q["node"][0])
+            self.reply(200, {"ok": True})
+
+    return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--record", type=Path, help="append JSON lines here")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tick", type=float, default=1.0, help="seconds between samples")
+    parser.add_argument("--noise", type=float, default=0.03, help="per pod per tick, ±")
+    parser.add_argument("--service-time", type=float, default=0.05, help="seconds")
+    parser.add_argument("--node-selector", default=core.DEFAULT_SELECTOR)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    record = args.record.open("a", encoding="utf-8") if args.record else None
+    model = Model(seed=args.seed, noise=args.noise, service_time=args.service_time, record=record)
+    client = kube.load_api_client(args.kubeconfig, pool_size=4)
+    start_watches(model, client, args.node_selector)
+    threading.Thread(target=run_ticks, args=(model, args.tick), daemon=True).start()
+    registry = prometheus_client.CollectorRegistry(auto_describe=False)
+    registry.register(Collector(model))
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(model, registry))
+    log.info("serving on 127.0.0.1:%d (nodes: %s)", args.port, args.node_selector)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

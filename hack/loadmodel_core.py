@@ -1,0 +1,280 @@
+"""The load model's arithmetic (hack/loadmodel.py): what a pod uses, how a node's
+utilisation and latency follow, and the record lines.
+
+Pure: no I/O, no clocks, no logging. A problem with an input (an annotation that does not
+parse, unreadable requests) is returned as text beside a usable value; the process logs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from metricsched.core import parse, quantity
+
+PREFIX = "loadmodel.metricsched.io/"
+POD_CPU = PREFIX + "cpu"
+POD_MEMORY = PREFIX + "memory"
+POD_RAMP = PREFIX + "ramp"
+NODE_BACKGROUND_CPU = PREFIX + "background-cpu"
+NODE_BACKGROUND_MEMORY = PREFIX + "background-memory"
+DEFAULT_SELECTOR = PREFIX + "modelled=true"
+DEFAULT_RAMP = "uniform(10,30)"
+MAX_RHO = 0.98  # the latency curve's cap: a saturated node is slow, not infinitely slow
+
+
+# --- distributions, ramps, arithmetic ---------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Distribution:
+    """A fixed value or a distribution to draw one value from."""
+
+    kind: Literal["fixed", "uniform", "normal"]
+    a: float
+    b: float = 0.0
+
+    def draw(self, rng: random.Random) -> float:
+        """One value, clipped at 0 (a pod never uses a negative amount)."""
+        if self.kind == "uniform":
+            value = rng.uniform(self.a, self.b)
+        elif self.kind == "normal":
+            value = rng.gauss(self.a, self.b)
+        else:
+            value = self.a
+        return max(0.0, value)
+
+    @property
+    def mean(self) -> float:
+        return (self.a + self.b) / 2 if self.kind == "uniform" else self.a
+
+
+_CALL = re.compile(r"\s*(uniform|normal)\s*\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)\s*")
+
+
+def seconds(text: str) -> float:
+    return float(text)
+
+
+def amount(text: str) -> float:
+    """A Kubernetes quantity as a float: cores for cpu ("0.4", "400m"), bytes for memory."""
+    return quantity.parse_nano(text) / quantity.NANO
+
+
+def parse_distribution(text: str, unit: Callable[[str], float]) -> Distribution:
+    """``"0.4"``, ``"uniform(a,b)"`` or ``"normal(mean,sd)"``, each value read by ``unit``.
+    Raises ValueError on anything else (a non-finite value, low > high, a negative sd)."""
+    match = _CALL.fullmatch(text)
+    if match is None:
+        dist = Distribution("fixed", unit(text.strip()))
+    else:
+        kind: Literal["uniform", "normal"] = "uniform" if match[1] == "uniform" else "normal"
+        dist = Distribution(kind, unit(match[2]), unit(match[3]))
+        if kind == "uniform" and dist.a > dist.b:
+            raise ValueError(f"{text!r}: uniform(low, high) needs low <= high")
+        if kind == "normal" and dist.b < 0:
+            raise ValueError(f"{text!r}: normal(mean, sd) needs sd >= 0")
+    if not (math.isfinite(dist.a) and math.isfinite(dist.b)):
+        raise ValueError(f"{text!r}: not a finite value")
+    return dist
+
+
+def pod_rng(seed: int, uid: str, what: str) -> random.Random:
+    """The generator for one of a pod's draws: the same seed and uid give the same usage."""
+    return random.Random(f"{seed}:{uid}:{what}")
+
+
+def ramp_fraction(elapsed: float, ramp: float) -> float:
+    """How much of its full usage a pod uses ``elapsed`` seconds after it was seen bound."""
+    if ramp <= 0 or elapsed >= ramp:
+        return 1.0
+    return max(0.0, elapsed / ramp)
+
+
+def utilisation(background: float, allocatable: float, used: float) -> float:
+    """(background fraction * allocatable + used) / allocatable; 0 on a node without any."""
+    if allocatable <= 0:
+        return 0.0
+    return (background * allocatable + used) / allocatable
+
+
+def latency(service_time: float, cpu: float) -> float:
+    return service_time / (1 - min(cpu, MAX_RHO))
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """A pod's full usage (cores, bytes) and its ramp (seconds)."""
+
+    cpu: float
+    memory: float
+    ramp: float
+
+
+def draw_usage(
+    body: Mapping[str, Any], *, seed: int, requests: tuple[float, float]
+) -> tuple[Usage, list[str]]:
+    """The pod's usage from its annotations, else its ``requests`` (cores, bytes); and the
+    problems with annotations that did not parse (each such annotation is ignored)."""
+    meta = body.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    uid = str(meta.get("uid") or "")
+    problems: list[str] = []
+    values: list[float] = []
+    fields = (
+        (POD_CPU, amount, requests[0], None),
+        (POD_MEMORY, amount, requests[1], None),
+        (POD_RAMP, seconds, 0.0, DEFAULT_RAMP),
+    )
+    for key, unit, fallback, default in fields:
+        text = annotations.get(key)
+        dist = None
+        if text is not None:
+            try:
+                if not isinstance(text, str):
+                    raise TypeError("not a string")
+                dist = parse_distribution(text, unit)
+            except (ValueError, TypeError, quantity.QuantityError) as e:
+                problems.append(f"{key}={text!r} ignored: {e}")
+        if dist is None and default is not None:
+            dist = parse_distribution(default, unit)
+        values.append(dist.draw(pod_rng(seed, uid, key)) if dist is not None else fallback)
+    return Usage(values[0], values[1], values[2]), problems
+
+
+def pod_requests(body: Mapping[str, Any]) -> tuple[tuple[float, float], str | None]:
+    """The pod's effective requests (cores, bytes) as kube-scheduler counts them; (0, 0)
+    and the problem if they cannot be read."""
+    try:
+        requests = parse.pod_from_body(body).requests
+    except parse.ParseError as e:
+        return (0.0, 0.0), f"unreadable requests counted as 0: {e}"
+    return (requests.milli_cpu / 1000, float(requests.memory)), None
+
+
+def pod_key(body: Mapping[str, Any]) -> str:
+    meta = body.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def counts(body: Mapping[str, Any]) -> bool:
+    """A pod counts while it is bound, not terminal and not being deleted."""
+    meta = body.get("metadata") or {}
+    phase = (body.get("status") or {}).get("phase")
+    node = (body.get("spec") or {}).get("nodeName")
+    return bool(node) and phase not in ("Succeeded", "Failed") and not meta.get("deletionTimestamp")
+
+
+def round6(value: float) -> float:
+    return round(value, 6)
+
+
+def tick_record(t: float, nodes: Mapping[str, NodeSample]) -> dict[str, Any]:
+    return {
+        "t": round(t, 3),
+        "nodes": {
+            name: {
+                "cpu": round6(s.cpu),
+                "memory": round6(s.memory),
+                "latency": round6(s.latency),
+                "pods": s.pods,
+            }
+            for name, s in sorted(nodes.items())
+        },
+    }
+
+
+def bind_record(  # noqa: PLR0917 (a record's fields)
+    t: float, pod: str, node: str, scheduler: str, before: float, after: float
+) -> dict[str, Any]:
+    return {
+        "t": round(t, 3),
+        "bind": pod,
+        "node": node,
+        "scheduler": scheduler,
+        "cpu_before": round6(before),
+        "cpu_after": round6(after),
+    }
+
+
+def gone_record(t: float, pod: str, node: str) -> dict[str, Any]:
+    return {"t": round(t, 3), "gone": pod, "node": node}
+
+
+# --- nodes and pods as the model holds them ----------------------------------------------
+
+
+@dataclasses.dataclass
+class Node:
+    name: str
+    instance: str
+    cpu: float  # allocatable cores
+    memory: float  # allocatable bytes
+    background_cpu: float
+    background_memory: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Pod:
+    key: str
+    node: str
+    scheduler: str
+    usage: Usage
+    seen: float  # when first seen bound (unix seconds): its ramp starts here
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeSample:
+    cpu: float
+    memory: float
+    latency: float
+    pods: int
+
+
+def fraction(annotations: Mapping[str, Any], key: str, problems: list[str]) -> float:
+    """A node's background fraction (>= 0) from an annotation; 0 if absent or unreadable."""
+    text = annotations.get(key)
+    if text is None:
+        return 0.0
+    try:
+        value = float(text)
+        if not math.isfinite(value) or value < 0:
+            raise ValueError("not a finite fraction >= 0")
+    except (TypeError, ValueError) as e:
+        problems.append(f"{key}={text!r} ignored: {e}")
+        return 0.0
+    return value
+
+
+def node_from_body(body: Mapping[str, Any]) -> tuple[Node, list[str]]:
+    """The node's allocatable cpu and memory, address and background; and any problems."""
+    meta = body.get("metadata") or {}
+    name = str(meta.get("name"))
+    annotations = meta.get("annotations") or {}
+    status = body.get("status") or {}
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    address = next(
+        (a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"),
+        name,
+    )
+    problems: list[str] = []
+    sizes = []
+    for resource in ("cpu", "memory"):
+        try:
+            sizes.append(amount(str(alloc.get(resource, "0"))))
+        except quantity.QuantityError as e:
+            problems.append(f"allocatable {resource} unreadable, counted as 0: {e}")
+            sizes.append(0.0)
+    node = Node(
+        name=name,
+        instance=f"{address}:9100",
+        cpu=sizes[0],
+        memory=sizes[1],
+        background_cpu=fraction(annotations, NODE_BACKGROUND_CPU, problems),
+        background_memory=fraction(annotations, NODE_BACKGROUND_MEMORY, problems),
+    )
+    return node, problems
