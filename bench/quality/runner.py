@@ -481,4 +481,7 @@ def cmd_quality(args: Any) -> int:
             env_mod.cluster_cmd("down")
     report.render(out, publish=args.publish)
     print(f"[quality] results: {out} ({time.monotonic() - t0:.0f} s)", flush=True)
-    return 0
+    failed = [f"{t['scenario']}/{t['system']}" for t in results["trials"] if "error" in t]
+    if failed:
+        print(f"[quality] harness errors in {failed}", flush=True)
+    return 1 if failed else 0
