@@ -3,12 +3,16 @@
 hack/cluster.py starts the load model with the cluster (port PORT_BASE + 101, record
 ``<state>/loadmodel.jsonl``) and writes both into the cluster's env file as
 ``METRICSCHED_LOADMODEL_URL`` and ``METRICSCHED_LOADMODEL_RECORD``; Prometheus scrapes it
-every ``METRICSCHED_LOADMODEL_SCRAPE``. Blocking calls (urllib): run them in a thread.
+every ``METRICSCHED_LOADMODEL_SCRAPE``. When the cluster runs none (a hack/cluster.py
+from before the load model), ``start_own`` starts one on the same port and adds its scrape
+job to the cluster's Prometheus. Blocking calls (urllib): run them in a thread.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -80,6 +84,48 @@ class LoadModel:
             for line in f:
                 if line.endswith(b"\n") and line.strip():
                     yield json.loads(line)
+
+
+def start_own(cluster: env_mod.ClusterEnv, *, scrape: str, seed: int) -> subprocess.Popen[bytes]:
+    """Start hack/loadmodel.py for a cluster that has none, and have Prometheus scrape it
+    every ``scrape`` (a job appended to the cluster's prometheus.yml, then a reload)."""
+    port = env_mod.PORT_BASE + 101
+    record = env_mod.STATE / "quality-loadmodel.jsonl"
+    log = (env_mod.STATE / "quality-loadmodel.log").open("ab")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(env_mod.ROOT / "hack" / "loadmodel.py"),
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--port={port}",
+            f"--record={record}",
+            f"--seed={seed}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    config = env_mod.STATE / "prometheus.yml"
+    text = config.read_text()
+    if "job_name: loadmodel" not in text:
+        config.write_text(
+            text.rstrip("\n") + "\n  - job_name: loadmodel\n    honor_labels: true\n"
+            f"    scrape_interval: {scrape}\n"
+            f"    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n"
+        )
+        req = urllib.request.Request(cluster.prometheus_url + "/-/reload", method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            r.read()
+    model = LoadModel(f"http://127.0.0.1:{port}", record)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            model.truth()
+            return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def prometheus_cpu(prometheus_url: str) -> dict[str, float]:

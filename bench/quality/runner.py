@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import secrets
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -365,7 +366,19 @@ async def _main(run_args: dict[str, Any]) -> None:
     out: Path = run_args["out"]
     cluster = env_mod.load()
     kube = Kube(cluster.server, cluster.token, cluster.ca_file)
+    own: subprocess.Popen[bytes] | None = None
     try:
+        try:
+            model = loadmodel.LoadModel.of_bench_cluster()
+        except loadmodel.LoadModelMissingError:
+            print("[quality] the cluster runs no load model: starting one", flush=True)
+            own = await asyncio.to_thread(
+                loadmodel.start_own, cluster, scrape=SCRAPE, seed=run_args["seed"]
+            )
+            model = loadmodel.LoadModel(
+                f"http://127.0.0.1:{env_mod.PORT_BASE + 101}",
+                env_mod.STATE / "quality-loadmodel.jsonl",
+            )
         nodes = scenarios.nodes(plan.nodes, seed=run_args["seed"])
         await ensure_nodes(kube, nodes)
         run = Run(
@@ -374,7 +387,7 @@ async def _main(run_args: dict[str, Any]) -> None:
             run_args["seed"],
             cluster,
             kube,
-            loadmodel.LoadModel.of_bench_cluster(),
+            model,
             nodes,
             results,
             out,
@@ -410,6 +423,9 @@ async def _main(run_args: dict[str, Any]) -> None:
                 )
     finally:
         await kube.close()
+        if own is not None:
+            own.terminate()
+            own.wait(timeout=20)
 
 
 def _line(row: dict[str, Any]) -> str:
