@@ -73,7 +73,7 @@ def scenario_table(results: dict[str, Any], key: str) -> list[str]:
     lines = [
         "| system | pods bound (unplaced) | node-s > 80 % (share) | node-s > 100 % "
         "| hottest node, max | hottest at end of burst | std dev across nodes "
-        "| overruns / binds | pod latency p50 / p99 ms | create→bind p99 s | mean util. |",
+        "| overruns / binds | pod latency p50 / p99 ms | create→bind p99 s | mean node util. |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for system in qsys.ORDER:
@@ -232,7 +232,9 @@ def plot_heat(results: dict[str, Any], key: str, out: Path) -> None:
     shown = _systems(results, key)
     if not shown:
         return
-    fig, axes = plt.subplots(len(shown), 1, figsize=(8, 1.2 + 1.6 * len(shown)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(shown), 1, figsize=(8, 1.2 + 1.6 * len(shown)), squeeze=False, layout="constrained"
+    )
     image = None
     for ax, system in zip(axes[:, 0], shown, strict=True):
         heat = (_trial(results, key, system) or {}).get("heat") or {}

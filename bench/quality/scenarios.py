@@ -204,7 +204,8 @@ def _steady(
 
 def scenario(key: str, *, plan: QualityPlan, seed: int) -> Scenario:
     """Scenario ``key`` (a, b or c) of ``plan`` with ``seed``."""
-    rng = random.Random(f"{seed}-{key}")
+    # b and c draw the same arrivals (c is b plus the hot spot), a its own burst.
+    rng = random.Random(f"{seed}-{'steady' if key in ('b', 'c') else key}")
     node_specs = nodes(plan.nodes, seed=seed)
     names = [n.name for n in node_specs]
     if key == "a":

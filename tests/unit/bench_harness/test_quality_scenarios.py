@@ -98,3 +98,9 @@ def test_a_modelled_node_carries_its_label_and_background() -> None:
 def test_unknown_scenario_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown scenario"):
         scenarios.scenario("z", plan=FULL, seed=1)
+
+
+def test_the_hot_spot_scenario_is_the_steady_one_plus_the_hot_spot() -> None:
+    steady = scenarios.scenario("b", plan=FULL, seed=1)
+    hot = scenarios.scenario("c", plan=FULL, seed=1)
+    assert [(p.at, p.cpu, p.node) for p in steady.pods] == [(p.at, p.cpu, p.node) for p in hot.pods]
