@@ -3,7 +3,9 @@
 
 Starts, on loopback only: etcd, kube-apiserver, kube-controller-manager (built from pinned
 Go modules by hack/build-tools.sh), kwok managing simulated nodes, the per-node metrics
-exporter (hack/exporter.py) and Prometheus (Debian's package) scraping it. State lives in
+exporter (hack/exporter.py), the load model (hack/loadmodel.py: utilisation and latency
+derived from the pods bound to nodes labelled ``loadmodel.metricsched.io/modelled=true``)
+and Prometheus (Debian's package) scraping both. State lives in
 the git-ignored ``.cluster/`` directory: pid files, logs, certificates, the admin
 kubeconfig and a shell-sourceable ``env``.
 
@@ -63,11 +65,24 @@ PORTS = {
     "kube-controller-manager": PORT_BASE + 257,
     "kwok": PORT_BASE + 247,
     "exporter": PORT_BASE + 100,
+    "loadmodel": PORT_BASE + 101,
     "prometheus": PORT_BASE + 90,
 }
 # Start order; "down" stops in reverse.
-COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "exporter", "prometheus"]
+COMPONENTS = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kwok",
+    "exporter",
+    "loadmodel",
+    "prometheus",
+]
 DEFAULT_NODES = 6
+# How often Prometheus scrapes the load model: a realistic interval by default; the e2e
+# session (tests/e2e/conftest.py) and the benchmark set it shorter.
+LOADMODEL_SCRAPE_ENV = "METRICSCHED_LOADMODEL_SCRAPE"
+DEFAULT_LOADMODEL_SCRAPE = "15s"
 
 # --quiet-nodes: node status heartbeat every 5-15 min (uniform; the stock stage posts one
 # every 600-610 s, so nodes created together stay in step and heartbeat in bursts), no node
@@ -365,6 +380,8 @@ def write_env(bin_dir: Path) -> None:
         "KUBECONFIG": str(STATE / "kubeconfig"),
         "PROMETHEUS_URL": f"http://127.0.0.1:{PORTS['prometheus']}",
         "METRICSCHED_EXPORTER_URL": f"http://127.0.0.1:{PORTS['exporter']}",
+        "METRICSCHED_LOADMODEL_URL": f"http://127.0.0.1:{PORTS['loadmodel']}",
+        "METRICSCHED_LOADMODEL_RECORD": str(loadmodel_record()),
         "METRICSCHED_TOOLS_BIN": str(bin_dir),
         "PATH": f"{bin_dir}:$PATH",
     }
@@ -537,21 +554,46 @@ def kwok_config(bin_dir: Path, quiet: bool = False) -> Path:
     return path
 
 
-def prometheus_config() -> Path:
-    path = STATE / "prometheus.yml"
-    path.write_text(
+def loadmodel_scrape_interval() -> str:
+    return os.environ.get(LOADMODEL_SCRAPE_ENV) or DEFAULT_LOADMODEL_SCRAPE
+
+
+def prometheus_config_text() -> str:
+    return (
         "global:\n  scrape_interval: 2s\n  evaluation_interval: 2s\n"
         "scrape_configs:\n"
         "  - job_name: node-exporter-sim\n"
         "    honor_labels: true\n"  # keep the exporter's own instance label (node address)
         f"    static_configs: [{{targets: ['127.0.0.1:{PORTS['exporter']}']}}]\n"
+        "  - job_name: loadmodel\n"
+        "    honor_labels: true\n"
+        f"    scrape_interval: {loadmodel_scrape_interval()}\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{PORTS['loadmodel']}']}}]\n"
         "  - job_name: metricsched\n"
         "    file_sd_configs: [{files: ['" + str(STATE / "scrape-operator.json") + "']}]\n"
     )
+
+
+def prometheus_config() -> Path:
+    path = STATE / "prometheus.yml"
+    path.write_text(prometheus_config_text())
     sd = STATE / "scrape-operator.json"
     if not sd.exists():
         sd.write_text("[]")
     return path
+
+
+def apply_prometheus_config() -> None:
+    """Rewrite the running Prometheus's configuration if it changed (a different load
+    model scrape interval asked of a reused cluster) and have Prometheus reload it."""
+    path = STATE / "prometheus.yml"
+    if path.exists() and path.read_text() == prometheus_config_text():
+        return
+    prometheus_config()
+    url = f"http://127.0.0.1:{PORTS['prometheus']}/-/reload"
+    with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=10) as r:
+        r.read()
+    log(f"Prometheus reloaded: the load model is scraped every {loadmodel_scrape_interval()}")
 
 
 # kube-apiserver's audit log: who bound which pod, who wrote which Lease and which policy
@@ -577,6 +619,11 @@ rules:
     resources: [{group: metricsched.io, resources: [schedulingpolicies/status]}]
   - level: None
 """
+
+
+def loadmodel_record() -> Path:
+    """The load model's record (JSON lines: ticks, binds and pods gone; see hack/loadmodel.py)."""
+    return STATE / "loadmodel.jsonl"
 
 
 def audit_log() -> Path:
@@ -676,6 +723,15 @@ def argv_for(name: str, bin_dir: Path, nodes: int, quiet: bool = False) -> list[
             f"--state={STATE / 'exporter.json'}",
             f"--nodes={nodes}",
         ]
+    if name == "loadmodel":
+        return [
+            sys.executable,
+            str(ROOT / "hack" / "loadmodel.py"),
+            f"--kubeconfig={kubeconfig}",
+            f"--port={p['loadmodel']}",
+            f"--record={loadmodel_record()}",
+            "--seed=1",
+        ]
     if name == "prometheus":
         return [
             prometheus_binary(),
@@ -729,6 +785,13 @@ def wait_ready(name: str, nodes: int) -> None:
         wait_for(
             "exporter /metrics",
             lambda: http_ok(f"http://127.0.0.1:{p['exporter']}/metrics"),
+            timeout=30,
+            name=name,
+        )
+    elif name == "loadmodel":
+        wait_for(
+            "load model /metrics",
+            lambda: http_ok(f"http://127.0.0.1:{p['loadmodel']}/metrics"),
             timeout=30,
             name=name,
         )
@@ -815,6 +878,8 @@ def cmd_up(nodes: int, quiet: bool = False) -> None:
         ensure_nodes(nodes)
         wait_nodes_ready(nodes)
         (STATE / "nodes").write_text(str(max(nodes, read_nodes_setting())))
+        if os.environ.get(LOADMODEL_SCRAPE_ENV):
+            apply_prometheus_config()
         log(f"reusing the healthy cluster in {STATE}")
     else:
         if any(read_pid(c) is not None for c in COMPONENTS):
@@ -839,7 +904,15 @@ def cmd_down(quiet: bool = False) -> None:
             if not quiet:
                 log(f"stopped {name}")
     # Data is per cluster: a new `up` starts from an empty etcd and Prometheus.
-    for sub in ("etcd", "prometheus", "exporter.json", "pids", "audit", "quiet-nodes"):
+    for sub in (
+        "etcd",
+        "prometheus",
+        "exporter.json",
+        "loadmodel.jsonl",
+        "pids",
+        "audit",
+        "quiet-nodes",
+    ):
         target = STATE / sub
         if target.is_dir():
             shutil.rmtree(target, ignore_errors=True)

@@ -265,6 +265,8 @@ def watch_events(
                 if line.strip():
                     yield json.loads(line)
     finally:
+        # A watch left mid-stream has unread bytes: close its connection, never reuse it.
+        response.close()
         response.release_conn()
 
 
@@ -350,14 +352,14 @@ def run_ticks(model: Model, tick: float) -> None:
 
 class Collector(prometheus_client.registry.Collector):
     FAMILIES = (
-        ("node_cpu_utilisation", "Modelled CPU core.utilisation of the node, 0..1.", "cpu"),
+        ("node_cpu_utilisation", "Modelled CPU utilisation of the node, 0..1.", "cpu"),
         (
             "node_memory_utilisation",
-            "Modelled memory core.utilisation of the node, 0..1.",
+            "Modelled memory utilisation of the node, 0..1.",
             "memory",
         ),
         ("node_latency_seconds", "Modelled request latency on the node.", "latency"),
-        ("loadmodel_node_pods", "Pods the load model core.counts on the node.", "pods"),
+        ("loadmodel_node_pods", "Pods the load model counts on the node.", "pods"),
     )
 
     def __init__(self, model: Model) -> None:

@@ -151,7 +151,7 @@ def pod_requests(body: Mapping[str, Any]) -> tuple[tuple[float, float], str | No
     and the problem if they cannot be read."""
     try:
         requests = parse.pod_from_body(body).requests
-    except parse.ParseError as e:
+    except (ValueError, TypeError, KeyError, AttributeError) as e:  # ParseError is a ValueError
         return (0.0, 0.0), f"unreadable requests counted as 0: {e}"
     return (requests.milli_cpu / 1000, float(requests.memory)), None
 

@@ -2,7 +2,8 @@
 
 The session brings the cluster up once, or reuses a running healthy one; a cluster this
 session started is stopped at the end unless METRICSCHED_KEEP_CLUSTER=1. Every test in
-tests/e2e is marked ``e2e``.
+tests/e2e is marked ``e2e``. Prometheus scrapes the load model every LOADMODEL_SCRAPE in
+tests (METRICSCHED_LOADMODEL_SCRAPE overrides it; a reused cluster is reloaded to match).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ CLUSTER = ROOT / "hack" / "cluster.py"
 STATE = Path(os.environ.get("METRICSCHED_CLUSTER_DIR", ROOT / ".cluster"))
 
 T = TypeVar("T")
+
+# How often Prometheus scrapes hack/loadmodel.py in tests (hack/cluster.py's default: 15s).
+LOADMODEL_SCRAPE = os.environ.get("METRICSCHED_LOADMODEL_SCRAPE") or "5s"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -71,6 +75,8 @@ class Cluster:
         self.kubeconfig = env["KUBECONFIG"]
         self.prometheus_url = env["PROMETHEUS_URL"]
         self.exporter_url = env["METRICSCHED_EXPORTER_URL"]
+        self.loadmodel_url = env["METRICSCHED_LOADMODEL_URL"]
+        self.loadmodel_record = Path(env["METRICSCHED_LOADMODEL_RECORD"])
         self.bin = Path(env["METRICSCHED_TOOLS_BIN"])
         self.api_client = kubernetes.config.new_client_from_config(config_file=self.kubeconfig)
         self.core = kubernetes.client.CoreV1Api(self.api_client)
@@ -234,12 +240,26 @@ def _healthy() -> bool:
     )
 
 
+def _loadmodel_scraped_as_tests_want() -> bool:
+    try:
+        config = (STATE / "prometheus.yml").read_text()
+    except OSError:
+        return False
+    return (
+        f"job_name: loadmodel\n    honor_labels: true\n    scrape_interval: {LOADMODEL_SCRAPE}\n"
+        in config
+    )
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     started = False
+    env = {**os.environ, "METRICSCHED_LOADMODEL_SCRAPE": LOADMODEL_SCRAPE}
     if not _healthy():
-        subprocess.run([sys.executable, str(CLUSTER), "up"], check=True)
+        subprocess.run([sys.executable, str(CLUSTER), "up"], check=True, env=env)
         started = True
+    elif not _loadmodel_scraped_as_tests_want():
+        subprocess.run([sys.executable, str(CLUSTER), "up"], check=True, env=env)
     yield Cluster()
     if started and os.environ.get("METRICSCHED_KEEP_CLUSTER") != "1":
         subprocess.run([sys.executable, str(CLUSTER), "down"], check=False)

@@ -34,6 +34,12 @@ Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
 Rows = npt.NDArray[np.intp]
 
+RECENT_HORIZON_S = 3600.0
+"""Pods bound this long before a node's newest are not kept as recent (the longest
+settle time a policy may set)."""
+RECENT_DEPTH = 64
+"""At most this many of a node's most recent pods are kept as recent."""
+
 _FILTERED_EFFECTS = frozenset({model.TaintEffect.NO_SCHEDULE, model.TaintEffect.NO_EXECUTE})
 _NEVER = -np.inf
 _ROW_ARRAYS = (
@@ -81,6 +87,87 @@ class ResourceColumns:
 
 
 @dataclasses.dataclass(slots=True)
+class RecentPods:
+    """Each node's recently bound pods (whichever scheduler bound them), as k-major
+    arrays: ``at[k, row]`` is when the row's k-th recent pod was bound (-inf past its
+    last), beside that pod's cpu and memory requests and limits and its workload's number
+    (``workloads``; 0: none). What the metric estimates read (``core.estimate``)."""
+
+    at: Floats
+    cpu: Floats  # millicores requested
+    cpu_limit: Floats
+    memory: Floats  # bytes requested
+    memory_limit: Floats
+    workload: Ints
+    workloads: dict[str, int]  # workload -> number, growing while the table lives
+    workload_names: list[str]  # number -> workload
+
+    @classmethod
+    def empty(cls, depth: int, size: int) -> RecentPods:
+        floats = [np.zeros((depth, size)) for _ in range(4)]
+        return cls(
+            at=np.full((depth, size), _NEVER),
+            cpu=floats[0],
+            cpu_limit=floats[1],
+            memory=floats[2],
+            memory_limit=floats[3],
+            workload=np.zeros((depth, size), dtype=np.int64),
+            workloads={"": 0},
+            workload_names=[""],
+        )
+
+    def copy(self) -> RecentPods:
+        return RecentPods(
+            self.at.copy(),
+            self.cpu.copy(),
+            self.cpu_limit.copy(),
+            self.memory.copy(),
+            self.memory_limit.copy(),
+            self.workload.copy(),
+            self.workloads,
+            self.workload_names,
+        )
+
+    def fill(self, row: int, pods: Sequence[model.PodInfo]) -> None:
+        """Lay out the recent ones of ``pods`` (a node's) in ``row``."""
+        recent = _recent(pods)
+        depth = self.at.shape[0]
+        if len(recent) > depth:
+            grown = max(len(recent), min(2 * depth, RECENT_DEPTH))
+            for name in ("at", "cpu", "cpu_limit", "memory", "memory_limit", "workload"):
+                old = getattr(self, name)
+                new = np.full((grown, old.shape[1]), _NEVER if name == "at" else 0, old.dtype)
+                new[:depth] = old
+                setattr(self, name, new)
+        self.at[:, row] = _NEVER
+        for k, pod in enumerate(recent):
+            self.at[k, row] = pod.bound_at
+            self.cpu[k, row] = pod.requests.milli_cpu
+            self.cpu_limit[k, row] = pod.limits.milli_cpu
+            self.memory[k, row] = pod.requests.memory
+            self.memory_limit[k, row] = pod.limits.memory
+            self.workload[k, row] = self.number(pod.workload)
+
+    def number(self, workload: str) -> int:
+        found = self.workloads.get(workload)
+        if found is None:
+            found = self.workloads[workload] = len(self.workload_names)
+            self.workload_names.append(workload)
+        return found
+
+
+def _recent(pods: Sequence[model.PodInfo]) -> list[model.PodInfo]:
+    """The pods bound within ``RECENT_HORIZON_S`` of the newest, newest first, at most
+    ``RECENT_DEPTH`` (the table has no clock: older ones are settled by then anyway)."""
+    dated = [pod for pod in pods if pod.bound_at > 0]
+    if not dated:
+        return []
+    dated.sort(key=lambda pod: pod.bound_at, reverse=True)
+    since = dated[0].bound_at - RECENT_HORIZON_S
+    return [pod for pod in dated[:RECENT_DEPTH] if pod.bound_at >= since]
+
+
+@dataclasses.dataclass(slots=True)
 class NodeTable:
     """The nodes of one snapshot as columns; see the module docstring."""
 
@@ -107,6 +194,7 @@ class NodeTable:
     # ``stamp`` counts row updates; ``row_stamp[row]`` is the stamp of the row's last one,
     # so whoever keeps a per-row result can redo just the rows changed since.
     row_stamp: Ints
+    recent: RecentPods
     node_version: int = 0
     stamp: int = 0
     # extended resources by name -> (allocatable, requested), made on first use and then
@@ -141,6 +229,7 @@ class NodeTable:
                 dtype=np.float64,
             ),
             row_stamp=np.zeros(size, dtype=np.int64),
+            recent=RecentPods.empty(0, size),  # deepened by _fill as rows need
             node_version=node_version,
         )
         for row, state in enumerate(ordered):
@@ -174,6 +263,7 @@ class NodeTable:
             **{field: getattr(self, field).copy() for field in _ROW_ARRAYS},
             _scalars={name: (a.copy(), r.copy()) for name, (a, r) in self._scalars.items()},
             _labels={},
+            recent=self.recent.copy(),
         )
         copy.update(state)
         return copy
@@ -247,6 +337,7 @@ class NodeTable:
             self.bind_times = deeper
         self.bind_times[:, row] = _NEVER
         self.bind_times[: len(binds), row] = binds
+        self.recent.fill(row, state.pods)
 
 
 _Item = typing.TypeVar("_Item")

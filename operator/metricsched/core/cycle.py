@@ -19,7 +19,16 @@ from typing import Any, Final
 
 import numpy as np
 
-from metricsched.core import columns, framework, model, policy, profile, scoring, selectors
+from metricsched.core import (
+    columns,
+    estimate,
+    framework,
+    model,
+    policy,
+    profile,
+    scoring,
+    selectors,
+)
 from metricsched.core.plugins import fallback, kube_scores, metric_threshold, preemption
 
 MESSAGE_LIMIT: Final = 1024
@@ -87,9 +96,7 @@ def _scored_message(
     penalty: float,
 ) -> str:
     parts = [
-        f"{metric.metric} "
-        f"{'missing' if metric.value is None else scoring.format_value(metric.value)}"
-        f" → {scoring.format_score(metric.score)}"
+        f"{metric.metric} {scoring.format_sample(metric)} → {scoring.format_score(metric.score)}"
         for metric in winner.metrics
     ]
     if penalty:
@@ -308,8 +315,8 @@ def _score_and_select(
     pod, table = cycle.pod, cycle.table
     # Fallback: no metrics to score by (the default policy), or no data to trust.
     fallback_reason = ""
-    values: list[columns.Floats] = [
-        scoring.metric_values(
+    samples = [
+        scoring.metric_samples(
             policy=chosen,
             metric=metric,
             table=table,
@@ -320,11 +327,25 @@ def _score_and_select(
         )
         for metric in chosen.metrics
     ]
+    sampled: list[columns.Floats] = [found for found, _ in samples]
+    # What the samples do not show yet: pods bound since, and this one (core.estimate).
+    added: list[columns.Floats] = [
+        estimate.estimates(
+            metric=metric,
+            pod=pod,
+            table=table,
+            rows=feasible,
+            refreshed=refreshed,
+            learned=_learned(metrics, chosen, metric),
+        )
+        for metric, (_, refreshed) in zip(chosen.metrics, samples, strict=True)
+    ]
+    values = [found + extra for found, extra in zip(sampled, added, strict=True)]
     if chosen.metrics:
         unreachable = scoring.unreachable_error(policy=chosen, metrics=metrics)
         if unreachable is not None:
             fallback_reason = f"Prometheus unreachable: {unreachable}"
-        elif all(np.isnan(column).all() for column in values):
+        elif all(np.isnan(column).all() for column in sampled):
             fallback_reason = NO_FRESH_VALUES
     if not chosen.metrics or fallback_reason:
         return _fallback(
@@ -344,7 +365,12 @@ def _score_and_select(
         verdicts.reject(
             int(feasible[position]),
             reasons,
-            _metric_scores(chosen, [column[position] for column in values], ()),
+            _metric_scores(
+                chosen,
+                [column[position] for column in sampled],
+                (),
+                [column[position] for column in added],
+            ),
         )
     if not thresholds.passed.any():
         extra = collections.Counter(r for reasons in thresholds.reasons.values() for r in reasons)
@@ -361,6 +387,8 @@ def _score_and_select(
     passing = thresholds.passed
     scored_rows = feasible[passing]
     scored_values = [column[passing] for column in values]
+    scored_samples = [column[passing] for column in sampled]
+    scored_added = [column[passing] for column in added]
     scored_bursts = verdicts.bursts[scored_rows]
     kube_terms = (
         kube_scores.score_terms(cycle=cycle, rows=scored_rows, weights=chosen.kube_weights)
@@ -380,7 +408,8 @@ def _score_and_select(
     # Explain wants every node's verdict: read the arrays as lists once (lists or arrays,
     # hence Any). The hot path reads the two it needs straight from the arrays.
     rows_of: Any = scored_rows.tolist() if detail else scored_rows
-    values_of: Any = [column.tolist() for column in scored_values] if detail else scored_values
+    values_of: Any = [column.tolist() for column in scored_samples] if detail else scored_samples
+    added_of: Any = [column.tolist() for column in scored_added] if detail else scored_added
     scores_of: Any = (
         [column.tolist() for column in scores.per_metric] if detail else scores.per_metric
     )
@@ -397,6 +426,7 @@ def _score_and_select(
                 chosen,
                 [column[slot] for column in values_of],
                 [metric_scores[slot] for metric_scores in scores_of],
+                [column[slot] for column in added_of],
             ),
             int(bursts_of[slot]),
             float(totals_of[slot]),
@@ -434,17 +464,29 @@ def _score_and_select(
 
 
 def _metric_scores(
-    chosen: model.Policy, values: Sequence[float], scores: Sequence[float]
+    chosen: model.Policy,
+    values: Sequence[float],
+    scores: Sequence[float],
+    added: Sequence[float],
 ) -> tuple[model.MetricScore, ...]:
-    """One node's metric values (NaN: missing) and scores (none: 0) as verdict entries."""
+    """One node's sampled metric values (NaN: missing), scores (none: 0) and estimates
+    as verdict entries."""
     return tuple(
         model.MetricScore(
             metric=metric.name,
             value=None if math.isnan(value) else float(value),
             score=float(scores[index]) if scores else 0.0,
+            estimate=0.0 if math.isnan(value) else float(added[index]),
         )
         for index, (metric, value) in enumerate(zip(chosen.metrics, values, strict=True))
     )
+
+
+def _learned(
+    metrics: model.MetricView, chosen: model.Policy, metric: model.MetricSpec
+) -> model.LearnedEffect | None:
+    series = metrics.get(model.MetricKey(policy=chosen.key, metric=metric.name))
+    return None if series is None else series.learned
 
 
 def _fallback(

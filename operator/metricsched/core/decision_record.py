@@ -13,10 +13,12 @@ compact JSON of at most ``MAX_BYTES`` bytes::
 policy's metrics decided, else ``{"strategy": ..., "reason": ...}``; a metric value is
 null when the node had no fresh value. When kube-scheduler's scores were blended into a
 placement's score (spec.kubeScores), the placement also has ``"kube": {"TaintToleration":
-100, ...}``, each plugin's 0..100 score (absent otherwise). Values keep 4 significant
-digits, scores one decimal. When the record would exceed ``MAX_BYTES`` (long names, ten
-metrics), the fallback reason is cut, then the kube scores, the runner-up's metric values
-and then the winner's are left out, in that order.
+100, ...}``, each plugin's 0..100 score (absent otherwise); when a metric's estimate
+added to its sample (core.estimate), ``"estimates": {"cpu": 0.09}`` (absent otherwise).
+Values keep 4 significant digits, scores one decimal. When the record would exceed
+``MAX_BYTES`` (long names, ten metrics), the fallback reason is cut, then the kube scores
+and estimates, the runner-up's metric values and then the winner's are left out, in
+that order.
 
 ``encode`` builds the text from a ``model.Decision``; ``decode`` reads it back for
 ``metricsched explain``. No I/O here: no clients, no clocks (the time is an argument).
@@ -46,6 +48,8 @@ class Placement:
     score: float
     metrics: Mapping[str, float | None]  # {} when left out for size or decided by fallback
     kube: Mapping[str, float] = dataclasses.field(default_factory=dict)  # plugin -> 0..100
+    # metric -> what its estimate added to the sample (core.estimate); nonzero ones only
+    estimates: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,6 +79,11 @@ def _placement(verdict: model.NodeVerdict) -> Placement:
         score=_score(verdict.score),
         metrics={m.metric: _value(m.value) for m in verdict.metrics},
         kube={term.plugin: _score(term.score) for term in verdict.kube},
+        estimates={
+            m.metric: found
+            for m in verdict.metrics
+            if m.estimate and (found := _value(m.estimate)) is not None
+        },
     )
 
 
@@ -117,6 +126,8 @@ def _as_json(record: DecisionRecord) -> dict[str, Any]:
         found = {"node": p.node, "score": p.score, "metrics": dict(p.metrics)}
         if p.kube:
             found["kube"] = dict(p.kube)
+        if p.estimates:
+            found["estimates"] = dict(p.estimates)
         return found
 
     return {
@@ -147,6 +158,7 @@ def encode(record: DecisionRecord) -> str:
         for placement in (body, body["runnerUp"]):
             if placement is not None:
                 placement.pop("kube", None)
+                placement.pop("estimates", None)
         text = _dump(body)
     if len(text.encode()) > MAX_BYTES and body["runnerUp"] is not None:
         body["runnerUp"]["metrics"] = {}
@@ -184,6 +196,7 @@ def _placement_from(raw: Mapping[str, Any]) -> Placement:
     if not isinstance(score, int | float) or isinstance(score, bool):
         raise ValueError("no score")
     kube = raw.get("kube")
+    estimates = {k: v for k, v in _metrics(raw.get("estimates")).items() if v is not None}
     return Placement(
         node=node,
         score=float(score),
@@ -193,6 +206,7 @@ def _placement_from(raw: Mapping[str, Any]) -> Placement:
             for k, v in (kube.items() if isinstance(kube, dict) else ())
             if isinstance(v, int | float) and not isinstance(v, bool)
         },
+        estimates=estimates,
     )
 
 

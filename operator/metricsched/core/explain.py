@@ -37,7 +37,7 @@ def _cut(text: str, width: int) -> str:
 def _metric_cell(verdict: model.NodeVerdict, metric: str) -> str:
     for found in verdict.metrics:
         if found.metric == metric:
-            value = "missing" if found.value is None else scoring.format_value(found.value)
+            value = scoring.format_sample(found)
             if not verdict.feasible:  # ruled out: its score means nothing
                 return _NONE if found.value is None else value
             return f"{value}→{scoring.format_score(found.score)}"
@@ -137,12 +137,17 @@ def render(
 
 
 def _values_text(
-    metrics: Mapping[str, float | None], kube: Mapping[str, float] | None = None
+    metrics: Mapping[str, float | None],
+    kube: Mapping[str, float] | None = None,
+    estimates: Mapping[str, float] | None = None,
 ) -> str:
     if not metrics and not kube:
         return ""
     cells = [
-        f"{name} {'missing' if value is None else scoring.format_value(value)}"
+        f"{name} "
+        + scoring.format_sample(
+            model.MetricScore(name, value, 0.0, (estimates or {}).get(name, 0.0))
+        )
         for name, value in metrics.items()
     ]
     text = ", ".join(cells)
@@ -164,7 +169,7 @@ def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) ->
         (
             "Placed on",
             f"{winner.node}  score {scoring.format_score(winner.score)}  "
-            f"{_values_text(winner.metrics, winner.kube)}".rstrip(),
+            f"{_values_text(winner.metrics, winner.kube, winner.estimates)}".rstrip(),
         )
     )
     if record.runner_up is not None:
@@ -173,7 +178,7 @@ def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) ->
             (
                 "Runner-up",
                 f"{runner.node}  score {scoring.format_score(runner.score)}  "
-                f"{_values_text(runner.metrics, runner.kube)}".rstrip(),
+                f"{_values_text(runner.metrics, runner.kube, runner.estimates)}".rstrip(),
             )
         )
     if record.fallback_strategy:

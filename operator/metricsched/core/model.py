@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, NewType, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Literal, NewType, TypedDict
 
 if TYPE_CHECKING:
     from metricsched.core import columns
@@ -125,6 +125,22 @@ class PodInfo:
     # "<Kind>/<uid>" of the controller ownerReference when it is a ReplicaSet, StatefulSet
     # or ReplicationController (the owners of kube-scheduler's default spreading); "" else
     controller: str = ""
+    # --- read for the metric estimates (core/estimate.py) ---
+    # cpu and memory limits as a pod would use them at most: each container's limit, or
+    # its request where it sets none (init containers as in ``requests``)
+    limits: Resources = Resources()
+    # unix time the pod was bound (the later of its PodScheduled transition and its
+    # start; our own bind time while assumed); 0: unknown or unbound
+    bound_at: float = 0.0
+
+    @property
+    def workload(self) -> str:
+        """What learned estimates are kept per: the controller, else the namespace and
+        the ``app`` label (or ``app.kubernetes.io/name``), else "" (no workload)."""
+        if self.controller:
+            return self.controller
+        app = self.labels.get("app") or self.labels.get("app.kubernetes.io/name")
+        return f"{self.namespace}/{app}" if app else ""
 
     @property
     def key(self) -> PodKey:
@@ -267,6 +283,42 @@ class AnnotationSource:
     annotation: str
 
 
+class EstimateFrom(enum.StrEnum):
+    """Where a metric's estimate of a placed pod's effect comes from (``estimate.from``)."""
+
+    REQUESTS = "Requests"  # the pod's requests of ``resource`` x factor / allocatable
+    LIMITS = "Limits"  # its limits (requests where none) x factor / allocatable
+    AMOUNT = "Amount"  # a stated amount per pod / allocatable
+    LEARNED = "Learned"  # a per-pod increment learned from how past binds moved it
+    NONE = "None"  # no estimate: the burst penalty stands in
+
+
+class EstimateResource(enum.StrEnum):
+    CPU = "cpu"
+    MEMORY = "memory"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EstimateSpec:
+    """How a placed pod moves a metric before the samples show it (DESIGN "Scoring
+    semantics" 6; ``spec.metrics[].estimate``)."""
+
+    source: EstimateFrom
+    settle_s: float  # a pod counts until a sample refreshed this long after its bind
+    resource: EstimateResource | None = None  # Requests, Limits, Amount
+    factor: float = 1.0  # Requests, Limits
+    amount: int = 0  # Amount: millicores (cpu) or bytes (memory) per pod
+    learn: bool = True  # correct a declared amount from past binds (per workload)
+    declared: bool = True  # written in the policy (not the default for a threshold)
+
+    @property
+    def active(self) -> bool:
+        return self.source is not EstimateFrom.NONE
+
+
+NO_ESTIMATE: Final = EstimateSpec(source=EstimateFrom.NONE, settle_s=0.0, declared=False)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class MetricSpec:
     name: str
@@ -282,6 +334,7 @@ class MetricSpec:
     tolerance: float = 0.0
     tolerance_percent: float = 5.0
     value_range: float | None = None
+    estimate: EstimateSpec = NO_ESTIMATE
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -343,6 +396,19 @@ class MetricSample:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class LearnedEffect:
+    """How past binds moved one metric, as the runtime's learner measured them: a pod's
+    increment in the metric's units (``Learned``) and the ratio of what binds did to what
+    the declared estimate said (``learn: true``), overall and per workload."""
+
+    per_pod: float | None = None
+    per_pod_by_workload: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    ratio: float | None = None
+    ratio_by_workload: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    observations: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class MetricSeries:
     """The latest known per-node values of one metric and the health of its source."""
 
@@ -350,6 +416,7 @@ class MetricSeries:
     last_refresh: float  # unix time of the last attempt (0 = never)
     error: QueryErrorKind | None  # error of the last attempt, None if it succeeded
     error_message: str  # human-readable, secrets removed; "" if none
+    learned: LearnedEffect | None = None  # what the learner knows of binds' effect
 
 
 # Everything the refresher knows, by metric.
@@ -362,8 +429,9 @@ MetricView = Mapping[MetricKey, MetricSeries]
 @dataclasses.dataclass(frozen=True, slots=True)
 class MetricScore:
     metric: str
-    value: float | None  # None = missing / stale
+    value: float | None  # None = missing / stale; the sample, without the estimate
     score: float  # 0..100 after normalisation (and onMissing)
+    estimate: float = 0.0  # added to the sample for pods it does not show yet (and this one)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -118,7 +118,55 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
             init_containers=init_containers,
         ),
         **_score_fields(meta, affinity, node_affinity),
+        limits=_pod_limits(containers, init_containers),
+        bound_at=_bound_at(status) if node_name else 0.0,
     )
+
+
+def _pod_limits(
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+) -> model.Resources:
+    """cpu and memory limits summed as requests are (a container without a limit counts
+    its request): the most the pod's containers may use, for ``estimate.from: Limits``."""
+
+    def limits_of(path: str, container: Mapping[str, Any]) -> _Requests:
+        resources = _mapping(container, "resources", f"{path}.resources")
+        found = _quantity_map(resources, "limits", f"{path}.resources.limits")
+        for name, amount in _container_requests(container, path).items():
+            found.setdefault(name, amount)
+        return {name: found[name] for name in (_CPU, _MEMORY) if name in found}
+
+    total = _aggregate(containers, init_containers, limits_of)
+    return model.Resources(
+        milli_cpu=quantity.nano_to_milli(total.get(_CPU, 0)),
+        memory=quantity.nano_to_int(total.get(_MEMORY, 0)),
+    )
+
+
+def _bound_at(status: Mapping[str, Any]) -> float:
+    """When a bound pod started to load its node: the later of its PodScheduled
+    condition's transition and ``status.startTime`` (0 when neither is readable; these
+    times only date the estimates, so a bad one is ignored, never an error)."""
+    times = [_lenient_time(status.get("startTime"))]
+    conditions = status.get("conditions")
+    if isinstance(conditions, list):
+        for condition in conditions:
+            if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
+                times.append(_lenient_time(condition.get("lastTransitionTime")))
+    return max(times)
+
+
+def _lenient_time(raw: object) -> float:
+    if not isinstance(raw, str) or not raw:
+        return 0.0
+    try:
+        moment = datetime.datetime.fromisoformat(raw)
+    except ValueError:
+        return 0.0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
 
 
 def _priority(spec: Mapping[str, Any]) -> int:

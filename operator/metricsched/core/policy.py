@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from metricsched.core import model
+from metricsched.core import model, quantity
 from metricsched.core.plugins import kube_scores
 
 # --- names and limits (the CRD's) ------------------------------------------------------
@@ -55,6 +55,10 @@ DEFAULT_TOLERANCE_PERCENT: Final = 5
 DEFAULT_MAX_METRIC_AGE: Final = "2m"
 DEFAULT_BURST_PENALTY: Final = 5
 DEFAULT_BURST_WINDOW: Final = "60s"
+DEFAULT_ESTIMATE_FACTOR: Final = 1
+DEFAULT_ESTIMATE_LEARN: Final = True
+MAX_ESTIMATE_FACTOR: Final = 100
+MAX_SETTLE_TIME_S: Final = 3600.0
 DEFAULT_FALLBACK: Final = model.FallbackStrategy.LEAST_ALLOCATED
 DEFAULT_MODE: Final = model.PolicyMode.ACTIVE
 DEFAULT_SHADOW_SCHEDULERS: Final = model.DEFAULT_SHADOW_SCHEDULERS
@@ -86,6 +90,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "spec.metrics[].goal": DEFAULT_GOAL.value,
     "spec.metrics[].onMissing": DEFAULT_ON_MISSING.value,
     "spec.metrics[].tolerancePercent": DEFAULT_TOLERANCE_PERCENT,
+    "spec.metrics[].estimate.learn": DEFAULT_ESTIMATE_LEARN,
     "spec.maxMetricAge": DEFAULT_MAX_METRIC_AGE,
     "spec.burstPenalty": DEFAULT_BURST_PENALTY,
     "spec.burstWindow": DEFAULT_BURST_WINDOW,
@@ -368,6 +373,95 @@ def _scale(
     return tolerance, percent, value_range
 
 
+def _estimate(
+    raw: object, *, path: str, has_threshold: bool, problems: _Problems
+) -> model.EstimateSpec | None:
+    """``estimate`` of a metric; ``settle_s`` is -1 when unset (the policy's burstWindow
+    fills it in). Without one, a thresholded metric learns (``Learned``), others have none."""
+    if raw is None:
+        default = model.EstimateFrom.LEARNED if has_threshold else model.EstimateFrom.NONE
+        return model.EstimateSpec(source=default, settle_s=-1.0, declared=False)
+    estimate = _mapping(raw, path=path, problems=problems)
+    if estimate is None:
+        return None
+    before = len(problems.items)
+    source = _enum(
+        estimate.get("from"), kind=model.EstimateFrom, path=f"{path}.from", problems=problems
+    )
+    settle = -1.0
+    if estimate.get("settleTime") is not None:
+        settle = (
+            _duration(
+                estimate["settleTime"],
+                path=f"{path}.settleTime",
+                problems=problems,
+                low_exclusive=False,
+                high=MAX_SETTLE_TIME_S,
+            )
+            or 0.0
+        )
+    learn = estimate.get("learn", DEFAULT_ESTIMATE_LEARN)
+    if not isinstance(learn, bool):
+        problems.add(f"{path}.learn", f"must be true or false, got {learn!r}")
+    resource = None
+    declared = source in _DECLARED
+    if estimate.get("resource") is not None or declared:
+        resource = _enum(
+            estimate.get("resource"),
+            kind=model.EstimateResource,
+            path=f"{path}.resource",
+            problems=problems,
+        )
+        if resource is not None and not declared:
+            problems.add(f"{path}.resource", "applies to from: Requests, Limits or Amount only")
+    factor = _number(
+        estimate.get("factor", DEFAULT_ESTIMATE_FACTOR), path=f"{path}.factor", problems=problems
+    )
+    if factor is not None and not 0 < factor <= MAX_ESTIMATE_FACTOR:
+        problems.add(f"{path}.factor", f"must be more than 0 and at most {MAX_ESTIMATE_FACTOR}")
+    if "factor" in estimate and source not in (
+        model.EstimateFrom.REQUESTS,
+        model.EstimateFrom.LIMITS,
+    ):
+        problems.add(f"{path}.factor", "applies to from: Requests or Limits only")
+    amount = 0
+    if source is model.EstimateFrom.AMOUNT or "amount" in estimate:
+        if source is not model.EstimateFrom.AMOUNT:
+            problems.add(f"{path}.amount", "applies to from: Amount only")
+        elif "amount" not in estimate:
+            problems.add(f"{path}.amount", "from: Amount needs an amount, such as 400m or 512Mi")
+        else:
+            try:
+                amount = (
+                    quantity.parse_milli(estimate["amount"])
+                    if resource is model.EstimateResource.CPU
+                    else quantity.parse_int(estimate["amount"])
+                )
+            except ValueError as error:
+                problems.add(f"{path}.amount", f"must be a quantity such as 400m: {error}")
+            else:
+                if amount <= 0:
+                    problems.add(
+                        f"{path}.amount", f"must be more than 0, got {estimate['amount']!r}"
+                    )
+    if len(problems.items) > before:
+        return None
+    assert source is not None and factor is not None
+    return model.EstimateSpec(
+        source=source,
+        settle_s=settle,
+        resource=resource,
+        factor=factor,
+        amount=amount,
+        learn=bool(learn),
+    )
+
+
+_DECLARED: Final = frozenset(
+    {model.EstimateFrom.REQUESTS, model.EstimateFrom.LIMITS, model.EstimateFrom.AMOUNT}
+)
+
+
 def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec | None:
     metric = _mapping(raw, path=path, problems=problems)
     if metric is None:
@@ -400,11 +494,24 @@ def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec 
     if metric.get("threshold") is not None:
         threshold = _threshold(metric["threshold"], path=f"{path}.threshold", problems=problems)
     scale = _scale(metric, path=path, problems=problems)
+    estimate = _estimate(
+        metric.get("estimate"),
+        path=f"{path}.estimate",
+        has_threshold=threshold is not None and threshold != (None, None),
+        problems=problems,
+    )
+    if estimate is not None and estimate.active and not isinstance(source, model.PrometheusSource):
+        if estimate.declared:
+            problems.add(
+                f"{path}.estimate",
+                "applies to prometheus metrics only (a node annotation does not move with binds)",
+            )
+        estimate = model.NO_ESTIMATE
     if len(problems.items) > before:
         return None
     assert isinstance(name, str) and source is not None and weight is not None
     assert goal is not None and on_missing is not None and threshold is not None
-    assert scale is not None
+    assert scale is not None and estimate is not None
     return model.MetricSpec(
         name=name,
         source=source,
@@ -416,6 +523,7 @@ def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec 
         tolerance=scale[0],
         tolerance_percent=scale[1],
         value_range=scale[2],
+        estimate=estimate,
     )
 
 
@@ -586,6 +694,14 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
     assert generation is not None and priority is not None and max_age is not None
     assert burst_penalty is not None and burst_window is not None
     assert fallback is not None
+    metrics = tuple(
+        dataclasses.replace(
+            metric, estimate=dataclasses.replace(metric.estimate, settle_s=burst_window)
+        )
+        if metric.estimate.settle_s < 0
+        else metric
+        for metric in metrics
+    )
     return model.Policy(
         namespace=namespace,
         name=name,

@@ -17,8 +17,10 @@ The semantics are DESIGN.md's "Scoring semantics" with the README's "No herding"
   full-range gap. A missing value scores 50 (Neutral) or 0 (Worst).
 - A node's metric score is the weighted mean of its metric scores, minus
   ``burst_penalty`` per pod this scheduler bound to it within the burst window, floored
-  at 0. Its score blends that with kube-scheduler's scores (``KubeTerm``, from
-  ``core.plugins.kube_scores``), each weighted by ``spec.kubeScores``:
+  at 0; no penalty when every Prometheus metric declares an estimate
+  (``core.estimate``: the values scored already count those pods). Its score blends
+  that with kube-scheduler's scores (``KubeTerm``, from ``core.plugins.kube_scores``),
+  each weighted by ``spec.kubeScores``:
   ``(W x metric score + sum(w_k x kube_k)) / (W + sum(w_k))``, W the sum of the metric
   weights. A kube term equal on every scored node is left out (it cannot change the
   order, and would only dilute the metric scores); with none left the score is the
@@ -45,7 +47,7 @@ from typing import Final
 
 import numpy as np
 
-from metricsched.core import columns, framework, model
+from metricsched.core import columns, estimate, framework, model
 
 MIN_SCORE: Final = 0.0
 MAX_SCORE: Final = 100.0
@@ -115,7 +117,24 @@ def metric_values(
     now: float,
     memo: framework.Memo,
 ) -> columns.Floats:
-    """The fresh value of ``metric`` on each node of ``rows`` (NaN: missing or stale), the
+    """The fresh value of ``metric`` on each node of ``rows`` (NaN: missing or stale)."""
+    return metric_samples(
+        policy=policy, metric=metric, table=table, rows=rows, metrics=metrics, now=now, memo=memo
+    )[0]
+
+
+def metric_samples(
+    *,
+    policy: model.Policy,
+    metric: model.MetricSpec,
+    table: columns.NodeTable,
+    rows: columns.Rows,
+    metrics: model.MetricView,
+    now: float,
+    memo: framework.Memo,
+) -> tuple[columns.Floats, columns.Floats]:
+    """The fresh value of ``metric`` on each node of ``rows`` (NaN: missing or stale) and
+    when it was refreshed (-inf: no sample; +inf for annotations, always current), the
     cycle's path: the values of every node are laid out once per refresh (or per change
     of the nodes, for annotations) and kept in ``memo``."""
     source = metric.source
@@ -127,10 +146,10 @@ def metric_values(
             table,
             lambda: _annotation_values(key, [state.node for state in table.states]),
         )
-        return every[rows]
+        return every[rows], np.full(len(rows), np.inf)
     series = metrics.get(model.MetricKey(policy=policy.key, metric=metric.name))
     if series is None:
-        return np.full(len(rows), np.nan)
+        return np.full(len(rows), np.nan), np.full(len(rows), -np.inf)
     # A refresh replaces the series object: its values are laid out again.
     values, refreshed = memo.per_table(
         "series-values",
@@ -139,7 +158,8 @@ def metric_values(
         lambda: _series_values(series, table.names),
         source=series,
     )
-    return _fresh(values[rows], refreshed[rows], now=now, max_age=policy.max_metric_age_s)
+    picked = refreshed[rows]
+    return _fresh(values[rows], picked, now=now, max_age=policy.max_metric_age_s), picked
 
 
 def metric_column(
@@ -334,7 +354,9 @@ def score_nodes(
     sums = np.zeros(node_count)
     for weight, scores in zip(weights, per_metric, strict=True):
         sums = sums + weight * scores
-    penalties = policy.burst_penalty * bursts
+    # Estimates count each bind exactly where every metric declares one (core.estimate).
+    penalty = 0.0 if estimate.replaces_burst_penalty(policy) else policy.burst_penalty
+    penalties = penalty * bursts
     if total_weight:
         totals = np.maximum(MIN_SCORE, np.minimum(MAX_SCORE, sums / total_weight) - penalties)
     else:
@@ -417,6 +439,17 @@ def format_value(value: float) -> str:
     text = f"{value:.3g}"
     if "e" in text and 1e-4 <= abs(value) < 1e15:
         text = f"{float(text):f}".rstrip("0").rstrip(".")
+    return text
+
+
+def format_sample(metric: model.MetricScore) -> str:
+    """A verdict's sampled value with its estimate: ``0.62 (+0.09 est.)``, or ``missing``."""
+    if metric.value is None:
+        return "missing"
+    text = format_value(metric.value)
+    if metric.estimate:
+        sign = "+" if metric.estimate > 0 else "-"
+        text += f" ({sign}{format_value(abs(metric.estimate))} est.)"
     return text
 
 

@@ -508,6 +508,8 @@ class MetricStore:
                     error=series.error,
                     error_message=series.error_message,
                 )
+            if previous is not None and series.learned is None:
+                series = dataclasses.replace(series, learned=previous.learned)
             changed = previous is None or _signature(previous) != _signature(series)
             data = dict(self._data)
             data[key] = series
@@ -515,6 +517,17 @@ class MetricStore:
             if changed:
                 self._version += 1
             return changed
+
+    def set_learned(self, key: model.MetricKey, learned: model.LearnedEffect | None) -> None:
+        """Attach what the estimate learner knows to ``key``'s series (kept by later
+        refreshes until replaced); the version stays: values and errors are unchanged."""
+        with self._lock:
+            series = self._data.get(key)
+            if series is None or series.learned is learned:
+                return
+            data = dict(self._data)
+            data[key] = dataclasses.replace(series, learned=learned)
+            self._data = types.MappingProxyType(data)
 
     def retain(self, keys: Iterable[model.MetricKey]) -> int:
         """Drop every metric not in ``keys`` (deleted policies or metrics); return how many."""

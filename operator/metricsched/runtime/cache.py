@@ -159,6 +159,10 @@ class ClusterCache:
                 # affinity may now hold), or one whose labels or requests (an in-place
                 # resize) changed, may help a pending pod; our own confirmed Binding not.
                 self.generation += 1
+            if not pod.bound_at:
+                # No PodScheduled time or start yet: keep when we bound it, else now.
+                known = before.bound_at if before is not None else 0.0
+                pod = dataclasses.replace(pod, bound_at=known or time.time())
             self._assumed.pop(uid, None)  # confirmed (or placed by someone else)
             self._attach(pod, model.NodeName(pod.node_name))
             return
@@ -191,7 +195,7 @@ class ClusterCache:
     def assume(self, pod: model.PodInfo, node: model.NodeName, *, now: float) -> None:
         self.pending.pop(pod.uid, None)
         self._assumed[pod.uid] = now
-        self._attach(dataclasses.replace(pod, node_name=node), node)
+        self._attach(dataclasses.replace(pod, node_name=node, bound_at=now), node)
         n = self._nodes.get(node)
         if n is not None:
             n.recent.append(now)
@@ -226,7 +230,7 @@ class ClusterCache:
         self._detach(pod.uid)
         self.pending.pop(pod.uid, None)
         self._assumed[pod.uid] = now
-        self._attach(dataclasses.replace(pod, node_name=node), node)
+        self._attach(dataclasses.replace(pod, node_name=node, bound_at=pod.bound_at or now), node)
 
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed

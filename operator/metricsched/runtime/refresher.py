@@ -18,6 +18,9 @@
   ``MetricQueryFailed`` while it fails / ``MetricsRecovered`` when it works (the policy
   events edge posts a warning when it starts, re-sends it while it holds, and posts the
   recovery once).
+- Metrics whose estimate learns (``core.estimate.learns``) show the learner
+  (``runtime.learner``) how they moved after binds; what it learns rides on the
+  metric's series to the cycle.
 - A query the admin's rules refuse for a policy's namespace is never sent (the edge
   groups queries by the rules' verdict and checks each again before sending).
 """
@@ -31,10 +34,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from metricsched.core import model
+from metricsched.core import columns, estimate, model
 from metricsched.edges import observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import learner as learner_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
 
@@ -71,6 +75,7 @@ class Refresher:
         self._in_flight: dict[prom.QueryKey, asyncio.Task[None]] = {}
         self._down: prom.QueryReport | None = None
         self.now = asyncio.Event()  # set to refresh at once (a policy's metrics changed)
+        self._learner = learner_mod.Learner()  # how binds moved the metrics that learn
 
     async def run(self, *, stop: asyncio.Event, leading: asyncio.Event) -> None:
         while not stop.is_set():
@@ -89,6 +94,7 @@ class Refresher:
         """Start the queries of one round (those not still in flight); returns how many."""
         policies = list(self._cache.policies.values())
         self._store.retain(model.MetricKey(p.key, m.name) for p in policies for m in p.metrics)
+        self._learner.retain({model.MetricKey(p.key, m.name) for p in policies for m in p.metrics})
         self._metrics.retain_policy_metrics((p.key, m.name) for p in policies for m in p.metrics)
         self._down = None
         started = 0
@@ -158,6 +164,7 @@ class Refresher:
         sent: bool,
     ) -> None:
         version = self._store.version
+        before = self._store.view()
         results = prom.apply_report(
             store=self._store,
             members=members,
@@ -171,7 +178,27 @@ class Refresher:
             # New values or a new error state; or a failing query, whose old values age
             # towards maxMetricAge (a node may become feasible as its value goes missing).
             self._queue.on_metrics_change({p.key for p, _ in members}, now=time.time())
+        self._learn(members, before)
         self.record(results)
+
+    def _learn(
+        self, members: Sequence[tuple[model.Policy, model.MetricSpec]], before: model.MetricView
+    ) -> None:
+        """Let the learner see how the metrics that learn moved since their last refresh."""
+        learning = [(p, m) for p, m in members if estimate.learns(m)]
+        if not learning:
+            return
+        table = columns.table_of(self._cache.snapshot())
+        after = self._store.view()
+        for policy, metric in learning:
+            key = model.MetricKey(policy.key, metric.name)
+            series = after.get(key)
+            if series is None:
+                continue
+            learned = self._learner.observe(
+                key=key, metric=metric, before=before.get(key), after=series, table=table
+            )
+            self._store.set_learned(key, learned)
 
     def record(self, results: Sequence[prom.RefreshResult]) -> None:
         """Keep results for status; post an event when a metric starts or stops failing."""

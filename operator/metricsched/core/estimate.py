@@ -1,0 +1,235 @@
+"""Metric estimates: how the pods bound since a node's last sample move its metric.
+
+A sample is as old as the refresh that returned it; pods bound since then (by any
+scheduler) are not in it yet, nor is the pod being placed. A metric's ``estimate``
+(``model.EstimateSpec``) says how much each such pod adds:
+
+- ``Requests`` / ``Limits``: the pod's requests (limits) of ``resource`` x ``factor``,
+  over the node's allocatable, so one pod weighs more on a small node;
+- ``Amount``: a stated amount per pod, over the node's allocatable;
+- ``Learned``: a per-pod increment in the metric's units, learned from how the metric
+  moved after past binds (``LearnedEffect.per_pod``, per workload where there is
+  history); nothing until the learner has seen a bind settle.
+
+With ``learn: true`` a declared amount is scaled by the learned ratio of what binds did
+to what was declared (per workload where there is history), so pods that use more than
+they request are counted as they are. A resource amount adds for ``Minimize`` metrics and
+subtracts for ``Maximize`` ones (free memory falls as pods start).
+
+A pod counts while its node's sample was refreshed less than ``settleTime`` after the
+bind ("the sample reflects the pod" once it was taken that long after); the pod being
+placed always counts. The sum is added to the sample in the threshold filter and in the
+score (``core.cycle``). Policies whose every Prometheus metric declares an estimate need
+no burst penalty (``replaces_burst_penalty``).
+
+Also here, the learner's arithmetic: what one settled batch of binds says
+(``observation``) and how observations fold into a ``LearnedEffect`` (``learn``).
+
+Purely computational: no I/O, no clocks (times are arguments).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+
+from metricsched.core import columns, model
+
+LEARNING_RATE = 0.3
+"""Weight of a new observation in the learned averages (exponential moving average)."""
+MIN_RATIO, MAX_RATIO = 0.1, 50.0
+"""Bounds of a learned correction of a declared amount: noise must not zero it or blow it up."""
+
+
+def replaces_burst_penalty(policy: model.Policy) -> bool:
+    """True when every Prometheus metric of ``policy`` declares an estimate: the binds
+    are then counted exactly and the burst penalty is not applied."""
+    found = [m for m in policy.metrics if isinstance(m.source, model.PrometheusSource)]
+    return bool(found) and all(m.estimate.declared and m.estimate.active for m in found)
+
+
+def _sign(metric: model.MetricSpec) -> float:
+    return 1.0 if metric.goal is model.Goal.MINIMIZE else -1.0
+
+
+def _declared_amounts(
+    spec: model.EstimateSpec, recent: columns.RecentPods, slots: columns.Rows, rows: columns.Rows
+) -> columns.Floats:
+    """The declared amounts (millicores or bytes) of the recent pods at (slots, rows)."""
+    cpu = spec.resource is model.EstimateResource.CPU
+    if spec.source is model.EstimateFrom.AMOUNT:
+        return np.full(len(slots), float(spec.amount))
+    if spec.source is model.EstimateFrom.LIMITS:
+        found = recent.cpu_limit if cpu else recent.memory_limit
+    else:
+        found = recent.cpu if cpu else recent.memory
+    amounts: columns.Floats = found[slots, rows] * spec.factor
+    return amounts
+
+
+def pod_amount(spec: model.EstimateSpec, pod: model.PodInfo) -> float:
+    """The declared amount of one pod (millicores or bytes); 0 for Learned and None."""
+    cpu = spec.resource is model.EstimateResource.CPU
+    if spec.source is model.EstimateFrom.AMOUNT:
+        return float(spec.amount)
+    if spec.source is model.EstimateFrom.LIMITS:
+        return (pod.limits.milli_cpu if cpu else pod.limits.memory) * spec.factor
+    if spec.source is model.EstimateFrom.REQUESTS:
+        return (pod.requests.milli_cpu if cpu else pod.requests.memory) * spec.factor
+    return 0.0
+
+
+def allocatable(spec: model.EstimateSpec, table: columns.NodeTable) -> columns.Ints:
+    """Each row's allocatable amount of the estimate's resource."""
+    if spec.resource is model.EstimateResource.CPU:
+        return table.allocatable.milli_cpu
+    return table.allocatable.memory
+
+
+def _per_workload(
+    ids: columns.Ints,
+    names: list[str],
+    by_workload: Mapping[str, float],
+    overall: float | None,
+    *,
+    default: float,
+) -> columns.Floats:
+    """The learned value of each workload number in ``ids`` (its own, else the overall,
+    else ``default``); looked up once per distinct workload present."""
+    out = np.full(len(ids), default if overall is None else overall)
+    if by_workload:
+        for number in np.unique(ids).tolist():
+            value = by_workload.get(names[number]) if number else None
+            if value is not None:
+                out[ids == number] = value
+    return out
+
+
+def _workload_value(
+    pod: model.PodInfo, by: Mapping[str, float], overall: float | None
+) -> float | None:
+    workload = pod.workload
+    found = by.get(workload) if workload else None
+    return found if found is not None else overall
+
+
+def _ratio(
+    learned: model.LearnedEffect | None, spec: model.EstimateSpec
+) -> model.LearnedEffect | None:
+    return learned if spec.learn else None
+
+
+def estimates(
+    *,
+    metric: model.MetricSpec,
+    pod: model.PodInfo,
+    table: columns.NodeTable,
+    rows: columns.Rows,
+    refreshed: columns.Floats,
+    learned: model.LearnedEffect | None,
+) -> columns.Floats:
+    """What to add to each row's sample of ``metric``: the pods bound to it that its sample
+    does not reflect yet, and ``pod`` itself. ``refreshed`` is each row's sample time
+    (-inf: none; such rows are missing anyway). Zeros when the metric has no estimate.
+    Only the recent pods still counted are visited (few, outside a burst)."""
+    spec = metric.estimate
+    size = len(rows)
+    if not spec.active or not size:
+        return np.zeros(size)
+    if spec.source is model.EstimateFrom.LEARNED and (learned is None or learned.per_pod is None):
+        return np.zeros(size)  # nothing learned yet
+    recent = table.recent
+    live_slots, live_at = np.nonzero(recent.at[:, rows] > (refreshed - spec.settle_s))
+    live_rows = rows[live_at]
+    ids = recent.workload[live_slots, live_rows]
+    if spec.source is model.EstimateFrom.LEARNED:
+        assert learned is not None
+        by, overall = learned.per_pod_by_workload, learned.per_pod
+        per_pod = _per_workload(ids, recent.workload_names, by, overall, default=0.0)
+        pending = np.bincount(live_at, weights=per_pod, minlength=size)
+        total: columns.Floats = pending.astype(np.float64) + (
+            _workload_value(pod, by, overall) or 0.0
+        )
+        return total
+    ratio = learned if spec.learn else None
+    by_ratio = ratio.ratio_by_workload if ratio else {}
+    overall_ratio = ratio.ratio if ratio else None
+    amounts = _declared_amounts(spec, recent, live_slots, live_rows)
+    factors = _per_workload(ids, recent.workload_names, by_ratio, overall_ratio, default=1.0)
+    pending_amount = np.bincount(live_at, weights=amounts * factors, minlength=size)
+    own_amount = pod_amount(spec, pod) * (_workload_value(pod, by_ratio, overall_ratio) or 1.0)
+    available = allocatable(spec, table)[rows].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(available > 0, (pending_amount + own_amount) / available, np.inf)
+    signed: columns.Floats = _sign(metric) * share
+    return signed
+
+
+# --- learning ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Observation:
+    """What one settled batch of binds on one node did to a metric."""
+
+    pods: int
+    workload: str  # the batch's one workload, "" when mixed or none
+    delta: float  # sample after the batch settled - sample before its first bind
+    declared: float  # the sum of the batch's declared shares (0 for Learned)
+
+
+def learn(effect: model.LearnedEffect | None, seen: Observation) -> model.LearnedEffect:
+    """``effect`` with ``seen`` folded in: the per-pod increment (``delta / pods``) and,
+    when an amount was declared, the ratio of what happened to it (bounded), overall and
+    for the batch's workload when it had one."""
+    effect = effect or model.LearnedEffect()
+    per_pod = seen.delta / seen.pods if seen.pods else 0.0
+    by_pod = dict(effect.per_pod_by_workload)
+    by_ratio = dict(effect.ratio_by_workload)
+    overall_pod = _average(effect.per_pod, per_pod)
+    overall_ratio = effect.ratio
+    if seen.workload:
+        by_pod[seen.workload] = _average(by_pod.get(seen.workload), per_pod)
+    if seen.declared:
+        ratio = min(MAX_RATIO, max(MIN_RATIO, seen.delta / seen.declared))
+        overall_ratio = _average(effect.ratio, ratio)
+        if seen.workload:
+            by_ratio[seen.workload] = _average(by_ratio.get(seen.workload), ratio)
+    return model.LearnedEffect(
+        per_pod=overall_pod,
+        per_pod_by_workload=by_pod,
+        ratio=overall_ratio,
+        ratio_by_workload=by_ratio,
+        observations=effect.observations + 1,
+    )
+
+
+def _average(old: float | None, new: float) -> float:
+    return new if old is None else (1 - LEARNING_RATE) * old + LEARNING_RATE * new
+
+
+def learns(metric: model.MetricSpec) -> bool:
+    """Whether the runtime must learn from binds for ``metric``."""
+    spec = metric.estimate
+    return spec.source is model.EstimateFrom.LEARNED or (spec.active and spec.learn)
+
+
+def declared_share(
+    metric: model.MetricSpec, table: columns.NodeTable, *, row: int, slot: int
+) -> float:
+    """What the declared estimate said the ``slot``-th recent pod of ``row`` would add to
+    ``metric`` (its sign included); 0 for Learned and None."""
+    spec = metric.estimate
+    if spec.source not in (
+        model.EstimateFrom.REQUESTS,
+        model.EstimateFrom.LIMITS,
+        model.EstimateFrom.AMOUNT,
+    ):
+        return 0.0
+    size = float(allocatable(spec, table)[row])
+    if size <= 0:
+        return 0.0
+    amount = float(_declared_amounts(spec, table.recent, np.array([slot]), np.array([row]))[0])
+    return _sign(metric) * amount / size

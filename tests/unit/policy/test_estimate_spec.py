@@ -1,0 +1,102 @@
+"""spec.metrics[].estimate: what a policy declares, its defaults, and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from metricsched.core import model, policy
+
+
+def with_metric(**metric):
+    return {
+        "metadata": {"name": "cpu-aware", "namespace": "shop"},
+        "spec": {
+            "metrics": [{"name": "cpu", "prometheus": {"query": "up"}, **metric}],
+            "burstWindow": "45s",
+        },
+    }
+
+
+def estimate_of(**metric) -> model.EstimateSpec:
+    return policy.policy_from_body(with_metric(**metric)).metrics[0].estimate
+
+
+def problems_of(**metric) -> tuple[str, ...]:
+    with pytest.raises(policy.PolicyError) as caught:
+        policy.policy_from_body(with_metric(**metric))
+    return caught.value.problems
+
+
+def test_a_stated_amount_per_pod_is_read_in_the_resources_units():
+    cpu = estimate_of(estimate={"from": "Amount", "resource": "cpu", "amount": "400m"})
+    memory = estimate_of(estimate={"from": "Amount", "resource": "memory", "amount": "512Mi"})
+    assert (cpu.source, cpu.amount, cpu.declared) == (model.EstimateFrom.AMOUNT, 400, True)
+    assert memory.amount == 512 * 1024**2
+
+
+def test_settle_time_defaults_to_the_burst_window():
+    assert estimate_of(estimate={"from": "Requests", "resource": "cpu"}).settle_s == 45.0
+    declared = estimate_of(estimate={"from": "Requests", "resource": "cpu", "settleTime": "20s"})
+    assert declared.settle_s == 20.0
+
+
+def test_a_threshold_alone_learns_and_a_plain_metric_estimates_nothing():
+    learned = estimate_of(threshold={"max": 0.8})
+    assert (learned.source, learned.declared) == (model.EstimateFrom.LEARNED, False)
+    assert estimate_of().source is model.EstimateFrom.NONE
+
+
+def test_from_none_turns_the_default_off():
+    off = estimate_of(threshold={"max": 0.8}, estimate={"from": "None"})
+    assert not off.active
+
+
+def test_resource_and_amount_must_fit_the_source():
+    assert problems_of(estimate={"from": "Requests"}) == (
+        "spec.metrics[0].estimate.resource: must be one of cpu, memory, got None",
+    )
+    assert problems_of(estimate={"from": "Amount", "resource": "cpu"}) == (
+        "spec.metrics[0].estimate.amount: from: Amount needs an amount, such as 400m or 512Mi",
+    )
+    assert problems_of(estimate={"from": "Learned", "resource": "cpu"}) == (
+        "spec.metrics[0].estimate.resource: applies to from: Requests, Limits or Amount only",
+    )
+    assert problems_of(
+        estimate={"from": "Amount", "resource": "cpu", "amount": "400m", "factor": 2}
+    ) == ("spec.metrics[0].estimate.factor: applies to from: Requests or Limits only",)
+
+
+def test_bad_values_are_reported_not_raised_as_crashes():
+    problems = problems_of(
+        estimate={"from": "Amount", "resource": "cpu", "amount": "lots", "settleTime": "2d"}
+    )
+    assert any(
+        p.startswith("spec.metrics[0].estimate.amount: must be a quantity") for p in problems
+    )
+    assert any(
+        p.startswith("spec.metrics[0].estimate.settleTime: must be a duration") for p in problems
+    )
+    assert problems_of(estimate={"from": "Sometimes"})[0].startswith(
+        "spec.metrics[0].estimate.from: must be one of Requests, Limits, Amount, Learned, None"
+    )
+
+
+def test_an_annotation_metric_cannot_declare_an_estimate():
+    body = {
+        "metadata": {"name": "price", "namespace": "shop"},
+        "spec": {
+            "metrics": [
+                {
+                    "name": "price",
+                    "nodeAnnotation": "example.com/price",
+                    "estimate": {"from": "Learned"},
+                }
+            ]
+        },
+    }
+    with pytest.raises(policy.PolicyError) as caught:
+        policy.policy_from_body(body)
+    assert caught.value.problems == (
+        "spec.metrics[0].estimate: applies to prometheus metrics only (a node annotation "
+        "does not move with binds)",
+    )
