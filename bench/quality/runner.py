@@ -370,7 +370,9 @@ async def _main(run_args: dict[str, Any]) -> None:
     try:
         try:
             model = loadmodel.LoadModel.of_bench_cluster()
-        except loadmodel.LoadModelMissingError:
+            await asyncio.to_thread(model.truth)
+        except (loadmodel.LoadModelMissingError, OSError):
+            # A cluster started by a hack/cluster.py from before the load model.
             print("[quality] the cluster runs no load model: starting one", flush=True)
             own = await asyncio.to_thread(
                 loadmodel.start_own, cluster, scrape=SCRAPE, seed=run_args["seed"]
