@@ -112,3 +112,15 @@ def test_splice_replaces_the_marked_section_or_goes_before_machine() -> None:
     assert "v1" not in twice
     assert twice.count(report.BEGIN) == 1
     assert twice.endswith("## Machine\n\n- cpus\n")
+
+
+def test_the_throughput_report_embeds_the_published_quality_section(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    from bench import report as bench_report
+
+    (tmp_path / "quality.md").write_text("## Placement quality (issue 19)\n\nrows\n")
+    monkeypatch.setattr(bench_report, "BENCH", tmp_path)
+    text = bench_report.readme({"trials": []}, {"bound": "b", "cdf": "c", "cycle": "y"})
+    assert text.index(report.BEGIN) < text.index("rows") < text.index(report.END)
+    assert text.index(report.END) < text.index("## Machine")
