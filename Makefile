@@ -114,8 +114,17 @@ $(VENV)/.bench-installed: setup.cfg pyproject.toml | $(VENV)/.installed
 	@touch $@
 
 .PHONY: bench
-bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (100/1000/2000/5000 nodes; ~1.5 h on 2 cores); writes bench/README.md
+bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (~1.5 h on 2 cores), then placement quality (~45 min); writes bench/README.md
 	$(PY) -m bench run --plan full
+	$(PY) -m bench quality --plan full --seed $(SEED) --publish
+
+.PHONY: bench-quality
+bench-quality: install deps tools $(VENV)/.bench-installed ## Placement quality only: kube-scheduler, metricsched estimate on/off, random on scenarios a, b, c (~45 min); publishes bench/README.md's section
+	$(PY) -m bench quality --plan full --seed $(SEED) --publish
+
+.PHONY: bench-quality-smoke
+bench-quality-smoke: install deps tools $(VENV)/.bench-installed ## Short placement-quality run (scenario a, 9 nodes, all systems, ~6 min); report in bench/results/, fails only on harness errors
+	$(PY) -m bench quality --plan smoke --seed $(SEED)
 
 .PHONY: bench-smoke
 bench-smoke: install deps tools $(VENV)/.bench-installed ## Short benchmark (100 nodes, 300 pods, metricsched + null binder, < 3 min); fails only on harness errors
