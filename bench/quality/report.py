@@ -391,6 +391,19 @@ def splice(readme: str, body: str) -> str:
     return readme.rstrip() + "\n\n" + block
 
 
+HEADLINE_BEGIN, HEADLINE_END = "<!-- quality-headline -->", "<!-- /quality-headline -->"
+
+
+def splice_headline(readme: str, lines: list[str]) -> str:
+    """The top-level README with its headline (between the ``quality-headline`` markers)
+    replaced by ``lines``; unchanged when the markers are missing."""
+    if HEADLINE_BEGIN not in readme or HEADLINE_END not in readme:
+        return readme
+    head, rest = readme.split(HEADLINE_BEGIN, 1)
+    tail = rest.split(HEADLINE_END, 1)[1]
+    return head + HEADLINE_BEGIN + "\n" + "\n".join(lines) + "\n" + HEADLINE_END + tail
+
+
 def render(path: Path, *, publish: bool) -> None:
     results = json.loads(path.read_text())
     where = BENCH if publish else path.parent
@@ -407,6 +420,8 @@ def render(path: Path, *, publish: bool) -> None:
         (BENCH / "quality.md").write_text(body)
         readme = BENCH / "README.md"
         readme.write_text(splice(readme.read_text(), body))
+        front = BENCH.parent / "README.md"
+        front.write_text(splice_headline(front.read_text(), headline(results)))
         target = BENCH / "quality.md"
     else:
         target = path.parent / f"{path.stem}-report.md"

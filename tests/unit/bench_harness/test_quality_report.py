@@ -124,3 +124,14 @@ def test_the_throughput_report_embeds_the_published_quality_section(
     text = bench_report.readme({"trials": []}, {"bound": "b", "cdf": "c", "cycle": "y"})
     assert text.index(report.BEGIN) < text.index("rows") < text.index(report.END)
     assert text.index(report.END) < text.index("## Machine")
+
+
+def test_the_front_page_headline_is_replaced_between_its_markers() -> None:
+    readme = "# x\n\n<!-- quality-headline -->\nold\n<!-- /quality-headline -->\n\nrest\n"
+    once = report.splice_headline(readme, ["| a |", "| b |"])
+    assert (
+        once
+        == "# x\n\n<!-- quality-headline -->\n| a |\n| b |\n<!-- /quality-headline -->\n\nrest\n"
+    )
+    assert report.splice_headline(once, ["new"]).count("| a |") == 0
+    assert report.splice_headline("no markers\n", ["new"]) == "no markers\n"
