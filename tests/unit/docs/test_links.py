@@ -37,9 +37,9 @@ def test_every_relative_link_resolves(page):
             continue
         path, _, fragment = target.partition("#")
         found = (page.parent / path).resolve() if path else page
-        if not found.exists():
-            broken.append(target)
-        elif fragment and found.suffix == ".md" and fragment not in anchors(found):
+        if not found.exists() or (
+            fragment and found.suffix == ".md" and fragment not in anchors(found)
+        ):
             broken.append(target)
     assert broken == []
 
