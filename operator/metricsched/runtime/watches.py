@@ -32,7 +32,7 @@ import kopf
 
 from metricsched.config import Config
 from metricsched.core import model, parse, policy
-from metricsched.edges import binder, kube, observe
+from metricsched.edges import binder, kube, observe, webhook
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
@@ -404,6 +404,13 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure_kopf(settings)
+        if w.config.webhook_enabled:
+            # The chart owns the MutatingWebhookConfiguration: kopf only serves it
+            # (settings.admission.managed stays None).
+            settings.admission.server = webhook.server(w.config)
+
+    if w.config.webhook_enabled:
+        webhook.register(registry, config=w.config, metrics=w.metrics)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
