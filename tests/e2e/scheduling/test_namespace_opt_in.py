@@ -82,8 +82,15 @@ def chart_webhook(cluster: Cluster) -> dict[str, Any]:
 
 
 class OptInOperator(OperatorProcess):
-    def __init__(self, cluster: Cluster, tls: Path) -> None:
-        self.webhook_port = _free_port()
+    def __init__(
+        self,
+        cluster: Cluster,
+        tls: Path,
+        *,
+        webhook_port: int | None = None,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.webhook_port = webhook_port or _free_port()
         super().__init__(
             cluster,
             extra_args=[
@@ -93,6 +100,7 @@ class OptInOperator(OperatorProcess):
                 f"--webhook-port={self.webhook_port}",
                 f"--webhook-cert-file={tls / 'tls.crt'}",
                 f"--webhook-key-file={tls / 'tls.key'}",
+                *extra_args,
             ],
         )
 
@@ -287,3 +295,55 @@ def test_kube_system_is_never_sent_even_when_labelled(
         cluster.kubectl("label", "namespace", "kube-system", f"{LABEL}-")
         with contextlib.suppress(kubernetes.client.exceptions.ApiException):
             cluster.core.delete_namespaced_pod(name, "kube-system", grace_period_seconds=0)
+
+
+def test_a_standby_replica_serves_the_webhook_too(
+    cluster: Cluster,
+    opt_in_operator: OptInOperator,
+    tls: Path,
+    namespaces: tuple[str, str],
+) -> None:
+    """Admission cannot wait for an election: a replica that does not hold the Lease
+    (another holder renewed it, for an hour) answers the API server all the same."""
+    opted, _ = namespaces
+    lease = f"{NAME}-held"
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    cluster.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": lease, "namespace": "default"},
+                "spec": {
+                    "holderIdentity": "another-replica",
+                    "leaseDurationSeconds": 3600,
+                    "acquireTime": now,
+                    "renewTime": now,
+                },
+            }
+        ),
+    )
+    opt_in_operator.stop()
+    standby = OptInOperator(
+        cluster,
+        tls,
+        webhook_port=opt_in_operator.webhook_port,
+        extra_args=(
+            "--leader-elect",
+            "--leader-election-namespace=default",
+            f"--leader-election-id={lease}",
+        ),
+    )
+    try:
+        standby.start()
+        assert "metricsched_leader 0.0" in standby.metrics_text()
+        pod = cluster.create_pod(opted, "while-standing-by", scheduler="default-scheduler")
+        assert pod["spec"]["schedulerName"] == NAME
+        assert standby.admissions("Assigned") == 1
+    finally:
+        standby.stop()
+        cluster.kubectl("delete", "lease", lease, "--namespace=default", "--ignore-not-found")
+        opt_in_operator.start()
