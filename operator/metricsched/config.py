@@ -57,6 +57,16 @@ class Config:
     prometheus_password_file: str | None = None
     prometheus_cert_file: str | None = None
     prometheus_key_file: str | None = None
+    # The namespace opt-in webhook (README "Opt a namespace in without editing workloads"):
+    # served by kopf's own WebhookServer on every replica, leader or not.
+    webhook_enabled: bool = False
+    webhook_bind_address: str = "0.0.0.0"
+    webhook_port: int = 9443
+    webhook_cert_file: str | None = None
+    webhook_key_file: str | None = None
+    webhook_scheduler_name: str = "metricsched"  # what it sets; one of scheduler_names
+    # Never mutated: kube-system always, the operator's own namespace, and these.
+    webhook_excluded_namespaces: tuple[str, ...] = ()
 
 
 def _env_bool(value: str) -> bool:
@@ -261,6 +271,47 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="bytes one query's answer may take, read incrementally; more is a "
         "ResultTooLarge error (default: 8Mi) [METRICSCHED_MAX_RESULT_BYTES]",
     )
+    a(
+        "--webhook",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve the admission webhook that sets spec.schedulerName on pods created in "
+        "namespaces labelled metricsched.io/scheduler=<name> (default: off; the chart "
+        "turns it on with webhook.enabled) [METRICSCHED_WEBHOOK]",
+    )
+    a(
+        "--webhook-bind-address",
+        help="address the webhook listens on (default: 0.0.0.0) [METRICSCHED_WEBHOOK_BIND_ADDRESS]",
+    )
+    a(
+        "--webhook-port",
+        type=int,
+        help="HTTPS port of the webhook (default: 9443) [METRICSCHED_WEBHOOK_PORT]",
+    )
+    a(
+        "--webhook-cert-file",
+        help="serving certificate of the webhook (PEM), re-read when it changes "
+        "[METRICSCHED_WEBHOOK_CERT_FILE]",
+    )
+    a(
+        "--webhook-key-file",
+        help="private key of that certificate (PEM, unencrypted) [METRICSCHED_WEBHOOK_KEY_FILE]",
+    )
+    a(
+        "--webhook-scheduler-name",
+        help="the schedulerName the webhook sets, and the value of the namespace label it "
+        "answers to; one of --scheduler-name (default: the first) "
+        "[METRICSCHED_WEBHOOK_SCHEDULER_NAME]",
+    )
+    a(
+        "--webhook-exclude-namespace",
+        action="append",
+        dest="webhook_excluded_namespaces",
+        metavar="NS",
+        help="namespace whose pods the webhook never changes; repeatable; kube-system and "
+        "the operator's own namespace (POD_NAMESPACE) always are "
+        "[METRICSCHED_WEBHOOK_EXCLUDED_NAMESPACES, comma-separated]",
+    )
 
 
 def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -354,6 +405,27 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         raise ConfigError("a Prometheus client certificate needs both a cert file and a key file")
     if cert_file is not None and not url.startswith("https://"):
         raise ConfigError("a Prometheus client certificate needs an https:// Prometheus URL")
+    webhook = getattr(args, "webhook", None)
+    if webhook is None:
+        webhook = _env_bool(env.get("METRICSCHED_WEBHOOK", "false"))
+    webhook_cert = pick("webhook_cert_file", "WEBHOOK_CERT_FILE", "") or None
+    webhook_key = pick("webhook_key_file", "WEBHOOK_KEY_FILE", "") or None
+    if (webhook_cert is None) != (webhook_key is None):
+        raise ConfigError("the webhook needs both a certificate file and a key file")
+    if webhook and webhook_cert is None:
+        raise ConfigError(
+            "the webhook needs --webhook-cert-file and --webhook-key-file: the API server "
+            "calls it over HTTPS only (the chart makes them, or cert-manager does)"
+        )
+    webhook_name = pick("webhook_scheduler_name", "WEBHOOK_SCHEDULER_NAME", names[0])
+    if webhook_name not in names:
+        raise ConfigError(
+            f"the webhook's scheduler name {webhook_name!r} is not one this operator serves "
+            f"({', '.join(names)}): pods given it would wait for nobody"
+        )
+    webhook_excluded = pick_list(
+        "webhook_excluded_namespaces", "WEBHOOK_EXCLUDED_NAMESPACES", []
+    ) + tuple(n for n in ("kube-system", env.get("POD_NAMESPACE", "")) if n)
     return Config(
         kubeconfig=pick("kubeconfig", "KUBECONFIG", "") or None,
         scheduler_names=frozenset(names),
@@ -392,6 +464,13 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         prometheus_password_file=password_file,
         prometheus_cert_file=cert_file,
         prometheus_key_file=key_file,
+        webhook_enabled=webhook,
+        webhook_bind_address=pick("webhook_bind_address", "WEBHOOK_BIND_ADDRESS", "0.0.0.0"),
+        webhook_port=pick_int("webhook_port", "WEBHOOK_PORT", 9443, 1, 65535),
+        webhook_cert_file=webhook_cert,
+        webhook_key_file=webhook_key,
+        webhook_scheduler_name=webhook_name,
+        webhook_excluded_namespaces=tuple(dict.fromkeys(webhook_excluded)),
     )
 
 

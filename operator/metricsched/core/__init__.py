@@ -22,6 +22,7 @@ Modules:
 - ``scoring``: metric values, normalisation, weights, goals, onMissing, burst penalty.
 - ``estimate``: what pods bound since a sample add to it, and the learner's arithmetic.
 - ``pod_budget``: caps on what one pod may cost a cycle (terms, tolerations, ...).
+- ``opt_in``: which created pods the opt-in webhook gives this install's scheduler name.
 - ``cycle``: one scheduling decision for one pod.
 - ``decision_record``: the decision annotation kept on the pod.
 - ``explain``: the human-readable table of a decision.

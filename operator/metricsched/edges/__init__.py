@@ -27,4 +27,5 @@ Modules:
 - ``observe``: Prometheus metrics of the scheduler itself and the health/metrics server.
 - ``metrics_auth``: /metrics behind TokenReview and SubjectAccessReview.
 - ``logs``: structured logging setup and the one-line-per-decision log.
+- ``webhook``: the namespace opt-in admission webhook (kopf's server, one mutate handler).
 """

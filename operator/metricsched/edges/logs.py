@@ -46,8 +46,11 @@ def configure(fmt: Literal["json", "text"] = "json", level: int | str = logging.
     root.setLevel(level.upper() if isinstance(level, str) else level)
     # kopf logs every handler call at INFO ("Handler ... succeeded"): one line per watch
     # event. Our own decision lines are the per-pod log; kopf's warnings still show.
+    # The same for aiohttp's access log of kopf's webhook server: one line per pod created
+    # in an opted-in namespace (the webhook counts them in /metrics instead).
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("kopf").setLevel(logging.WARNING)
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
 def log_decision(

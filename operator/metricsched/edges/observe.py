@@ -183,6 +183,14 @@ class Metrics:
             "Shadow mode: bound pods not evaluated because the evaluation queue was full.",
             registry=r,
         )
+        self.webhook_admissions = prometheus_client.Counter(
+            "metricsched_webhook_admissions_total",
+            "Pods the namespace opt-in webhook was asked about, by result (Assigned: given "
+            "this install's schedulerName; the others say why a pod was left as it came; "
+            "Error: the webhook failed and let the pod through unchanged).",
+            ["result"],
+            registry=r,
+        )
         # Known label values start at 0 so rate() and absent() behave from the first scrape.
         for result in ATTEMPT_RESULTS:
             self.attempts.labels(result=result)

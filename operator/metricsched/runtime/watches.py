@@ -32,7 +32,7 @@ import kopf
 
 from metricsched.config import Config
 from metricsched.core import model, parse, policy
-from metricsched.edges import events, kube, metric_store, observe
+from metricsched.edges import events, kube, metric_store, observe, webhook
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import kopf_tuning
@@ -403,6 +403,13 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure_kopf(settings)
+        if w.config.webhook_enabled:
+            # The chart owns the MutatingWebhookConfiguration: kopf only serves it
+            # (settings.admission.managed stays None).
+            settings.admission.server = webhook.server(w.config)
+
+    if w.config.webhook_enabled:
+        webhook.register(registry, config=w.config, metrics=w.metrics)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:

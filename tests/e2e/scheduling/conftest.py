@@ -7,6 +7,7 @@ see each other's policies or values.
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import subprocess
 import sys
@@ -104,6 +105,56 @@ class OperatorProcess:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+class KubeScheduler:
+    """The pinned kube-scheduler binary, serving one schedulerName: a test's own, or
+    ``default-scheduler`` (the local control plane runs no kube-scheduler of its own)."""
+
+    def __init__(self, cluster: Cluster, workdir: Path, *, name: str | None = None) -> None:
+        self.name = name or f"e2e-kube-{uuid.uuid4().hex[:6]}"
+        config = workdir / "kube-scheduler.yaml"
+        config.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {"kubeconfig": cluster.kubeconfig},
+                    "leaderElection": {"leaderElect": False},
+                    "profiles": [{"schedulerName": self.name}],
+                }
+            )
+        )
+        self.log = STATE / "logs" / f"{self.name}.log"
+        self.proc = subprocess.Popen(
+            [
+                str(cluster.bin / "kube-scheduler"),
+                f"--config={config}",
+                f"--secure-port={_free_port()}",
+                "--bind-address=127.0.0.1",
+                f"--cert-dir={workdir / 'certs'}",
+                f"--authentication-kubeconfig={cluster.kubeconfig}",
+                f"--authorization-kubeconfig={cluster.kubeconfig}",
+                "--v=1",
+            ],
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def kube_scheduler(cluster: Cluster, tmp_path: Path) -> Iterator[KubeScheduler]:
+    scheduler = KubeScheduler(cluster, tmp_path)
+    yield scheduler
+    scheduler.stop()
 
 
 @pytest.fixture(scope="session")

@@ -9,19 +9,17 @@ import json
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, STATE, Cluster, wait_for
+from tests.e2e.conftest import ROOT, Cluster, wait_for
 from tests.e2e.scheduling.conftest import (
     METRICS_ONLY,
+    KubeScheduler,
     OperatorProcess,
-    _free_port,
     apply_policy,
     get_policy,
     prom_metric,
@@ -43,55 +41,6 @@ VALUES = {
 }
 POLICY_NODE = "node-4"  # the lowest value among the schedulable nodes
 PODS = 8
-
-
-class KubeScheduler:
-    """The pinned kube-scheduler binary, serving one schedulerName of this test's own."""
-
-    def __init__(self, cluster: Cluster, workdir: Path) -> None:
-        self.name = f"e2e-kube-{uuid.uuid4().hex[:6]}"
-        config = workdir / "kube-scheduler.yaml"
-        config.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {"kubeconfig": cluster.kubeconfig},
-                    "leaderElection": {"leaderElect": False},
-                    "profiles": [{"schedulerName": self.name}],
-                }
-            )
-        )
-        self.log = STATE / "logs" / f"{self.name}.log"
-        self.proc = subprocess.Popen(
-            [
-                str(cluster.bin / "kube-scheduler"),
-                f"--config={config}",
-                f"--secure-port={_free_port()}",
-                "--bind-address=127.0.0.1",
-                f"--cert-dir={workdir / 'certs'}",
-                f"--authentication-kubeconfig={cluster.kubeconfig}",
-                f"--authorization-kubeconfig={cluster.kubeconfig}",
-                "--v=1",
-            ],
-            stdout=self.log.open("ab"),
-            stderr=subprocess.STDOUT,
-        )
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-@pytest.fixture
-def kube_scheduler(cluster: Cluster, tmp_path: Path) -> Iterator[KubeScheduler]:
-    scheduler = KubeScheduler(cluster, tmp_path)
-    yield scheduler
-    scheduler.stop()
 
 
 SETTINGS = ("KUBECONFIG", "METRICSCHED_KUBECONFIG", "METRICSCHED_PROMETHEUS_URL")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 from typing import Any
 
 import kopf
 import pytest
 
+from metricsched import config as config_mod
+from metricsched.edges import webhook
 from metricsched.runtime import kopf_tuning
 from metricsched.runtime import watches as watches_mod
 from tests.unit.runtime.test_watches_and_relist import _watches
@@ -67,3 +71,47 @@ def test_operator_settings_use_the_null_diffbase_and_freeze_start_up_objects(
     assert isinstance(settings.persistence.diffbase_storage, kopf_tuning.NoDiffBase)
     assert frozen == [True]
     assert settings.posting.enabled is False
+
+
+def _webhook_watches(*argv: str) -> watches_mod.Watches:
+    w = _watches()
+    parser = argparse.ArgumentParser()
+    config_mod.add_run_arguments(parser)
+    w.config = config_mod.from_args(parser.parse_args(list(argv)), {})
+    return w
+
+
+def _started_settings(registry: kopf.OperatorRegistry) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    (startup,) = [h for h in registry._activities.get_all_handlers() if h.id.endswith("configure")]
+    asyncio.run(startup.fn(settings=settings))  # type: ignore[call-arg]
+    return settings
+
+
+def test_without_the_webhook_there_is_no_admission_handler_nor_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kopf_tuning.gc, "freeze", lambda: None)
+    registry = watches_mod.build_registry(_webhook_watches())
+    assert not registry._webhooks.get_all_handlers()
+    assert _started_settings(registry).admission.server is None
+
+
+def test_the_webhook_is_one_mutating_handler_for_created_pods_served_by_kopf(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kopf_tuning.gc, "freeze", lambda: None)
+    w = _webhook_watches(
+        "--webhook", "--webhook-cert-file", "/c/tls.crt", "--webhook-key-file", "/c/tls.key"
+    )
+    registry = watches_mod.build_registry(w)
+    (handler,) = registry._webhooks.get_all_handlers()
+    assert handler.id == webhook.HANDLER_ID
+    assert list(handler.operations or []) == ["CREATE"]
+    assert handler.selector is not None and handler.selector.any_name == "pods"
+    settings = _started_settings(registry)
+    server = settings.admission.server
+    assert isinstance(server, webhook.WebhookServer)
+    assert (server.port, server.certfile, server.pkeyfile) == (9443, "/c/tls.crt", "/c/tls.key")
+    # The chart owns the MutatingWebhookConfiguration; kopf must not rewrite it.
+    assert settings.admission.managed is None

@@ -100,3 +100,20 @@ two releases in one namespace (say, two scheduler names) do not share a leader.
 {{- $root := index . 0 }}
 {{- merge (dict "severity" (index . 1)) $root.Values.prometheusRule.alertLabels | toYaml }}
 {{- end }}
+
+{{/* Namespace opt-in webhook: the schedulerName it sets (webhook.schedulerName, else the
+first of schedulerNames), its Service, the Secret with its certificate, where that is
+mounted, and the namespaces never sent to it (kube-system, the release's, and more). */}}
+{{- define "metricsched.webhookSchedulerName" -}}
+{{- default (first .Values.schedulerNames) .Values.webhook.schedulerName }}
+{{- end }}
+{{- define "metricsched.webhookServiceName" -}}
+{{- printf "%s-webhook" (include "metricsched.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- define "metricsched.webhookSecretName" -}}
+{{- printf "%s-webhook-tls" (include "metricsched.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- define "metricsched.webhookCertDir" -}}/etc/metricsched/webhook-cert{{- end }}
+{{- define "metricsched.webhookExcludedNamespaces" -}}
+{{- concat (list "kube-system" .Release.Namespace) .Values.webhook.excludedNamespaces | uniq | toJson }}
+{{- end }}

@@ -1,0 +1,115 @@
+"""The namespace opt-in admission webhook: kopf's WebhookServer and one ``@kopf.on.mutate``.
+
+kopf serves the AdmissionReviews; core/opt_in.py decides. The webhook must never be the
+reason a pod is not created: the handler answers "allowed" whatever happens (an error is
+logged, counted, and the pod goes on as it came), and the MutatingWebhookConfiguration
+(the chart's) says ``failurePolicy: Ignore`` with a short timeout for when the operator
+cannot answer at all. It reads nothing from the API: the configuration's namespaceSelector
+already sent only the pods of opted-in namespaces. Every replica serves it, leader or not:
+admission cannot wait for an election.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import kopf
+
+from metricsched.config import Config
+from metricsched.core import opt_in
+from metricsched.edges import observe
+
+logger = logging.getLogger("metricsched.webhook")
+
+# The handler's id is the URL path kopf routes to it: https://<host>:<port>/scheduler-name.
+HANDLER_ID = "scheduler-name"
+PATH = f"/{HANDLER_ID}"
+ERROR = "Error"
+
+
+class WebhookServer(kopf.WebhookServer):
+    """kopf's HTTPS server, which also gives each pod its request's namespace.
+
+    The API server fills in a new object's namespace only after admission: a pod created
+    by a ReplicaSet reaches the webhook without ``metadata.namespace``, which the
+    AdmissionReview carries in ``request.namespace``."""
+
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        async def with_namespace(request: Any, **kwargs: Any) -> Any:
+            return await fn(with_request_namespace(request), **kwargs)
+
+        async for client_config in super().__call__(with_namespace):
+            yield client_config
+
+
+def with_request_namespace(request: Any) -> Any:
+    """The AdmissionReview, its object's ``metadata.namespace`` filled from the request."""
+    payload = request.get("request") if isinstance(request, Mapping) else None
+    if not isinstance(payload, dict):
+        return request
+    obj, namespace = payload.get("object"), payload.get("namespace")
+    if isinstance(obj, dict) and namespace:
+        meta = obj.setdefault("metadata", {})
+        if isinstance(meta, dict) and not meta.get("namespace"):
+            meta["namespace"] = namespace
+    return request
+
+
+def server(config: Config) -> WebhookServer:
+    """The server of ``--webhook``: the certificate files are re-read when they change."""
+    return WebhookServer(
+        addr=config.webhook_bind_address,
+        port=config.webhook_port,
+        certfile=config.webhook_cert_file,
+        pkeyfile=config.webhook_key_file,
+    )
+
+
+def rules(config: Config) -> opt_in.Rules:
+    return opt_in.rules(
+        scheduler_name=config.webhook_scheduler_name,
+        excluded_namespaces=config.webhook_excluded_namespaces,
+    )
+
+
+def admit(
+    body: Mapping[str, Any],
+    patch: kopf.Patch,
+    *,
+    rules: opt_in.Rules,
+    metrics: observe.Metrics,
+) -> None:
+    """Decide for one pod and write the decision into kopf's patch; never raise."""
+    try:
+        namespace = str((body.get("metadata") or {}).get("namespace") or "")
+        decision = opt_in.decide(body, namespace=namespace, namespace_labels=None, rules=rules)
+        if decision.scheduler_name is not None:
+            patch.setdefault("spec", {})["schedulerName"] = decision.scheduler_name
+            logger.debug(
+                "pod %s/%s given schedulerName %s",
+                namespace,
+                (body.get("metadata") or {}).get("name")
+                or (body.get("metadata") or {}).get("generateName", ""),
+                decision.scheduler_name,
+            )
+        metrics.webhook_admissions.labels(result=decision.reason.value).inc()
+    except Exception:
+        patch.clear()
+        logger.exception("the opt-in webhook failed; the pod is admitted unchanged")
+        metrics.webhook_admissions.labels(result=ERROR).inc()
+
+
+def register(registry: kopf.OperatorRegistry, *, config: Config, metrics: observe.Metrics) -> None:
+    """Add the mutating handler (pods, CREATE only) to kopf's registry."""
+    the_rules = rules(config)
+    for reason in opt_in.Reason:
+        metrics.webhook_admissions.labels(result=reason.value)
+    metrics.webhook_admissions.labels(result=ERROR)
+
+    @kopf.on.mutate(
+        "v1", "pods", id=HANDLER_ID, operations=["CREATE"], ignore_failures=True, registry=registry
+    )
+    async def set_scheduler_name(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        admit(body, patch, rules=the_rules, metrics=metrics)
