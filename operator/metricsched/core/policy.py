@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from metricsched.core import model, quantity
+from metricsched.core import model, quantity, selectors
 from metricsched.core.plugins import kube_scores
 
 # --- names and limits (the CRD's) ------------------------------------------------------
@@ -764,25 +764,17 @@ def metric_names(policy: model.Policy) -> str:
 
 
 def selector_matches(selector: model.LabelSelector, labels: Mapping[str, str]) -> bool:
-    """Whether ``labels`` satisfy ``selector``, as metav1.LabelSelector does; {} matches all."""
-    for key, value in selector.match_labels.items():
-        if labels.get(key) != value:
-            return False
-    for key, operator, values in selector.match_expressions:
-        present = key in labels
-        if operator == "In":
-            matched = present and labels[key] in values
-        elif operator == "NotIn":
-            matched = not present or labels[key] not in values
-        elif operator == "Exists":
-            matched = present
-        elif operator == "DoesNotExist":
-            matched = not present
-        else:  # unknown operators select nothing, as in Kubernetes
-            matched = False
-        if not matched:
-            return False
-    return True
+    """Whether ``labels`` satisfy ``selector``, as metav1.LabelSelector does; {} matches all.
+    The matching is ``core.selectors``' (one implementation for pods, nodes and policies)."""
+    requirements = [
+        selectors.Requirement(key, "In", frozenset((value,)))
+        for key, value in selector.match_labels.items()
+    ]
+    requirements.extend(
+        selectors.Requirement(key, operator, frozenset(values))
+        for key, operator, values in selector.match_expressions
+    )
+    return selectors.Selector.of(requirements).matches(labels)
 
 
 class ChoiceReason(enum.StrEnum):
