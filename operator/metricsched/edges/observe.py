@@ -435,14 +435,15 @@ class _Server(http.server.HTTPServer):
     max_waiting = MAX_WAITING
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         # Bounded by admission (``_admitted``), not by the queue: a connection counts from
         # its acceptance until its handler is done, whether a thread has taken it yet.
+        # Set before binding: a port in use closes the server inside ``__init__``.
         self._waiting: queue.SimpleQueue[tuple[socket.socket, object] | None] = queue.SimpleQueue()
         self._pool_lock = threading.Lock()
         self._workers: list[threading.Thread] = []
         self._admitted = 0  # connections being handled or waiting
         self.shed = 0  # connections closed unserved because the pool was full
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
         with self._pool_lock:

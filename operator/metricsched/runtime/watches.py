@@ -24,6 +24,7 @@ import contextlib
 import functools
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -320,21 +321,27 @@ class Watches:
         delay, cap = _RESTART_BACKOFF
         while not stop.is_set():
             self.delivering.clear()
+            ready = asyncio.Event()
+            reclaim = asyncio.create_task(_reclaim_signals(ready, stop), name="reclaim signals")
             try:
                 await kopf.operator(
                     registry=build_registry(self),
                     clusterwide=True,
                     standalone=True,
                     stop_flag=stop,
+                    ready_flag=ready,
                 )
             except asyncio.CancelledError:
+                reclaim.cancel()
                 raise
             except Exception as e:
                 reason = kube.describe_error(e)
             else:
                 if stop.is_set():
+                    reclaim.cancel()
                     return
                 reason = "kopf stopped on its own"
+            reclaim.cancel()
             self.metrics.watch_restarts.inc()
             logger.error("watches failed (%s); restarting them in %gs", reason, delay)
             self.health.set_ready(False, f"watches failing: {reason}")
@@ -466,3 +473,21 @@ def post_in_thread(recorder: events.EventRecorder) -> Callable[..., None]:
         loop.run_in_executor(None, functools.partial(recorder.record, ref, **kwargs))
 
     return post
+
+
+async def _reclaim_signals(ready: asyncio.Event, stop: asyncio.Event) -> None:
+    """Make SIGTERM and SIGINT set the operator's ``stop`` again once kopf has started.
+
+    kopf installs its own handlers for them when it spawns its tasks, replacing the
+    operator's: a SIGTERM would then stop kopf alone, and the supervisor would restart
+    what kopf cancelled, so the pod would not exit until it was killed. With the
+    operator's handler back, ``stop`` ends everything, kopf included (its stop flag).
+    kopf raises ``ready`` after its startup handlers, about when it adds its handlers:
+    they are replaced a moment later, and once more in case kopf was slower."""
+    await ready.wait()
+    loop = asyncio.get_running_loop()
+    for delay in (0.2, 2.0):
+        await asyncio.sleep(delay)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)

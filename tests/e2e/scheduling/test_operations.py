@@ -88,7 +88,9 @@ def test_explain_prints_every_node_with_its_verdict_and_scores(
     spec = prom_metric(metric) | {"name": "latency", "threshold": {"max": 0.5}}
     apply_policy(cluster, namespace, "lat", {"metrics": [spec], "burstPenalty": 0})
     wait_policy_refreshed(cluster, namespace, "lat")
-    # A pod nobody schedules, so it stays pending and explain says where it would go.
+    # A pod nobody schedules, so it stays pending and explain says where it would go. It
+    # names another scheduler: --scheduler-name asks how metricsched's policies would place
+    # it (explain otherwise takes the pod's own schedulerName).
     cluster.create_pod(namespace, "p", scheduler="not-served-here")
     exe = Path(sys.executable).parent / "metricsched"
     out = subprocess.run(
@@ -98,6 +100,7 @@ def test_explain_prints_every_node_with_its_verdict_and_scores(
             f"{namespace}/p",
             f"--kubeconfig={cluster.kubeconfig}",
             f"--prometheus-url={cluster.prometheus_url}",
+            "--scheduler-name=metricsched",
         ],
         capture_output=True,
         text=True,
