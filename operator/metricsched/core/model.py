@@ -133,11 +133,16 @@ class PodInfo:
     # start; our own bind time while assumed); 0: unknown or unbound
     bound_at: float = 0.0
     # --- read for rebalancing (core/rebalance.py) ---
-    # the kind of the pod's controller ownerReference, whichever it is ("" without one)
-    owner_kind: str = ""
+    # "<Kind>/<name>" of the pod's controller ownerReference, whichever kind it is ("")
+    owner: str = ""
     # the policy ("namespace/name") named by the pod's metricsched.io/decision
     # annotation: the policy metricsched placed it under; "" when not placed by a policy
     placed_by: str = ""
+
+    @property
+    def owner_kind(self) -> str:
+        """The kind of the pod's controller ("" without one)."""
+        return self.owner.partition("/")[0]
 
     @property
     def workload(self) -> str:

@@ -497,18 +497,18 @@ def _score_fields(
     ):
         section = _mapping(affinity, kind, f"spec.affinity.{kind}")
         fields[key] = _raw_list(section, _PREFERRED, f"spec.affinity.{kind}.{_PREFERRED}")
-    controller = owner_kind = ""
+    controller = controlled_by = ""
     for index, owner in enumerate(_list(meta, "ownerReferences", "metadata.ownerReferences")):
         field = f"metadata.ownerReferences[{index}]"
         if not isinstance(owner, Mapping):
             raise ParseError(field, "must be an object")
         kind = _string(owner, "kind", f"{field}.kind")
         if owner.get("controller") is True:
-            owner_kind = _shared(kind)
+            controlled_by = _shared(f"{kind}/{_string(owner, 'name', f'{field}.name')}")
             if kind in _SPREAD_OWNERS:
                 controller = _shared(f"{kind}/{_string(owner, 'uid', f'{field}.uid')}")
     fields["controller"] = controller
-    fields["owner_kind"] = owner_kind
+    fields["owner"] = controlled_by
     return fields
 
 

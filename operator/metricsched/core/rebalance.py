@@ -317,8 +317,9 @@ def message(move: Move, *, policy: model.Policy, dry_run: bool) -> str:
     )
     verb = "would evict" if dry_run else "evicted"
     return (
-        f"{verb} {move.pod.key} from {move.node} (policy {policy.key}: {spec.metric} "
-        f"{scoring.format_value(move.value)} {bound} for {_seconds(spec.window_s)}); "
+        f"{verb} {move.pod.key} of {move.pod.owner} from {move.node} "
+        f"(policy {policy.key}: {spec.metric} {scoring.format_value(move.value)} {bound} "
+        f"for {_seconds(spec.window_s)}); "
         f"dry run placed it on {move.target} ({spec.metric} "
         f"{scoring.format_value(move.target_value)}, score {scoring.format_score(move.score)})"
     )

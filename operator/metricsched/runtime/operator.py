@@ -8,7 +8,7 @@ of. Then kopf's watches take over, and a reconciliation closes the gap between t
 and kopf's own.
 
 Leadership (``--leader-elect``): every replica watches and keeps its caches warm; only
-the leader schedules, refreshes metrics and writes policy status. Losing the lease
+the leader schedules, rebalances, refreshes metrics and writes policy status. Losing the lease
 cancels the binds in flight and ends the process with status 1, as kube-scheduler does.
 Any background task that ends unexpectedly ends the process too (on purpose, logged):
 each is written never to end on an error of its own.
@@ -35,6 +35,7 @@ from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import leader
 from metricsched.runtime import queue as queue_mod
+from metricsched.runtime import rebalancer as rebalancer_mod
 from metricsched.runtime import reconcile as reconcile_mod
 from metricsched.runtime import refresher as refresher_mod
 from metricsched.runtime import scheduler as scheduler_mod
@@ -106,6 +107,16 @@ class Operator:
             scheduler_names=config.scheduler_names,
             mark=self._mark_status,
         )
+        self.rebalancer = rebalancer_mod.Rebalancer(
+            config=config,
+            cache=self.cache,
+            store=self.store,
+            api=self.api,
+            recorder=self.recorder,
+            metrics=self.metrics,
+            policy_ref=lambda key: watches_mod.policy_ref(key, self.status.records.get(key)),
+            mark=self._mark_status,
+        )
         self.status = status_mod.PolicyStatus(
             custom_api=self.api,
             policies=lambda: self.cache.policies,
@@ -114,6 +125,7 @@ class Operator:
             metrics=self.metrics,
             interval_s=config.refresh_interval_s,
             shadow=self.shadow.status_block,
+            rebalance=self.rebalancer.status_block,
         )
         self.refresher = refresher_mod.Refresher(
             source=self.source,
@@ -143,6 +155,9 @@ class Operator:
             on_pod_seen=self.shadow.on_pod,
         )
         self.scheduler.consistent = self.watches.consistent
+        # Rebalancing runs while this replica schedules, on a consistent cache.
+        self.rebalancer.active = self.scheduler.active
+        self.rebalancer.consistent = self.watches.consistent
         self.reconciler = reconcile_mod.Reconciler(
             core=self.api,
             cache=self.cache,
@@ -390,6 +405,7 @@ class Operator:
                 asyncio.create_task(self.watches.run_kopf(self.stop), name="kopf"),
                 asyncio.create_task(self.reconciler.run(self.stop), name="reconciler"),
                 asyncio.create_task(self.shadow.run(self.stop), name="shadow"),
+                asyncio.create_task(self.rebalancer.run(self.stop), name="rebalancer"),
             ]
             if self.config.leader_elect:
                 self.elector = leader.Elector(
@@ -399,6 +415,7 @@ class Operator:
                     identity=leader.default_identity(),
                 )
                 self.scheduler.fence = self.elector.fence
+                self.rebalancer.fence = self.elector.fence
                 tasks.append(
                     asyncio.create_task(
                         self.elector.run(

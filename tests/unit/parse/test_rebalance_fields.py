@@ -13,6 +13,7 @@ def test_the_controllers_kind_is_kept_whatever_it_is(pod_body):
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u0"},
         {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u2", "controller": True},
     ]
+    assert parse.pod_from_body(job).owner == "Job/j"
     assert parse.pod_from_body(job).owner_kind == "Job"
     assert parse.pod_from_body(pod_body()).owner_kind == ""
 

@@ -50,7 +50,7 @@ def placed(
     return dataclasses.replace(
         build_pod_info(name, node_name=node),
         phase=phase,
-        owner_kind=owner,
+        owner=f"{owner}/web" if owner else "",
         placed_by=placed_by,
         creation_timestamp=created,
         priority=priority,
@@ -132,7 +132,9 @@ def test_a_pod_on_a_node_past_the_trigger_for_the_window_moves_to_the_dry_runs_n
     assert (move.value, move.target_value) == (0.8, 0.2)
     assert (plan.nodes_outside, plan.nodes_due) == (1, 1)
     text = rebalance.message(move, policy=POLICY, dry_run=False)
-    assert text.startswith("evicted shop/web-1 from hot (policy shop/web-latency: latency 0.8")
+    assert text.startswith(
+        "evicted shop/web-1 of ReplicaSet/web from hot (policy shop/web-latency: latency 0.8"
+    )
     assert "above 0.5 for 5m" in text and "dry run placed it on cool (latency 0.2" in text
     assert rebalance.message(move, policy=POLICY, dry_run=True).startswith("would evict")
 
