@@ -9,7 +9,9 @@ it) chose for it. A pod moves only when all of these hold:
 - metricsched placed it under this policy (its ``metricsched.io/decision`` annotation
   names the policy), it runs, and its controller recreates it (``RECREATING_OWNERS``);
 - it is at least ``minPodAge`` old and was not evicted (by name) within ``window``;
-- its node has been past the trigger for a whole ``window``;
+- its node has been past the trigger for a whole ``window``, counted again from each
+  move off it (``restart_after_move``), so that a node's next move waits for samples
+  that show the last one;
 - fewer than ``maxPerNode`` evictions from its node, and fewer than ``maxTotal`` in all,
   happened within ``interval``;
 - the dry run places it under this same policy, by its metrics (no fallback), on another
@@ -114,6 +116,15 @@ def track_outside(
     stays past, ``now`` when it just went past; a node back inside, or without a fresh
     value (nothing to judge by), is dropped and starts over."""
     return {node: previous.get(node, now) for node, value in values.items() if spec.outside(value)}
+
+
+def restart_after_move(
+    outside_since: Mapping[model.NodeName, float], node: model.NodeName, *, now: float
+) -> dict[model.NodeName, float]:
+    """``outside_since`` after a pod moved off ``node``: the node starts its window over,
+    so the next move from it waits until samples taken after this one still show it
+    outside (a move's effect shows only after a scrape and a refresh)."""
+    return {**outside_since, node: now} if node in outside_since else dict(outside_since)
 
 
 def _within(history: Iterable[Eviction], since: float) -> list[Eviction]:

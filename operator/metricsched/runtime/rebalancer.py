@@ -226,6 +226,10 @@ class Rebalancer:
         )
         self._mark(key)
         text = rebalance.message(move, policy=chosen, dry_run=dry)
+        if outcome is None or outcome is eviction.EvictOutcome.EVICTED:
+            state.outside_since = rebalance.restart_after_move(
+                state.outside_since, move.node, now=now
+            )
         if outcome is None:
             state.would_evict += 1
         elif outcome is eviction.EvictOutcome.EVICTED:

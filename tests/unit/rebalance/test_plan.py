@@ -318,6 +318,15 @@ def test_outside_since_is_kept_while_past_and_dropped_when_inside_or_missing():
     assert rebalance.track_outside(spec=SPEC, previous=previous, values={}, now=NOW) == {}
 
 
+def test_a_move_starts_its_nodes_window_over():
+    since = {model.NodeName("a"): NOW - 600, model.NodeName("b"): NOW - 600}
+    assert rebalance.restart_after_move(since, model.NodeName("a"), now=NOW) == {
+        "a": NOW,
+        "b": NOW - 600,
+    }
+    assert rebalance.restart_after_move(since, model.NodeName("c"), now=NOW) == since
+
+
 def test_trigger_values_are_the_fresh_samples(one_hot_pod):
     nodes = [state.node for state in one_hot_pod.nodes.values()]
     stale = build_metric_view(POLICY, {"latency": HOT_AND_COOL}, refreshed_at=NOW - 121)

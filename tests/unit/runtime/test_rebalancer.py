@@ -219,6 +219,23 @@ def test_a_disruption_budgets_refusal_is_recorded_and_not_retried_within_the_win
     assert rig.api.evicted == ["shop/web-1", "shop/web-1"]
 
 
+def test_after_a_move_its_node_waits_a_whole_window_again():
+    rig = Rig(dataclasses.replace(SPEC, mode=model.RebalanceMode.EVICT))
+    second = dataclasses.replace(rig.pod, name="web-2", uid="uid-web-2")
+    rig.cache.upsert_pod(second, ours=True)
+    rig.rebalancer.states.clear()
+    rig.run(NOW)
+    rig.run(NOW + 60)
+    assert rig.api.evicted == ["shop/web-1"]
+    rig.cache.remove_pod(rig.pod.uid)  # the watch sees it go
+    rig.run(NOW + 91)  # the interval allows another, but the node's window started over
+    assert rig.api.evicted == ["shop/web-1"]
+    rig.run(NOW + 119)
+    assert rig.api.evicted == ["shop/web-1"]
+    rig.run(NOW + 120)
+    assert rig.api.evicted == ["shop/web-1", "shop/web-2"]
+
+
 def test_a_fenced_replica_sends_no_eviction_and_counts_none():
     rig = Rig(dataclasses.replace(SPEC, mode=model.RebalanceMode.EVICT))
     rig.fence_left = 1.0
