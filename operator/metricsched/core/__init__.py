@@ -14,4 +14,6 @@ Modules:
 - ``scoring``: metric normalisation, weights, goals, onMissing and burst penalty.
 - ``cycle``: one scheduling decision for one pod.
 - ``explain``: the human-readable table of a decision.
+- ``rebalance``: which pods a policy with ``spec.rebalance`` moves, by a dry run of the
+  cycle.
 """

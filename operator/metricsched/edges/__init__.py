@@ -13,6 +13,7 @@ Modules:
 - ``prometheus_series``: result series mapped to nodes, counts of what was left out.
 - ``policy_events``: policy events on a budget of their own, re-sent while they hold.
 - ``binder``: the Binding API, aggregated and rate-limited Events, the PodScheduled condition.
+- ``eviction``: the Eviction API (rebalancing), fenced like a Binding.
 - ``observe``: Prometheus metrics of the scheduler itself and the health/metrics HTTP server.
 - ``logs``: structured logging setup and the one-line-per-decision log.
 """
