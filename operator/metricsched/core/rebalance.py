@@ -36,6 +36,10 @@ from typing import Final
 
 from metricsched.core import cycle, model, parse, scoring, shadow
 
+MAX_DRY_RUNS: Final = 64
+"""Dry runs of the cycle per policy per pass at most: each costs a scheduling cycle, and
+a pass runs on the operator's event loop. Candidates past it wait for the next pass."""
+
 RECREATING_OWNERS: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController", "Job"})
 """Controller kinds that recreate an evicted pod (a Deployment's pods belong to a ReplicaSet)."""
 
@@ -52,6 +56,7 @@ class Skip(enum.StrEnum):
     NO_BETTER_NODE = "no other node is inside the trigger by the margin"
     OTHER_POLICY = "the cycle would place it under another policy"
     FALLBACK = "the cycle would place it by fallback (no metrics to trust)"
+    BUDGET = "this pass's dry runs are spent"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -252,6 +257,7 @@ def plan(
     moves: list[Move] = []
     skipped: list[tuple[model.PodKey, Skip]] = []
     working = snapshot
+    dry_runs = 0
     for node in due:
         for pod in _running_candidates(snapshot.nodes[node], policy):
             reason = _eligible(pod, spec=spec, recently_evicted=recently_evicted, now=now)
@@ -259,7 +265,10 @@ def plan(
                 reason = Skip.TOTAL_LIMIT
             elif reason is None and per_node.get(node, 0) >= spec.max_per_node:
                 reason = Skip.NODE_LIMIT
+            elif reason is None and dry_runs >= MAX_DRY_RUNS:
+                reason = Skip.BUDGET
             if reason is None:
+                dry_runs += 1
                 decision, without = dry_run(
                     pod=pod,
                     policy=policy,

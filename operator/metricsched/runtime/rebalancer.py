@@ -118,16 +118,19 @@ class Rebalancer:
             self._mark(key)  # status.rebalance goes away
         if not rebalancing:
             return 0
-        snapshot = self.cache.snapshot(now=now)
-        view = self.store.view()
-        nodes = [state.node for state in snapshot.nodes.values()]
         moved = 0
         for chosen in rebalancing:
             if not (self.active.is_set() and self.consistent.is_set()):
                 break
+            # A snapshot per policy, taken right before its plan: the cache's (and its node
+            # table's) state moves on while a previous policy's evictions are awaited.
+            snapshot = self.cache.snapshot(now=now)
+            view = self.store.view()
+            nodes = [state.node for state in snapshot.nodes.values()]
             moved += await self._policy_pass(
                 chosen, policies=policies, snapshot=snapshot, view=view, nodes=nodes, now=now
             )
+            await asyncio.sleep(0)  # a pass's dry runs are cycles: let the watches in
         return moved
 
     async def _policy_pass(

@@ -233,6 +233,16 @@ def test_the_node_furthest_past_the_trigger_is_served_first_when_max_total_binds
     assert skipped(plan) == {"a": rebalance.Skip.TOTAL_LIMIT}
 
 
+def test_dry_runs_per_pass_are_bounded():
+    policy = dataclasses.replace(POLICY, rebalance=dataclasses.replace(SPEC, max_per_node=1000))
+    crowd = [placed(f"web-{i}", "hot") for i in range(rebalance.MAX_DRY_RUNS + 3)]
+    snapshot = build_snapshot(node_with("hot", *crowd), node_with("other"))
+    plan = run(snapshot, {"hot": 0.8, "other": 0.7}, policy=policy)  # nowhere better
+    reasons = list(skipped(plan).values())
+    assert reasons.count(rebalance.Skip.NO_BETTER_NODE) == rebalance.MAX_DRY_RUNS
+    assert reasons.count(rebalance.Skip.BUDGET) == 3
+
+
 # --- hysteresis: the dry run must find a node inside the trigger by the margin -------
 
 
