@@ -8,7 +8,8 @@ it) chose for it. A pod moves only when all of these hold:
 
 - metricsched placed it under this policy (its ``metricsched.io/decision`` annotation
   names the policy), it runs, and its controller recreates it (``RECREATING_OWNERS``);
-- it is at least ``minPodAge`` old and was not evicted (by name) within ``window``;
+- it is at least ``minPodAge`` old and was not evicted (by name) within ``window`` (an
+  eviction a PodDisruptionBudget refused is tried again after ``interval``);
 - its node has been past the trigger for a whole ``window``, counted again from each
   move off it (``restart_after_move``), so that a node's next move waits for samples
   that show the last one;
@@ -66,6 +67,10 @@ class Eviction:
     pod: model.PodKey
     node: model.NodeName  # the node it was moved off
     time: float
+    # a PodDisruptionBudget refused it (429): it counts against the interval's limits
+    # (so a refused pod is retried once an interval, not every pass) but not as the
+    # pod's once-per-window eviction
+    blocked: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -253,7 +258,9 @@ def plan(
     for e in in_interval:
         per_node[e.node] = per_node.get(e.node, 0) + 1
     total = len(in_interval)
-    recently_evicted = frozenset(e.pod for e in _within(history, now - spec.window_s))
+    recently_evicted = frozenset(
+        e.pod for e in _within(history, now - spec.window_s) if not e.blocked
+    )
     moves: list[Move] = []
     skipped: list[tuple[model.PodKey, Skip]] = []
     working = snapshot

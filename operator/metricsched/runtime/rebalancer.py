@@ -214,7 +214,14 @@ class Rebalancer:
         self.metrics.rebalance_evictions.labels(policy=key, result=label).inc()
         if outcome in (eviction.EvictOutcome.GONE, eviction.EvictOutcome.FENCED):
             return outcome  # nothing happened to count
-        state.history.append(rebalance.Eviction(pod=pod.key, node=move.node, time=now))
+        state.history.append(
+            rebalance.Eviction(
+                pod=pod.key,
+                node=move.node,
+                time=now,
+                blocked=outcome is eviction.EvictOutcome.BLOCKED,
+            )
+        )
         state.last_move = now
         state.recent.appendleft(
             {

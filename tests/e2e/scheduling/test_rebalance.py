@@ -46,7 +46,7 @@ THRESHOLD = 0.5
 BACKGROUND = 0.1
 HOT = 0.75
 USAGE = "0.5"  # cores per web pod, whatever it requests
-OBSERVE_S = 40.0
+OBSERVE_S = 45.0
 EXAMPLE = yaml.safe_load(
     (Path(__file__).parents[3] / "manifests/examples/rebalance-latency-policy.yaml").read_text()
 )
@@ -77,7 +77,8 @@ def pool(cluster: Cluster, namespace: str) -> Iterator[Callable[[int], ModelledP
         cluster.wait_for_promql(
             'node_latency_seconds{job="loadmodel"}',
             lambda got: all(
-                got.get(n) == pytest.approx(0.05 / (1 - BACKGROUND)) for n in created.names
+                got.get(n) == pytest.approx(0.05 / (1 - BACKGROUND), abs=1e-3)
+                for n in created.names
             ),
             timeout=3 * SCRAPE_S + 10,
         )
@@ -311,7 +312,7 @@ def test_rebalancing_cuts_the_time_hot_nodes_spend_above_the_threshold(
         f"\nhot={hot} node-seconds above {THRESHOLD}: off={off:.0f} on={on:.0f} "
         f"({on / off:.2f}x); evictions={len(on_pods)} fewest running={fewest}"
     )
-    assert off >= 1.8 * OBSERVE_S  # both hot nodes above the whole time without it
+    assert off >= 1.7 * OBSERVE_S  # both hot nodes above the whole time without it
     assert on <= 0.6 * off
 
     # Every eviction is of a pod on a hot node, once (no pod twice within the window),

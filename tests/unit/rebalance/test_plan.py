@@ -203,6 +203,16 @@ def test_a_pod_evicted_within_the_window_is_not_evicted_again(one_hot_pod):
     assert moved(run(one_hot_pod, HOT_AND_COOL, history=(before,))) == [("web-1", "hot", "cool")]
 
 
+def test_a_pod_a_budget_refused_is_tried_again_after_the_interval(one_hot_pod):
+    refused = rebalance.Eviction(
+        pod=model.PodKey("shop/web-1"), node=model.NodeName("hot"), time=NOW - 59, blocked=True
+    )
+    plan = run(one_hot_pod, HOT_AND_COOL, history=(refused,))
+    assert skipped(plan) == {"web-1": rebalance.Skip.NODE_LIMIT}  # the interval's attempt
+    later = dataclasses.replace(refused, time=NOW - 61)
+    assert moved(run(one_hot_pod, HOT_AND_COOL, history=(later,))) == [("web-1", "hot", "cool")]
+
+
 def test_lowest_priority_then_oldest_goes_first():
     snapshot = build_snapshot(
         node_with(

@@ -202,7 +202,7 @@ def test_evict_mode_evicts_through_the_eviction_api_and_says_so_on_pod_and_polic
     )
 
 
-def test_a_disruption_budgets_refusal_is_recorded_and_not_retried_within_the_window():
+def test_a_disruption_budgets_refusal_is_recorded_and_retried_after_the_interval():
     rig = Rig(dataclasses.replace(SPEC, mode=model.RebalanceMode.EVICT))
     rig.api.status = 429
     rig.run(NOW)
@@ -213,10 +213,12 @@ def test_a_disruption_budgets_refusal_is_recorded_and_not_retried_within_the_win
     assert reasons == ["Normal RebalanceBlocked"]  # no warning: a budget is not an error
     block = rig.rebalancer.status_block(model.PolicyKey("shop/web-latency"))
     assert block is not None and (block["blockedPods"], block["evictedPods"]) == (1, 0)
-    rig.run(NOW + 100)
-    assert rig.api.evicted == ["shop/web-1"]  # once per window
-    rig.run(NOW + 121)
+    rig.run(NOW + 89)
+    assert rig.api.evicted == ["shop/web-1"]  # once per interval (30 s)
+    rig.api.status = 201
+    rig.run(NOW + 91)
     assert rig.api.evicted == ["shop/web-1", "shop/web-1"]
+    assert rig.counted("Evicted") == 1
 
 
 def test_after_a_move_its_node_waits_a_whole_window_again():
