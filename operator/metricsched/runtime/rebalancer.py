@@ -222,7 +222,6 @@ class Rebalancer:
                 blocked=outcome is eviction.EvictOutcome.BLOCKED,
             )
         )
-        state.last_move = now
         state.recent.appendleft(
             {
                 "pod": pod.key,
@@ -237,6 +236,7 @@ class Rebalancer:
         self._mark(key)
         text = rebalance.message(move, policy=chosen, dry_run=dry)
         if outcome is None or outcome is eviction.EvictOutcome.EVICTED:
+            state.last_move = now
             state.outside_since = rebalance.restart_after_move(
                 state.outside_since, move.node, now=now
             )
