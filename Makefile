@@ -46,11 +46,12 @@ cluster-status: ## Show the local control plane's processes and ports
 	@python3 hack/cluster.py status
 
 .PHONY: lint
-lint: install ## ruff and mypy --strict
+lint: install ## ruff, format, mypy --strict and the import layering (import-linter); part of make test
 	$(VENV)/bin/ruff check operator tests hack bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict tests/faults tests/unit/faults
+	$(VENV)/bin/lint-imports
 
 .PHONY: helm-lint
 helm-lint: install tools ## helm lint --strict, and helm template | kubeconform -strict per chart ci/*-values.yaml
@@ -86,7 +87,7 @@ unit: install tools ## Unit tests only (no cluster, no image; the chart tests us
 	$(VENV)/bin/pytest -m 'not e2e and not image and not faults' $(PYTEST_ARGS)
 
 .PHONY: test
-test: install deps tools image ## All tests: unit, e2e, image and the fault suite (starts the local control plane if needed)
+test: install deps tools image lint ## Lint, then all tests: unit, e2e, image and the fault suite (starts the local control plane if needed)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 .PHONY: parity
@@ -113,8 +114,17 @@ $(VENV)/.bench-installed: setup.cfg pyproject.toml | $(VENV)/.installed
 	@touch $@
 
 .PHONY: bench
-bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (100/1000/2000/5000 nodes; ~1.5 h on 2 cores); writes bench/README.md
+bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (~1.5 h on 2 cores), then placement quality (~45 min); writes bench/README.md
 	$(PY) -m bench run --plan full
+	$(PY) -m bench quality --plan full --seed $(SEED) --publish
+
+.PHONY: bench-quality
+bench-quality: install deps tools $(VENV)/.bench-installed ## Placement quality only: kube-scheduler, metricsched estimate on/off, random on scenarios a, b, c (~45 min); publishes bench/README.md's section
+	$(PY) -m bench quality --plan full --seed $(SEED) --publish
+
+.PHONY: bench-quality-smoke
+bench-quality-smoke: install deps tools $(VENV)/.bench-installed ## Short placement-quality run (scenario a, 9 nodes, all systems, ~6 min); report in bench/results/, fails only on harness errors
+	$(PY) -m bench quality --plan smoke --seed $(SEED)
 
 .PHONY: bench-smoke
 bench-smoke: install deps tools $(VENV)/.bench-installed ## Short benchmark (100 nodes, 300 pods, metricsched + null binder, < 3 min); fails only on harness errors

@@ -5,6 +5,8 @@
     python -m bench report [FILE]    # plots and bench/README.md from a results file
     python -m bench kopf [--pods N]  # kopf's CPU per pod event: baseline vs tuned settings
     python -m bench memory [--shape realistic|bench]  # what holds RSS with a full cache
+    python -m bench quality [--plan full|smoke] [--scenarios a,b,c] [--systems ...] [--seed N]
+    python -m bench quality-report [FILE] [--publish]  # placement-quality tables and plots
 
 ``run`` brings the benchmark's own control plane up (ports 44xxx, ``.cluster-bench/``),
 grows it to each node count in turn, runs the trials, writes the results JSON under
@@ -28,6 +30,9 @@ from typing import Any
 from bench import cycle_cost, kopf_cost, memory_cost, report, systems, trial
 from bench import env as env_mod
 from bench.kube import Kube
+from bench.quality import runner as quality_runner
+from bench.quality import scenarios as quality_scenarios
+from bench.quality import systems as quality_systems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,18 +157,7 @@ def _specs(
 
 
 def _install_crd(cluster: env_mod.ClusterEnv) -> None:
-    kubectl = [str(cluster.tools_bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}"]
-    subprocess.run([*kubectl, "apply", "-f", str(env_mod.ROOT / "crds")], check=True)
-    subprocess.run(
-        [
-            *kubectl,
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/schedulingpolicies.metricsched.io",
-        ],
-        check=True,
-    )
+    env_mod.install_crd(cluster)
 
 
 def _save(path: Path, results: dict[str, Any]) -> None:
@@ -287,6 +281,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quality_report(args: argparse.Namespace) -> int:
+    from bench.quality import report as quality_report  # noqa: PLC0415 (matplotlib)
+
+    path = Path(args.file) if args.file else quality_runner.results_path("full")
+    quality_report.render(path, publish=args.publish)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -316,6 +318,24 @@ def main() -> int:
         "memory", help="RSS and bytes per node and pod of each structure (bench/memory_cost.py)"
     )
     memory_cost.add_arguments(memory)
+    quality = sub.add_parser(
+        "quality", help="placement quality vs kube-scheduler and random (bench/quality/)"
+    )
+    quality.add_argument("--plan", choices=sorted(quality_scenarios.PLANS), default="full")
+    quality.add_argument("--scenarios", help="subset of a,b,c (default: the plan's)")
+    quality.add_argument("--systems", help=f"subset of {','.join(quality_systems.ORDER)}")
+    quality.add_argument("--seed", type=int, default=1)
+    quality.add_argument("--out", help="results file (default: bench/results/quality-PLAN.json)")
+    quality.add_argument(
+        "--append", action="store_true", help="merge into an existing results file"
+    )
+    quality.add_argument("--keep-cluster", action="store_true")
+    quality.add_argument(
+        "--publish", action="store_true", help="write bench/quality*.png, quality.md and README"
+    )
+    qrep = sub.add_parser("quality-report", help="render the placement-quality section")
+    qrep.add_argument("file", nargs="?")
+    qrep.add_argument("--publish", action="store_true")
     args = parser.parse_args()
     handlers = {
         "run": cmd_run,
@@ -323,6 +343,8 @@ def main() -> int:
         "report": cmd_report,
         "kopf": kopf_cost.cmd_kopf,
         "memory": memory_cost.cmd_memory,
+        "quality": quality_runner.cmd_quality,
+        "quality-report": cmd_quality_report,
     }
     return handlers[args.cmd](args)
 

@@ -4,7 +4,7 @@
     python -m bench.answer_memory 500000 --uncapped # caps lifted: the whole answer parsed
 
 A loopback server in this process streams a Prometheus-shaped instant vector (chunked, so
-the server never holds the body) to ``edges.prometheus.PrometheusSource``; the script
+the server never holds the body) to ``edges.prometheus.PrometheusClient``; the script
 prints the answer's size, the query's outcome and the growth of the peak RSS. Run each
 case in a fresh process: the peak RSS only grows.
 """
@@ -70,7 +70,7 @@ def main() -> None:
     if args.uncapped:
         limits = prometheus_http.Limits(max_bytes=1 << 40, max_series=10**9)
     size = sum(len(chunk) for chunk in answer(args.series))
-    source = prometheus.PrometheusSource(
+    source = prometheus.PrometheusClient(
         prometheus.PrometheusConfig(url=serve(args.series), timeout_s=60, retries=0, limits=limits)
     )
     nodes = [

@@ -56,6 +56,22 @@ def cluster_cmd(*args: str) -> None:
     subprocess.run(cmd, check=True, env=cluster_env())
 
 
+def install_crd(cluster: ClusterEnv) -> None:
+    """Apply this tree's SchedulingPolicy CRD and wait until it is Established."""
+    kubectl = [str(cluster.tools_bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}"]
+    subprocess.run([*kubectl, "apply", "-f", str(ROOT / "crds")], check=True)
+    subprocess.run(
+        [
+            *kubectl,
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/schedulingpolicies.metricsched.io",
+        ],
+        check=True,
+    )
+
+
 def load() -> ClusterEnv:
     """Read the benchmark cluster's env file (written by ``hack/cluster.py up``)."""
     values: dict[str, str] = {}

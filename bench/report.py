@@ -478,6 +478,15 @@ def _machine_lines(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def quality_section() -> list[str]:
+    """bench/quality.md (``python -m bench quality --publish`` writes it) between the
+    markers bench/quality/report.py replaces, so either report keeps the other's part."""
+    path = BENCH / "quality.md"
+    if not path.exists():
+        return []
+    return ["<!-- quality:begin -->", path.read_text().rstrip(), "<!-- quality:end -->", ""]
+
+
 def readme(results: dict[str, Any], images: dict[str, str]) -> str:
     method = (BENCH / "method.md").read_text() if (BENCH / "method.md").exists() else ""
     analysis = (BENCH / "analysis.md").read_text() if (BENCH / "analysis.md").exists() else ""
@@ -496,6 +505,7 @@ def readme(results: dict[str, Any], images: dict[str, str]) -> str:
         "",
         *scale_table(results),
         "",
+        *quality_section(),
         "## Machine",
         "",
         *_machine_lines(results),

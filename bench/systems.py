@@ -5,6 +5,8 @@
   default client limits, QPS 50 / burst 100.
 - ``kube-open``: the same binary with QPS 5000 / burst 5000 (scheduler_perf's setting).
 - ``null``: ``bench.nullbinder``, round-robin, no filters or scores.
+- ``random`` (the quality benchmark's): ``bench.quality.randombinder``, a random node that
+  fits the pod's requests.
 
 All of them authenticate with the cluster's admin token (``system:masters``), so API
 Priority and Fairness puts them all in the ``exempt`` priority level.
@@ -54,6 +56,8 @@ class System:
     qps: float | None = None  # client limit (kube-scheduler only)
     burst: int | None = None
     concurrency: int = 16  # null binder / metricsched bind concurrency
+    refresh_interval: str = "15s"  # metricsched's --refresh-interval
+    seed: int = 1  # the random binder's
 
 
 SYSTEMS: dict[str, System] = {
@@ -87,7 +91,7 @@ def _kube_scheduler_config(system: System, cluster: env_mod.ClusterEnv, workdir:
 
 def command(system: System, cluster: env_mod.ClusterEnv, workdir: Path) -> list[str]:
     """The argv that runs ``system`` against the benchmark cluster."""
-    if system.name == "metricsched":
+    if system.name.startswith("metricsched"):
         return [
             str(Path(sys.executable).parent / "metricsched"),
             "run",
@@ -99,7 +103,7 @@ def command(system: System, cluster: env_mod.ClusterEnv, workdir: Path) -> list[
             "--bind-address=127.0.0.1",
             "--log-format=json",
             "--log-level=warning",
-            "--refresh-interval=15s",
+            f"--refresh-interval={system.refresh_interval}",
             f"--bind-concurrency={system.concurrency}",
         ]
     if system.name.startswith("kube-"):
@@ -114,6 +118,14 @@ def command(system: System, cluster: env_mod.ClusterEnv, workdir: Path) -> list[
             f"--authentication-kubeconfig={cluster.kubeconfig}",
             f"--authorization-kubeconfig={cluster.kubeconfig}",
             "--v=1",
+        ]
+    if system.name == "random":
+        return [
+            sys.executable,
+            "-m",
+            "bench.quality.randombinder",
+            f"--scheduler-name={system.scheduler_name}",
+            f"--seed={system.seed}",
         ]
     return [
         sys.executable,

@@ -68,16 +68,6 @@ PORTS = {
     "loadmodel": PORT_BASE + 101,
     "prometheus": PORT_BASE + 90,
 }
-# Start order; "down" stops in reverse.
-COMPONENTS = [
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kwok",
-    "exporter",
-    "loadmodel",
-    "prometheus",
-]
 DEFAULT_NODES = 6
 # How often Prometheus scrapes the load model: a realistic interval by default; the e2e
 # session (tests/e2e/conftest.py) and the benchmark set it shorter.
@@ -638,111 +628,243 @@ def audit_policy() -> Path:
     return path
 
 
-def argv_for(name: str, bin_dir: Path, nodes: int, quiet: bool = False) -> list[str]:
+# --- the components: how each is started and when it is ready ------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    """One process of the local control plane: its command line and its readiness check."""
+
+    argv: Callable[[Path, int, bool], list[str]]  # (tools bin dir, nodes, quiet)
+    ready: Callable[[int], None]  # waits until it serves (nodes: how many kwok nodes)
+    extra_ports: tuple[str, ...] = ()  # PORTS keys it binds besides its own
+
+
+def _etcd_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
+    p = PORTS
+    return [
+        str(bin_dir / "etcd"),
+        "--name=metricsched",
+        f"--data-dir={STATE / 'etcd'}",
+        f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
+        f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
+        f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+        f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+        f"--initial-cluster=metricsched=http://127.0.0.1:{p['etcd-peer']}",
+        "--unsafe-no-fsync=true",
+        "--auto-compaction-retention=1",
+        "--quota-backend-bytes=8589934592",
+        "--log-level=warn",
+    ]
+
+
+def _etcd_ready(nodes: int) -> None:
+    p = PORTS
+    name = "etcd"
+    wait_for(
+        "etcd health",
+        lambda: http_ok(f"http://127.0.0.1:{p['etcd']}/health"),
+        timeout=30,
+        name=name,
+    )
+
+
+def _kube_apiserver_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
+    pki = STATE / "pki"
+    p = PORTS
+    return [
+        str(bin_dir / "kube-apiserver"),
+        f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+        f"--secure-port={p['kube-apiserver']}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--cert-dir={pki}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--token-auth-file={pki / 'tokens.csv'}",
+        "--authorization-mode=RBAC",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--allow-privileged=true",
+        "--endpoint-reconciler-type=none",
+        "--profiling=false",
+        "--event-ttl=1h",
+        f"--audit-policy-file={audit_policy()}",
+        f"--audit-log-path={audit_log()}",
+        "--audit-log-format=json",
+        "--audit-log-maxsize=100",  # MB per file, then rotated
+        "--audit-log-maxbackup=5",
+        "--v=1",
+    ]
+
+
+def _kube_apiserver_ready(nodes: int) -> None:
+    name = "kube-apiserver"
+    wait_for(
+        "kube-apiserver /readyz",
+        lambda: api("GET", "/readyz", timeout=3) == "ok",
+        timeout=90,
+        name=name,
+    )
+
+
+def _kube_controller_manager_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
     pki = STATE / "pki"
     p = PORTS
     kubeconfig = str(STATE / "kubeconfig")
-    if name == "etcd":
-        return [
-            str(bin_dir / "etcd"),
-            "--name=metricsched",
-            f"--data-dir={STATE / 'etcd'}",
-            f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
-            f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
-            f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
-            f"--initial-cluster=metricsched=http://127.0.0.1:{p['etcd-peer']}",
-            "--unsafe-no-fsync=true",
-            "--auto-compaction-retention=1",
-            "--quota-backend-bytes=8589934592",
-            "--log-level=warn",
-        ]
-    if name == "kube-apiserver":
-        return [
-            str(bin_dir / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
-            f"--secure-port={p['kube-apiserver']}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--cert-dir={pki}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            f"--token-auth-file={pki / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--service-cluster-ip-range=10.96.0.0/16",
-            "--allow-privileged=true",
-            "--endpoint-reconciler-type=none",
-            "--profiling=false",
-            "--event-ttl=1h",
-            f"--audit-policy-file={audit_policy()}",
-            f"--audit-log-path={audit_log()}",
-            "--audit-log-format=json",
-            "--audit-log-maxsize=100",  # MB per file, then rotated
-            "--audit-log-maxbackup=5",
-            "--v=1",
-        ]
-    if name == "kube-controller-manager":
-        return [
-            str(bin_dir / "kube-controller-manager"),
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            f"--secure-port={p['kube-controller-manager']}",
-            "--bind-address=127.0.0.1",
-            f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}",
-            "--leader-elect=false",
-            "--use-service-account-credentials=false",
-            "--kube-api-qps=500",
-            "--kube-api-burst=1000",
-            "--controllers=*,-node-ipam-controller,-cloud-node-lifecycle-controller",
-            *([f"--node-monitor-grace-period={QUIET_GRACE_PERIOD}"] if quiet else []),
-            "--v=1",
-        ]
-    if name == "kwok":
-        return [
-            str(bin_dir / "kwok"),
-            f"--kubeconfig={kubeconfig}",
-            f"--config={kwok_config(bin_dir, quiet)}",
-            "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            "--cidr=10.244.0.0/16",
-            "--node-ip=10.240.0.1",
-            f"--node-lease-duration-seconds={0 if quiet else 40}",
-            f"--server-address=127.0.0.1:{p['kwok']}",
-        ]
-    if name == "exporter":
-        return [
-            sys.executable,
-            str(ROOT / "hack" / "exporter.py"),
-            f"--port={p['exporter']}",
-            f"--state={STATE / 'exporter.json'}",
-            f"--nodes={nodes}",
-        ]
-    if name == "loadmodel":
-        return [
-            sys.executable,
-            str(ROOT / "hack" / "loadmodel.py"),
-            f"--kubeconfig={kubeconfig}",
-            f"--port={p['loadmodel']}",
-            f"--record={loadmodel_record()}",
-            "--seed=1",
-        ]
-    if name == "prometheus":
-        return [
-            prometheus_binary(),
-            f"--config.file={prometheus_config()}",
-            f"--storage.tsdb.path={STATE / 'prometheus'}",
-            f"--web.listen-address=127.0.0.1:{p['prometheus']}",
-            "--storage.tsdb.retention.time=2h",
-            "--web.enable-lifecycle",
-            "--log.level=warn",
-        ]
-    raise ClusterError(f"unknown component {name}")
+    return [
+        str(bin_dir / "kube-controller-manager"),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        f"--secure-port={p['kube-controller-manager']}",
+        "--bind-address=127.0.0.1",
+        f"--service-account-private-key-file={pki / 'sa.key'}",
+        f"--root-ca-file={pki / 'ca.crt'}",
+        "--leader-elect=false",
+        "--use-service-account-credentials=false",
+        "--kube-api-qps=500",
+        "--kube-api-burst=1000",
+        "--controllers=*,-node-ipam-controller,-cloud-node-lifecycle-controller",
+        *([f"--node-monitor-grace-period={QUIET_GRACE_PERIOD}"] if quiet else []),
+        "--v=1",
+    ]
+
+
+def _kube_controller_manager_ready(nodes: int) -> None:
+    p = PORTS
+    name = "kube-controller-manager"
+    wait_for(
+        "kube-controller-manager /healthz",
+        lambda: http_ok(f"https://127.0.0.1:{p['kube-controller-manager']}/healthz", insecure=True),
+        timeout=60,
+        name=name,
+    )
+
+
+def _kwok_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
+    p = PORTS
+    kubeconfig = str(STATE / "kubeconfig")
+    return [
+        str(bin_dir / "kwok"),
+        f"--kubeconfig={kubeconfig}",
+        f"--config={kwok_config(bin_dir, quiet)}",
+        "--manage-all-nodes=false",
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        "--cidr=10.244.0.0/16",
+        "--node-ip=10.240.0.1",
+        f"--node-lease-duration-seconds={0 if quiet else 40}",
+        f"--server-address=127.0.0.1:{p['kwok']}",
+    ]
+
+
+def _kwok_ready(nodes: int) -> None:
+    ensure_nodes(nodes)
+    wait_nodes_ready(nodes)
+
+
+def _exporter_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
+    p = PORTS
+    return [
+        sys.executable,
+        str(ROOT / "hack" / "exporter.py"),
+        f"--port={p['exporter']}",
+        f"--state={STATE / 'exporter.json'}",
+        f"--nodes={nodes}",
+    ]
+
+
+def _exporter_ready(nodes: int) -> None:
+    p = PORTS
+    name = "exporter"
+    wait_for(
+        "exporter /metrics",
+        lambda: http_ok(f"http://127.0.0.1:{p['exporter']}/metrics"),
+        timeout=30,
+        name=name,
+    )
+
+
+def _loadmodel_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
+    p = PORTS
+    kubeconfig = str(STATE / "kubeconfig")
+    return [
+        sys.executable,
+        str(ROOT / "hack" / "loadmodel.py"),
+        f"--kubeconfig={kubeconfig}",
+        f"--port={p['loadmodel']}",
+        f"--record={loadmodel_record()}",
+        "--seed=1",
+    ]
+
+
+def _loadmodel_ready(nodes: int) -> None:
+    p = PORTS
+    name = "loadmodel"
+    wait_for(
+        "load model /metrics",
+        lambda: http_ok(f"http://127.0.0.1:{p['loadmodel']}/metrics"),
+        timeout=30,
+        name=name,
+    )
+
+
+def _prometheus_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
+    p = PORTS
+    return [
+        prometheus_binary(),
+        f"--config.file={prometheus_config()}",
+        f"--storage.tsdb.path={STATE / 'prometheus'}",
+        f"--web.listen-address=127.0.0.1:{p['prometheus']}",
+        "--storage.tsdb.retention.time=2h",
+        "--web.enable-lifecycle",
+        "--log.level=warn",
+    ]
+
+
+def _prometheus_ready(nodes: int) -> None:
+    p = PORTS
+    name = "prometheus"
+    wait_for(
+        "Prometheus ready",
+        lambda: http_ok(f"http://127.0.0.1:{p['prometheus']}/-/ready"),
+        timeout=60,
+        name=name,
+    )
+    wait_for(
+        "Prometheus to scrape the exporter",
+        lambda: len(prometheus_series("node_latency_seconds")) >= nodes,
+        timeout=60,
+        name=name,
+    )
+
+
+# Start order; "down" stops in reverse.
+TABLE: dict[str, Component] = {
+    "etcd": Component(_etcd_argv, _etcd_ready, extra_ports=("etcd-peer",)),
+    "kube-apiserver": Component(_kube_apiserver_argv, _kube_apiserver_ready),
+    "kube-controller-manager": Component(
+        _kube_controller_manager_argv, _kube_controller_manager_ready
+    ),
+    "kwok": Component(_kwok_argv, _kwok_ready),
+    "exporter": Component(_exporter_argv, _exporter_ready),
+    "loadmodel": Component(_loadmodel_argv, _loadmodel_ready),
+    "prometheus": Component(_prometheus_argv, _prometheus_ready),
+}
+COMPONENTS = list(TABLE)
+
+
+def argv_for(name: str, bin_dir: Path, nodes: int, quiet: bool = False) -> list[str]:
+    if name not in TABLE:
+        raise ClusterError(f"unknown component {name}")
+    return TABLE[name].argv(bin_dir, nodes, quiet)
+
+
+def wait_ready(name: str, nodes: int) -> None:
+    TABLE[name].ready(nodes)
 
 
 def prometheus_series(query: str) -> list[dict[str, Any]]:
@@ -753,70 +875,13 @@ def prometheus_series(query: str) -> list[dict[str, Any]]:
         return list(json.loads(r.read())["data"]["result"])
 
 
-def wait_ready(name: str, nodes: int) -> None:
-    p = PORTS
-    if name == "etcd":
-        wait_for(
-            "etcd health",
-            lambda: http_ok(f"http://127.0.0.1:{p['etcd']}/health"),
-            timeout=30,
-            name=name,
-        )
-    elif name == "kube-apiserver":
-        wait_for(
-            "kube-apiserver /readyz",
-            lambda: api("GET", "/readyz", timeout=3) == "ok",
-            timeout=90,
-            name=name,
-        )
-    elif name == "kube-controller-manager":
-        wait_for(
-            "kube-controller-manager /healthz",
-            lambda: http_ok(
-                f"https://127.0.0.1:{p['kube-controller-manager']}/healthz", insecure=True
-            ),
-            timeout=60,
-            name=name,
-        )
-    elif name == "kwok":
-        ensure_nodes(nodes)
-        wait_nodes_ready(nodes)
-    elif name == "exporter":
-        wait_for(
-            "exporter /metrics",
-            lambda: http_ok(f"http://127.0.0.1:{p['exporter']}/metrics"),
-            timeout=30,
-            name=name,
-        )
-    elif name == "loadmodel":
-        wait_for(
-            "load model /metrics",
-            lambda: http_ok(f"http://127.0.0.1:{p['loadmodel']}/metrics"),
-            timeout=30,
-            name=name,
-        )
-    elif name == "prometheus":
-        wait_for(
-            "Prometheus ready",
-            lambda: http_ok(f"http://127.0.0.1:{p['prometheus']}/-/ready"),
-            timeout=60,
-            name=name,
-        )
-        wait_for(
-            "Prometheus to scrape the exporter",
-            lambda: len(prometheus_series("node_latency_seconds")) >= nodes,
-            timeout=60,
-            name=name,
-        )
-
-
 def start_component(name: str, bin_dir: Path, nodes: int) -> None:
     if alive(name):
         return
     stop(name)  # clears a stale pid file
     check_port(name, PORTS[name])
-    if name == "etcd":
-        check_port("etcd (peer)", PORTS["etcd-peer"])
+    for extra in TABLE[name].extra_ports:
+        check_port(f"{name} ({extra})", PORTS[extra])
     spawn(name, argv_for(name, bin_dir, nodes, read_quiet_setting()))
     t0 = time.monotonic()
     wait_ready(name, nodes)

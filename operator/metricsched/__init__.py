@@ -7,7 +7,13 @@ API, with every decision explained in Events.
 
 Sub-packages:
 - ``metricsched.core``: the pure scheduling cycle (no I/O).
-- ``metricsched.edges``: the I/O at the edges (watches, metric refresher, binder).
+- ``metricsched.runtime``: the state between the watches and the cycle (cache, queue,
+  the scheduling loop, the metric refresher, leader election).
+- ``metricsched.edges``: the I/O at the edges (Kubernetes API, Prometheus, /metrics).
+
+Modules:
+- ``cli``: the ``metricsched`` command (``run``, ``explain``, ``shadow``, ``version``).
+- ``config``: flags with METRICSCHED_* environment equivalents.
 """
 
 __version__ = "0.1.0"

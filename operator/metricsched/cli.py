@@ -36,8 +36,7 @@ import metricsched
 from metricsched import config as config_mod
 from metricsched.core import cycle, decision_record, explain, model, parse, policy, scoring
 from metricsched.core import shadow as shadow_mod
-from metricsched.edges import kube, metrics_auth
-from metricsched.edges import prometheus as prom
+from metricsched.edges import kube, metrics_auth, query_rounds
 from metricsched.runtime import operator as operator_mod
 
 CLUSTER_ENV_NAMES = {
@@ -130,6 +129,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int
             operator_mod.CrdMissingError,
             operator_mod.KubeconfigError,
             operator_mod.LeadershipLostError,
+            operator_mod.TaskEndedError,
             metrics_auth.AuthError,
         ) as e:
             print(f"metricsched: {e}", file=sys.stderr)
@@ -265,7 +265,7 @@ def explain_pod(
         pod = dataclasses.replace(pod, node_name="")
     now = time.time()
     policies = list(op.cache.policies.values())
-    prom.refresh_policy_metrics(
+    query_rounds.refresh_policy_metrics(
         source=op.source, store=op.store, policies=policies, nodes=op.cache.nodes(), now=now
     )
     if pod.scheduler_name not in config.scheduler_names:

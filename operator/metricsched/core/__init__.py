@@ -3,17 +3,29 @@
 Everything in this package is purely data-manipulative and computational. No external
 calls or any I/O activities are done here: no kopf, no kubernetes or Prometheus clients,
 no clocks (the current time is an argument), no randomness that is not seeded by an
-argument. The operator, ``metricsched explain`` and the tests run the same code.
+argument. The operator, ``metricsched explain`` and the tests run the same code. It
+imports nothing from ``metricsched.edges`` or ``metricsched.runtime`` (``make lint``
+checks it with import-linter).
 
 Modules:
-- ``model``: typed views of nodes, pods, policies, metric values and decisions, and
-  the parsers that build them from raw API bodies.
+- ``model``: typed views of nodes, pods, policies, metric values and decisions.
+- ``parse``: raw API bodies to those views, and snapshots built from pods and nodes.
 - ``quantity``: Kubernetes resource quantities.
-- ``filters``: kube-scheduler-compatible feasibility filters with its reason strings.
-- ``policy``: SchedulingPolicy parsing, validation and selection for a pod.
-- ``scoring``: metric normalisation, weights, goals, onMissing and burst penalty.
+- ``columns``: the node table, one array per per-node quantity (and recent pods).
+- ``selectors``: label selectors and pod-spec terms, parsed once.
+- ``framework``: the plugin contract, the per-cycle state and the memo across cycles.
+- ``profile``: kube-scheduler's filter plugins in its order, and its FitError message.
+- ``plugins``: one module per plugin (filters, the metric threshold, fallback,
+  preemption's message) and ``plugins.kube_scores``, kube-scheduler's score plugins.
+- ``policy``: SchedulingPolicy parsing, defaults, validation and selection for a pod.
+- ``promql_guard``: the cluster admin's rules for what a policy may query.
+- ``scoring``: metric values, normalisation, weights, goals, onMissing, burst penalty.
+- ``estimate``: what pods bound since a sample add to it, and the learner's arithmetic.
+- ``pod_budget``: caps on what one pod may cost a cycle (terms, tolerations, ...).
 - ``cycle``: one scheduling decision for one pod.
+- ``decision_record``: the decision annotation kept on the pod.
 - ``explain``: the human-readable table of a decision.
+- ``shadow``: what a shadow policy would have done, and its status block.
 - ``rebalance``: which pods a policy with ``spec.rebalance`` moves, by a dry run of the
   cycle.
 """

@@ -24,6 +24,7 @@ from metricsched.core import (
     estimate,
     framework,
     model,
+    pod_budget,
     policy,
     profile,
     scoring,
@@ -55,6 +56,7 @@ def _decision(
     message: str,
     node: model.NodeName | None = None,
     fallback_reason: str = "",
+    fallback_kind: model.FallbackKind | None = None,
     verdicts: tuple[model.NodeVerdict, ...] = (),
 ) -> model.Decision:
     return model.Decision(
@@ -65,6 +67,7 @@ def _decision(
         fallback_reason=fallback_reason,
         verdicts=verdicts,
         message=truncate_message(message),
+        fallback_kind=fallback_kind if fallback_reason else None,
     )
 
 
@@ -216,16 +219,21 @@ def schedule_one(
     chosen = choice.policy or policy.default_policy(default_fallback)
     policy_key = None if policy.is_default(chosen) else chosen.key
 
-    if pod.unsupported:
+    if refusal := profile.unsupported_reason(pod):
         return _decision(
             pod=pod,
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
-            message=(
-                f"metricsched does not support {', '.join(pod.unsupported)} yet; "
-                "remove it from the pod or let another scheduler place the pod "
-                "(spec.schedulerName)"
-            ),
+            message=refusal,
+        )
+
+    too_expensive = pod_budget.refusal(pod)
+    if too_expensive is not None:
+        return _decision(
+            pod=pod,
+            policy_key=policy_key,
+            outcome=model.Outcome.UNSCHEDULABLE,
+            message=too_expensive,
         )
 
     cycle = framework.CycleState.start(pod, snapshot, memo=memo)
@@ -315,6 +323,7 @@ def _score_and_select(
     pod, table = cycle.pod, cycle.table
     # Fallback: no metrics to score by (the default policy), or no data to trust.
     fallback_reason = ""
+    fallback_kind = model.FallbackKind.OTHER
     samples = [
         scoring.metric_samples(
             policy=chosen,
@@ -345,14 +354,17 @@ def _score_and_select(
         unreachable = scoring.unreachable_error(policy=chosen, metrics=metrics)
         if unreachable is not None:
             fallback_reason = f"Prometheus unreachable: {unreachable}"
+            fallback_kind = model.FallbackKind.PROMETHEUS_UNREACHABLE
         elif all(np.isnan(column).all() for column in sampled):
             fallback_reason = NO_FRESH_VALUES
+            fallback_kind = model.FallbackKind.NO_FRESH_VALUES
     if not chosen.metrics or fallback_reason:
         return _fallback(
             pod=pod,
             chosen=chosen,
             policy_key=policy_key,
             reason=fallback_reason,
+            kind=fallback_kind,
             feasible=feasible,
             verdicts=verdicts,
             rr_counter=rr_counter,
@@ -495,6 +507,7 @@ def _fallback(
     chosen: model.Policy,
     policy_key: model.PolicyKey | None,
     reason: str,
+    kind: model.FallbackKind,
     feasible: columns.Rows,
     verdicts: _Verdicts,
     rr_counter: int,
@@ -534,6 +547,7 @@ def _fallback(
             policy_key=policy_key,
             outcome=model.Outcome.WAIT,
             fallback_reason=reason,
+            fallback_kind=kind,
             message=_wait_message(pod=pod, chosen=chosen, reason=reason),
             verdicts=final,
         )
@@ -544,6 +558,7 @@ def _fallback(
         outcome=model.Outcome.BIND,
         node=node,
         fallback_reason=reason,
+        fallback_kind=kind,
         message=_fallback_message(pod=pod, chosen=chosen, node=node, reason=reason),
         verdicts=final,
     )

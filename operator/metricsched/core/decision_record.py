@@ -33,7 +33,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-from metricsched.core import model
+from metricsched.core import model, parse
 
 ANNOTATION: Final = "metricsched.io/decision"
 MAX_BYTES: Final = 1024
@@ -117,10 +117,6 @@ def record_of(
     )
 
 
-def _rfc3339(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _as_json(record: DecisionRecord) -> dict[str, Any]:
     def place(p: Placement) -> dict[str, Any]:
         found = {"node": p.node, "score": p.score, "metrics": dict(p.metrics)}
@@ -140,7 +136,7 @@ def _as_json(record: DecisionRecord) -> dict[str, Any]:
             if record.fallback_strategy
             else None
         ),
-        "time": _rfc3339(record.time),
+        "time": parse.rfc3339(record.time),
     }
 
 

@@ -23,7 +23,7 @@ score (``core.cycle``). Policies whose every Prometheus metric declares an estim
 no burst penalty (``replaces_burst_penalty``).
 
 Also here, the learner's arithmetic: what one settled batch of binds says
-(``observation``) and how observations fold into a ``LearnedEffect`` (``learn``).
+(``Observation``) and what recent ones say together (``summarise``: medians).
 
 Purely computational: no I/O, no clocks (times are arguments).
 """
@@ -31,16 +31,18 @@ Purely computational: no I/O, no clocks (times are arguments).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from metricsched.core import columns, model
 
-LEARNING_RATE = 0.3
-"""Weight of a new observation in the learned averages (exponential moving average)."""
-MIN_RATIO, MAX_RATIO = 0.1, 50.0
-"""Bounds of a learned correction of a declared amount: noise must not zero it or blow it up."""
+MIN_RATIO, MAX_RATIO = 0.1, 20.0
+"""Bounds of one observed correction of a declared amount."""
+MIN_OBSERVATIONS = 3
+"""Settled batches seen (any workload) before anything learned is applied."""
+MIN_WORKLOAD_OBSERVATIONS = 2
+"""Settled batches of one workload before its own values replace the overall ones."""
 
 
 def replaces_burst_penalty(policy: model.Policy) -> bool:
@@ -180,34 +182,47 @@ class Observation:
     declared: float  # the sum of the batch's declared shares (0 for Learned)
 
 
-def learn(effect: model.LearnedEffect | None, seen: Observation) -> model.LearnedEffect:
-    """``effect`` with ``seen`` folded in: the per-pod increment (``delta / pods``) and,
-    when an amount was declared, the ratio of what happened to it (bounded), overall and
-    for the batch's workload when it had one."""
-    effect = effect or model.LearnedEffect()
-    per_pod = seen.delta / seen.pods if seen.pods else 0.0
-    by_pod = dict(effect.per_pod_by_workload)
-    by_ratio = dict(effect.ratio_by_workload)
-    overall_pod = _average(effect.per_pod, per_pod)
-    overall_ratio = effect.ratio
-    if seen.workload:
-        by_pod[seen.workload] = _average(by_pod.get(seen.workload), per_pod)
-    if seen.declared:
-        ratio = min(MAX_RATIO, max(MIN_RATIO, seen.delta / seen.declared))
-        overall_ratio = _average(effect.ratio, ratio)
-        if seen.workload:
-            by_ratio[seen.workload] = _average(by_ratio.get(seen.workload), ratio)
+def summarise(
+    overall: Sequence[Observation], by_workload: Mapping[str, Sequence[Observation]]
+) -> model.LearnedEffect | None:
+    """What recent observations say: the median per-pod increment (``delta / pods``) and
+    the median ratio of what happened to what was declared (bounded), overall and per
+    workload. Medians, not averages: a node whose background load jumped while its binds
+    settled is one outlier among the observations, not a new estimate for every pod.
+    Nothing until ``MIN_OBSERVATIONS`` (overall) or ``MIN_WORKLOAD_OBSERVATIONS`` (per
+    workload) have been seen."""
+    if len(overall) < MIN_OBSERVATIONS:
+        return None
+    per_pod = {
+        w: _median_per_pod(found)
+        for w, found in by_workload.items()
+        if len(found) >= MIN_WORKLOAD_OBSERVATIONS
+    }
+    ratio = {
+        w: r
+        for w, found in by_workload.items()
+        if len(found) >= MIN_WORKLOAD_OBSERVATIONS and (r := _median_ratio(found)) is not None
+    }
     return model.LearnedEffect(
-        per_pod=overall_pod,
-        per_pod_by_workload=by_pod,
-        ratio=overall_ratio,
-        ratio_by_workload=by_ratio,
-        observations=effect.observations + 1,
+        per_pod=_median_per_pod(overall),
+        per_pod_by_workload=per_pod,
+        ratio=_median_ratio(overall),
+        ratio_by_workload=ratio,
+        observations=len(overall),
     )
 
 
-def _average(old: float | None, new: float) -> float:
-    return new if old is None else (1 - LEARNING_RATE) * old + LEARNING_RATE * new
+def _median_per_pod(found: Sequence[Observation]) -> float:
+    return float(np.median([seen.delta / seen.pods for seen in found]))
+
+
+def _median_ratio(found: Sequence[Observation]) -> float | None:
+    ratios = [
+        min(MAX_RATIO, max(MIN_RATIO, seen.delta / seen.declared))
+        for seen in found
+        if seen.declared
+    ]
+    return float(np.median(ratios)) if ratios else None
 
 
 def learns(metric: model.MetricSpec) -> bool:

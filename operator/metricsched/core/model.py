@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal, NewType, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Literal, NewType
 
 if TYPE_CHECKING:
     from metricsched.core import columns
@@ -21,11 +21,6 @@ PodKey = NewType("PodKey", str)  # "namespace/name"
 PolicyKey = NewType("PolicyKey", str)  # "namespace/name"
 
 RawBody = Mapping[str, Any]
-
-
-class RawLabelSelector(TypedDict, total=False):
-    matchLabels: dict[str, str]
-    matchExpressions: list[dict[str, Any]]
 
 
 # --- resources -------------------------------------------------------------------------
@@ -506,6 +501,14 @@ class Outcome(enum.StrEnum):
     SKIP = "Skip"  # not ours to schedule (gated, bound, deleting, other scheduler)
 
 
+class FallbackKind(enum.StrEnum):
+    """Why a policy's fallback strategy decided (the ``reason_kind`` of /metrics)."""
+
+    PROMETHEUS_UNREACHABLE = "PrometheusUnreachable"
+    NO_FRESH_VALUES = "NoFreshValues"
+    OTHER = "Other"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Decision:
     pod: PodKey
@@ -517,3 +520,4 @@ class Decision:
     # metrics carries only the winner's and the runner-up's
     verdicts: tuple[NodeVerdict, ...]
     message: str  # the event message (Scheduled or FailedScheduling), <= 1024 chars
+    fallback_kind: FallbackKind | None = None  # set with fallback_reason

@@ -55,8 +55,9 @@ def unsupported_reason(pod: model.PodInfo) -> str:
     if not pod.unsupported:
         return ""
     return (
-        f"pod needs {', '.join(pod.unsupported)}, which metricsched does not support; "
-        "use the default scheduler for it"
+        f"metricsched does not support {', '.join(pod.unsupported)} yet; "
+        "remove it from the pod or let another scheduler place the pod "
+        "(spec.schedulerName)"
     )
 
 

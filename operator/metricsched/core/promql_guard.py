@@ -7,14 +7,27 @@ PARSED here (``promql-parser``, the Prometheus 2.45 grammar) and every series se
 it is checked; a query that does not parse, or selects what the rules do not allow, is
 refused with a message for the policy author and is never sent.
 
-Pure: no I/O, no clocks, no module-level state. It never sends, logs or caches a query.
+The cost of a check is bounded whatever the query: the text is first scanned once
+(linear) and a query with more than ``MAX_STRUCTURE`` operators and brackets, or more
+than ``MAX_QUERY_CHARS`` characters, is refused before it is parsed (the parser and its
+``walk`` are superlinear in nesting depth: 500 nested unary minus signs took seconds).
+What parses is read with an explicit stack, each node once, under a node budget.
+``Guard`` keeps the verdicts of a fixed set of rules, so an unchanged query is checked
+once, not every refresh round.
+
+Pure: no I/O, no clocks, no module-level state. It never sends or logs a query; a
+``Guard`` keeps verdicts by a digest of the query, never the text.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import fnmatch
+import hashlib
 import re
+import threading
+from collections.abc import Iterator
 
 import promql_parser
 
@@ -40,6 +53,17 @@ _KNOWN_NODES = (
 )
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+# The budget of one check. A query's AST is no deeper and has hardly more inner nodes
+# than it has operators and opening brackets, so counting those in one linear scan bounds
+# what parsing and reading it cost. Legitimate queries use a few dozen (a ratio of two
+# rates, aggregated: about 12); 128 nested levels parse in about 10 ms.
+MAX_QUERY_CHARS = 4096  # the CRD's maxLength for a query
+MAX_STRUCTURE = 128  # operators plus opening brackets
+MAX_NODES = 1024  # AST nodes read after parsing (leaves included)
+_WORD_OPERATORS = frozenset({"and", "or", "unless", "atan2"})
+_ARITHMETIC = frozenset("+-*/%^")
+_COMPARISON = frozenset("=!<>")
 
 
 class RuleError(ValueError):
@@ -97,36 +121,150 @@ def check(query: str, *, namespace: str, rules: Rules) -> str | None:
       metric outside it;
     - lacks a required matcher as an ``=`` matcher with the expected value (in every
       ``or`` alternative of the selector);
-    or that calls a function reading series no selector names (``info``).
+    or that calls a function reading series no selector names (``info``);
+    or that is too large to check within the budget (``MAX_QUERY_CHARS``,
+    ``MAX_STRUCTURE``, ``MAX_NODES``), refused before it is parsed where the text shows it.
     """
     if not rules.enabled:
         return None
+    too_large = _over_budget(query)
+    if too_large is not None:
+        return too_large
     try:
         expr = promql_parser.parse(query)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # a Rust panic is a BaseException: fail closed
         return f"the query is not valid PromQL ({_short(str(e))})"
-    problems: list[str] = []
-
-    def visit(node: promql_parser.Expr) -> bool:
+    for count, node in enumerate(nodes(expr), start=1):
+        if count > MAX_NODES:
+            return (
+                f"the query is too large to check: more than {MAX_NODES} parts"
+                " (simplify it, or split it into several metrics)"
+            )
         if not isinstance(node, _KNOWN_NODES):
-            problems.append(f"the query uses {type(node).__name__}, which cannot be checked")
-            return False
+            return f"the query uses {type(node).__name__}, which cannot be checked"
         if isinstance(node, promql_parser.Call) and node.func.name in _IMPLICIT_SELECT_FUNCTIONS:
-            problems.append(f"{node.func.name}() reads series that no selector names")
-            return False
+            return f"{node.func.name}() reads series that no selector names"
         if isinstance(node, promql_parser.VectorSelector):
             problem = _check_selector(node, namespace=namespace, rules=rules)
             if problem is not None:
-                problems.append(problem)
-                return False
-        return True
-
-    promql_parser.walk(expr, visit)
-    if problems:
-        return problems[0]
+                return problem
     return None
+
+
+def nodes(expr: promql_parser.Expr) -> Iterator[object]:
+    """Every node of ``expr``, parents first (left to right), each read once.
+
+    An explicit stack, not ``promql_parser.walk``: that one re-reads subtrees (roughly
+    cubic in depth). A child of a type the check does not know is yielded but not opened
+    (``check`` refuses it).
+    """
+    stack: list[object] = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        children: list[object]
+        if isinstance(node, promql_parser.BinaryExpr):
+            children = [node.lhs, node.rhs]
+        elif isinstance(node, promql_parser.AggregateExpr):
+            children = [node.expr] if node.param is None else [node.param, node.expr]
+        elif isinstance(node, promql_parser.Call):
+            children = list(node.args)
+        elif isinstance(
+            node, (promql_parser.ParenExpr, promql_parser.UnaryExpr, promql_parser.SubqueryExpr)
+        ):
+            children = [node.expr]
+        elif isinstance(node, promql_parser.MatrixSelector):
+            children = [node.vector_selector]
+        else:
+            children = []
+        stack.extend(reversed(children))
+
+
+def structure(query: str) -> int:
+    """Operators and opening brackets of ``query`` outside strings and comments: a bound
+    on the depth and inner size of its AST, counted in one pass without parsing.
+
+    Brackets count everywhere; operators outside label matchers (``{...}``, where ``=``,
+    ``!=``, ``=~`` and ``or`` are matcher syntax). It may overcount (an exponent's sign),
+    never undercount what the parser nests.
+    """
+    count = 0
+    braces = 0
+    i = 0
+    end = len(query)
+    while i < end:
+        c = query[i]
+        if c in "\"'`":
+            i = _string_end(query, i)
+            continue
+        if c == "#":
+            newline = query.find("\n", i)
+            i = end if newline < 0 else newline
+            continue
+        if c in "([":
+            count += 1
+        elif c == "{":
+            braces += 1
+        elif c == "}":
+            braces = max(braces - 1, 0)
+        elif braces:
+            pass
+        elif c in _ARITHMETIC:
+            count += 1
+        elif c in _COMPARISON:
+            while i + 1 < end and query[i + 1] in _COMPARISON:
+                i += 1
+            count += 1
+        elif c.isalpha() or c == "_":
+            start = i
+            while i + 1 < end and (query[i + 1].isalnum() or query[i + 1] in "_:"):
+                i += 1
+            if query[start : i + 1] in _WORD_OPERATORS:
+                count += 1
+        i += 1
+    return count
+
+
+class Guard:
+    """``check`` under fixed rules, remembering verdicts: a query is parsed once per
+    namespace its verdict depends on, not at every refresh round.
+
+    Bounded (least recently used first out past ``max_entries``); keyed by a digest of
+    the query, so a long query text is not kept. Thread-safe: the refresher asks on the
+    event loop and the query thread asks again before sending.
+    """
+
+    def __init__(self, rules: Rules, *, max_entries: int = 16384) -> None:
+        self.rules = rules
+        self._max_entries = max_entries
+        self._lock = threading.Lock()
+        self._verdicts: collections.OrderedDict[tuple[bytes, str], str | None] = (
+            collections.OrderedDict()
+        )
+        # Only a required matcher with the placeholder makes a verdict depend on the
+        # namespace; otherwise one verdict serves every namespace.
+        self._per_namespace = any(NAMESPACE_PLACEHOLDER in m.value for m in rules.required_matchers)
+
+    def check(self, query: str, *, namespace: str) -> str | None:
+        """``check(query, namespace=namespace, rules=self.rules)``, remembered."""
+        if not self.rules.enabled:
+            return None
+        key = (
+            hashlib.sha256(query.encode("utf-8", "surrogatepass")).digest(),
+            namespace if self._per_namespace else "",
+        )
+        with self._lock:
+            if key in self._verdicts:
+                self._verdicts.move_to_end(key)
+                return self._verdicts[key]
+        verdict = check(query, namespace=namespace, rules=self.rules)
+        with self._lock:
+            self._verdicts[key] = verdict
+            while len(self._verdicts) > self._max_entries:
+                self._verdicts.popitem(last=False)
+        return verdict
 
 
 def describe(rules: Rules) -> str:
@@ -170,6 +308,36 @@ def _check_selector(
             ):
                 return f'{shown}: every selector must carry {required.label}="{expected}"'
     return None
+
+
+def _over_budget(query: str) -> str | None:
+    if len(query) > MAX_QUERY_CHARS:
+        return (
+            f"the query is too long to check ({len(query)} characters;"
+            f" the limit is {MAX_QUERY_CHARS})"
+        )
+    size = structure(query)
+    if size > MAX_STRUCTURE:
+        return (
+            f"the query is too complex to check: {size} operators and brackets (the limit is"
+            f" {MAX_STRUCTURE}); simplify it, or split it into several metrics"
+        )
+    return None
+
+
+def _string_end(query: str, start: int) -> int:
+    """The index after the string literal opening at ``start`` (the end if unterminated)."""
+    quote = query[start]
+    i = start + 1
+    while i < len(query):
+        c = query[i]
+        if c == "\\" and quote != "`":
+            i += 2
+            continue
+        if c == quote:
+            return i + 1
+        i += 1
+    return len(query)
 
 
 def _is_equal(matcher: promql_parser.Matcher) -> bool:

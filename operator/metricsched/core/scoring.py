@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
@@ -194,20 +194,6 @@ def as_values(column: Sequence[float | None] | columns.Floats) -> columns.Floats
     if isinstance(column, np.ndarray):
         return column.astype(np.float64, copy=False)
     return np.array([np.nan if value is None else value for value in column], dtype=np.float64)
-
-
-def policy_columns(
-    *,
-    policy: model.Policy,
-    nodes: Sequence[model.NodeInfo],
-    metrics: model.MetricView,
-    now: float,
-) -> tuple[Column, ...]:
-    """One column per metric of ``policy``, in the policy's order."""
-    return tuple(
-        metric_column(policy=policy, metric=metric, nodes=nodes, metrics=metrics, now=now)
-        for metric in policy.metrics
-    )
 
 
 def unreachable_error(*, policy: model.Policy, metrics: model.MetricView) -> str | None:
@@ -451,8 +437,3 @@ def format_sample(metric: model.MetricScore) -> str:
         sign = "+" if metric.estimate > 0 else "-"
         text += f" ({sign}{format_value(abs(metric.estimate))} est.)"
     return text
-
-
-def metric_weights(policy: model.Policy) -> Mapping[str, int]:
-    """Each metric's weight by name (for explanations)."""
-    return {metric.name: metric.weight for metric in policy.metrics}

@@ -19,7 +19,6 @@ No I/O here: no clients, no clocks, no logging.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -234,10 +233,6 @@ def _values_json(values: Mapping[str, float | None]) -> dict[str, float]:
     return {k: _round(v) for k, v in values.items() if v is not None}
 
 
-def _rfc3339(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def status_block(
     *,
     summary: Summary,
@@ -274,7 +269,7 @@ def status_block(
                 "policyValues": _values_json(e.policy_values),
                 "actualValues": _values_json(e.actual_values),
                 "reason": e.reason,
-                "time": _rfc3339(e.time),
+                "time": parse.rfc3339(e.time),
             }
             for e in recent
         ],

@@ -2,18 +2,30 @@
 
 Every blocking client call here is plain synchronous code meant to run in a worker thread
 (``asyncio.to_thread``), never on kopf's event loop. Objects that share state between
-threads (``prometheus.MetricStore``, ``binder.EventRecorder``, ``observe.HealthState``)
+threads (``metric_store.MetricStore``, ``events.EventRecorder``, ``observe.HealthState``)
 guard it with locks. Errors of the outside world are classified and returned (or counted),
-not raised: the operator decides what to retry.
+not raised: the operator decides what to retry. Nothing here imports
+``metricsched.runtime`` (``make lint`` checks it with import-linter).
 
 Modules:
-- ``prometheus``: one instant query per metric (checked against the admin's query rules
-  first), classified and scrubbed errors, the metric store.
+- ``kube``: the kubernetes client's credentials and one ``Api`` for every call but the
+  hot-path writes.
+- ``binder``: the Binding (one POST per pod, fenced) and the read-back of a lost answer.
+- ``eviction``: the Eviction API (rebalancing), fenced like a Binding.
+- ``pod_status``: the PodScheduled condition, as kube-scheduler sets it.
+- ``events``: Events, merged and rate-limited like a controller's recorder.
+- ``wire``: what the writers share: error messages, one reading of a failure, times.
+- ``policy_events``: policy events on a budget of their own, re-sent while they hold.
+- ``prometheus``: the Prometheus client: one instant query (checked against the admin's
+  query rules first), answers mapped to nodes, classified and scrubbed errors.
+- ``query_rounds``: a round's queries grouped per distinct query, answers stored for
+  each metric, one result per metric for status and events.
+- ``metric_store``: the latest values of every policy metric, one consistent view per
+  cycle.
+- ``snapshot_map``: the store's mapping: O(1) updates, views that never change.
 - ``prometheus_http``: the query API read incrementally under byte and series caps.
 - ``prometheus_series``: result series mapped to nodes, counts of what was left out.
-- ``policy_events``: policy events on a budget of their own, re-sent while they hold.
-- ``binder``: the Binding API, aggregated and rate-limited Events, the PodScheduled condition.
-- ``eviction``: the Eviction API (rebalancing), fenced like a Binding.
-- ``observe``: Prometheus metrics of the scheduler itself and the health/metrics HTTP server.
+- ``observe``: Prometheus metrics of the scheduler itself and the health/metrics server.
+- ``metrics_auth``: /metrics behind TokenReview and SubjectAccessReview.
 - ``logs``: structured logging setup and the one-line-per-decision log.
 """

@@ -1,35 +1,27 @@
-"""Writes to the Kubernetes API: the Binding, Events, and the PodScheduled condition.
+"""The Binding: one POST pods/binding per pod, fenced, and the read-back of a lost answer.
 
-Uses the official ``kubernetes`` client (v37, pydantic models). Every call is blocking:
-run it in a worker thread. Nothing here raises on API errors; results are returned as
-values (``BindResult``, ``StatusWrite``) or counted (``EventRecorder.stats``) and
-logged at WARNING, so the caller decides what to retry.
+Uses the official ``kubernetes`` client's ApiClient (``edges.kube``). Every call is
+blocking: run it in a worker thread. Nothing here raises on API errors; results are
+returned as values (``BindResult``) and logged, so the caller decides what to retry.
+The PodScheduled condition is ``edges.pod_status``; Events are ``edges.events``.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import datetime
 import enum
-import json
 import logging
-import math
 import re
-import socket
-import threading
-import time
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 import kubernetes.client.exceptions
 
-from metricsched.core import model
-from metricsched.edges import kube, observe
+from metricsched.edges import kube, observe, wire
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_TIMEOUT_S = wire.DEFAULT_TIMEOUT_S
 # A Binding is sent only with at least this much leadership left. The client gives up at
 # the fence, but a slow network can still deliver what it sent later: the Lease outlives
 # the fence by lease duration - renew deadline (5 s by default), so a request is safe if
@@ -37,10 +29,6 @@ DEFAULT_TIMEOUT_S = 10.0
 # suite's "4 s per chunk" delay (headers and body: 8 s) landed Bindings after the Lease
 # ran out (le-inflight, 3 of 250); at 4 s such a request still arrives in time.
 MIN_FENCE_S = 4.0
-MESSAGE_LIMIT = 1024  # bytes; the API's limit for event notes, kube-scheduler's truncation
-_TRUNCATED_SUFFIX = " ..."
-
-_API_ERRORS = kube.API_ERRORS
 
 
 # --- binding ---------------------------------------------------------------------------
@@ -127,18 +115,15 @@ def bind(
             timeout_s=timeout_s,
         )
         status = int(response.status)
-        text = _decode(kube.read_and_release(response))
-    except kubernetes.client.exceptions.ApiException as e:
-        result = _bind_failure(int(e.status or 0) or None, _status_message(e.body, e.reason))
-    except _API_ERRORS as e:
-        # Sent, maybe accepted, answer lost: only reading the pod can tell.
-        result = BindResult(
-            kind=BindOutcome.UNKNOWN, message=_transport_message(e), http_status=None
-        )
+        text = wire.decode(kube.read_and_release(response))
+    except wire.API_ERRORS as e:
+        # No answer (transport error): sent, maybe accepted, only reading the pod can tell.
+        failed = wire.failure(e)
+        result = _bind_failure(failed.status, failed.message)
     else:
         if 200 <= status < 300:
             return BindResult(kind=BindOutcome.BOUND, message="", http_status=status, node=node)
-        result = _bind_failure(status, _status_message(text, ""))
+        result = _bind_failure(status, wire.status_message(text, ""))
     if metrics is not None:
         metrics.binding_errors.labels(result=result.kind.value).inc()
     quiet = (BindOutcome.ALREADY_BOUND, BindOutcome.GONE, BindOutcome.GATED)  # normal in a race
@@ -173,8 +158,10 @@ def read_back(
         return BindResult(
             kind=BindOutcome.UNKNOWN, message=kube.describe_error(e), http_status=e.status
         )
-    except _API_ERRORS as e:
-        return BindResult(kind=BindOutcome.UNKNOWN, message=_transport_message(e), http_status=None)
+    except wire.API_ERRORS as e:
+        return BindResult(
+            kind=BindOutcome.UNKNOWN, message=wire.transport_message(e), http_status=None
+        )
     meta = body.get("metadata") or {}
     if meta.get("uid") != uid or meta.get("deletionTimestamp"):
         return BindResult(
@@ -213,521 +200,3 @@ def _bind_failure(status: int | None, message: str) -> BindResult:
         else:
             kind = BindOutcome.CONFLICT
     return BindResult(kind=kind, message=message, http_status=status, node=bound_to)
-
-
-def _decode(data: object) -> str:
-    if isinstance(data, bytes | bytearray):
-        return bytes(data).decode("utf-8", "replace")
-    return "" if data is None else str(data)
-
-
-def _status_message(body: object, fallback: object) -> str:
-    """The ``message`` of a metav1.Status body, else the body itself, else ``fallback``."""
-    text = _decode(body).strip()
-    try:
-        parsed = json.loads(text) if text else None
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict) and parsed.get("message"):
-        return str(parsed["message"])
-    return text[:MESSAGE_LIMIT] or _decode(fallback)
-
-
-def _transport_message(e: BaseException) -> str:
-    return f"{type(e).__name__}: {e}"[:MESSAGE_LIMIT]
-
-
-# --- the PodScheduled condition --------------------------------------------------------
-
-
-class StatusWrite(enum.StrEnum):
-    WRITTEN = "Written"
-    UNCHANGED = "Unchanged"  # the pod already had exactly this condition: no write
-    GONE = "Gone"  # 404
-    ERROR = "Error"
-
-
-def set_pod_scheduled_false(
-    api: kube.Api,
-    *,
-    namespace: str,
-    name: str,
-    message: str,
-    current_conditions: Sequence[Mapping[str, typing.Any]],
-    reason: str = "Unschedulable",
-    now: float | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    metrics: observe.Metrics | None = None,
-) -> StatusWrite:
-    """Set ``PodScheduled=False`` with ``reason`` and ``message``, as kube-scheduler does.
-
-    Cluster autoscalers read this condition. Skips the write when the pod (as last seen
-    by the watch: ``current_conditions`` is ``status.conditions``) already carries the
-    same status, reason and message, so a pod retried every few seconds costs one write,
-    not one per attempt. ``lastTransitionTime`` moves only when the status changes
-    (kube-scheduler's ``UpdatePodCondition``). Pod ``status.conditions`` is a strategic
-    merge list keyed by ``type``, so the patch leaves the other conditions alone.
-    """
-    message = truncate_message(message)
-    existing = next((c for c in current_conditions if c.get("type") == "PodScheduled"), None)
-    if (
-        existing is not None
-        and existing.get("status") == "False"
-        and existing.get("reason") == reason
-        and existing.get("message") == message
-    ):
-        return StatusWrite.UNCHANGED
-    if existing is not None and existing.get("status") == "False":
-        transition = existing.get("lastTransitionTime") or _rfc3339(now)
-    else:
-        transition = _rfc3339(now)
-    condition = {
-        "type": "PodScheduled",
-        "status": "False",
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": transition,
-    }
-    if metrics is not None:
-        metrics.api_writes.labels(kind="status").inc()
-    try:
-        response = kube.write(
-            api,
-            "PATCH",
-            kube.path("api/v1/namespaces", namespace, "pods", name, "status"),
-            {"status": {"conditions": [condition]}},
-            content_type="application/strategic-merge-patch+json",
-            timeout_s=timeout_s,
-        )
-        kube.read_and_release(response)
-    except kubernetes.client.exceptions.ApiException as e:
-        if e.status == 404:
-            return StatusWrite.GONE
-        logger.warning(
-            "cannot set PodScheduled=False on %s/%s: HTTP %s: %s",
-            namespace,
-            name,
-            e.status,
-            _status_message(e.body, e.reason),
-        )
-        return StatusWrite.ERROR
-    except _API_ERRORS as e:
-        logger.warning(
-            "cannot set PodScheduled=False on %s/%s: %s", namespace, name, _transport_message(e)
-        )
-        return StatusWrite.ERROR
-    return StatusWrite.WRITTEN
-
-
-# --- events ----------------------------------------------------------------------------
-
-
-def truncate_message(message: str) -> str:
-    """Cut to 1024 bytes of UTF-8 with a `` ...`` suffix, as kube-scheduler does."""
-    encoded = message.encode("utf-8")
-    if len(encoded) <= MESSAGE_LIMIT:
-        return message
-    cut = encoded[: MESSAGE_LIMIT - len(_TRUNCATED_SUFFIX)].decode("utf-8", "ignore")
-    return cut + _TRUNCATED_SUFFIX
-
-
-def _rfc3339(now: float | None) -> str:
-    moment = datetime.datetime.fromtimestamp(time.time() if now is None else now, datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ObjectRef:
-    """The object an Event is about; ``uid`` makes it show in ``kubectl describe``."""
-
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-    api_version: str
-
-    @classmethod
-    def pod(cls, *, namespace: str, name: str, uid: str) -> ObjectRef:
-        return cls(kind="Pod", namespace=namespace, name=name, uid=uid, api_version="v1")
-
-    @classmethod
-    def policy(cls, *, namespace: str, name: str, uid: str) -> ObjectRef:
-        return cls(
-            kind="SchedulingPolicy",
-            namespace=namespace,
-            name=name,
-            uid=uid,
-            api_version="metricsched.io/v1alpha1",
-        )
-
-
-EventType = typing.Literal["Normal", "Warning"]
-
-
-class Recorded(enum.StrEnum):
-    CREATED = "Created"  # a new Event was posted
-    MERGED = "Merged"  # an identical recent Event got count+1 by PATCH now
-    DEFERRED = "Deferred"  # merged into an identical Event; its PATCH is written later
-    DROPPED = "Dropped"  # over the rate limit: not posted
-    FAILED = "Failed"  # the API refused or could not be reached (logged)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecorderStats:
-    created: int
-    patched: int
-    dropped: int
-    failed: int
-    pending: int  # merged occurrences not yet written
-
-
-@dataclasses.dataclass(slots=True)
-class _Entry:
-    """One posted Event and the identical occurrences merged into it."""
-
-    name: str
-    namespace: str
-    first_seen: float
-    last_seen: float
-    count: int  # occurrences so far
-    written: int  # count the API has
-    last_write: float
-    busy: bool  # a write is in flight (outside the lock)
-
-
-_EventKey = tuple[str, str, str, str, str, str, str]
-_PatchOutcome = typing.Literal["ok", "gone", "error"]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Patch:
-    key: _EventKey
-    entry: _Entry
-    count: int
-    last_seen: float
-
-
-class EventRecorder:
-    """Posts core/v1 Events like a controller's recorder, frugally.
-
-    - "From" in ``kubectl describe`` is ``source.component`` = ``component`` (the
-      scheduler name); ``reportingComponent``/``reportingInstance`` are set too.
-    - Identical events (same object uid, type, reason and message) within
-      ``merge_window_s`` of the first are merged into it: ``count`` and
-      ``lastTimestamp`` grow by PATCH, as client-go's EventCorrelator does. PATCHes for
-      one event are coalesced to at most one per ``patch_interval_s``; later ones wait
-      for the next occurrence or ``flush()`` (``start()`` runs it on a daemon thread).
-    - A token bucket (``rate_per_s``, ``burst``) bounds all writes. A new event beyond
-      the budget is dropped and counted, never waited for: the scheduler does not block
-      on events. A merge beyond the budget is kept and written later.
-    - Thread-safe. API calls run outside the lock. API errors are logged and counted,
-      never raised.
-    """
-
-    def __init__(
-        self,
-        api: kube.Api,
-        *,
-        component: str,
-        instance: str | None = None,
-        rate_per_s: float = 50.0,
-        burst: int = 100,
-        merge_window_s: float = 600.0,
-        patch_interval_s: float = 10.0,
-        max_entries: int = 4096,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        clock: Callable[[], float] = time.time,
-        metrics: observe.Metrics | None = None,
-    ) -> None:
-        self._api = api
-        self._component = component
-        # kube-scheduler's recorder reports "<scheduler name>-<hostname>".
-        self._instance = instance or f"{component}-{socket.gethostname()}"[:128]
-        self._rate = rate_per_s
-        self._burst = float(burst)
-        self._merge_window = merge_window_s
-        self._patch_interval = patch_interval_s
-        self._max_entries = max_entries
-        self._timeout = timeout_s
-        self._clock = clock
-        self._metrics = metrics
-        self._lock = threading.Lock()
-        self._tokens = float(burst)
-        self._refilled = clock()
-        self._entries: collections.OrderedDict[_EventKey, _Entry] = collections.OrderedDict()
-        self._last_suffix = 0
-        self._drop_logged = -math.inf
-        self._created = self._patched = self._dropped = self._failed = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    # --- public --------------------------------------------------------------------
-
-    @property
-    def dropped(self) -> int:
-        return self._dropped
-
-    def stats(self) -> RecorderStats:
-        with self._lock:
-            pending = sum(e.count - e.written for e in self._entries.values() if e.written)
-            return RecorderStats(
-                created=self._created,
-                patched=self._patched,
-                dropped=self._dropped,
-                failed=self._failed,
-                pending=pending,
-            )
-
-    def record(
-        self,
-        obj: ObjectRef,
-        *,
-        event_type: EventType,
-        reason: str,
-        message: str,
-        action: str = "",
-    ) -> Recorded:
-        """Record one occurrence of an event about ``obj``; see the class docstring."""
-        message = truncate_message(message)
-        key: _EventKey = (obj.uid, obj.kind, obj.namespace, obj.name, event_type, reason, message)
-        with self._lock:
-            now = self._clock()
-            entry = self._entries.get(key)
-            if entry is not None and now - entry.first_seen > self._merge_window:
-                del self._entries[key]
-                entry = None
-            if entry is not None:
-                entry.count += 1
-                entry.last_seen = now
-                self._entries.move_to_end(key)
-                patch = self._due_patch(key, entry, now, force=False)
-                if patch is None:
-                    return Recorded.DEFERRED
-            else:
-                if not self._take_token(now):
-                    self._dropped += 1
-                    if self._metrics is not None:
-                        self._metrics.events_dropped.inc()
-                    if now - self._drop_logged >= 60.0:  # one line a minute, not one per event
-                        self._drop_logged = now
-                        logger.warning(
-                            "event rate limit (%g/s, burst %d) reached: %d events dropped so far",
-                            self._rate,
-                            int(self._burst),
-                            self._dropped,
-                        )
-                    return Recorded.DROPPED
-                entry = _Entry(
-                    name=self._event_name(obj.name, now),
-                    namespace=obj.namespace,
-                    first_seen=now,
-                    last_seen=now,
-                    count=1,
-                    written=0,
-                    last_write=now,
-                    busy=True,
-                )
-                self._entries[key] = entry
-                while len(self._entries) > self._max_entries:
-                    self._entries.popitem(last=False)
-                patch = None
-        if patch is not None:
-            outcome = self._write_patch(patch)
-            if outcome == "gone":
-                # The event expired (events have a TTL) and its entry is gone: post this
-                # occurrence as a new event, as client-go does.
-                return self.record(
-                    obj, event_type=event_type, reason=reason, message=message, action=action
-                )
-            return Recorded.MERGED if outcome == "ok" else Recorded.FAILED
-        created = self._create(
-            obj, entry, event_type=event_type, reason=reason, message=message, action=action
-        )
-        with self._lock:
-            entry.busy = False
-            if created:
-                entry.written = 1
-            elif self._entries.get(key) is entry:
-                del self._entries[key]  # the next occurrence tries a fresh create
-        return Recorded.CREATED if created else Recorded.FAILED
-
-    def record_pod(
-        self,
-        *,
-        pod: model.PodInfo,
-        event_type: EventType,
-        reason: str,
-        message: str,
-        action: str = "",
-    ) -> Recorded:
-        """``record`` for a pod (kube-scheduler's actions: ``Scheduling``, ``Binding``)."""
-        ref = ObjectRef.pod(namespace=pod.namespace, name=pod.name, uid=pod.uid)
-        return self.record(
-            ref, event_type=event_type, reason=reason, message=message, action=action
-        )
-
-    def flush(self, *, force: bool = False) -> int:
-        """Write pending merges whose coalescing interval has passed (all if ``force``),
-        as far as the rate budget allows; return how many PATCHes were written."""
-        with self._lock:
-            now = self._clock()
-            patches = []
-            for key, entry in self._entries.items():
-                if entry.count > entry.written:
-                    patch = self._due_patch(key, entry, now, force=force)
-                    if patch is not None:
-                        patches.append(patch)
-        return sum(self._write_patch(p) == "ok" for p in patches)
-
-    def start(self, *, interval_s: float = 5.0) -> None:
-        """Flush pending merges every ``interval_s`` on a daemon thread until ``close()``."""
-        if self._thread is not None:
-            return
-
-        def loop() -> None:
-            while not self._stop.wait(interval_s):
-                try:
-                    self.flush()
-                except Exception:
-                    logger.exception("event flush failed")
-
-        self._thread = threading.Thread(target=loop, name="metricsched-events", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop the flusher and write what is pending (within the rate budget)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-            self._thread = None
-        self.flush(force=True)
-
-    # --- internals (the lock is held where noted) ----------------------------------
-
-    def _take_token(self, now: float) -> bool:  # lock held
-        elapsed = max(now - self._refilled, 0.0)
-        self._tokens = min(self._burst, self._tokens + elapsed * self._rate)
-        self._refilled = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
-
-    def _due_patch(
-        self, key: _EventKey, entry: _Entry, now: float, *, force: bool
-    ) -> _Patch | None:
-        # lock held
-        if entry.busy or entry.written == 0:
-            return None  # being created or patched: the later write will carry the count
-        if not force and now - entry.last_write < self._patch_interval:
-            return None
-        if not self._take_token(now):
-            return None
-        entry.busy = True
-        return _Patch(key=key, entry=entry, count=entry.count, last_seen=entry.last_seen)
-
-    def _event_name(self, object_name: str, now: float) -> str:  # lock held
-        # client-go's "<object>.<hex nanoseconds>", made unique within this process.
-        self._last_suffix = max(self._last_suffix + 1, int(now * 1e9))
-        return f"{object_name[:200]}.{self._last_suffix:x}"
-
-    def _create(
-        self,
-        obj: ObjectRef,
-        entry: _Entry,
-        *,
-        event_type: EventType,
-        reason: str,
-        message: str,
-        action: str,
-    ) -> bool:
-        stamp = _rfc3339(int(entry.first_seen))
-        event: dict[str, typing.Any] = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": entry.name, "namespace": entry.namespace},
-            "involvedObject": {
-                "apiVersion": obj.api_version,
-                "kind": obj.kind,
-                "name": obj.name,
-                "namespace": obj.namespace,
-                "uid": obj.uid,
-            },
-            "type": event_type,
-            "reason": reason,
-            "message": message,
-            "source": {"component": self._component},
-            "reportingComponent": self._component,
-            "reportingInstance": self._instance,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
-        if action:
-            event["action"] = action
-        try:
-            self._count_write()
-            response = kube.write(
-                self._api,
-                "POST",
-                kube.path("api/v1/namespaces", entry.namespace, "events"),
-                event,
-                timeout_s=self._timeout,
-            )
-            kube.read_and_release(response)
-        except _API_ERRORS as e:
-            self._failure(
-                f"cannot post event {reason} for {obj.kind} {obj.namespace}/{obj.name}", e
-            )
-            return False
-        with self._lock:
-            self._created += 1
-        return True
-
-    def _write_patch(self, patch: _Patch) -> _PatchOutcome:
-        entry = patch.entry
-        body = {"count": patch.count, "lastTimestamp": _rfc3339(patch.last_seen)}
-        gone = False
-        try:
-            self._count_write()
-            response = kube.write(
-                self._api,
-                "PATCH",
-                kube.path("api/v1/namespaces", entry.namespace, "events", entry.name),
-                body,
-                content_type="application/strategic-merge-patch+json",
-                timeout_s=self._timeout,
-            )
-            kube.read_and_release(response)
-            ok = True
-        except _API_ERRORS as e:
-            ok = False
-            gone = isinstance(e, kubernetes.client.exceptions.ApiException) and e.status == 404
-            if not gone:
-                self._failure(f"cannot update event {entry.namespace}/{entry.name}", e)
-        with self._lock:
-            entry.busy = False
-            if ok:
-                self._patched += 1
-                entry.written = max(entry.written, patch.count)
-                entry.last_write = self._clock()
-            elif gone:
-                # Expired (events have a TTL): the next occurrence creates a new one.
-                if self._entries.get(patch.key) is entry:
-                    del self._entries[patch.key]
-            else:
-                entry.last_write = self._clock()  # retry after the interval, not at once
-        return "ok" if ok else "gone" if gone else "error"
-
-    def _count_write(self) -> None:
-        if self._metrics is not None:
-            self._metrics.api_writes.labels(kind="event").inc()
-
-    def _failure(self, what: str, e: BaseException) -> None:
-        with self._lock:
-            self._failed += 1
-        if isinstance(e, kubernetes.client.exceptions.ApiException):
-            detail = f"HTTP {e.status}: {_status_message(e.body, e.reason)}"
-        else:
-            detail = _transport_message(e)
-        logger.warning("%s: %s", what, detail)

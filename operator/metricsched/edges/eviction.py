@@ -16,9 +16,7 @@ import enum
 import logging
 from collections.abc import Callable
 
-import kubernetes.client.exceptions
-
-from metricsched.edges import binder, kube, observe
+from metricsched.edges import binder, kube, observe, wire
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +43,7 @@ def evict(
     namespace: str,
     name: str,
     uid: str,
-    timeout_s: float = binder.DEFAULT_TIMEOUT_S,
+    timeout_s: float = wire.DEFAULT_TIMEOUT_S,
     fence: Callable[[], float] | None = None,
     metrics: observe.Metrics | None = None,
 ) -> EvictResult:
@@ -73,12 +71,9 @@ def evict(
         )
         status = int(response.status)
         kube.read_and_release(response)
-    except kubernetes.client.exceptions.ApiException as e:
-        result = _failure(int(e.status or 0) or None, kube.describe_error(e))
-    except kube.API_ERRORS as e:
-        result = EvictResult(
-            kind=EvictOutcome.FAILED, message=f"{type(e).__name__}: {e}"[:1024], http_status=None
-        )
+    except wire.API_ERRORS as e:
+        failed = wire.failure(e)
+        result = _failure(failed.status, failed.message)
     else:
         return EvictResult(kind=EvictOutcome.EVICTED, message="", http_status=status)
     quiet = (EvictOutcome.BLOCKED, EvictOutcome.GONE)  # normal: a budget, or a race

@@ -5,7 +5,14 @@ and whether that user may ``get`` the non-resource URL ``/metrics`` (SubjectAcce
 so access is granted with ordinary RBAC (the chart's ``metrics-reader`` ClusterRole).
 Answers are cached as controller-runtime caches them: authentication for a minute,
 "allowed" for five, "denied" for thirty seconds, so a scrape every few seconds costs the
-API server two requests per token every few minutes. The health probes never come here:
+API server two requests per token every few minutes.
+
+Unknown tokens cost bounded work: a rejected token is remembered (30 s) in a cache of
+its own, so junk never pushes an accepted token out; tokens never seen accepted are
+reviewed at most ``UNKNOWN_REVIEWS_PER_S`` a second (``UNKNOWN_REVIEWS_BURST`` at once),
+the rest answered 429 without a review; a token accepted within the hour is always
+reviewed (the real scraper is never refused for the junk of others); a token longer than
+``MAX_TOKEN_CHARS`` is refused unread. The health probes never come here:
 they stay plain HTTP on their own port.
 
 The certificate is read from a directory holding ``tls.crt`` and ``tls.key`` (a
@@ -39,6 +46,10 @@ AUTHN_TTL_S = 60.0
 ALLOW_TTL_S = 300.0
 DENY_TTL_S = 30.0
 CACHE_SIZE = 1024
+KNOWN_TTL_S = 3600.0  # an accepted token's digest bypasses the unknown-token budget
+UNKNOWN_REVIEWS_PER_S = 1.0
+UNKNOWN_REVIEWS_BURST = 10
+MAX_TOKEN_CHARS = 16384  # service-account tokens are about 1 KiB
 REVIEW_TIMEOUT_S = 5.0
 CERT_RELOAD_CHECK_S = 10.0
 
@@ -57,9 +68,9 @@ class User:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Denial:
-    """Why a request is refused: the HTTP status (401, 403 or 500) and a one-line reason."""
+    """Why a request is refused: the HTTP status and a one-line reason."""
 
-    status: int
+    status: int  # 401, 403, 429 (too many unknown tokens) or 500
     reason: str
 
 
@@ -150,6 +161,28 @@ class _TtlCache:
             self._items[key] = (self._clock() + ttl, value)
 
 
+class _Budget:
+    """A token bucket: ``rate`` per second, at most ``burst`` at once."""
+
+    def __init__(self, clock: Callable[[], float], *, rate: float, burst: int) -> None:
+        self._clock = clock
+        self._rate = rate
+        self._burst = float(burst)
+        self._left = float(burst)
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            now = self._clock()
+            self._left = min(self._burst, self._left + max(0.0, now - self._stamp) * self._rate)
+            self._stamp = now
+            if self._left >= 1.0:
+                self._left -= 1.0
+                return True
+            return False
+
+
 class ReviewGuard:
     """Bearer token → TokenReview → SubjectAccessReview(get path), answers cached."""
 
@@ -158,7 +191,12 @@ class ReviewGuard:
     ) -> None:
         self._reviews = reviews
         self._verb = verb
-        self._users = _TtlCache(clock)
+        self._users = _TtlCache(clock)  # accepted tokens only: junk cannot evict them
+        self._rejected = _TtlCache(clock)
+        self._known = _TtlCache(clock)  # accepted within KNOWN_TTL_S
+        self._unknown_budget = _Budget(
+            clock, rate=UNKNOWN_REVIEWS_PER_S, burst=UNKNOWN_REVIEWS_BURST
+        )
         self._access = _TtlCache(clock)
 
     def __call__(self, authorization: str | None, path: str) -> Denial | None:
@@ -169,14 +207,22 @@ class ReviewGuard:
         key = hashlib.sha256(token.encode()).hexdigest()  # the token itself is never kept
         hit, user = self._users.get(key)
         if not hit:
+            rejected, _ = self._rejected.get(key)
+            if rejected or len(token) > MAX_TOKEN_CHARS:
+                return Denial(401, "Unauthorized: the token was not accepted")
+            known, _ = self._known.get(key)
+            if not known and not self._unknown_budget.take():
+                return Denial(429, "Too Many Requests: too many unknown tokens; try again later")
             try:
                 user = self._reviews.token_review(token)
             except Exception as e:
                 logger.warning("TokenReview failed: %s", _short(e))
                 return Denial(500, "Internal Server Error: authentication failed")
+            if user is None:
+                self._rejected.put(key, True, DENY_TTL_S)
+                return Denial(401, "Unauthorized: the token was not accepted")
             self._users.put(key, user, AUTHN_TTL_S)
-        if user is None:
-            return Denial(401, "Unauthorized: the token was not accepted")
+            self._known.put(key, True, KNOWN_TTL_S)
         access_key = (user, path)
         hit, answer = self._access.get(access_key)
         if not hit:

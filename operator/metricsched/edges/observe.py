@@ -2,8 +2,12 @@
 
 Metrics live on a dedicated ``prometheus_client.CollectorRegistry`` held by a ``Metrics``
 object (one per operator; tests make their own), so nothing leaks into the client
-library's global registry. ``serve`` runs a stdlib ``ThreadingHTTPServer`` on a daemon
-thread (two when the metrics and health ports differ). With ``secure`` (see
+library's global registry. ``serve`` runs a stdlib ``HTTPServer`` on a daemon thread (two
+when the metrics and health ports differ), each handing connections to a bounded pool of
+``MAX_HANDLER_THREADS`` threads with at most ``MAX_WAITING`` connections waiting for one;
+past that a connection is closed at once (counted), so a flood of connections costs a
+bounded number of threads. The listen backlog is ``LISTEN_BACKLOG``; a connection that
+sends nothing is let go after ``IDLE_TIMEOUT_S``. With ``secure`` (see
 ``metrics_auth``), /metrics is served over HTTPS to authenticated, authorised callers only,
 and the probes stay plain HTTP on the health port.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import logging
+import queue
 import socket
 import ssl
 import threading
@@ -135,6 +140,12 @@ class Metrics:
         self.watch_restarts = prometheus_client.Counter(
             "metricsched_watch_restarts_total",
             "Times the watches (kopf) failed and were restarted.",
+            registry=r,
+        )
+        self.task_restarts = prometheus_client.Counter(
+            "metricsched_task_restarts_total",
+            "Times a long-lived task of the operator ended unexpectedly and was restarted.",
+            ["task"],
             registry=r,
         )
         self.relists = prometheus_client.Counter(
@@ -407,6 +418,11 @@ class HealthState:
 
 # --- HTTP server -----------------------------------------------------------------------
 
+MAX_HANDLER_THREADS = 8  # per server (port)
+MAX_WAITING = 64  # accepted connections waiting for a handler thread, per server
+LISTEN_BACKLOG = 128
+IDLE_TIMEOUT_S = 10.0  # per read or write: a probe answers in milliseconds
+
 _Response = tuple[int, str, bytes]  # status, content type, body
 _Route = Callable[[], _Response]
 
@@ -426,7 +442,7 @@ def _handler_class(
 ) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         server_version = "metricsched"
-        timeout = 30  # a client that stalls (or never finishes a TLS handshake) lets go
+        timeout = IDLE_TIMEOUT_S  # a client that stalls (or never finishes a TLS handshake)
 
         def setup(self) -> None:
             super().setup()
@@ -459,8 +475,71 @@ def _handler_class(
     return Handler
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(http.server.HTTPServer):
+    """Connections are handled by at most ``max_threads`` threads (started as needed);
+    at most ``max_waiting`` wait for one, and any more are closed at once."""
+
+    request_queue_size = LISTEN_BACKLOG
+    max_threads = MAX_HANDLER_THREADS
+    max_waiting = MAX_WAITING
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # Bounded by admission (``_admitted``), not by the queue: a connection counts from
+        # its acceptance until its handler is done, whether a thread has taken it yet.
+        self._waiting: queue.SimpleQueue[tuple[socket.socket, object] | None] = queue.SimpleQueue()
+        self._pool_lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
+        self._admitted = 0  # connections being handled or waiting
+        self.shed = 0  # connections closed unserved because the pool was full
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        with self._pool_lock:
+            admit = self._admitted < self.max_threads + self.max_waiting
+            if admit:
+                self._admitted += 1
+                if len(self._workers) < min(self.max_threads, self._admitted):
+                    worker = threading.Thread(
+                        target=self._work,
+                        name=f"metricsched-http-{self.server_address[1]}-{len(self._workers)}",
+                        daemon=True,
+                    )
+                    self._workers.append(worker)
+                    worker.start()
+            else:
+                self.shed += 1
+        if not admit:
+            logger.debug("http: %s dropped: every handler thread is busy", client_address)
+            self.shutdown_request(request)
+            return
+        self._waiting.put((request, client_address))
+
+    def _work(self) -> None:
+        while True:
+            item = self._waiting.get()
+            if item is None:
+                return
+            request, client_address = item
+            try:
+                self.finish_request(request, client_address)
+            except Exception:
+                self.handle_error(request, client_address)
+            finally:
+                self.shutdown_request(request)
+                with self._pool_lock:
+                    self._admitted -= 1
+
+    @property
+    def handler_threads(self) -> int:
+        with self._pool_lock:
+            return len(self._workers)
+
+    def server_close(self) -> None:
+        super().server_close()
+        with self._pool_lock:
+            workers = list(self._workers)
+        for _ in workers:
+            self._waiting.put(None)
 
     def handle_error(self, request: object, client_address: object) -> None:
         logger.debug("http: request from %s failed", client_address, exc_info=True)
@@ -492,13 +571,21 @@ class Closer:
         *,
         metrics_port: int,
         health_port: int,
-        servers: list[http.server.ThreadingHTTPServer],
+        servers: list[http.server.HTTPServer],
         threads: list[threading.Thread],
     ) -> None:
         self.metrics_port = metrics_port
         self.health_port = health_port
         self._servers = servers
         self._threads = threads
+
+    def handler_threads(self) -> int:
+        """Handler threads started, all servers together (bounded by the pool size)."""
+        return sum(s.handler_threads for s in self._servers if isinstance(s, _Server))
+
+    def shed(self) -> int:
+        """Connections closed unserved because every handler thread was busy."""
+        return sum(s.shed for s in self._servers if isinstance(s, _Server))
 
     def close(self) -> None:
         """Stop serving and release the ports; idempotent."""
@@ -552,7 +639,7 @@ def serve(
             (health_port, health_routes, server_class, None),
         ]
 
-    servers: list[http.server.ThreadingHTTPServer] = []
+    servers: list[http.server.HTTPServer] = []
     threads: list[threading.Thread] = []
     try:
         for port, routes, cls, guard in plan:

@@ -1,6 +1,6 @@
 """Events about SchedulingPolicies, with a budget of their own, re-sent while they last.
 
-The pods' ``binder.EventRecorder`` spends its budget on bursts of pods; a policy's warning
+The pods' ``events.EventRecorder`` spends its budget on bursts of pods; a policy's warning
 must not be lost in one, and one that was dropped must come back. ``PolicyEvents`` owns a
 second recorder with a small budget of its own and remembers, per policy and topic (a
 metric, the fallback, the spec), which warning holds now. A warning is posted when it
@@ -23,17 +23,17 @@ import threading
 import time
 from collections.abc import Callable
 
-from metricsched.edges import binder, kube, observe
+from metricsched.edges import events, kube, observe
 
 logger = logging.getLogger(__name__)
 
-_POSTED = (binder.Recorded.CREATED, binder.Recorded.MERGED, binder.Recorded.DEFERRED)
+_POSTED = (events.Recorded.CREATED, events.Recorded.MERGED, events.Recorded.DEFERRED)
 
 
 @dataclasses.dataclass(slots=True)
 class _Pending:
-    ref: binder.ObjectRef
-    event_type: binder.EventType
+    ref: events.ObjectRef
+    event_type: events.EventType
     reason: str
     message: str
     action: str
@@ -59,7 +59,7 @@ class PolicyEvents:
         wall_clock: Callable[[], float] = time.time,
         metrics: observe.Metrics | None = None,
     ) -> None:
-        self.recorder = binder.EventRecorder(
+        self.recorder = events.EventRecorder(
             api,
             component=component,
             rate_per_s=rate_per_s,
@@ -85,7 +85,7 @@ class PolicyEvents:
 
     def warn(
         self,
-        ref: binder.ObjectRef,
+        ref: events.ObjectRef,
         *,
         topic: str,
         reason: str,
@@ -116,7 +116,7 @@ class PolicyEvents:
 
     def resolve(
         self,
-        ref: binder.ObjectRef,
+        ref: events.ObjectRef,
         *,
         topic: str,
         reason: str = "",
@@ -223,5 +223,5 @@ class PolicyEvents:
         self.recorder.close()
 
 
-def _policy(ref: binder.ObjectRef) -> str:
+def _policy(ref: events.ObjectRef) -> str:
     return f"{ref.namespace}/{ref.name}"

@@ -1,4 +1,4 @@
-"""The metric refresher's data access: Prometheus queries mapped to nodes, and the store.
+"""The Prometheus client: instant queries mapped to nodes (the store is ``metric_store``).
 
 One instant query per distinct (query, nodeLabel) per refresh, never per pod. Each
 result series is matched to a Node by its ``nodeLabel`` value (``prometheus_series``).
@@ -22,12 +22,11 @@ import dataclasses
 import logging
 import pathlib
 import re
-import threading
 import time
 import types
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
 import prometheus_api_client.prometheus_connect as prom_connect
 import requests
@@ -185,7 +184,7 @@ class _BasicAuthFile(requests.auth.AuthBase):
         return f"<basic auth for {self.username} with the password from {self.path}>"
 
 
-class PrometheusSource:
+class PrometheusClient:
     """One Prometheus server behind one ``PrometheusConnect`` (one HTTP connection pool).
 
     prometheus-api-client owns the connection: its ``PrometheusConnect`` holds the
@@ -234,10 +233,16 @@ class PrometheusSource:
         self._session = session
         self._deadline_s = (config.retries + 1) * config.timeout_s + 0.2 * config.retries
         self._display_url = _redact_url(config.url)
+        self._guard = promql_guard.Guard(config.rules)
 
     @property
     def rules(self) -> promql_guard.Rules:
         return self._config.rules
+
+    @property
+    def guard(self) -> promql_guard.Guard:
+        """The admin's rules with their verdicts remembered (one check per query)."""
+        return self._guard
 
     def close(self) -> None:
         self._client.close()
@@ -250,7 +255,7 @@ class PrometheusSource:
         rules = self._config.rules
         if namespace is None:
             return "the policy's namespace was not given for the check" if rules.enabled else None
-        return promql_guard.check(query, namespace=namespace, rules=rules)
+        return self._guard.check(query, namespace=namespace)
 
     def query_nodes(
         self,
@@ -532,258 +537,3 @@ def _describe_unreachable(e: Exception, *, timeout_s: float) -> tuple[str, bool]
     if isinstance(e, requests.exceptions.ConnectionError):
         return f"connection error: {reason}", True
     return f"{type(e).__name__}: {e}", True
-
-
-# --- the store -------------------------------------------------------------------------
-
-
-class MetricStore:
-    """The latest ``MetricSeries`` of every policy metric, shared between threads.
-
-    Copy-on-write: every change builds a new dict and publishes it behind a read-only
-    proxy, so ``view()`` is a reference read and a cycle sees one consistent snapshot.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._data: Mapping[model.MetricKey, model.MetricSeries] = types.MappingProxyType({})
-        self._version = 0
-
-    @property
-    def version(self) -> int:
-        """Increments whenever values or error states change (not on mere re-confirmation)."""
-        return self._version
-
-    def view(self) -> model.MetricView:
-        return self._data
-
-    def update(self, key: model.MetricKey, series: model.MetricSeries) -> bool:
-        """Store the outcome of a refresh; return whether the version changed.
-
-        A failed refresh keeps the previous samples with their old ``refreshed_at``, so
-        they age out by ``maxMetricAge`` instead of looking fresh; it only records the
-        attempt time and the error. A successful refresh replaces the values.
-        """
-        with self._lock:
-            previous = self._data.get(key)
-            if series.error is not None and previous is not None:
-                series = model.MetricSeries(
-                    values=previous.values,
-                    last_refresh=series.last_refresh,
-                    error=series.error,
-                    error_message=series.error_message,
-                )
-            if previous is not None and series.learned is None:
-                series = dataclasses.replace(series, learned=previous.learned)
-            changed = previous is None or _signature(previous) != _signature(series)
-            data = dict(self._data)
-            data[key] = series
-            self._data = types.MappingProxyType(data)
-            if changed:
-                self._version += 1
-            return changed
-
-    def set_learned(self, key: model.MetricKey, learned: model.LearnedEffect | None) -> None:
-        """Attach what the estimate learner knows to ``key``'s series (kept by later
-        refreshes until replaced); the version stays: values and errors are unchanged."""
-        with self._lock:
-            series = self._data.get(key)
-            if series is None or series.learned is learned:
-                return
-            data = dict(self._data)
-            data[key] = dataclasses.replace(series, learned=learned)
-            self._data = types.MappingProxyType(data)
-
-    def retain(self, keys: Iterable[model.MetricKey]) -> int:
-        """Drop every metric not in ``keys`` (deleted policies or metrics); return how many."""
-        keep = set(keys)
-        with self._lock:
-            data = {k: v for k, v in self._data.items() if k in keep}
-            removed = len(self._data) - len(data)
-            if removed:
-                self._data = types.MappingProxyType(data)
-                self._version += 1
-            return removed
-
-    def ages(self, now: float) -> dict[tuple[str, str], float]:
-        """Age of each metric's freshest value, keyed (policy, metric), for observe.Metrics."""
-        return {
-            (key.policy, key.metric): now - max(s.refreshed_at for s in series.values.values())
-            for key, series in self._data.items()
-            if series.values
-        }
-
-
-def _signature(series: model.MetricSeries) -> tuple[object, ...]:
-    # Values and error kind, not timestamps: a refresh that confirms the same numbers does
-    # not wake every pending pod, but a recovery (error -> None) does.
-    return ({node: s.value for node, s in series.values.items()}, series.error)
-
-
-# --- one refresh of all policies -------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RefreshResult:
-    """What one refresh found for one metric of one policy (for status and events)."""
-
-    policy: model.PolicyKey
-    metric: str
-    nodes_reporting: int
-    nodes_missing: int
-    error: model.QueryErrorKind | None
-    error_message: str
-    duration_s: float
-    series_unknown_node: int
-    series_duplicate: int
-    queried: bool  # this result sent the query; False when it shared or skipped one
-    finished_at: float  # unix time the refresh of this metric ended (``now`` + duration)
-
-
-Members = list[tuple[model.Policy, model.MetricSpec]]
-QueryGroup = tuple[tuple[str, str], Members]
-
-
-class QueryKey(NamedTuple):
-    """One query to send for a group of metrics, and what the admin's rules say of it."""
-
-    query: str
-    node_label: str
-    namespace: str  # of the group's first policy: the query is checked (and sent) for it
-    refusal: str | None  # why the rules forbid it to every member; None = allowed to each
-
-
-GuardedGroup = tuple[QueryKey, Members]
-
-
-def guarded_query_groups(
-    policies: Sequence[model.Policy], *, rules: promql_guard.Rules
-) -> list[GuardedGroup]:
-    """The Prometheus metrics of ``policies`` grouped by distinct (query, nodeLabel) and
-    by what ``rules`` say of the query for each policy's namespace: one query serves every
-    metric of a group whose key is allowed; a refused group sends nothing.
-
-    The rules may depend on the namespace (``namespace={namespace}``): the same text is
-    allowed in the namespace it names and refused in the others, so policies share an
-    answer only when the rules allowed the query to each of them.
-    """
-    groups: dict[tuple[str, str, str | None], Members] = {}
-    for policy in policies:
-        for spec in policy.metrics:
-            if isinstance(spec.source, model.PrometheusSource):
-                query = spec.source.query
-                refusal = promql_guard.check(query, namespace=policy.namespace, rules=rules)
-                key = (query, spec.source.node_label, refusal)
-                groups.setdefault(key, []).append((policy, spec))
-    return [
-        (QueryKey(query, node_label, members[0][0].namespace, refusal), members)
-        for (query, node_label, refusal), members in groups.items()
-    ]
-
-
-def query_groups(policies: Sequence[model.Policy]) -> list[QueryGroup]:
-    """``guarded_query_groups`` without the admin's rules, keyed (query, nodeLabel).
-
-    Only for callers that do not send queries for policies: a refresher must use
-    ``guarded_query_groups`` and pass each key's namespace to ``query_nodes_report``
-    (which refuses a query without one whenever rules are set).
-    """
-    return [
-        ((key.query, key.node_label), members)
-        for key, members in guarded_query_groups(policies, rules=promql_guard.Rules())
-    ]
-
-
-def apply_report(
-    *,
-    store: MetricStore,
-    members: Sequence[tuple[model.Policy, model.MetricSpec]],
-    report: QueryReport,
-    nodes: Sequence[model.NodeInfo],
-    now: float,
-    sent: bool,
-    metrics: observe.Metrics | None = None,
-) -> list[RefreshResult]:
-    """Store one query's answer for every metric of its group; one result per metric."""
-    reporting = len(report.series.values)
-    results: list[RefreshResult] = []
-    for index, (policy, spec) in enumerate(members):
-        store.update(model.MetricKey(policy=policy.key, metric=spec.name), report.series)
-        if metrics is not None and sent:
-            metrics.observe_refresh(policy=policy.key, metric=spec.name, seconds=report.duration_s)
-        results.append(
-            RefreshResult(
-                policy=policy.key,
-                metric=spec.name,
-                nodes_reporting=reporting,
-                nodes_missing=max(len(nodes) - reporting, 0),
-                error=report.series.error,
-                error_message=report.series.error_message,
-                duration_s=report.duration_s,
-                series_unknown_node=report.series_unknown_node,
-                series_duplicate=report.series_duplicate,
-                queried=sent and index == 0,
-                finished_at=now + report.duration_s,
-            )
-        )
-    return results
-
-
-def refresh_policy_metrics(
-    *,
-    source: PrometheusSource,
-    store: MetricStore,
-    policies: Sequence[model.Policy],
-    nodes: Sequence[model.NodeInfo],
-    now: float,
-    metrics: observe.Metrics | None = None,
-) -> list[RefreshResult]:
-    """Refresh every Prometheus metric of ``policies`` into ``store``, one query at a time.
-
-    Exactly one query per distinct (query, nodeLabel), shared by all metrics using it
-    whose policies the admin's rules allow to send it; a refused metric gets a BadQuery
-    error and sends nothing. Once Prometheus proves unreachable (connection refused,
-    connect timeout), the remaining queries are not attempted in this round: they would
-    each wait out the timeout for the same answer. Their metrics get the same
-    UNREACHABLE error.
-    """
-    results: list[RefreshResult] = []
-    down: QueryReport | None = None
-    for key, members in guarded_query_groups(policies, rules=source.rules):
-        if down is None or key.refusal is not None:
-            report = source.query_nodes_report(
-                key.query,
-                node_label=key.node_label,
-                nodes=nodes,
-                now=now,
-                namespace=key.namespace,
-            )
-            sent = key.refusal is None
-            if report.connect_failed:
-                down = report
-        else:
-            report = not_attempted(down)
-            sent = False
-        results.extend(
-            apply_report(
-                store=store,
-                members=members,
-                report=report,
-                nodes=nodes,
-                now=now,
-                sent=sent,
-                metrics=metrics,
-            )
-        )
-    return results
-
-
-def not_attempted(down: QueryReport) -> QueryReport:
-    """The report of a query skipped because Prometheus just proved unreachable."""
-    return dataclasses.replace(
-        down,
-        series=dataclasses.replace(
-            down.series, error_message=f"not attempted: {down.series.error_message}"
-        ),
-        duration_s=0.0,
-    )

@@ -1,8 +1,21 @@
 """The operator's runtime: the state between the watches and the cycle.
 
-``cache`` (cluster state fed by watches), ``queue`` (which pending pod next, backoff),
-``scheduler`` (the loop that runs the pure cycle and hands decisions to the binder),
-``rebalancer`` (leader-only passes that evict what ``core.rebalance`` picks),
-``operator`` (the thin kopf wiring). I/O happens only through ``metricsched.edges``,
-in threads, never on the event loop.
+I/O happens only through ``metricsched.edges``, never here directly; blocking clients
+run in threads, never on the event loop.
+
+Modules:
+- ``operator``: the process, wiring every part below.
+- ``supervise``: long-lived tasks restarted with backoff, or the process failing loudly.
+- ``watches``: kopf handlers feeding the cache and the queue (thin), and kopf itself.
+- ``kopf_tuning``: what kopf does per event that this operator does not need, off.
+- ``cache``: cluster state fed by watches (nodes, pods per node, assumed pods, holds).
+- ``reconcile``: the cache compared with a fresh LIST after a watch gap.
+- ``queue``: which pending pod next, backoff, and the hints that wake pods.
+- ``scheduler``: the loop that runs the pure cycle and hands decisions to the binder.
+- ``refresher``: one PromQL query per metric per interval, answers into the store.
+- ``learner``: how binds moved each metric whose estimate learns.
+- ``leader``: Lease election and the fence every Binding passes.
+- ``status``: SchedulingPolicy status, written by the leader.
+- ``rebalancer``: leader-only passes that evict what ``core.rebalance`` picks.
+- ``shadow``: shadow evaluation of other schedulers' pods, off the scheduling path.
 """

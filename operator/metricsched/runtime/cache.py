@@ -24,7 +24,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from metricsched.core import columns, model, parse
 
@@ -440,13 +440,6 @@ class ClusterCache:
             volume_attachments=self._attachments_on,
             table=self._table.table(self._states),
         )
-
-    def pods_bound_to(self, node: model.NodeName) -> Iterable[model.PodInfo]:
-        n = self._nodes.get(node)
-        return n.pods.values() if n else ()
-
-    def node_names(self) -> Mapping[model.NodeName, object]:
-        return self._nodes
 
 
 _HOLD_SUFFIX = "/hold"

@@ -8,10 +8,11 @@ of. Then kopf's watches take over, and a reconciliation closes the gap between t
 and kopf's own.
 
 Leadership (``--leader-elect``): every replica watches and keeps its caches warm; only
-the leader schedules, rebalances, refreshes metrics and writes policy status. Losing the lease
-cancels the binds in flight and ends the process with status 1, as kube-scheduler does.
-Any background task that ends unexpectedly ends the process too (on purpose, logged):
-each is written never to end on an error of its own.
+the leader schedules, rebalances, refreshes metrics and writes policy status. Losing the
+lease cancels the binds in flight and ends the process with status 1, as kube-scheduler does.
+Every long-lived task is supervised (``runtime.supervise``): one that ends while the
+operator runs is logged at ERROR and restarted with backoff; the leader elector's end
+ends the process with status 1 and the reason. None ends silently.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ import kubernetes.client.exceptions
 
 from metricsched.config import Config
 from metricsched.core import model
-from metricsched.edges import binder, kube, logs, metrics_auth, observe, policy_events
+from metricsched.edges import events, kube, logs, metric_store, metrics_auth, observe, policy_events
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
-from metricsched.runtime import leader
+from metricsched.runtime import leader, supervise
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
 from metricsched.runtime import reconcile as reconcile_mod
@@ -50,6 +51,7 @@ POD_FIELD_SELECTOR = watches_mod.POD_FIELD_SELECTOR
 KubeconfigError = kube.KubeconfigError
 load_api_client = kube.load_api_client
 connection_info = kube.connection_info
+TaskEndedError = supervise.TaskEndedError
 
 _SYNC_BACKOFF = (1.0, 30.0)
 _RELIST_INTERVAL_S = 300.0
@@ -74,11 +76,11 @@ class Operator:
         self.health = observe.HealthState()
         self.cache = cache_mod.ClusterCache()
         self.queue = queue_mod.SchedulingQueue(ordering=self._ordering)
-        self.store = prom.MetricStore()
-        self.source = prom.PrometheusSource(
+        self.store = metric_store.MetricStore()
+        self.source = prom.PrometheusClient(
             prom.PrometheusConfig.from_config(config), metrics=self.metrics
         )
-        self.recorder = binder.EventRecorder(
+        self.recorder = events.EventRecorder(
             self.api,
             component=sorted(config.scheduler_names)[0],
             rate_per_s=config.events_per_second,
@@ -95,7 +97,7 @@ class Operator:
             cache=self.cache,
             queue=self.queue,
             store=self.store,
-            core_api=self.api,
+            api=self.api,
             recorder=self.recorder,
             metrics=self.metrics,
             on_fallback_change=self._fallback_changed,
@@ -118,7 +120,7 @@ class Operator:
             mark=self._mark_status,
         )
         self.status = status_mod.PolicyStatus(
-            custom_api=self.api,
+            api=self.api,
             policies=lambda: self.cache.policies,
             nodes=self.cache.nodes,
             counters=self._counters,
@@ -159,7 +161,7 @@ class Operator:
         self.rebalancer.active = self.scheduler.active
         self.rebalancer.consistent = self.watches.consistent
         self.reconciler = reconcile_mod.Reconciler(
-            core=self.api,
+            api=self.api,
             cache=self.cache,
             watches=self.watches,
             metrics=self.metrics,
@@ -382,6 +384,7 @@ class Operator:
         self.recorder.start()
         self.policy_events.start()
         heartbeat = asyncio.create_task(self._heartbeat(), name="heartbeat")
+        ended: supervise.TaskEndedError | None = None
         try:
             await self._sync_until_done()
             if self.stop.is_set():
@@ -395,47 +398,46 @@ class Operator:
             self.queue.sync(self.cache.pending)
             # Decisions wait for kopf's first listing to be reconciled (reconcile.py).
             self.watches.consistent.clear()
-            tasks = [
-                asyncio.create_task(self.scheduler.run(self.stop), name="scheduler"),
-                asyncio.create_task(
-                    self.refresher.run(stop=self.stop, leading=self.scheduler.active),
-                    name="refresher",
+            specs = [
+                supervise.Spec("scheduler", lambda: self.scheduler.run(self.stop)),
+                supervise.Spec(
+                    "refresher",
+                    lambda: self.refresher.run(stop=self.stop, leading=self.scheduler.active),
                 ),
-                asyncio.create_task(self.status.run(self.stop), name="status"),
-                asyncio.create_task(self.watches.run_kopf(self.stop), name="kopf"),
-                asyncio.create_task(self.reconciler.run(self.stop), name="reconciler"),
-                asyncio.create_task(self.shadow.run(self.stop), name="shadow"),
-                asyncio.create_task(self.rebalancer.run(self.stop), name="rebalancer"),
+                supervise.Spec("status", lambda: self.status.run(self.stop)),
+                supervise.Spec("kopf", lambda: self.watches.run_kopf(self.stop)),
+                supervise.Spec("reconciler", lambda: self.reconciler.run(self.stop)),
+                supervise.Spec("shadow", lambda: self.shadow.run(self.stop)),
+                supervise.Spec("rebalancer", lambda: self.rebalancer.run(self.stop)),
             ]
             if self.config.leader_elect:
-                self.elector = leader.Elector(
+                elector = leader.Elector(
                     self.api,
                     namespace=self.config.leader_election_namespace,
                     name=self.config.leader_election_id,
                     identity=leader.default_identity(),
                 )
-                self.scheduler.fence = self.elector.fence
-                self.rebalancer.fence = self.elector.fence
-                tasks.append(
-                    asyncio.create_task(
-                        self.elector.run(
+                self.elector = elector
+                self.scheduler.fence = elector.fence
+                self.rebalancer.fence = elector.fence
+                # Not restarted: an elector that ended unexpectedly ends the process (its
+                # fence closes by itself meanwhile), as a lost lease does.
+                specs.append(
+                    supervise.Spec(
+                        "leader-election",
+                        lambda: elector.run(
                             on_started=self._started_leading, on_lost=self._lost_leading
                         ),
-                        name="leader-election",
+                        restart=False,
                     )
                 )
             else:
                 self._started_leading()
             self.health.set_ready(True, "caches synced")
-            stopper = asyncio.create_task(self.stop.wait())
-            done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-            self.stop.set()
-            for t in done:
-                if t is not stopper and not t.cancelled() and t.exception() is not None:
-                    logger.error("%s stopped with an error", t.get_name(), exc_info=t.exception())
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            try:
+                await supervise.run_all(specs, stop=self.stop, on_restart=self._task_restarted)
+            except supervise.TaskEndedError as e:
+                ended = e
             if not self.lost:
                 await self.scheduler.drain()
         finally:
@@ -446,6 +448,11 @@ class Operator:
             self.source.close()
         if self.lost:
             raise LeadershipLostError("lost the scheduling lease")
+        if ended is not None:
+            raise ended
+
+    def _task_restarted(self, name: str) -> None:
+        self.metrics.task_restarts.labels(task=name).inc()
 
 
 async def run(config: Config) -> None:

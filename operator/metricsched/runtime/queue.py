@@ -19,6 +19,9 @@ Modelled on kube-scheduler's queue:
   heartbeat is not such an event (the cache tells). A moved pod still in backoff waits
   for its backoff to end.
 
+Every ``now`` given to the queue is ``time.monotonic()``: backoffs are durations, and a
+step of the wall clock must neither stall them nor end them early.
+
 Entries are pod UIDs; the pod lives in the cluster cache, so an entry never holds stale
 data, and a pod is never lost: ``sync`` re-adds any pending pod of the cache that is
 neither active nor waiting (after a restart or a missed event). Runs on the event loop:

@@ -23,7 +23,6 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import datetime
 import logging
 import math
 import time
@@ -31,9 +30,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from metricsched.config import Config
-from metricsched.core import model, rebalance
-from metricsched.edges import binder, eviction, kube, observe
-from metricsched.edges import prometheus as prom
+from metricsched.core import model, parse, rebalance
+from metricsched.edges import events, eviction, kube, metric_store, observe
 from metricsched.runtime import cache as cache_mod
 
 logger = logging.getLogger("metricsched.rebalancer")
@@ -66,11 +64,11 @@ class Rebalancer:
         *,
         config: Config,
         cache: cache_mod.ClusterCache,
-        store: prom.MetricStore,
+        store: metric_store.MetricStore,
         api: kube.Api,
-        recorder: binder.EventRecorder,
+        recorder: events.EventRecorder,
         metrics: observe.Metrics,
-        policy_ref: Callable[[model.PolicyKey], binder.ObjectRef],
+        policy_ref: Callable[[model.PolicyKey], events.ObjectRef],
         mark: Callable[[model.PolicyKey], None],
         period_s: float | None = None,
         clock: Callable[[], float] = time.time,
@@ -230,7 +228,7 @@ class Rebalancer:
                 "value": _finite(move.value),
                 "targetValue": _finite(move.target_value),
                 "result": label,
-                "time": _rfc3339(now),
+                "time": parse.rfc3339(now),
             }
         )
         self._mark(key)
@@ -258,7 +256,7 @@ class Rebalancer:
             )
             return outcome
         logger.info("%s", text, extra={"pod": pod.key, "policy": key})
-        pod_ref = binder.ObjectRef.pod(namespace=pod.namespace, name=pod.name, uid=pod.uid)
+        pod_ref = events.ObjectRef.pod(namespace=pod.namespace, name=pod.name, uid=pod.uid)
         await self._event(pod_ref, event_type="Normal", reason=reason, message=text)
         if reason != "RebalanceBlocked":
             await self._event(
@@ -267,7 +265,7 @@ class Rebalancer:
         return outcome
 
     async def _event(
-        self, ref: binder.ObjectRef, *, event_type: binder.EventType, reason: str, message: str
+        self, ref: events.ObjectRef, *, event_type: events.EventType, reason: str, message: str
     ) -> None:
         await asyncio.to_thread(
             self.recorder.record,
@@ -296,13 +294,9 @@ class Rebalancer:
             "recent": [dict(entry) for entry in state.recent],
         }
         if state.last_move:
-            block["lastMoveTime"] = _rfc3339(state.last_move)
+            block["lastMoveTime"] = parse.rfc3339(state.last_move)
         return block
 
 
 def _finite(value: float) -> float:
     return float(f"{value:.4g}") if math.isfinite(value) else 0.0
-
-
-def _rfc3339(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -99,7 +99,7 @@ class Outcome:
     applied: int
 
 
-def fetch(core: kube.Api, cache: cache_mod.ClusterCache | None = None) -> Listing:
+def fetch(api: kube.Api, cache: cache_mod.ClusterCache | None = None) -> Listing:
     """LIST nodes and non-terminal pods (blocking: run in a thread), each object kept as
     ``Listed`` as soon as its page is read.
 
@@ -111,12 +111,12 @@ def fetch(core: kube.Api, cache: cache_mod.ClusterCache | None = None) -> Listin
     stale listed copy must not undo. A quiet re-list then costs an identity per object,
     not a compressed body."""
     nodes = kube.Paged(
-        lambda cont: core.list_node(
+        lambda cont: api.list_node(
             limit=500, _continue=cont, _preload_content=False, _request_timeout=(5.0, 60.0)
         )
     )
     pods = kube.Paged(
-        lambda cont: core.list_pod_for_all_namespaces(
+        lambda cont: api.list_pod_for_all_namespaces(
             limit=500,
             _continue=cont,
             field_selector=watches_mod.POD_FIELD_SELECTOR,
@@ -188,13 +188,13 @@ class Reconciler:
     def __init__(
         self,
         *,
-        core: kube.Api,
+        api: kube.Api,
         cache: cache_mod.ClusterCache,
         watches: watches_mod.Watches,
         metrics: observe.Metrics,
         interval_s: float,
     ) -> None:
-        self._core = core
+        self._api = api
         self._cache = cache
         self._watches = watches
         self._metrics = metrics
@@ -227,7 +227,7 @@ class Reconciler:
 
     async def once(self) -> Outcome | None:
         try:
-            listing = await asyncio.to_thread(fetch, self._core, self._cache)
+            listing = await asyncio.to_thread(fetch, self._api, self._cache)
         except Exception as e:
             logger.warning("re-list failed (%s); retrying", kube.describe_error(e))
             if not self._watches.consistent.is_set():

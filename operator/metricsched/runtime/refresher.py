@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from metricsched.core import columns, estimate, model
-from metricsched.edges import observe
+from metricsched.edges import metric_store, observe, query_rounds
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import learner as learner_mod
@@ -51,8 +51,8 @@ class Refresher:
     def __init__(
         self,
         *,
-        source: prom.PrometheusSource,
-        store: prom.MetricStore,
+        source: prom.PrometheusClient,
+        store: metric_store.MetricStore,
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,
         status: status_mod.PolicyStatus,
@@ -72,7 +72,7 @@ class Refresher:
         self._interval = interval_s
         self._deadline = deadline_s
         self._slots = asyncio.Semaphore(concurrency)
-        self._in_flight: dict[prom.QueryKey, asyncio.Task[None]] = {}
+        self._in_flight: dict[query_rounds.QueryKey, asyncio.Task[None]] = {}
         self._down: prom.QueryReport | None = None
         self.now = asyncio.Event()  # set to refresh at once (a policy's metrics changed)
         self._learner = learner_mod.Learner()  # how binds moved the metrics that learn
@@ -99,7 +99,7 @@ class Refresher:
         self._down = None
         started = 0
         nodes = self._cache.nodes()
-        for key, members in prom.guarded_query_groups(policies, rules=self._source.rules):
+        for key, members in query_rounds.guarded_query_groups(policies, guard=self._source.guard):
             if key in self._in_flight:
                 continue
             task = asyncio.get_running_loop().create_task(
@@ -110,14 +110,14 @@ class Refresher:
             started += 1
         return started
 
-    def _done(self, key: prom.QueryKey, task: asyncio.Task[None]) -> None:
+    def _done(self, key: query_rounds.QueryKey, task: asyncio.Task[None]) -> None:
         self._in_flight.pop(key, None)
         if not task.cancelled() and task.exception() is not None:
             logger.error("metric query task failed", exc_info=task.exception())
 
     async def _refresh(
         self,
-        key: prom.QueryKey,
+        key: query_rounds.QueryKey,
         members: Sequence[tuple[model.Policy, model.MetricSpec]],
         nodes: list[model.NodeInfo],
     ) -> None:
@@ -127,7 +127,7 @@ class Refresher:
             now = time.time()
             down = self._down
             if down is not None and key.refusal is None:
-                report, sent = prom.not_attempted(down), False
+                report, sent = query_rounds.not_attempted(down), False
             else:
                 answer = asyncio.ensure_future(
                     asyncio.to_thread(
@@ -165,7 +165,7 @@ class Refresher:
     ) -> None:
         version = self._store.version
         before = self._store.view()
-        results = prom.apply_report(
+        results = query_rounds.apply_report(
             store=self._store,
             members=members,
             report=report,
@@ -177,7 +177,7 @@ class Refresher:
         if self._store.version != version or any(r.error is not None for r in results):
             # New values or a new error state; or a failing query, whose old values age
             # towards maxMetricAge (a node may become feasible as its value goes missing).
-            self._queue.on_metrics_change({p.key for p, _ in members}, now=time.time())
+            self._queue.on_metrics_change({p.key for p, _ in members}, now=time.monotonic())
         self._learn(members, before)
         self.record(results)
 
@@ -200,7 +200,7 @@ class Refresher:
             )
             self._store.set_learned(key, learned)
 
-    def record(self, results: Sequence[prom.RefreshResult]) -> None:
+    def record(self, results: Sequence[query_rounds.RefreshResult]) -> None:
         """Keep results for status; post an event when a metric starts or stops failing."""
         for r in results:
             record = self._status.records.get(r.policy)

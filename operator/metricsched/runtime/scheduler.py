@@ -26,8 +26,7 @@ from typing import Any
 
 from metricsched.config import Config
 from metricsched.core import cycle, decision_record, framework, model
-from metricsched.edges import binder, logs, observe
-from metricsched.edges import prometheus as prom
+from metricsched.edges import binder, events, kube, logs, metric_store, observe, pod_status
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
 
@@ -42,6 +41,7 @@ _RESYNC_S = 30.0
 # How long a node keeps the resources of a pod whose Binding answer was lost and which
 # read back unbound: longer than the API server's request timeout (60 s by default).
 HOLD_S = 90.0
+_YIELD_AFTER_S = 0.02  # of attempts in a batch before the loop is let to others
 # Read-back of a lost Binding answer: first wait, doubling up to the max.
 _READ_BACK_S = (0.5, 5.0)
 
@@ -61,12 +61,21 @@ class Scheduler:
         config: Config,
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,
-        store: prom.MetricStore,
-        core_api: Any,
-        recorder: binder.EventRecorder,
+        store: metric_store.MetricStore,
+        api: kube.Api,
+        recorder: events.EventRecorder,
         metrics: observe.Metrics,
         on_fallback_change: Callable[[model.PolicyKey, bool, str], None] | None = None,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        # Two clocks. Wall time where a value meets the API server's or Prometheus's (the
+        # cycle's ``now``: burst windows against bind times, metric ages against refresh
+        # times; ``bound_at``; creation-to-bind). The monotonic clock for every internal
+        # duration (backoff, holds, resync), so a step of the wall clock neither stalls a
+        # backoff for the size of the step nor releases a hold early.
+        self._wall = wall
+        self._monotonic = monotonic
         self.config = config
         self.cache = cache
         self.queue = queue
@@ -74,7 +83,7 @@ class Scheduler:
         # Work derived from unchanged pods and nodes (parsed terms, a pod class's node
         # affinity, metric values laid out by node), kept from one cycle to the next.
         self.memo = framework.Memo()
-        self.core_api = core_api
+        self.api = api
         self.recorder = recorder
         self.metrics = metrics
         self.counters: dict[model.PolicyKey, PolicyCounters] = collections.defaultdict(
@@ -104,14 +113,15 @@ class Scheduler:
         while not stop.is_set():
             await self.active.wait()
             await self.consistent.wait()
-            now = time.time()
+            now = self._monotonic()
             self._wake_on_changes(now)
             await self.queue.wait(now=now, max_wait=1.0)
-            now = time.time()
+            now = self._monotonic()
             # A change seen while waiting moves the pods it may help before anything pops:
             # otherwise a pod whose backoff just ended would take freed room ahead of a
             # higher-priority pod the change also helps (PrioritySort).
             self._wake_on_changes(now)
+            last_yield = now
             for uid in self.queue.pop_ready(now, _BATCH):
                 # Backpressure: decide no further ahead of the binder than it can follow,
                 # or decisions (and their memory) pile up while binds starve for the loop.
@@ -126,19 +136,24 @@ class Scheduler:
                     # goes back to be ordered again with the pods the change moves.
                     self.queue.add(uid)
                     continue
-                now = time.time()
                 pod = self.cache.pending.get(uid)
                 if pod is None:
                     self.queue.done(uid)
                     continue
                 try:
-                    self.attempt(pod, now=now)
+                    self.attempt(pod, now=self._wall())
                 except Exception:
                     # A bug in the cycle must not lose the pod: log, count, retry later.
                     logger.exception("scheduling attempt failed", extra={"pod": pod.key})
                     self.metrics.attempts.labels(result="error").inc()
-                    self.queue.retry_later(uid, now=now)
-            self.export_backlog(time.time())
+                    self.queue.retry_later(uid, now=self._monotonic())
+                # The Lease loop, the heartbeat and the watches get the loop at least every
+                # _YIELD_AFTER_S of attempts, however expensive the pods of a batch are
+                # (not after every pod: a bind confirmed meanwhile would cut the batch).
+                if self._monotonic() - last_yield >= _YIELD_AFTER_S:
+                    await asyncio.sleep(0)
+                    last_yield = self._monotonic()
+            self.export_backlog(self._wall())
             await asyncio.sleep(0)  # let the watches in between batches
 
     def export_backlog(self, now: float) -> None:
@@ -157,7 +172,7 @@ class Scheduler:
     def _wake_on_changes(self, now: float) -> None:
         """Cluster or policy changes that may help waiting pods move them back; changed
         node annotations move the pods of the policies that score by them (Prometheus
-        metric changes are hinted by the refresher, per policy)."""
+        metric changes are hinted by the refresher, per policy). ``now`` is monotonic."""
         self.cache.expire_holds(now)
         gen = self.cache.generation
         if gen != self._seen_generation:
@@ -185,6 +200,7 @@ class Scheduler:
     # --- one attempt -------------------------------------------------------------------
 
     def attempt(self, pod: model.PodInfo, *, now: float) -> model.Decision:
+        """Decide for ``pod`` at wall time ``now``; bind, or requeue with backoff."""
         started = time.perf_counter()
         decision = cycle.schedule_one(
             pod=pod,
@@ -216,7 +232,7 @@ class Scheduler:
             result = "wait" if decision.outcome is model.Outcome.WAIT else "unschedulable"
             self.metrics.attempts.labels(result=result).inc()
             self.queue.retry_later(
-                pod.uid, now=now, policy=decision.policy or "", unschedulable=True
+                pod.uid, now=self._monotonic(), policy=decision.policy or "", unschedulable=True
             )
             self._spawn(self._report_failure(pod, decision.message))
         else:  # SKIP: not ours (any more)
@@ -236,7 +252,8 @@ class Scheduler:
         if active:
             strategy = "Wait" if decision.outcome is model.Outcome.WAIT else "fallback"
             self.metrics.fallback_decisions.labels(
-                strategy=strategy, reason_kind=_reason_kind(decision.fallback_reason)
+                strategy=strategy,
+                reason_kind=(decision.fallback_kind or model.FallbackKind.OTHER).value,
             ).inc()
         if active != counters.fallback_active:
             counters.fallback_active = active
@@ -251,7 +268,7 @@ class Scheduler:
         async with self._binds:
             result = await asyncio.to_thread(
                 binder.bind,
-                self.core_api,
+                self.api,
                 namespace=pod.namespace,
                 name=pod.name,
                 uid=pod.uid,
@@ -277,7 +294,7 @@ class Scheduler:
         while True:
             result = await asyncio.to_thread(
                 binder.read_back,
-                self.core_api,
+                self.api,
                 namespace=pod.namespace,
                 name=pod.name,
                 uid=pod.uid,
@@ -292,7 +309,7 @@ class Scheduler:
         self, pod: model.PodInfo, decision: model.Decision, result: binder.BindResult
     ) -> None:
         """Apply a Binding's (known) outcome to the cache, the queue and the pod's events."""
-        now = time.time()
+        now, monotonic = self._wall(), self._monotonic()
         kind = result.kind
         node = decision.node or ""
         if kind is binder.BindOutcome.ALREADY_BOUND and result.node == node:
@@ -333,16 +350,16 @@ class Scheduler:
             return
         if kind is binder.BindOutcome.FENCED:
             # Nothing was sent; the lease is going: the next leader schedules the pod.
-            self.queue.retry_later(pod.uid, now=now, policy=decision.policy or "")
+            self.queue.retry_later(pod.uid, now=monotonic, policy=decision.policy or "")
             return
         if kind is binder.BindOutcome.NOT_BOUND:
             # The Binding may still be inside the API server: hold the node's share.
-            self.cache.hold(pod, model.NodeName(node), until=now + HOLD_S)
+            self.cache.hold(pod, model.NodeName(node), until=monotonic + HOLD_S)
             self.metrics.attempts.labels(result="error").inc()
-            self.queue.retry_later(pod.uid, now=now, policy=decision.policy or "")
+            self.queue.retry_later(pod.uid, now=monotonic, policy=decision.policy or "")
             return
         self.metrics.attempts.labels(result="error").inc()
-        self.queue.retry_later(pod.uid, now=now, policy=decision.policy or "")
+        self.queue.retry_later(pod.uid, now=monotonic, policy=decision.policy or "")
         message = f"Binding rejected: {result.message}"
         await self._report_failure(pod, message, reason="FailedScheduling")
 
@@ -370,8 +387,8 @@ class Scheduler:
         )
         conditions = self.cache.pod_conditions.get(pod.uid, ())
         await asyncio.to_thread(
-            binder.set_pod_scheduled_false,
-            self.core_api,
+            pod_status.set_pod_scheduled_false,
+            self.api,
             namespace=pod.namespace,
             name=pod.name,
             reason="Unschedulable",
@@ -395,12 +412,3 @@ class Scheduler:
     async def drain(self) -> None:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-def _reason_kind(reason: str) -> str:
-    text = reason.lower()
-    if "unreachable" in text:
-        return "PrometheusUnreachable"
-    if "no fresh" in text:
-        return "NoFreshValues"
-    return "Other"

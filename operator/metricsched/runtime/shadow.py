@@ -30,8 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from metricsched.core import model, policy, shadow
-from metricsched.edges import observe
-from metricsched.edges import prometheus as prom
+from metricsched.edges import metric_store, observe
 from metricsched.runtime import cache as cache_mod
 
 logger = logging.getLogger("metricsched.shadow")
@@ -55,7 +54,7 @@ class ShadowEvaluator:
         self,
         *,
         cache: cache_mod.ClusterCache,
-        store: prom.MetricStore,
+        store: metric_store.MetricStore,
         metrics: observe.Metrics,
         scheduler_names: frozenset[str],
         mark: Callable[[model.PolicyKey], None],

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import copy
 import dataclasses
-import datetime
 import json
 import logging
 import time
@@ -26,9 +25,8 @@ from typing import Any
 
 import kubernetes.client.exceptions
 
-from metricsched.core import model, policy, scoring
-from metricsched.edges import kube, observe
-from metricsched.edges import prometheus as prom
+from metricsched.core import model, parse, policy, scoring
+from metricsched.edges import kube, observe, query_rounds
 
 logger = logging.getLogger("metricsched.status")
 
@@ -51,7 +49,7 @@ class PolicyRecord:
     uid: str = ""
     generation: int = 0
     invalid: str = ""  # validation error, "" if valid
-    metrics: dict[str, prom.RefreshResult] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, query_rounds.RefreshResult] = dataclasses.field(default_factory=dict)
     health: dict[str, MetricHealth] = dataclasses.field(default_factory=dict)
     conditions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     seen: Counters = dataclasses.field(default_factory=Counters)  # on the object, last seen
@@ -65,7 +63,7 @@ class PolicyStatus:
     def __init__(
         self,
         *,
-        custom_api: kube.Api,
+        api: kube.Api,
         policies: Callable[[], Mapping[model.PolicyKey, model.Policy]],
         nodes: Callable[[], list[model.NodeInfo]],
         counters: Callable[[model.PolicyKey], tuple[int, int]],
@@ -76,7 +74,7 @@ class PolicyStatus:
         shadow: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
         rebalance: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
     ) -> None:
-        self._api = custom_api
+        self._api = api
         self._policies = policies
         self._nodes = nodes
         self._counters = counters
@@ -253,7 +251,7 @@ class PolicyStatus:
                         "name": m.name,
                         "nodesReporting": r.nodes_reporting,
                         "nodesMissing": r.nodes_missing,
-                        "lastRefreshTime": _rfc3339(r.finished_at),
+                        "lastRefreshTime": parse.rfc3339(r.finished_at),
                         "lastError": f"{r.error}: {r.error_message}" if r.error else "",
                     }
                 )
@@ -318,7 +316,7 @@ def _condition(
     since = (
         previous["lastTransitionTime"]
         if previous and previous.get("status") == status
-        else _rfc3339(time.time())
+        else parse.rfc3339(time.time())
     )
     cond = {
         "type": ctype,
@@ -353,7 +351,3 @@ def _first_error(metrics_status: list[dict[str, Any]]) -> str:
         if s.get("lastError"):
             return f"{s['name']}: {s['lastError']}"
     return ""
-
-
-def _rfc3339(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

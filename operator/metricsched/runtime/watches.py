@@ -32,9 +32,8 @@ import kopf
 
 from metricsched.config import Config
 from metricsched.core import model, parse, policy
-from metricsched.edges import binder, kube, observe
+from metricsched.edges import events, kube, metric_store, observe
 from metricsched.edges import policy_events as policy_events_mod
-from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import kopf_tuning
 from metricsched.runtime import queue as queue_mod
@@ -61,7 +60,7 @@ class Watches:
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,
         status: status_mod.PolicyStatus,
-        store: prom.MetricStore,
+        store: metric_store.MetricStore,
         metrics: observe.Metrics,
         health: observe.HealthState,
         record: Callable[..., None],
@@ -114,7 +113,7 @@ class Watches:
             if ours and not spec.get("nodeName"):
                 # A pod we cannot read is reported, not dropped: it stays Pending with a reason.
                 self._record(
-                    binder.ObjectRef.pod(
+                    events.ObjectRef.pod(
                         namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=uid
                     ),
                     event_type="Warning",
@@ -132,7 +131,7 @@ class Watches:
                 (body.get("status") or {}).get("conditions") or ()
             )
             if before is not None and before != pod:
-                self.queue.update(uid, now=time.time())  # e.g. a toleration added
+                self.queue.update(uid, now=time.monotonic())  # e.g. a toleration added
             else:
                 self.queue.add(uid)
         else:
@@ -362,7 +361,7 @@ class Watches:
             return
         uid = os.environ.get("POD_UID", "")
         self._record(
-            binder.ObjectRef.pod(namespace=namespace, name=name, uid=uid),
+            events.ObjectRef.pod(namespace=namespace, name=name, uid=uid),
             event_type="Warning",
             reason="WatchFailed",
             action="Watch",
@@ -370,9 +369,9 @@ class Watches:
         )
 
 
-def policy_ref(key: model.PolicyKey, record: status_mod.PolicyRecord | None) -> binder.ObjectRef:
+def policy_ref(key: model.PolicyKey, record: status_mod.PolicyRecord | None) -> events.ObjectRef:
     namespace, _, name = key.partition("/")
-    return binder.ObjectRef.policy(namespace=namespace, name=name, uid=record.uid if record else "")
+    return events.ObjectRef.policy(namespace=namespace, name=name, uid=record.uid if record else "")
 
 
 def configure_kopf(settings: kopf.OperatorSettings) -> None:
@@ -448,10 +447,10 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
     return registry
 
 
-def post_in_thread(recorder: binder.EventRecorder) -> Callable[..., None]:
+def post_in_thread(recorder: events.EventRecorder) -> Callable[..., None]:
     """Post an event without blocking the event loop (the recorder's I/O is blocking)."""
 
-    def post(ref: binder.ObjectRef, **kwargs: Any) -> None:
+    def post(ref: events.ObjectRef, **kwargs: Any) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # a worker thread (the start-up sync): post directly

@@ -140,9 +140,9 @@ def metrics() -> observe.Metrics:
 @pytest.fixture
 def source(
     fake_prometheus: FakeServer, metrics: observe.Metrics
-) -> Iterator[prometheus.PrometheusSource]:
+) -> Iterator[prometheus.PrometheusClient]:
     config = prometheus.PrometheusConfig(url=fake_prometheus.url, timeout_s=1.0, retries=0)
-    src = prometheus.PrometheusSource(config, metrics=metrics)
+    src = prometheus.PrometheusClient(config, metrics=metrics)
     yield src
     src.close()
 
@@ -268,7 +268,7 @@ def fake_kube() -> Iterator[FakeServer]:
     server.close()
 
 
-def core_api(url: str) -> kube.Api:
+def api(url: str) -> kube.Api:
     """The API object production passes to the edges (``kube.Api``), aimed at ``url``."""
     configuration = kubernetes.client.Configuration()
     configuration.host = url
@@ -277,7 +277,7 @@ def core_api(url: str) -> kube.Api:
 
 @pytest.fixture
 def kube_api(fake_kube: FakeServer) -> kube.Api:
-    return core_api(fake_kube.url)
+    return api(fake_kube.url)
 
 
 class FakeClock:

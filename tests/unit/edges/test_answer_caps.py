@@ -74,8 +74,8 @@ def streaming() -> Iterator[StreamingServer]:
 
 def make_source(
     url: str, *, max_bytes: int = MiB, max_series: int = 100, timeout_s: float = 2.0
-) -> prometheus.PrometheusSource:
-    return prometheus.PrometheusSource(
+) -> prometheus.PrometheusClient:
+    return prometheus.PrometheusClient(
         prometheus.PrometheusConfig(
             url=url,
             timeout_s=timeout_s,
@@ -85,7 +85,7 @@ def make_source(
     )
 
 
-def query(source: prometheus.PrometheusSource) -> prometheus.QueryReport:
+def query(source: prometheus.PrometheusClient) -> prometheus.QueryReport:
     return source.query_nodes_report("up", node_label="node", nodes=NODES, now=NOW, namespace="a")
 
 

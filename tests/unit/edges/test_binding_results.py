@@ -109,7 +109,7 @@ def test_other_statuses_map_to_their_kind(
 
 
 def test_an_unreachable_api_server_leaves_the_outcome_unknown() -> None:
-    api = fakes.core_api(f"http://127.0.0.1:{fakes.closed_port()}")
+    api = fakes.api(f"http://127.0.0.1:{fakes.closed_port()}")
     api.api_client.configuration.retries = 0
     result = bind(api, timeout_s=1.0)
     assert result.kind is Kind.UNKNOWN

@@ -9,7 +9,7 @@ import edges_fakes as fakes
 import kubernetes.client
 import pytest
 
-from metricsched.edges import binder, kube
+from metricsched.edges import binder, events, kube, pod_status
 
 Kind = binder.BindOutcome
 
@@ -86,7 +86,7 @@ def test_a_deleted_pod_reads_back_as_gone(fake_kube: fakes.FakeServer, kube_api:
 
 
 def test_a_read_back_that_fails_too_stays_unknown() -> None:
-    api = fakes.core_api(f"http://127.0.0.1:{fakes.closed_port()}")
+    api = fakes.api(f"http://127.0.0.1:{fakes.closed_port()}")
     api.api_client.configuration.retries = 0
     assert _read_back(api).kind is Kind.UNKNOWN
 
@@ -110,16 +110,16 @@ def test_a_binding_after_other_writes_on_one_pooled_connection_is_not_lost(
     configuration.host = keep_alive_kube.url
     configuration.connection_pool_maxsize = 1
     api = kube.Api(kubernetes.client.ApiClient(configuration))
-    recorder = binder.EventRecorder(api, component="metricsched")
-    pod = binder.ObjectRef.pod(namespace="shop", name="web-7d4", uid="uid-123")
+    recorder = events.EventRecorder(api, component="metricsched")
+    pod = events.ObjectRef.pod(namespace="shop", name="web-7d4", uid="uid-123")
     for _ in range(3):
-        written = binder.set_pod_scheduled_false(
+        written = pod_status.set_pod_scheduled_false(
             api, namespace="shop", name="web-7d4", message="0/3 nodes", current_conditions=()
         )
-        assert written is binder.StatusWrite.WRITTEN
+        assert written is pod_status.StatusWrite.WRITTEN
         assert (
             recorder.record(pod, event_type="Warning", reason="FailedScheduling", message="x")
-            is not binder.Recorded.FAILED
+            is not events.Recorded.FAILED
         )
         result = _bind(api)
         assert result.kind is Kind.BOUND, result.message

@@ -10,14 +10,14 @@ import threading
 import edges_fakes as fakes
 import pytest
 
-from metricsched.edges import binder, kube, observe
+from metricsched.edges import events, kube, observe
 
-POD = binder.ObjectRef.pod(namespace="shop", name="web-7d4", uid="uid-123")
+POD = events.ObjectRef.pod(namespace="shop", name="web-7d4", uid="uid-123")
 FAILED = "0/3 nodes are available: 3 Insufficient cpu."
-Recorded = binder.Recorded
+Recorded = events.Recorded
 
 
-def recorder(api: kube.Api, clock: fakes.FakeClock, **overrides: object) -> binder.EventRecorder:
+def recorder(api: kube.Api, clock: fakes.FakeClock, **overrides: object) -> events.EventRecorder:
     settings: dict[str, object] = {
         "component": "metricsched",
         "instance": "metricsched-7f9c-host1",
@@ -25,15 +25,15 @@ def recorder(api: kube.Api, clock: fakes.FakeClock, **overrides: object) -> bind
         "timeout_s": 2.0,
         **overrides,
     }
-    return binder.EventRecorder(api, **settings)  # type: ignore[arg-type]
+    return events.EventRecorder(api, **settings)  # type: ignore[arg-type]
 
 
-def fail(rec: binder.EventRecorder, obj: binder.ObjectRef = POD, message: str = FAILED) -> Recorded:
+def fail(rec: events.EventRecorder, obj: events.ObjectRef = POD, message: str = FAILED) -> Recorded:
     return rec.record(obj, event_type="Warning", reason="FailedScheduling", message=message)
 
 
-def pod(i: int) -> binder.ObjectRef:
-    return binder.ObjectRef.pod(namespace="shop", name=f"web-{i}", uid=f"uid-{i}")
+def pod(i: int) -> events.ObjectRef:
+    return events.ObjectRef.pod(namespace="shop", name=f"web-{i}", uid=f"uid-{i}")
 
 
 def test_an_event_names_the_pod_by_uid_and_comes_from_the_scheduler(
@@ -80,7 +80,7 @@ def test_pods_are_recorded_by_their_uid_and_the_instance_defaults_to_name_and_ho
     kube_api: kube.Api,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = binder.EventRecorder(kube_api, component="metricsched", clock=clock)
+    rec = events.EventRecorder(kube_api, component="metricsched", clock=clock)
     pod_info = dataclasses.replace(fakes.pod_info("web-7d4"), uid="uid-777")
     rec.record_pod(pod=pod_info, event_type="Warning", reason="FailedScheduling", message=FAILED)
     body = fake_kube.requests[0].json()

@@ -72,7 +72,7 @@ def test_nothing_is_sent_without_enough_leadership_left(
 
 
 def test_an_unreachable_api_server_is_a_failure() -> None:
-    api = fakes.core_api(f"http://127.0.0.1:{fakes.closed_port()}")
+    api = fakes.api(f"http://127.0.0.1:{fakes.closed_port()}")
     api.api_client.configuration.retries = 0
     result = evict(api, timeout_s=1.0)
     assert (result.kind, result.http_status) == (Kind.FAILED, None)

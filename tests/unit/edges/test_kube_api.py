@@ -140,7 +140,7 @@ class TestWhatGoesOverTheWire:
     ) -> None:
         server = fakes.FakeServer(_echo)
         try:
-            answer = call(fakes.core_api(server.url))
+            answer = call(fakes.api(server.url))
             assert kube.read_json(answer) == {"kind": "Echo", "path": path}
             [request] = server.requests
             assert (request.method, request.path, request.query) == (method, path, query)
@@ -169,7 +169,7 @@ class TestAnswers:
         server = fakes.FakeServer(_echo)
         try:
             with pytest.raises(kubernetes.client.exceptions.ApiException) as caught:
-                fakes.core_api(server.url).read_namespaced_lease("missing", "ns")
+                fakes.api(server.url).read_namespaced_lease("missing", "ns")
             assert caught.value.status == 404
             assert "missing not found" in kube.describe_error(caught.value)
         finally:

@@ -7,7 +7,7 @@ import dataclasses
 import edges_fakes as fakes
 
 from metricsched.core import model
-from metricsched.edges import observe, prometheus
+from metricsched.edges import metric_store, observe, prometheus, query_rounds
 
 NOW = 3_000.0
 LATENCY_Q = "avg by (node) (latency)"
@@ -25,7 +25,7 @@ def answer_by_query(request: fakes.Request) -> tuple[int, object]:
 
 def test_metrics_sharing_a_query_cause_exactly_one_query_per_refresh(
     fake_prometheus: fakes.FakeServer,
-    source: prometheus.PrometheusSource,
+    source: prometheus.PrometheusClient,
     three_nodes: list[model.NodeInfo],
 ) -> None:
     fake_prometheus.responder = answer_by_query
@@ -34,8 +34,8 @@ def test_metrics_sharing_a_query_cause_exactly_one_query_per_refresh(
         fakes.policy("api", fakes.metric("lat", LATENCY_Q)),
         fakes.policy("batch", fakes.metric("cpu", CPU_Q), namespace="jobs"),
     ]
-    store = prometheus.MetricStore()
-    results = prometheus.refresh_policy_metrics(
+    store = metric_store.MetricStore()
+    results = query_rounds.refresh_policy_metrics(
         source=source, store=store, policies=policies, nodes=three_nodes, now=NOW
     )
     assert sorted(fakes.queries(fake_prometheus)) == sorted([LATENCY_Q, CPU_Q])
@@ -54,14 +54,14 @@ def test_metrics_sharing_a_query_cause_exactly_one_query_per_refresh(
 
 def test_results_count_nodes_reporting_and_missing(
     fake_prometheus: fakes.FakeServer,
-    source: prometheus.PrometheusSource,
+    source: prometheus.PrometheusClient,
     three_nodes: list[model.NodeInfo],
 ) -> None:
     fake_prometheus.responder = answer_by_query
     policies = [fakes.policy("web", fakes.metric("latency", LATENCY_Q))]
-    (result,) = prometheus.refresh_policy_metrics(
+    (result,) = query_rounds.refresh_policy_metrics(
         source=source,
-        store=prometheus.MetricStore(),
+        store=metric_store.MetricStore(),
         policies=policies,
         nodes=three_nodes,
         now=NOW,
@@ -73,15 +73,15 @@ def test_results_count_nodes_reporting_and_missing(
 
 def test_node_annotation_metrics_are_not_queried(
     fake_prometheus: fakes.FakeServer,
-    source: prometheus.PrometheusSource,
+    source: prometheus.PrometheusClient,
     three_nodes: list[model.NodeInfo],
 ) -> None:
     price = dataclasses.replace(
         fakes.metric("price", "unused"), source=model.AnnotationSource("example.com/price")
     )
-    results = prometheus.refresh_policy_metrics(
+    results = query_rounds.refresh_policy_metrics(
         source=source,
-        store=prometheus.MetricStore(),
+        store=metric_store.MetricStore(),
         policies=[fakes.policy("web", price)],
         nodes=three_nodes,
         now=NOW,
@@ -92,7 +92,7 @@ def test_node_annotation_metrics_are_not_queried(
 
 def test_a_query_error_is_reported_for_every_metric_that_shares_it(
     fake_prometheus: fakes.FakeServer,
-    source: prometheus.PrometheusSource,
+    source: prometheus.PrometheusClient,
     three_nodes: list[model.NodeInfo],
 ) -> None:
     fake_prometheus.responder = answer_by_query
@@ -100,9 +100,9 @@ def test_a_query_error_is_reported_for_every_metric_that_shares_it(
         fakes.policy("web", fakes.metric("broken", "rate(")),
         fakes.policy("api", fakes.metric("also-broken", "rate(")),
     ]
-    results = prometheus.refresh_policy_metrics(
+    results = query_rounds.refresh_policy_metrics(
         source=source,
-        store=prometheus.MetricStore(),
+        store=metric_store.MetricStore(),
         policies=policies,
         nodes=three_nodes,
         now=NOW,
@@ -119,12 +119,12 @@ def test_when_prometheus_is_down_the_rest_of_the_round_is_not_attempted(
     config = prometheus.PrometheusConfig(
         url=f"http://127.0.0.1:{fakes.closed_port()}", timeout_s=1.0, retries=0
     )
-    source = prometheus.PrometheusSource(config)
-    store = prometheus.MetricStore()
+    source = prometheus.PrometheusClient(config)
+    store = metric_store.MetricStore()
     key = model.MetricKey(model.PolicyKey("shop/web"), "cpu")
     store.update(key, model.MetricSeries({}, 0.0, None, ""))
     policies = [fakes.policy("web", fakes.metric("latency", LATENCY_Q), fakes.metric("cpu", CPU_Q))]
-    results = prometheus.refresh_policy_metrics(
+    results = query_rounds.refresh_policy_metrics(
         source=source, store=store, policies=policies, nodes=three_nodes, now=NOW
     )
     assert [r.error for r in results] == [model.QueryErrorKind.UNREACHABLE] * 2
@@ -139,7 +139,7 @@ def test_refresh_durations_are_recorded_per_policy_metric(
 ) -> None:
     fake_prometheus.responder = answer_by_query
     metrics = observe.Metrics()
-    source = prometheus.PrometheusSource(
+    source = prometheus.PrometheusClient(
         prometheus.PrometheusConfig(url=fake_prometheus.url, timeout_s=1.0, retries=0),
         metrics=metrics,
     )
@@ -147,9 +147,9 @@ def test_refresh_durations_are_recorded_per_policy_metric(
         fakes.policy("web", fakes.metric("latency", LATENCY_Q)),
         fakes.policy("api", fakes.metric("lat", LATENCY_Q)),
     ]
-    prometheus.refresh_policy_metrics(
+    query_rounds.refresh_policy_metrics(
         source=source,
-        store=prometheus.MetricStore(),
+        store=metric_store.MetricStore(),
         policies=policies,
         nodes=three_nodes,
         now=NOW,

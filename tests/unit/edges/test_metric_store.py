@@ -8,7 +8,7 @@ import types
 import pytest
 
 from metricsched.core import model
-from metricsched.edges import prometheus
+from metricsched.edges import metric_store
 
 LATENCY = model.MetricKey(policy=model.PolicyKey("shop/web"), metric="latency")
 PRICE = model.MetricKey(policy=model.PolicyKey("shop/web"), metric="price")
@@ -34,18 +34,18 @@ def failed(
 
 
 @pytest.fixture
-def store() -> prometheus.MetricStore:
-    return prometheus.MetricStore()
+def store() -> metric_store.MetricStore:
+    return metric_store.MetricStore()
 
 
-def test_a_successful_refresh_replaces_the_values(store: prometheus.MetricStore) -> None:
+def test_a_successful_refresh_replaces_the_values(store: metric_store.MetricStore) -> None:
     store.update(LATENCY, ok(10.0, node_a=1.0, node_b=2.0))
     store.update(LATENCY, ok(20.0, node_a=3.0))
     assert store.view()[LATENCY] == ok(20.0, node_a=3.0)
 
 
 def test_a_failed_refresh_keeps_previous_samples_with_their_old_timestamps(
-    store: prometheus.MetricStore,
+    store: metric_store.MetricStore,
 ) -> None:
     store.update(LATENCY, ok(10.0, node_a=1.0))
     store.update(LATENCY, failed(20.0))
@@ -56,21 +56,21 @@ def test_a_failed_refresh_keeps_previous_samples_with_their_old_timestamps(
     assert series.error_message == "down"
 
 
-def test_an_empty_result_also_keeps_the_previous_samples(store: prometheus.MetricStore) -> None:
+def test_an_empty_result_also_keeps_the_previous_samples(store: metric_store.MetricStore) -> None:
     store.update(LATENCY, ok(10.0, node_a=1.0))
     store.update(LATENCY, failed(20.0, model.QueryErrorKind.EMPTY_RESULT))
     assert store.view()[LATENCY].values == {A: model.MetricSample(1.0, refreshed_at=10.0)}
 
 
 def test_a_failed_first_refresh_records_the_error_without_values(
-    store: prometheus.MetricStore,
+    store: metric_store.MetricStore,
 ) -> None:
     store.update(LATENCY, failed(20.0))
     assert store.view()[LATENCY] == failed(20.0)
 
 
 def test_a_view_is_a_snapshot_that_later_updates_do_not_change(
-    store: prometheus.MetricStore,
+    store: metric_store.MetricStore,
 ) -> None:
     store.update(LATENCY, ok(10.0, node_a=1.0))
     before = store.view()
@@ -80,7 +80,7 @@ def test_a_view_is_a_snapshot_that_later_updates_do_not_change(
     assert store.view() is store.view()  # cheap: a reference, not a copy per call
 
 
-def test_a_view_is_read_only(store: prometheus.MetricStore) -> None:
+def test_a_view_is_read_only(store: metric_store.MetricStore) -> None:
     store.update(LATENCY, ok(10.0, node_a=1.0))
     view = store.view()
     assert isinstance(view, types.MappingProxyType)
@@ -89,7 +89,7 @@ def test_a_view_is_read_only(store: prometheus.MetricStore) -> None:
 
 
 def test_version_moves_when_values_change_not_when_a_refresh_confirms_them(
-    store: prometheus.MetricStore,
+    store: metric_store.MetricStore,
 ) -> None:
     assert store.update(LATENCY, ok(10.0, node_a=1.0)) is True
     v1 = store.version
@@ -101,7 +101,7 @@ def test_version_moves_when_values_change_not_when_a_refresh_confirms_them(
 
 
 def test_version_moves_when_a_metric_fails_and_when_it_recovers(
-    store: prometheus.MetricStore,
+    store: metric_store.MetricStore,
 ) -> None:
     store.update(LATENCY, ok(10.0, node_a=1.0))
     v1 = store.version
@@ -113,7 +113,7 @@ def test_version_moves_when_a_metric_fails_and_when_it_recovers(
     assert store.version == v1 + 2  # recovered with the same value: pending pods retry
 
 
-def test_retain_drops_the_metrics_of_deleted_policies(store: prometheus.MetricStore) -> None:
+def test_retain_drops_the_metrics_of_deleted_policies(store: metric_store.MetricStore) -> None:
     store.update(LATENCY, ok(10.0, node_a=1.0))
     store.update(PRICE, ok(10.0, node_a=1.0))
     version = store.version
@@ -124,14 +124,14 @@ def test_retain_drops_the_metrics_of_deleted_policies(store: prometheus.MetricSt
     assert store.version == version + 1
 
 
-def test_ages_are_measured_from_the_freshest_value(store: prometheus.MetricStore) -> None:
+def test_ages_are_measured_from_the_freshest_value(store: metric_store.MetricStore) -> None:
     store.update(LATENCY, ok(10.0, node_a=1.0))
     store.update(LATENCY, failed(20.0))
     store.update(PRICE, failed(20.0))
     assert store.ages(now=25.0) == {("shop/web", "latency"): 15.0}
 
 
-def test_concurrent_updates_and_views_stay_consistent(store: prometheus.MetricStore) -> None:
+def test_concurrent_updates_and_views_stay_consistent(store: metric_store.MetricStore) -> None:
     keys = [model.MetricKey(policy=model.PolicyKey(f"ns/p{i}"), metric="m") for i in range(8)]
     errors: list[str] = []
 

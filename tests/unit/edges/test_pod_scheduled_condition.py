@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import edges_fakes as fakes
 
-from metricsched.edges import binder, kube, observe
+from metricsched.edges import kube, observe, pod_status
 
 MESSAGE = "0/3 nodes are available: 3 Insufficient cpu."
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -16,7 +16,7 @@ def set_false(
     api: kube.Api,
     current: Sequence[Mapping[str, object]],
     **overrides: object,
-) -> binder.StatusWrite:
+) -> pod_status.StatusWrite:
     args: dict[str, object] = {
         "namespace": "shop",
         "name": "web-7d4",
@@ -25,13 +25,13 @@ def set_false(
         "now": NOW,
         **overrides,
     }
-    return binder.set_pod_scheduled_false(api, **args)  # type: ignore[arg-type]
+    return pod_status.set_pod_scheduled_false(api, **args)  # type: ignore[arg-type]
 
 
 def test_the_condition_is_sent_as_a_strategic_merge_patch_of_pod_status(
     fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
-    assert set_false(kube_api, []) is binder.StatusWrite.WRITTEN
+    assert set_false(kube_api, []) is pod_status.StatusWrite.WRITTEN
     (request,) = fake_kube.requests
     assert (request.method, request.path) == (
         "PATCH",
@@ -66,7 +66,7 @@ def test_an_identical_condition_is_not_written_again(
             "lastTransitionTime": "2025-12-31T23:00:00Z",
         },
     ]
-    assert set_false(kube_api, current) is binder.StatusWrite.UNCHANGED
+    assert set_false(kube_api, current) is pod_status.StatusWrite.UNCHANGED
     assert fake_kube.requests == []
 
 
@@ -82,7 +82,7 @@ def test_a_new_message_keeps_the_transition_time_of_the_unchanged_status(
             "lastTransitionTime": "2025-12-31T23:00:00Z",
         }
     ]
-    assert set_false(kube_api, current) is binder.StatusWrite.WRITTEN
+    assert set_false(kube_api, current) is pod_status.StatusWrite.WRITTEN
     (condition,) = fake_kube.requests[0].json()["status"]["conditions"]
     assert condition["message"] == MESSAGE
     assert condition["lastTransitionTime"] == "2025-12-31T23:00:00Z"
@@ -101,9 +101,9 @@ def test_a_deleted_pod_is_gone_and_other_errors_do_not_raise(
     fake_kube: fakes.FakeServer, kube_api: kube.Api
 ) -> None:
     fake_kube.responder = lambda r: (404, fakes.status_body(404, "NotFound", "pods not found"))
-    assert set_false(kube_api, []) is binder.StatusWrite.GONE
+    assert set_false(kube_api, []) is pod_status.StatusWrite.GONE
     fake_kube.responder = lambda r: (500, fakes.status_body(500, "InternalError", "etcd down"))
-    assert set_false(kube_api, []) is binder.StatusWrite.ERROR
+    assert set_false(kube_api, []) is pod_status.StatusWrite.ERROR
 
 
 def test_status_writes_are_counted(kube_api: kube.Api) -> None:

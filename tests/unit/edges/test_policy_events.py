@@ -5,10 +5,11 @@ from __future__ import annotations
 import edges_fakes as fakes
 import pytest
 
-from metricsched.edges import binder, kube, observe, policy_events
+from metricsched.edges import events as events_mod
+from metricsched.edges import kube, observe, policy_events
 
-WEB = binder.ObjectRef.policy(namespace="shop", name="web", uid="uid-web")
-API = binder.ObjectRef.policy(namespace="shop", name="api", uid="uid-api")
+WEB = events_mod.ObjectRef.policy(namespace="shop", name="web", uid="uid-web")
+API = events_mod.ObjectRef.policy(namespace="shop", name="api", uid="uid-api")
 FAILED = "metric latency: Unreachable: Prometheus at http://prom:9090 unreachable"
 
 
@@ -34,7 +35,7 @@ def posts(server: fakes.FakeServer) -> list[tuple[str, str, int]]:
     ]
 
 
-def warn(events: policy_events.PolicyEvents, ref: binder.ObjectRef = WEB, **kw: str) -> None:
+def warn(events: policy_events.PolicyEvents, ref: events_mod.ObjectRef = WEB, **kw: str) -> None:
     events.warn(
         ref,
         topic=kw.get("topic", "metric/latency"),
@@ -132,9 +133,9 @@ class TestOwnBudget:
         fake_kube: fakes.FakeServer,
         clock: fakes.FakeClock,
     ) -> None:
-        pods = binder.EventRecorder(kube_api, component="metricsched", burst=5, clock=clock)
+        pods = events_mod.EventRecorder(kube_api, component="metricsched", burst=5, clock=clock)
         for i in range(20):
-            pod = binder.ObjectRef.pod(namespace="shop", name=f"p{i}", uid=f"u{i}")
+            pod = events_mod.ObjectRef.pod(namespace="shop", name=f"p{i}", uid=f"u{i}")
             pods.record(pod, event_type="Warning", reason="FailedScheduling", message="x")
         assert pods.dropped == 15
         warn(events)

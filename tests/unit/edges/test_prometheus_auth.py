@@ -26,12 +26,12 @@ PASSWORD = "pa55-w0rd-value"
 Kind = model.QueryErrorKind
 
 
-def make_source(url: str, **overrides: object) -> prometheus.PrometheusSource:
+def make_source(url: str, **overrides: object) -> prometheus.PrometheusClient:
     settings: dict[str, object] = {"timeout_s": 2.0, "retries": 0, **overrides}
-    return prometheus.PrometheusSource(prometheus.PrometheusConfig(url=url, **settings))  # type: ignore[arg-type]
+    return prometheus.PrometheusClient(prometheus.PrometheusConfig(url=url, **settings))  # type: ignore[arg-type]
 
 
-def query(source: prometheus.PrometheusSource) -> prometheus.QueryReport:
+def query(source: prometheus.PrometheusClient) -> prometheus.QueryReport:
     return source.query_nodes_report(
         "up", node_label="node", nodes=NODES, now=1.0, namespace="shop"
     )

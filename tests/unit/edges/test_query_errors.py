@@ -17,15 +17,15 @@ SECRET = "s3cr3t-bearer-token-value"
 Kind = model.QueryErrorKind
 
 
-def query(source: prometheus.PrometheusSource, promql: str = "up") -> prometheus.QueryReport:
+def query(source: prometheus.PrometheusClient, promql: str = "up") -> prometheus.QueryReport:
     return source.query_nodes_report(
         promql, node_label="node", nodes=NODES, now=NOW, namespace="shop"
     )
 
 
-def make_source(url: str, **overrides: object) -> prometheus.PrometheusSource:
+def make_source(url: str, **overrides: object) -> prometheus.PrometheusClient:
     settings: dict[str, object] = {"timeout_s": 1.0, "retries": 0, **overrides}
-    return prometheus.PrometheusSource(prometheus.PrometheusConfig(url=url, **settings))  # type: ignore[arg-type]
+    return prometheus.PrometheusClient(prometheus.PrometheusConfig(url=url, **settings))  # type: ignore[arg-type]
 
 
 def test_connection_refused_is_unreachable_and_marks_prometheus_down() -> None:
@@ -65,7 +65,7 @@ def test_a_slow_answer_is_unreachable_after_the_timeout(fake_prometheus: fakes.F
 
 
 def test_promql_rejected_with_400_is_a_bad_query_with_prometheus_error_text(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient
 ) -> None:
     error = '1:5: parse error: unexpected "}" in label matching'
     fake_prometheus.responder = lambda r: (400, fakes.prom_error("bad_data", error))
@@ -76,7 +76,7 @@ def test_promql_rejected_with_400_is_a_bad_query_with_prometheus_error_text(
 
 
 def test_execution_error_422_is_a_bad_query(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient
 ) -> None:
     fake_prometheus.responder = lambda r: (
         422,
@@ -88,7 +88,7 @@ def test_execution_error_422_is_a_bad_query(
 
 
 def test_range_vector_result_is_a_bad_result(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient
 ) -> None:
     fake_prometheus.responder = lambda r: (
         200,
@@ -102,7 +102,7 @@ def test_range_vector_result_is_a_bad_result(
 @pytest.mark.parametrize(("result_type", "value"), [("scalar", "1"), ("string", "hello")])
 def test_scalar_or_string_result_is_a_bad_result(
     fake_prometheus: fakes.FakeServer,
-    source: prometheus.PrometheusSource,
+    source: prometheus.PrometheusClient,
     result_type: str,
     value: str,
 ) -> None:
@@ -113,7 +113,7 @@ def test_scalar_or_string_result_is_a_bad_result(
 
 
 def test_no_series_at_all_is_an_empty_result(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient
 ) -> None:
     report = query(source)
     assert report.series.error is Kind.EMPTY_RESULT
@@ -121,7 +121,7 @@ def test_no_series_at_all_is_an_empty_result(
 
 
 def test_series_for_no_known_node_are_an_empty_result_counted_without_their_labels(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient
 ) -> None:
     fake_prometheus.responder = lambda r: (
         200,
@@ -137,7 +137,7 @@ def test_series_for_no_known_node_are_an_empty_result_counted_without_their_labe
 
 
 def test_series_without_the_node_label_are_counted_without_naming_their_labels(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient
 ) -> None:
     fake_prometheus.responder = lambda r: (200, fakes.vector(({"instance": "10.0.0.1:9100"}, "1")))
     report = query(source)
@@ -148,7 +148,7 @@ def test_series_without_the_node_label_are_counted_without_naming_their_labels(
 
 
 def test_only_non_finite_values_for_known_nodes_are_a_bad_result(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient
 ) -> None:
     fake_prometheus.responder = lambda r: (
         200,
@@ -158,7 +158,7 @@ def test_only_non_finite_values_for_known_nodes_are_a_bad_result(
 
 
 def test_an_answer_that_is_not_json_is_a_bad_result(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient
 ) -> None:
     fake_prometheus.responder = lambda r: (200, b"<html>login page</html>")
     report = query(source)
@@ -222,7 +222,7 @@ def test_a_missing_or_empty_token_file_is_unreachable_without_sending_anything(
 
 def test_queries_and_errors_are_counted_by_kind(fake_prometheus: fakes.FakeServer) -> None:
     metrics = observe.Metrics()
-    source = prometheus.PrometheusSource(
+    source = prometheus.PrometheusClient(
         prometheus.PrometheusConfig(url=fake_prometheus.url, timeout_s=1.0, retries=0),
         metrics=metrics,
     )

@@ -15,7 +15,7 @@ Nodes = list[model.NodeInfo]
 
 
 def run(
-    source: prometheus.PrometheusSource,
+    source: prometheus.PrometheusClient,
     nodes: list[model.NodeInfo],
     *,
     label: str = "node",
@@ -28,7 +28,7 @@ def values(report: prometheus.QueryReport) -> dict[str, float]:
 
 
 def test_query_is_sent_once_as_an_instant_query(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (200, fakes.vector(({"node": "node-a"}, "1")))
     source.query_nodes(
@@ -42,7 +42,7 @@ def test_query_is_sent_once_as_an_instant_query(
 
 
 def test_series_named_by_node_name_map_to_that_node(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (
         200,
@@ -55,7 +55,7 @@ def test_series_named_by_node_name_map_to_that_node(
 
 
 def test_samples_carry_the_time_of_the_refresh_that_returned_them(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (200, fakes.vector(({"node": "node-a"}, "1")))
     series = source.query_nodes(
@@ -66,7 +66,7 @@ def test_samples_carry_the_time_of_the_refresh_that_returned_them(
 
 
 def test_host_port_instance_matches_a_node_address(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (
         200,
@@ -81,21 +81,21 @@ def test_host_port_instance_matches_a_node_address(
 
 
 def test_bracketed_ipv6_with_port_matches_a_node_address(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (200, fakes.vector(({"instance": "[fd00::3]:9100"}, "5")))
     assert values(run(source, three_nodes, label="instance")) == {"node-c": 5.0}
 
 
 def test_bare_ipv6_address_matches_without_losing_its_last_group(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (200, fakes.vector(({"instance": "fd00::3"}, "5")))
     assert values(run(source, three_nodes, label="instance")) == {"node-c": 5.0}
 
 
 def test_node_name_with_port_matches_that_node(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (
         200,
@@ -105,7 +105,7 @@ def test_node_name_with_port_matches_that_node(
 
 
 def test_series_of_unknown_nodes_or_without_the_label_are_ignored_and_counted(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (
         200,
@@ -124,7 +124,7 @@ def test_series_of_unknown_nodes_or_without_the_label_are_ignored_and_counted(
 
 
 def test_nan_and_unparsable_values_are_dropped_and_infinities_kept_as_values(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (
         200,
@@ -141,7 +141,7 @@ def test_nan_and_unparsable_values_are_dropped_and_infinities_kept_as_values(
 
 
 def test_duplicate_series_keep_the_first_by_sorted_labels_whatever_the_order(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     series = [
         ({"node": "node-a", "pod": "exporter-2"}, "20"),
@@ -156,7 +156,7 @@ def test_duplicate_series_keep_the_first_by_sorted_labels_whatever_the_order(
 
 
 def test_a_series_naming_the_node_beats_one_matched_by_address(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource, three_nodes: Nodes
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient, three_nodes: Nodes
 ) -> None:
     fake_prometheus.responder = lambda r: (
         200,
@@ -175,7 +175,7 @@ def test_bearer_token_is_read_from_its_file_for_every_query(
     config = prometheus.PrometheusConfig(
         url=fake_prometheus.url, token_file=str(token_file), timeout_s=1.0, retries=0
     )
-    source = prometheus.PrometheusSource(config)
+    source = prometheus.PrometheusClient(config)
     nodes = [fakes.node("node-a")]
     source.query_nodes("up", node_label="node", nodes=nodes, now=NOW, namespace="shop")
     token_file.write_text("rotated-token\n")
@@ -188,7 +188,7 @@ def test_bearer_token_is_read_from_its_file_for_every_query(
 
 
 def test_no_authorization_header_without_a_token_file(
-    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusSource
+    fake_prometheus: fakes.FakeServer, source: prometheus.PrometheusClient
 ) -> None:
     source.query_nodes(
         "up", node_label="node", nodes=[fakes.node("node-a")], now=NOW, namespace="shop"

@@ -10,7 +10,7 @@ import hypothesis.strategies as st
 import pytest
 
 from metricsched.core import model, promql_guard
-from metricsched.edges import observe, prometheus
+from metricsched.edges import metric_store, observe, prometheus, query_rounds
 
 NOW = 7_000.0
 NODES = [fakes.node("node-a", "10.0.0.1"), fakes.node("node-b", "10.0.0.2")]
@@ -28,12 +28,12 @@ def make_source(
     *,
     rules: promql_guard.Rules = OPEN,
     metrics: observe.Metrics | None = None,
-) -> prometheus.PrometheusSource:
+) -> prometheus.PrometheusClient:
     config = prometheus.PrometheusConfig(url=url, timeout_s=1.0, retries=0, rules=rules)
-    return prometheus.PrometheusSource(config, metrics=metrics)
+    return prometheus.PrometheusClient(config, metrics=metrics)
 
 
-def query(source: prometheus.PrometheusSource, promql: str = "up") -> prometheus.QueryReport:
+def query(source: prometheus.PrometheusClient, promql: str = "up") -> prometheus.QueryReport:
     return source.query_nodes_report(
         promql, node_label="node", nodes=NODES, now=NOW, namespace="shop"
     )
@@ -187,9 +187,9 @@ class TestRefusedQueriesAreNotSent:
             # The same text from another namespace reads shop's series: refused for it.
             fakes.policy("spy", fakes.metric("load", shop_query), namespace="bank"),
         ]
-        results = prometheus.refresh_policy_metrics(
+        results = query_rounds.refresh_policy_metrics(
             source=make_source(fake_prometheus.url, rules=NAMESPACED),
-            store=prometheus.MetricStore(),
+            store=metric_store.MetricStore(),
             policies=policies,
             nodes=NODES,
             now=NOW,
@@ -210,7 +210,9 @@ class TestQueryGroups:
         web = fakes.policy("web", fakes.metric("load", shop_query), namespace="shop")
         api = fakes.policy("api", fakes.metric("load", shop_query), namespace="shop")
         spy = fakes.policy("spy", fakes.metric("load", shop_query), namespace="bank")
-        groups = prometheus.guarded_query_groups([web, spy, api], rules=NAMESPACED)
+        groups = query_rounds.guarded_query_groups(
+            [web, spy, api], guard=promql_guard.Guard(NAMESPACED)
+        )
         assert [(key.namespace, key.refusal is None, len(m)) for key, m in groups] == [
             ("shop", True, 2),
             ("bank", False, 1),
@@ -222,10 +224,12 @@ class TestQueryGroups:
             fakes.policy("web", fakes.metric("load", query), namespace="shop"),
             fakes.policy("spy", fakes.metric("load", query), namespace="bank"),
         ]
-        ((key, members),) = prometheus.guarded_query_groups(policies, rules=OPEN)
+        ((key, members),) = query_rounds.guarded_query_groups(
+            policies, guard=promql_guard.Guard(OPEN)
+        )
         assert key.refusal is None
         assert len(members) == 2
-        assert prometheus.query_groups(policies) == [((query, "node"), members)]
+        assert query_rounds.query_groups(policies) == [((query, "node"), members)]
 
     def test_a_query_sent_without_its_namespace_is_refused_while_rules_are_set(
         self, fake_prometheus: fakes.FakeServer

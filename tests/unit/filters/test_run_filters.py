@@ -101,8 +101,8 @@ def test_pod_needing_an_unsupported_feature_is_refused_everywhere_with_a_clear_r
     claiming = dataclasses.replace(pod(), unsupported=("volume topology",))
     reason = pre_filter_refusal(claiming, cluster(nodes=[node("n1")]))
     assert reason == (
-        "pod needs volume topology, which metricsched does not support; "
-        "use the default scheduler for it"
+        "metricsched does not support volume topology yet; remove it from the pod or let "
+        "another scheduler place the pod (spec.schedulerName)"
     )
     verdicts = node_reasons(claiming, cluster(nodes=[node("n1"), node("n2")]))
     assert verdicts == {"n1": (reason,), "n2": (reason,)}

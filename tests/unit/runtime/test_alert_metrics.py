@@ -7,8 +7,7 @@ import argparse
 
 from metricsched import config as config_mod
 from metricsched.core import model, parse
-from metricsched.edges import binder, observe
-from metricsched.edges import prometheus as prom
+from metricsched.edges import events, metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import scheduler as scheduler_mod
@@ -21,9 +20,9 @@ def _scheduler(metrics: observe.Metrics, cache: cache_mod.ClusterCache) -> sched
         config=config_mod.from_args(parser.parse_args([]), {}),
         cache=cache,
         queue=queue_mod.SchedulingQueue(),
-        store=prom.MetricStore(),
-        core_api=None,
-        recorder=binder.EventRecorder(None, component="metricsched"),  # type: ignore[arg-type]
+        store=metric_store.MetricStore(),
+        api=None,
+        recorder=events.EventRecorder(None, component="metricsched"),  # type: ignore[arg-type]
         metrics=metrics,
     )
 

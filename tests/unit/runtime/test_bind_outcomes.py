@@ -17,8 +17,7 @@ import urllib3.exceptions
 
 from metricsched import config as config_mod
 from metricsched.core import model, parse
-from metricsched.edges import binder, observe
-from metricsched.edges import prometheus as prom
+from metricsched.edges import events, metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import scheduler as scheduler_mod
@@ -121,9 +120,9 @@ class Rig:
             config=config_mod.from_args(parser.parse_args([]), {}),
             cache=self.cache,
             queue=self.queue,
-            store=prom.MetricStore(),
-            core_api=self.api,
-            recorder=binder.EventRecorder(self.api, component="metricsched"),  # type: ignore[arg-type]
+            store=metric_store.MetricStore(),
+            api=self.api,
+            recorder=events.EventRecorder(self.api, component="metricsched"),  # type: ignore[arg-type]
             metrics=metrics,
         )
         for name in ("node-a", "node-b"):

@@ -72,7 +72,7 @@ class Rig:
         self.policies: dict[model.PolicyKey, model.Policy] = {}
         self.counts: dict[model.PolicyKey, tuple[int, int]] = {}
         self.status = status_mod.PolicyStatus(
-            custom_api=self.api,  # type: ignore[arg-type]
+            api=self.api,  # type: ignore[arg-type]
             policies=lambda: self.policies,
             nodes=lambda: [],
             counters=lambda key: self.counts.get(key, (0, 0)),

@@ -17,8 +17,7 @@ import yaml
 
 from metricsched import config as config_mod
 from metricsched.core import model
-from metricsched.edges import binder, observe
-from metricsched.edges import prometheus as prom
+from metricsched.edges import events, metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
 from tests.unit.conftest import (
@@ -77,7 +76,7 @@ class FakeRecorder:
         self.events: list[tuple[str, str, str, str]] = []
 
     def record(
-        self, ref: binder.ObjectRef, *, event_type: str, reason: str, message: str, action: str = ""
+        self, ref: events.ObjectRef, *, event_type: str, reason: str, message: str, action: str = ""
     ) -> None:
         self.events.append((ref.kind, ref.name, f"{event_type} {reason}", message))
 
@@ -107,7 +106,7 @@ class Rig:
             bound_at=NOW - 3600,
         )
         self.cache.upsert_pod(self.pod, ours=True)
-        self.store = prom.MetricStore()
+        self.store = metric_store.MetricStore()
         self.now = NOW
         self.set_latency(LATENCY)
         self.metrics = observe.Metrics()
@@ -122,7 +121,7 @@ class Rig:
             api=self.api,  # type: ignore[arg-type]
             recorder=self.recorder,  # type: ignore[arg-type]
             metrics=self.metrics,
-            policy_ref=lambda key: binder.ObjectRef.policy(
+            policy_ref=lambda key: events.ObjectRef.policy(
                 namespace="shop", name="web-latency", uid="uid-policy"
             ),
             mark=self.marked.append,

@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from metricsched.core import model, policy, promql_guard
-from metricsched.edges import observe
+from metricsched.edges import metric_store, observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
@@ -19,7 +19,7 @@ class FakeSource:
     """Answers each query with one node's value; queries named in ``slow`` block until
     ``release`` is set; ``boom`` raises (a bug in the edge must not end the refresher)."""
 
-    rules = promql_guard.Rules()
+    guard = promql_guard.Guard(promql_guard.Rules())
 
     def __init__(self) -> None:
         self.sent: list[str] = []
@@ -71,11 +71,11 @@ class Rig:
     def __init__(self, *, deadline_s: float = 5.0) -> None:
         self.source = FakeSource()
         self.cache = cache_mod.ClusterCache()
-        self.store = prom.MetricStore()
+        self.store = metric_store.MetricStore()
         self.queue = queue_mod.SchedulingQueue()
         metrics = observe.Metrics()
         self.status = status_mod.PolicyStatus(
-            custom_api=None,  # type: ignore[arg-type]
+            api=None,  # type: ignore[arg-type]
             policies=lambda: self.cache.policies,
             nodes=self.cache.nodes,
             counters=lambda key: (0, 0),

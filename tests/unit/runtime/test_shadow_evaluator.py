@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from metricsched.core import model
-from metricsched.edges import observe
-from metricsched.edges import prometheus as prom
+from metricsched.edges import metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import shadow as shadow_mod
 from metricsched.runtime import status as status_mod
@@ -29,7 +28,7 @@ class Rig:
             self.cache.upsert_node(build_node_state(name).node)
         self.policy = dataclasses.replace(build_policy("trial"), mode=model.PolicyMode.SHADOW)
         self.cache.upsert_policy(self.policy)
-        self.store = prom.MetricStore()
+        self.store = metric_store.MetricStore()
         for key, series in build_metric_view(self.policy, {"latency": LATENCY}).items():
             self.store.update(key, series)
         self.metrics = observe.Metrics()
@@ -139,7 +138,7 @@ def test_an_active_policy_has_no_shadow_status(rig: Rig) -> None:
 
 def policy_status(rig: Rig) -> status_mod.PolicyStatus:
     return status_mod.PolicyStatus(
-        custom_api=None,  # type: ignore[arg-type]
+        api=None,  # type: ignore[arg-type]
         policies=lambda: rig.cache.policies,
         nodes=rig.cache.nodes,
         counters=lambda key: (0, 0),

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from metricsched import config as config_mod
-from metricsched.edges import observe
-from metricsched.edges import prometheus as prom
+from metricsched.edges import metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import reconcile
@@ -30,14 +29,14 @@ def _watches() -> watches_mod.Watches:
         cache=cache,
         queue=queue_mod.SchedulingQueue(),
         status=status_mod.PolicyStatus(
-            custom_api=None,  # type: ignore[arg-type]
+            api=None,  # type: ignore[arg-type]
             policies=lambda: cache.policies,
             nodes=cache.nodes,
             counters=lambda key: (0, 0),
             metrics=metrics,
             interval_s=15.0,
         ),
-        store=prom.MetricStore(),
+        store=metric_store.MetricStore(),
         metrics=metrics,
         health=observe.HealthState(),
         record=lambda *a, **kw: None,
@@ -180,7 +179,7 @@ class FakeCore:
 
 def _reconciler(w: watches_mod.Watches, core: FakeCore) -> reconcile.Reconciler:
     return reconcile.Reconciler(
-        core=core,  # type: ignore[arg-type]
+        api=core,  # type: ignore[arg-type]
         cache=w.cache,
         watches=w,
         metrics=w.metrics,

@@ -14,6 +14,7 @@ PreScore skips the plugin for the pod:
 - ``inter_pod_affinity``: preferred pod (anti-)affinity, both ways, and placed pods'
   required affinity towards the pod
 - ``pod_topology_spread``: ScheduleAnyway constraints and the system default spreading
+- ``normalize``: kube-scheduler's shared score normalisation
 
 ImageLocality is not computed: node image lists are not kept in the cluster cache.
 

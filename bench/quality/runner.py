@@ -1,0 +1,505 @@
+"""Plays the quality scenarios on the benchmark's control plane, one system at a time.
+
+    python -m bench quality [--plan full|smoke] [--scenarios a,b,c] [--systems ...] [--seed N]
+
+Per plan: bring the benchmark cluster up (ports 44xxx, ``.cluster-bench/``, the load
+model scraped every 5 s), make the plan's modelled nodes, then for each scenario and each
+system: return to the starting state (no scenario pods, every node at its annotated
+background, Prometheus showing it), start the system, play the seeded events, stop the
+system and read the load model's record for the trial's window. Then the backlog pair
+(metricsched estimate on vs off, binds/s). Results go to ``bench/results/quality-PLAN.json``
+after every trial; the report (bench/quality/report.py) renders tables and plots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import secrets
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import env as env_mod
+from bench import stats, trial
+from bench import systems as bench_systems
+from bench.kube import GROUP, PLURAL, VERSION, ApiError, Kube
+from bench.quality import loadmodel, metrics, scenarios
+from bench.quality import systems as qsys
+
+SCRAPE = "5s"
+WORK = env_mod.RESULTS / "work" / "quality"
+
+
+def results_path(plan: str) -> Path:
+    return env_mod.RESULTS / f"quality-{plan}.json"
+
+
+def _save(path: Path, results: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1))
+
+
+def _merge(rows: list[dict[str, Any]], row: dict[str, Any], *keys: str) -> list[dict[str, Any]]:
+    return [r for r in rows if any(r.get(k) != row.get(k) for k in keys)] + [row]
+
+
+# --- nodes and policies ------------------------------------------------------------------
+
+
+async def ensure_nodes(kube: Kube, specs: tuple[scenarios.NodeSpec, ...]) -> None:
+    """Exactly the plan's modelled nodes, with the plan's backgrounds, all Ready."""
+    wanted = {n.name: (i, n) for i, n in enumerate(specs)}
+    label = scenarios.MODELLED_LABEL
+    for node in await kube.list_nodes():
+        name = node["metadata"]["name"]
+        if (node["metadata"].get("labels") or {}).get(label) == "true" and name not in wanted:
+            await kube.request("DELETE", f"/api/v1/nodes/{name}")
+    existing = {n["metadata"]["name"]: n for n in await kube.list_nodes()}
+    for name, (i, spec) in wanted.items():
+        body = scenarios.node_body(spec, i)
+        if name not in existing:
+            await kube.request("POST", "/api/v1/nodes", body)
+        elif existing[name]["status"]["allocatable"].get("cpu") != str(spec.cpu):
+            await kube.request("DELETE", f"/api/v1/nodes/{name}")  # a size from another plan
+            await asyncio.sleep(2.0)
+            await kube.request("POST", "/api/v1/nodes", body)
+        else:
+            patch = {"metadata": {"annotations": body["metadata"]["annotations"]}}
+            await kube.request(
+                "PATCH", f"/api/v1/nodes/{name}", patch, content_type="application/merge-patch+json"
+            )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ready = set(
+            n["metadata"]["name"]
+            for n in await kube.list_nodes()
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (n.get("status") or {}).get("conditions") or []
+            )
+        )
+        if set(wanted) <= ready:
+            return
+        await asyncio.sleep(1.0)
+    raise TimeoutError("modelled nodes not Ready after 120 s")
+
+
+async def create_policy(kube: Kube, namespace: str, system: str, *, threshold: float) -> str:
+    """Create the system's policy with strict field validation; return a note when the
+    CRD has no ``estimate`` (estimate off is then the policy without the field; estimate
+    on cannot run: raise)."""
+    spec = qsys.policy(system, threshold=threshold)
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+    params = {"fieldValidation": "Strict"}
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": "quality-cpu", "namespace": namespace},
+        "spec": spec,
+    }
+    try:
+        await kube.request("POST", path, body, params=params)
+        return ""
+    except ApiError as e:
+        if "estimate" not in str(e) or system == qsys.ESTIMATE:
+            raise
+    del spec["metrics"][0]["estimate"]
+    await kube.request("POST", path, body, params=params)
+    return "the CRD has no metrics[].estimate: policy without the field (burst penalty only)"
+
+
+async def estimate_unsupported(kube: Kube) -> str:
+    """Why the estimate-on system cannot run here ("" when it can): the API server
+    refuses (strict field validation) a policy with ``metrics[].estimate``."""
+    namespace = f"q-probe-{secrets.token_hex(2)}"
+    await kube.create_namespace(namespace)
+    try:
+        await create_policy(kube, namespace, qsys.ESTIMATE, threshold=qsys.THRESHOLD)
+        return ""
+    except ApiError as e:
+        return f"the CRD refuses metrics[].estimate ({str(e)[:160]})"
+    finally:
+        await kube.delete_namespace(namespace)
+
+
+# --- one trial ---------------------------------------------------------------------------
+
+
+class Tracker:
+    """Watches the trial's namespace: when each pod was created and bound; deletes each
+    pod whose life has ended (life counts from its bind)."""
+
+    def __init__(self, kube: Kube, namespace: str, lives: dict[str, float | None]) -> None:
+        self.kube, self.namespace, self.lives = kube, namespace, lives
+        self.created: dict[str, float] = {}
+        self.bound: dict[str, tuple[float, str]] = {}
+        self.deleted: set[str] = set()
+
+    async def watch(self) -> None:
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        rv = str((await self.kube.request("GET", path))["metadata"]["resourceVersion"])
+        while True:
+            try:
+                async for t, event in self.kube.watch(path, {"resourceVersion": rv}):
+                    obj = event.get("object") or {}
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    name = (obj.get("metadata") or {}).get("name")
+                    node = (obj.get("spec") or {}).get("nodeName")
+                    if name and node and name not in self.bound and event["type"] != "DELETED":
+                        self.bound[name] = (t, node)
+            except ApiError as e:
+                if e.status != 410:
+                    raise
+                rv = str((await self.kube.request("GET", path))["metadata"]["resourceVersion"])
+
+    async def reap(self) -> None:
+        while True:
+            now = time.time()
+            for name, (t, _) in list(self.bound.items()):
+                life = self.lives.get(name)
+                if life is not None and name not in self.deleted and now >= t + life:
+                    self.deleted.add(name)
+                    with contextlib.suppress(ApiError):
+                        await self.kube.request(
+                            "DELETE",
+                            f"/api/v1/namespaces/{self.namespace}/pods/{name}",
+                            params={"gracePeriodSeconds": "0"},
+                        )
+            await asyncio.sleep(0.5)
+
+
+async def _create(kube: Kube, namespace: str, body: dict[str, Any], tracker: Tracker) -> None:
+    for attempt in range(6):
+        try:
+            await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+            tracker.created[body["metadata"]["name"]] = time.time()
+            return
+        except ApiError as e:
+            if e.status == 409:
+                return
+            if e.status not in (429, 500, 503, 504) or attempt == 5:
+                raise
+        await asyncio.sleep(0.2 * (attempt + 1))
+
+
+async def play(
+    kube: Kube,
+    model: loadmodel.LoadModel,
+    sc: scenarios.Scenario,
+    *,
+    namespace: str,
+    scheduler: str,
+    tracker: Tracker,
+    t0: float,
+) -> None:
+    """Send every event of ``sc`` at its time after ``t0``; return at ``t0 + duration``."""
+    gate = asyncio.Semaphore(24)
+
+    async def one(event: scenarios.PodEvent) -> None:
+        await asyncio.sleep(max(0.0, t0 + event.at - time.time()))
+        async with gate:
+            await _create(kube, namespace, scenarios.pod_body(event, scheduler), tracker)
+
+    async def hot(spot: scenarios.HotSpot) -> None:
+        await asyncio.sleep(max(0.0, t0 + spot.at - time.time()))
+        await asyncio.to_thread(model.set_background, spot.node, spot.cpu)
+
+    tasks = [asyncio.create_task(one(e)) for e in sc.pods]
+    tasks += [asyncio.create_task(hot(h)) for h in sc.hotspots]
+    await asyncio.gather(*tasks)
+    await asyncio.sleep(max(0.0, t0 + sc.duration_s - time.time()))
+
+
+async def warm_up(kube: Kube, namespace: str, scheduler: str, timeout: float = 120.0) -> float:
+    """Bind one usage-free pod (the system is live), then delete it; seconds taken."""
+    t = time.monotonic()
+    body = scenarios.backlog_pod_body(0, scheduler)
+    body["metadata"]["name"] = "warm-up"
+    await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+    path = f"/api/v1/namespaces/{namespace}/pods/warm-up"
+    while not ((await kube.request("GET", path)).get("spec") or {}).get("nodeName"):
+        if time.monotonic() - t > timeout:
+            raise TimeoutError(f"warm-up pod not bound after {timeout:.0f}s")
+        await asyncio.sleep(0.2)
+    await kube.request("DELETE", path, params={"gracePeriodSeconds": "0"})
+    return round(time.monotonic() - t, 2)
+
+
+@dataclasses.dataclass
+class Run:
+    plan: scenarios.QualityPlan
+    plan_name: str
+    seed: int
+    cluster: env_mod.ClusterEnv
+    kube: Kube
+    model: loadmodel.LoadModel
+    nodes: tuple[scenarios.NodeSpec, ...]
+    results: dict[str, Any]
+    out: Path
+
+    @property
+    def backgrounds(self) -> dict[str, float]:
+        return {n.name: n.background for n in self.nodes}
+
+    def process(self, system: str, tag: str) -> bench_systems.Process:
+        spec = dataclasses.replace(qsys.SYSTEMS[system], seed=self.seed)
+        WORK.mkdir(parents=True, exist_ok=True)
+        argv = bench_systems.command(spec, self.cluster, WORK)
+        return bench_systems.Process(spec, argv, WORK / "logs" / f"{tag}.log")
+
+    async def reset(self) -> float:
+        for n in self.nodes:
+            await asyncio.to_thread(self.model.clear_background, n.name)
+        return await asyncio.to_thread(
+            loadmodel.wait_settled, self.model, self.cluster.prometheus_url, self.backgrounds
+        )
+
+    async def scenario_trial(self, key: str, system: str) -> dict[str, Any]:
+        sc = scenarios.scenario(key, plan=self.plan, seed=self.seed)
+        sysdef = qsys.SYSTEMS[system]
+        namespace = f"q-{key}-{system[:14]}-{secrets.token_hex(2)}"
+        record: dict[str, Any] = {"scenario": key, "system": system, "label": sysdef.label}
+        record["settle_s"] = round(await self.reset(), 1)
+        await self.kube.create_namespace(namespace)
+        if qsys.is_metricsched(system):
+            record["note"] = await create_policy(
+                self.kube, namespace, system, threshold=qsys.THRESHOLD
+            )
+        proc = self.process(system, f"{key}-{system}")
+        tracker = Tracker(self.kube, namespace, {e.name: e.life for e in sc.pods})
+        try:
+            record["warm_up_s"] = await warm_up(self.kube, namespace, sysdef.scheduler_name)
+            if qsys.is_metricsched(system):
+                await asyncio.sleep(6.0)  # one refresh after start-up
+            offset = self.model.offset()
+            t0 = time.time()
+            watcher = asyncio.create_task(tracker.watch())
+            reaper = asyncio.create_task(tracker.reap())
+            await play(
+                self.kube,
+                self.model,
+                sc,
+                namespace=namespace,
+                scheduler=sysdef.scheduler_name,
+                tracker=tracker,
+                t0=t0,
+            )
+            t1 = time.time()
+            for task in (watcher, reaper):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ApiError):
+                    await task
+        finally:
+            record["scheduler_exited"] = not proc.alive()
+            await asyncio.to_thread(proc.stop)
+            record["pods_left_after_cleanup"] = await self.kube.delete_namespace(namespace)
+            for h in sc.hotspots:
+                await asyncio.to_thread(self.model.clear_background, h.node)
+        await asyncio.sleep(1.5)  # the load model's last ticks of the window
+        ticks, binds = metrics.parse(
+            self.model.records(offset), t0=t0, t1=t1, nodes=[n.name for n in self.nodes]
+        )
+        own = [e for e in sc.pods if e.node is None]
+        waits = [
+            tracker.bound[e.name][0] - tracker.created[e.name]
+            for e in own
+            if e.name in tracker.bound and e.name in tracker.created
+        ]
+        record.update(
+            pods=len(own),
+            pods_other_scheduler=len(sc.pods) - len(own),
+            created=len(tracker.created),
+            bound=sum(1 for e in own if e.name in tracker.bound),
+            unplaced=sum(
+                1 for e in own if e.name in tracker.created and e.name not in tracker.bound
+            ),
+            wait_ms=stats.summary([w * 1000 for w in waits]),
+            hotspots=[dataclasses.asdict(h) for h in sc.hotspots],
+            window_s=round(t1 - t0, 1),
+            **metrics.summarise(
+                ticks, binds, t0=t0, scheduler=sysdef.scheduler_name, burst_end=sc.burst_end_s
+            ),
+        )
+        return record
+
+    async def backlog_trial(self, system: str, rep: int) -> dict[str, Any]:
+        """A usage-free backlog with a threshold that holds nothing: binds/s."""
+        sysdef = qsys.SYSTEMS[system]
+        namespace = f"q-bl-{system[:14]}-{secrets.token_hex(2)}"
+        record: dict[str, Any] = {"system": system, "label": sysdef.label, "rep": rep}
+        await self.kube.create_namespace(namespace)
+        record["note"] = await create_policy(self.kube, namespace, system, threshold=100.0)
+        count = self.plan.backlog_pods
+        watcher = trial.Watcher(namespace, count, WORK)
+        await watcher.wait_ready()
+        gate = asyncio.Semaphore(24)
+
+        async def one(i: int) -> None:
+            async with gate:
+                body = scenarios.backlog_pod_body(i, sysdef.scheduler_name)
+                await self.kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+
+        await asyncio.gather(*(one(i) for i in range(count)))
+        proc = self.process(system, f"backlog-{system}-{rep}")
+        try:
+            record["complete"] = await watcher.wait_done(time.monotonic() + 180, proc)
+        finally:
+            await asyncio.to_thread(proc.stop)
+            result = watcher.result()
+            record["pods_left_after_cleanup"] = await self.kube.delete_namespace(namespace)
+        times = [float(v[0]) for v in result["bound"].values()]
+        record.update(pods=count, bound=len(times), throughput=stats.throughput(times))
+        return record
+
+
+# --- the command -------------------------------------------------------------------------
+
+
+async def _main(run_args: dict[str, Any]) -> None:
+    plan: scenarios.QualityPlan = run_args["plan"]
+    results: dict[str, Any] = run_args["results"]
+    out: Path = run_args["out"]
+    cluster = env_mod.load()
+    kube = Kube(cluster.server, cluster.token, cluster.ca_file)
+    own: subprocess.Popen[bytes] | None = None
+    try:
+        try:
+            model = loadmodel.LoadModel.of_bench_cluster()
+            await asyncio.to_thread(model.truth)
+        except (loadmodel.LoadModelMissingError, OSError):
+            # A cluster started by a hack/cluster.py from before the load model.
+            print("[quality] the cluster runs no load model: starting one", flush=True)
+            own = await asyncio.to_thread(
+                loadmodel.start_own, cluster, scrape=SCRAPE, seed=run_args["seed"]
+            )
+            model = loadmodel.LoadModel(
+                f"http://127.0.0.1:{env_mod.PORT_BASE + 101}",
+                env_mod.STATE / "quality-loadmodel.jsonl",
+            )
+        nodes = scenarios.nodes(plan.nodes, seed=run_args["seed"])
+        await ensure_nodes(kube, nodes)
+        run = Run(
+            plan,
+            run_args["plan_name"],
+            run_args["seed"],
+            cluster,
+            kube,
+            model,
+            nodes,
+            results,
+            out,
+        )
+        results["nodes"] = [dataclasses.asdict(n) for n in nodes]
+        chosen = list(run_args["systems"])
+        if qsys.ESTIMATE in chosen:
+            why = await estimate_unsupported(kube)
+            if why:
+                chosen.remove(qsys.ESTIMATE)
+                results.setdefault("skipped", {})[qsys.ESTIMATE] = why
+                print(f"[quality] skipping {qsys.ESTIMATE}: {why}", flush=True)
+        for key in run_args["scenarios"]:
+            for system in chosen:
+                tag = f"{key}/{system}"
+                print(f"[quality] {tag}: start", flush=True)
+                try:
+                    row = await run.scenario_trial(key, system)
+                except (ApiError, TimeoutError, OSError) as e:
+                    row = {"scenario": key, "system": system, "error": repr(e)}
+                results["trials"] = _merge(results["trials"], row, "scenario", "system")
+                _save(out, results)
+                print(f"[quality] {tag}: {_line(row)}", flush=True)
+        pair = [s for s in (qsys.NO_ESTIMATE, qsys.ESTIMATE) if s in chosen]
+        for rep in range(plan.backlog_repeats if pair else 0):
+            for system in pair if rep % 2 == 0 else list(reversed(pair)):
+                row = await run.backlog_trial(system, rep)
+                results["backlog"] = _merge(results.get("backlog", []), row, "system", "rep")
+                _save(out, results)
+                tp = (row.get("throughput") or {}).get("pods_per_s")
+                print(
+                    f"[quality] backlog {system} #{rep}: {row['bound']}/{row['pods']} {tp} pods/s"
+                )
+    finally:
+        await kube.close()
+        if own is not None:
+            own.terminate()
+            own.wait(timeout=20)
+
+
+def _line(row: dict[str, Any]) -> str:
+    if "error" in row:
+        return f"ERROR {row['error']}"
+    keys = (
+        "bound",
+        "unplaced",
+        "node_seconds_above_80",
+        "node_seconds_above_100",
+        "overruns",
+        "hottest_end_of_burst",
+        "latency_p99_s",
+        "stddev_mean",
+    )
+    return " ".join(f"{k}={row.get(k)}" for k in keys)
+
+
+def cmd_quality(args: Any) -> int:
+    from bench.quality import report  # noqa: PLC0415 (matplotlib only when rendering)
+
+    plan = scenarios.PLANS[args.plan]
+    keys = tuple(args.scenarios.split(",")) if args.scenarios else plan.scenarios
+    chosen = tuple(args.systems.split(",")) if args.systems else qsys.ORDER
+    unknown = [s for s in chosen if s not in qsys.SYSTEMS] + [
+        k for k in keys if k not in scenarios.KEYS
+    ]
+    if unknown:
+        raise SystemExit(f"unknown systems or scenarios: {unknown}")
+    out = Path(args.out) if args.out else results_path(args.plan)
+    results: dict[str, Any] = {"trials": [], "backlog": []}
+    if args.append and out.exists():
+        results = json.loads(out.read_text())
+    results.update(
+        plan=args.plan,
+        plan_detail=dataclasses.asdict(plan),
+        seed=args.seed,
+        started=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        machine=env_mod.machine(),
+        code=env_mod.code_fingerprint(),
+        scrape_interval=SCRAPE,
+        refresh_interval=qsys.REFRESH,
+        policy={s: qsys.policy(s) for s in (qsys.ESTIMATE, qsys.NO_ESTIMATE)},
+    )
+    os.environ[loadmodel.SCRAPE_ENV] = SCRAPE
+    t0 = time.monotonic()
+    try:
+        env_mod.cluster_cmd("up", "--nodes", "3", "--quiet-nodes")
+        env_mod.install_crd(env_mod.load())
+        asyncio.run(
+            _main(
+                {
+                    "plan": plan,
+                    "plan_name": args.plan,
+                    "seed": args.seed,
+                    "results": results,
+                    "out": out,
+                    "scenarios": keys,
+                    "systems": chosen,
+                }
+            )
+        )
+        results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        results["wall_s"] = round(time.monotonic() - t0, 1)
+        results["machine"]["load_average_end"] = env_mod.load_average()
+        _save(out, results)
+    finally:
+        if not args.keep_cluster:
+            env_mod.cluster_cmd("down")
+    report.render(out, publish=args.publish)
+    print(f"[quality] results: {out} ({time.monotonic() - t0:.0f} s)", flush=True)
+    failed = [f"{t['scenario']}/{t['system']}" for t in results["trials"] if "error" in t]
+    if failed:
+        print(f"[quality] harness errors in {failed}", flush=True)
+    return 1 if failed else 0

@@ -1,0 +1,311 @@
+"""The seeded scenarios of the placement-quality benchmark: nodes, workloads and events.
+
+Pure: no I/O, no clocks. ``scenario(key, plan=..., seed=...)`` returns the same events for
+the same arguments, so every system plays the same workload. Each pod's usage and ramp are
+drawn here and written into the pod's load-model annotations as plain numbers (the load
+model's own distributions are seeded by pod uid, which differs between systems).
+
+Usage differs from requests on purpose (issue 19): ``api`` pods use 3-7 times what they
+request, ``batch`` pods a fifth of it, ``web`` pods about what they ask for; in scenarios
+b and c a second scheduler binds large pods of its own onto the same nodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any, Literal
+
+MODELLED_LABEL = "loadmodel.metricsched.io/modelled"
+BACKGROUND_CPU = "loadmodel.metricsched.io/background-cpu"
+USAGE_CPU = "loadmodel.metricsched.io/cpu"
+RAMP = "loadmodel.metricsched.io/ramp"
+QUALITY_LABEL = "bench.metricsched.io/quality"
+OTHER_SCHEDULER = "bench-other-scheduler"  # pods bound directly, as another scheduler would
+
+ScenarioKey = Literal["a", "b", "c"]
+KEYS: tuple[ScenarioKey, ...] = ("a", "b", "c")
+TITLES: dict[str, str] = {
+    "a": "burst into skewed background",
+    "b": "steady arrivals and departures",
+    "c": "hot spot mid-run",
+}
+SIZES = (4, 8, 16)  # cpus, cycled over the nodes
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    cpu: int
+    background: float  # fraction of allocatable cpu used by things no pod explains
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    name: str
+    request_cpu_m: int
+    request_memory_mi: int
+    usage: tuple[float, float]  # cores, uniform(low, high)
+    share: float  # of the scheduled arrivals
+
+
+WORKLOADS = (
+    Workload("api", 50, 128, (0.15, 0.35), 0.45),  # uses 3-7x its request
+    Workload("batch", 500, 256, (0.03, 0.12), 0.25),  # uses a fifth of it
+    Workload("web", 200, 256, (0.12, 0.24), 0.30),  # about what it asks for
+)
+OTHER = Workload("other", 500, 512, (0.4, 0.9), 0.0)  # bound by another scheduler
+# What a user would write as "each pod uses about ...": the mean usage of the mix above
+# (0.45 x 0.25 + 0.25 x 0.075 + 0.30 x 0.18 = 0.185 cores), rounded as people do.
+TYPICAL_USAGE = "200m"
+
+
+@dataclasses.dataclass(frozen=True)
+class PodEvent:
+    at: float  # seconds after the scenario starts
+    name: str
+    workload: str
+    cpu: float  # cores at full usage (the load model's annotation)
+    ramp: float  # seconds from bind to full usage
+    life: float | None  # seconds from bind to deletion; None: lives to the end
+    node: str | None = None  # set: bound at creation by "another scheduler"
+
+
+@dataclasses.dataclass(frozen=True)
+class HotSpot:
+    at: float
+    node: str
+    cpu: float  # the node's background fraction from then on
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    key: str
+    title: str
+    pods: tuple[PodEvent, ...]
+    hotspots: tuple[HotSpot, ...]
+    duration_s: float  # from the first event to the end of the observation
+    burst_end_s: float | None  # scenario a: when "the end of the burst" is read
+
+
+@dataclasses.dataclass(frozen=True)
+class QualityPlan:
+    nodes: int
+    burst_pods: int
+    burst_observe_s: float  # after the burst is created
+    steady_s: float  # arrivals period of b and c
+    steady_rate: float  # scheduled arrivals per second (Poisson)
+    life_s: tuple[float, float]  # uniform lifetime from bind
+    tail_s: float  # observation after the last arrival
+    other_initial: int  # pods of another scheduler bound at the start of b and c
+    other_rate: float  # and arriving per second during b and c
+    hotspot_nodes: int
+    hotspot_cpu: float
+    backlog_pods: int  # the throughput trial (estimate on vs off)
+    backlog_repeats: int
+    scenarios: tuple[ScenarioKey, ...] = KEYS
+
+
+PLANS: dict[str, QualityPlan] = {
+    # 4 systems x (a 2 min + b 4 min + c 4 min) + resets + the backlog pairs: ~40 min.
+    "full": QualityPlan(
+        nodes=15,
+        burst_pods=300,
+        burst_observe_s=100.0,
+        steady_s=200.0,
+        steady_rate=2.0,
+        life_s=(60.0, 150.0),
+        tail_s=30.0,
+        other_initial=10,
+        other_rate=0.08,
+        hotspot_nodes=3,
+        hotspot_cpu=0.75,
+        backlog_pods=400,
+        backlog_repeats=2,
+    ),
+    # 4 systems x scenario a on fewer nodes, and one backlog pair: ~5 min.
+    "smoke": QualityPlan(
+        nodes=9,
+        burst_pods=150,
+        burst_observe_s=60.0,
+        steady_s=60.0,
+        steady_rate=1.5,
+        life_s=(30.0, 60.0),
+        tail_s=15.0,
+        other_initial=4,
+        other_rate=0.05,
+        hotspot_nodes=2,
+        hotspot_cpu=0.75,
+        backlog_pods=200,
+        backlog_repeats=1,
+        scenarios=("a",),
+    ),
+}
+
+
+def nodes(count: int, *, seed: int) -> tuple[NodeSpec, ...]:
+    """``count`` nodes of 4/8/16 cpus with background skewed low (0.05-0.70, most of them
+    under 0.3), shuffled by ``seed`` so that size and background are unrelated."""
+    rng = random.Random(f"{seed}-nodes")
+    backgrounds = [0.05 + 0.65 * ((i + 0.5) / count) ** 2 for i in range(count)]
+    rng.shuffle(backgrounds)
+    return tuple(
+        NodeSpec(f"q-{i + 1:02d}", SIZES[i % len(SIZES)], round(bg, 3))
+        for i, bg in enumerate(backgrounds)
+    )
+
+
+def _draw(rng: random.Random, workload: Workload) -> tuple[float, float]:
+    low, high = workload.usage
+    return round(rng.uniform(low, high), 3), round(rng.uniform(10.0, 30.0), 1)
+
+
+def _pick(rng: random.Random) -> Workload:
+    return rng.choices(WORKLOADS, weights=[w.share for w in WORKLOADS])[0]
+
+
+def _burst(plan: QualityPlan, rng: random.Random) -> tuple[PodEvent, ...]:
+    pods = []
+    for i in range(plan.burst_pods):
+        w = _pick(rng)
+        cpu, ramp = _draw(rng, w)
+        pods.append(PodEvent(0.0, f"a-{i:04d}-{w.name}", w.name, cpu, ramp, None))
+    return tuple(pods)
+
+
+def _steady(
+    key: str, plan: QualityPlan, rng: random.Random, node_names: list[str]
+) -> tuple[PodEvent, ...]:
+    pods: list[PodEvent] = []
+    for i in range(plan.other_initial):
+        cpu, _ = _draw(rng, OTHER)
+        name = f"{key}-o{i:03d}-other"
+        pods.append(PodEvent(0.0, name, OTHER.name, cpu, 1.0, None, rng.choice(node_names)))
+    t, i = 0.0, 0
+    total = plan.steady_rate + plan.other_rate
+    while True:
+        t += rng.expovariate(total)
+        if t >= plan.steady_s:
+            break
+        life = round(rng.uniform(*plan.life_s), 1)
+        if rng.random() < plan.other_rate / total:
+            cpu, ramp = _draw(rng, OTHER)
+            node = rng.choice(node_names)
+            pods.append(
+                PodEvent(round(t, 2), f"{key}-{i:04d}-other", "other", cpu, ramp, life, node)
+            )
+        else:
+            w = _pick(rng)
+            cpu, ramp = _draw(rng, w)
+            pods.append(PodEvent(round(t, 2), f"{key}-{i:04d}-{w.name}", w.name, cpu, ramp, life))
+        i += 1
+    return tuple(pods)
+
+
+def scenario(key: str, *, plan: QualityPlan, seed: int) -> Scenario:
+    """Scenario ``key`` (a, b or c) of ``plan`` with ``seed``."""
+    # b and c draw the same arrivals (c is b plus the hot spot), a its own burst.
+    rng = random.Random(f"{seed}-{'steady' if key in ('b', 'c') else key}")
+    node_specs = nodes(plan.nodes, seed=seed)
+    names = [n.name for n in node_specs]
+    if key == "a":
+        return Scenario(
+            "a", TITLES["a"], _burst(plan, rng), (), plan.burst_observe_s, plan.burst_observe_s
+        )
+    if key not in ("b", "c"):
+        raise ValueError(f"unknown scenario {key!r} (a, b or c)")
+    pods = _steady(key, plan, rng, names)
+    hotspots: tuple[HotSpot, ...] = ()
+    if key == "c":
+        # The coolest nodes heat up a third of the way in: where every scheduler has been
+        # sending pods, so those that read the metrics must turn away from them.
+        coolest = sorted(node_specs, key=lambda n: (n.background, n.name))[: plan.hotspot_nodes]
+        at = round(plan.steady_s / 3, 1)
+        hotspots = tuple(HotSpot(at, n.name, plan.hotspot_cpu) for n in coolest)
+    return Scenario(key, TITLES[key], pods, hotspots, plan.steady_s + plan.tail_s, None)
+
+
+# --- bodies ------------------------------------------------------------------------------
+
+
+def node_body(node: NodeSpec, index: int) -> dict[str, Any]:
+    """A kwok node labelled for the load model, with its background as an annotation."""
+    capacity = {
+        "cpu": str(node.cpu),
+        "memory": f"{node.cpu * 4}Gi",
+        "pods": "110",
+        "ephemeral-storage": "100Gi",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node.name,
+            "labels": {
+                "kubernetes.io/hostname": node.name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                MODELLED_LABEL: "true",
+                "node.kubernetes.io/instance-type": f"sim-{node.cpu}cpu",
+            },
+            "annotations": {
+                "kwok.x-k8s.io/node": "fake",
+                BACKGROUND_CPU: f"{node.background:.3f}",
+            },
+        },
+        "spec": {},
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.241.0.{index + 1}"},
+                {"type": "Hostname", "address": node.name},
+            ],
+        },
+    }
+
+
+def _workload(name: str) -> Workload:
+    return next(w for w in (*WORKLOADS, OTHER) if w.name == name)
+
+
+def pod_body(event: PodEvent, scheduler: str) -> dict[str, Any]:
+    """The pod of ``event`` for ``scheduler`` (or bound to ``event.node`` by another)."""
+    w = _workload(event.workload)
+    spec: dict[str, Any] = {
+        "schedulerName": OTHER_SCHEDULER if event.node else scheduler,
+        "nodeSelector": {MODELLED_LABEL: "true"},
+        "terminationGracePeriodSeconds": 0,
+        "automountServiceAccountToken": False,
+        "containers": [
+            {
+                "name": "app",
+                "image": "registry.invalid/pause:1",
+                "resources": {
+                    "requests": {"cpu": f"{w.request_cpu_m}m", "memory": f"{w.request_memory_mi}Mi"}
+                },
+            }
+        ],
+    }
+    if event.node:
+        spec["nodeName"] = event.node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": event.name,
+            "labels": {"app": event.workload, QUALITY_LABEL: "true"},
+            "annotations": {USAGE_CPU: f"{event.cpu:.3f}", RAMP: f"{event.ramp:.1f}"},
+        },
+        "spec": spec,
+    }
+
+
+def backlog_pod_body(index: int, scheduler: str) -> dict[str, Any]:
+    """A usage-free pod of the throughput trial (10m, 16Mi; the load model adds nothing)."""
+    event = PodEvent(0.0, f"bl-{index:05d}", "web", 0.0, 1.0, None)
+    body = pod_body(event, scheduler)
+    body["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "10m", "memory": "16Mi"}
+    body["metadata"]["labels"]["app"] = "backlog"
+    return body

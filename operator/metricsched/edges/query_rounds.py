@@ -1,0 +1,187 @@
+"""One refresh of the policies' metrics: queries grouped, answers stored, results.
+
+Each distinct (query, nodeLabel) that the admin's rules allow is sent once per round for
+every metric using it (``guarded_query_groups``); its answer is stored for each of them
+(``apply_report``), giving one ``RefreshResult`` per metric for status and events. The
+runtime's refresher runs rounds concurrently; ``refresh_policy_metrics`` runs one
+sequentially (``metricsched explain``). Blocking where it queries: worker threads only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from metricsched.core import model, promql_guard
+from metricsched.edges import metric_store, observe
+from metricsched.edges import prometheus as prom
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RefreshResult:
+    """What one refresh found for one metric of one policy (for status and events)."""
+
+    policy: model.PolicyKey
+    metric: str
+    nodes_reporting: int
+    nodes_missing: int
+    error: model.QueryErrorKind | None
+    error_message: str
+    duration_s: float
+    series_unknown_node: int
+    series_duplicate: int
+    queried: bool  # this result sent the query; False when it shared or skipped one
+    finished_at: float  # unix time the refresh of this metric ended (``now`` + duration)
+
+
+Members = list[tuple[model.Policy, model.MetricSpec]]
+QueryGroup = tuple[tuple[str, str], Members]
+
+
+class QueryKey(NamedTuple):
+    """One query to send for a group of metrics, and what the admin's rules say of it."""
+
+    query: str
+    node_label: str
+    namespace: str  # of the group's first policy: the query is checked (and sent) for it
+    refusal: str | None  # why the rules forbid it to every member; None = allowed to each
+
+
+GuardedGroup = tuple[QueryKey, Members]
+
+
+def guarded_query_groups(
+    policies: Sequence[model.Policy], *, guard: promql_guard.Guard
+) -> list[GuardedGroup]:
+    """The Prometheus metrics of ``policies`` grouped by distinct (query, nodeLabel) and
+    by what the admin's rules (``guard``) say of the query for each policy's namespace:
+    one query serves every metric of a group whose key is allowed; a refused group sends
+    nothing. The guard remembers verdicts, so a round re-checks no unchanged query.
+
+    The rules may depend on the namespace (``namespace={namespace}``): the same text is
+    allowed in the namespace it names and refused in the others, so policies share an
+    answer only when the rules allowed the query to each of them.
+    """
+    groups: dict[tuple[str, str, str | None], Members] = {}
+    for policy in policies:
+        for spec in policy.metrics:
+            if isinstance(spec.source, model.PrometheusSource):
+                query = spec.source.query
+                refusal = guard.check(query, namespace=policy.namespace)
+                key = (query, spec.source.node_label, refusal)
+                groups.setdefault(key, []).append((policy, spec))
+    return [
+        (QueryKey(query, node_label, members[0][0].namespace, refusal), members)
+        for (query, node_label, refusal), members in groups.items()
+    ]
+
+
+def query_groups(policies: Sequence[model.Policy]) -> list[QueryGroup]:
+    """``guarded_query_groups`` without the admin's rules, keyed (query, nodeLabel).
+
+    Only for callers that do not send queries for policies: a refresher must use
+    ``guarded_query_groups`` and pass each key's namespace to ``query_nodes_report``
+    (which refuses a query without one whenever rules are set).
+    """
+    return [
+        ((key.query, key.node_label), members)
+        for key, members in guarded_query_groups(
+            policies, guard=promql_guard.Guard(promql_guard.Rules())
+        )
+    ]
+
+
+def apply_report(
+    *,
+    store: metric_store.MetricStore,
+    members: Sequence[tuple[model.Policy, model.MetricSpec]],
+    report: prom.QueryReport,
+    nodes: Sequence[model.NodeInfo],
+    now: float,
+    sent: bool,
+    metrics: observe.Metrics | None = None,
+) -> list[RefreshResult]:
+    """Store one query's answer for every metric of its group; one result per metric."""
+    reporting = len(report.series.values)
+    results: list[RefreshResult] = []
+    for index, (policy, spec) in enumerate(members):
+        store.update(model.MetricKey(policy=policy.key, metric=spec.name), report.series)
+        if metrics is not None and sent:
+            metrics.observe_refresh(policy=policy.key, metric=spec.name, seconds=report.duration_s)
+        results.append(
+            RefreshResult(
+                policy=policy.key,
+                metric=spec.name,
+                nodes_reporting=reporting,
+                nodes_missing=max(len(nodes) - reporting, 0),
+                error=report.series.error,
+                error_message=report.series.error_message,
+                duration_s=report.duration_s,
+                series_unknown_node=report.series_unknown_node,
+                series_duplicate=report.series_duplicate,
+                queried=sent and index == 0,
+                finished_at=now + report.duration_s,
+            )
+        )
+    return results
+
+
+def refresh_policy_metrics(
+    *,
+    source: prom.PrometheusClient,
+    store: metric_store.MetricStore,
+    policies: Sequence[model.Policy],
+    nodes: Sequence[model.NodeInfo],
+    now: float,
+    metrics: observe.Metrics | None = None,
+) -> list[RefreshResult]:
+    """Refresh every Prometheus metric of ``policies`` into ``store``, one query at a time.
+
+    Exactly one query per distinct (query, nodeLabel), shared by all metrics using it
+    whose policies the admin's rules allow to send it; a refused metric gets a BadQuery
+    error and sends nothing. Once Prometheus proves unreachable (connection refused,
+    connect timeout), the remaining queries are not attempted in this round: they would
+    each wait out the timeout for the same answer. Their metrics get the same
+    UNREACHABLE error.
+    """
+    results: list[RefreshResult] = []
+    down: prom.QueryReport | None = None
+    for key, members in guarded_query_groups(policies, guard=source.guard):
+        if down is None or key.refusal is not None:
+            report = source.query_nodes_report(
+                key.query,
+                node_label=key.node_label,
+                nodes=nodes,
+                now=now,
+                namespace=key.namespace,
+            )
+            sent = key.refusal is None
+            if report.connect_failed:
+                down = report
+        else:
+            report = not_attempted(down)
+            sent = False
+        results.extend(
+            apply_report(
+                store=store,
+                members=members,
+                report=report,
+                nodes=nodes,
+                now=now,
+                sent=sent,
+                metrics=metrics,
+            )
+        )
+    return results
+
+
+def not_attempted(down: prom.QueryReport) -> prom.QueryReport:
+    """The report of a query skipped because Prometheus just proved unreachable."""
+    return dataclasses.replace(
+        down,
+        series=dataclasses.replace(
+            down.series, error_message=f"not attempted: {down.series.error_message}"
+        ),
+        duration_s=0.0,
+    )

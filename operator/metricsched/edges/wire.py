@@ -1,0 +1,75 @@
+"""The wire between the edges and the API server: messages, times and failures.
+
+Shared by the writers (``binder``, ``pod_status``, ``events``): the text of an API
+error or a transport error, one classification of what a failed call raised, Event
+note truncation and RFC 3339 times. No API calls here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+import kubernetes.client.exceptions
+
+from metricsched.core import cycle, parse
+from metricsched.edges import kube
+
+DEFAULT_TIMEOUT_S = 10.0
+MESSAGE_LIMIT = cycle.MESSAGE_LIMIT  # bytes; the API's limit for event notes
+API_ERRORS = kube.API_ERRORS
+
+
+def decode(data: object) -> str:
+    if isinstance(data, bytes | bytearray):
+        return bytes(data).decode("utf-8", "replace")
+    return "" if data is None else str(data)
+
+
+def status_message(body: object, fallback: object) -> str:
+    """The ``message`` of a metav1.Status body, else the body itself, else ``fallback``."""
+    text = decode(body).strip()
+    try:
+        parsed = json.loads(text) if text else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and parsed.get("message"):
+        return str(parsed["message"])
+    return text[:MESSAGE_LIMIT] or decode(fallback)
+
+
+def transport_message(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"[:MESSAGE_LIMIT]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Failure:
+    """What a failed API call raised: the HTTP status (None: no answer arrived) and the
+    message to log or report."""
+
+    status: int | None
+    message: str
+
+    @property
+    def detail(self) -> str:
+        return self.message if self.status is None else f"HTTP {self.status}: {self.message}"
+
+
+def failure(e: BaseException) -> Failure:
+    """The one reading of an exception from ``API_ERRORS``: an ApiException's status and
+    its Status message, or a transport error's type and text."""
+    if isinstance(e, kubernetes.client.exceptions.ApiException):
+        return Failure(int(e.status or 0) or None, status_message(e.body, e.reason))
+    return Failure(None, transport_message(e))
+
+
+def truncate_message(message: str) -> str:
+    """Cut to 1024 bytes of UTF-8 with a `` ...`` suffix, as kube-scheduler does (the
+    cycle's rule, ``core.cycle.truncate_message``)."""
+    return cycle.truncate_message(message, limit=MESSAGE_LIMIT)
+
+
+def rfc3339(now: float | None) -> str:
+    """``now`` (default: the wall clock) as the API writes metav1.Time."""
+    return parse.rfc3339(time.time() if now is None else now)
