@@ -245,6 +245,9 @@ def explain_pod(
         config = dataclasses.replace(config, scheduler_names=scope.scheduler_names)
     for line in explain.elsewhere_notes(pod, scope.elsewhere):
         print(line)
+    replaced = explain.rebalanced_note(pod, _rebalanced_events(api_client, pod))
+    if replaced is not None:
+        print(replaced)
     op = operator_mod.Operator(config, api_client)
     op.initial_sync()
     record = _recorded(body)
@@ -292,6 +295,24 @@ def explain_pod(
             print(f"warning: policy {key} is invalid and ignored: {error}")
     op.source.close()
     return 0 if decision.outcome is model.Outcome.BIND else 1
+
+
+def _rebalanced_events(api_client: Any, pod: model.PodInfo) -> list[Mapping[str, Any]]:
+    """The namespace's Rebalanced events, when the pod has a controller (else none)."""
+    if not pod.owner:
+        return []
+    try:
+        listed = kube.read_json(
+            kubernetes.client.CoreV1Api(api_client).list_namespaced_event(
+                pod.namespace,
+                field_selector="reason=Rebalanced",
+                _preload_content=False,
+                _request_timeout=(5.0, 30.0),
+            )
+        )
+    except Exception:
+        return []  # a note, not the explanation: go on without it
+    return [item for item in listed.get("items") or () if isinstance(item, Mapping)]
 
 
 def _namespace_policies(api_client: Any, namespace: str) -> list[model.Policy]:

@@ -27,4 +27,6 @@ Modules:
 - ``decision_record``: the decision annotation kept on the pod.
 - ``explain``: the human-readable table of a decision.
 - ``shadow``: what a shadow policy would have done, and its status block.
+- ``rebalance``: which pods a policy with ``spec.rebalance`` moves, by a dry run of the
+  cycle.
 """

@@ -206,6 +206,19 @@ def _placement_from(raw: Mapping[str, Any]) -> Placement:
     )
 
 
+def policy_of(text: str) -> str:
+    """The policy a record names ("namespace/name"); "" for the default policy or for
+    text that is not one of our records (read for every bound pod: no full decode)."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return ""
+    if not isinstance(body, dict) or body.get("v") != VERSION:
+        return ""
+    policy = body.get("policy")
+    return policy if isinstance(policy, str) else ""
+
+
 def decode(text: str) -> DecisionRecord:
     """Read an annotation back; raises ``ValueError`` when it is not one of ours."""
     try:

@@ -15,6 +15,9 @@ For a bound pod, ``render_recorded`` shows the decision its ``metricsched.io/dec
 annotation kept, and ``render_changes`` what the policy would decide now and what changed
 (metric values, whether the pod still fits, what its node holds).
 
+``rebalanced_note`` says, for a pod that replaces one rebalancing evicted, which pod that
+was and why it was moved (from the ``Rebalanced`` event naming the pod's controller).
+
 No I/O here: the caller prints the returned string.
 """
 
@@ -25,7 +28,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import decision_record, model, scoring
+from metricsched.core import decision_record, model, parse, scoring
 from metricsched.core import policy as policy_mod
 from metricsched.core.plugins import kube_scores
 
@@ -320,3 +323,48 @@ def elsewhere_notes(pod: model.PodInfo, policies: Sequence[model.Policy]) -> lis
         " so it does not place it"
         for p in sorted(policies, key=lambda p: p.key)
     ]
+
+
+REPLACEMENT_WINDOW_S: Final = 120.0
+"""A controller makes a replacement within seconds of an eviction; an event this long
+before the pod's creation (or 5 s after, for clock skew) can be its predecessor's."""
+
+
+def _event_time(event: model.RawBody) -> float:
+    for field in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        raw = event.get(field)
+        if isinstance(raw, str) and raw:
+            try:
+                moment = datetime.datetime.fromisoformat(raw)
+            except ValueError:
+                continue
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=datetime.UTC)
+            return moment.timestamp()
+    return 0.0
+
+
+def rebalanced_note(pod: model.PodInfo, events: Sequence[model.RawBody]) -> str | None:
+    """ "Replaces ..." for a pod whose controller made it after rebalancing evicted one of
+    its pods: the latest ``Rebalanced`` event of the namespace that names the pod's
+    controller, from up to ``REPLACEMENT_WINDOW_S`` before the pod was created; None when
+    there is none (or the pod has no controller)."""
+    if not pod.owner or not pod.creation_timestamp:
+        return None
+    marker = f" of {pod.owner} from "
+    found: tuple[float, str] | None = None
+    for event in events:
+        message = event.get("message")
+        if event.get("reason") != "Rebalanced" or not isinstance(message, str):
+            continue
+        at = _event_time(event)
+        if marker not in message or not (
+            pod.creation_timestamp - REPLACEMENT_WINDOW_S <= at <= pod.creation_timestamp + 5
+        ):
+            continue
+        if found is None or at > found[0]:
+            found = (at, message)
+    if found is None:
+        return None
+    stamp = parse.rfc3339(found[0])
+    return f"note: {pod.key} replaces a pod that rebalancing moved at {stamp}: {found[1]}"

@@ -127,6 +127,17 @@ class PodInfo:
     # unix time the pod was bound (the later of its PodScheduled transition and its
     # start; our own bind time while assumed); 0: unknown or unbound
     bound_at: float = 0.0
+    # --- read for rebalancing (core/rebalance.py) ---
+    # "<Kind>/<name>" of the pod's controller ownerReference, whichever kind it is ("")
+    owner: str = ""
+    # the policy ("namespace/name") named by the pod's metricsched.io/decision
+    # annotation: the policy metricsched placed it under; "" when not placed by a policy
+    placed_by: str = ""
+
+    @property
+    def owner_kind(self) -> str:
+        """The kind of the pod's controller ("" without one)."""
+        return self.owner.partition("/")[0]
 
     @property
     def workload(self) -> str:
@@ -338,6 +349,41 @@ class LabelSelector:
     match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...]  # (key, operator, values)
 
 
+class RebalanceMode(enum.StrEnum):
+    DRY_RUN = "DryRun"  # report what would be evicted; evict nothing
+    EVICT = "Evict"  # evict through the Eviction API
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RebalanceSpec:
+    """``spec.rebalance``: when and how far pods the policy placed are moved off a node
+    whose metric stays past a trigger (README "Rebalancing")."""
+
+    mode: RebalanceMode
+    metric: str  # the trigger metric (one of the policy's)
+    above: float | None  # a node is outside when its value is above this...
+    below: float | None  # ... or below this (exactly one of the two is set)
+    window_s: float  # outside this long before anything moves; a pod moves once per window
+    interval_s: float  # the period the limits count over
+    max_per_node: int  # evictions per node per interval
+    max_total: int  # evictions cluster-wide per interval
+    min_pod_age_s: float  # never a pod younger than this
+    margin: float  # hysteresis, in the metric's units: how far inside the trigger the
+    # dry run's node must be, counting the moved pod's estimate
+
+    def outside(self, value: float) -> bool:
+        """Whether ``value`` is past the trigger."""
+        if self.above is not None:
+            return value > self.above
+        return self.below is not None and value < self.below
+
+    def inside_by_margin(self, value: float) -> bool:
+        """Whether ``value`` is at least ``margin`` inside the trigger."""
+        if self.above is not None:
+            return value <= self.above - self.margin
+        return self.below is not None and value >= self.below + self.margin
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Policy:
     namespace: str
@@ -359,6 +405,7 @@ class Policy:
     kube_weights: tuple[tuple[str, int], ...] = ()
     # The install (one of its --scheduler-name values) that serves the policy.
     scheduler_name: str = "metricsched"
+    rebalance: RebalanceSpec | None = None  # None: off (the default)
 
     @property
     def key(self) -> PolicyKey:

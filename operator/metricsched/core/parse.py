@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
-from metricsched.core import model, quantity
+from metricsched.core import decision_record, model, quantity
 
 LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
 VOLUME_TOPOLOGY: Final = "volume topology"
@@ -120,7 +120,18 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         **_score_fields(meta, affinity, node_affinity),
         limits=_pod_limits(containers, init_containers),
         bound_at=_bound_at(status) if node_name else 0.0,
+        placed_by=_placed_by(meta),
     )
+
+
+def _placed_by(meta: Mapping[str, Any]) -> str:
+    """The policy named by the pod's decision record ("" without one, or for the default
+    policy); an unreadable record is not ours to judge and reads as none."""
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, Mapping):
+        return ""
+    text = annotations.get(decision_record.ANNOTATION)
+    return _shared(decision_record.policy_of(text)) if isinstance(text, str) else ""
 
 
 def _pod_limits(
@@ -486,15 +497,18 @@ def _score_fields(
     ):
         section = _mapping(affinity, kind, f"spec.affinity.{kind}")
         fields[key] = _raw_list(section, _PREFERRED, f"spec.affinity.{kind}.{_PREFERRED}")
-    controller = ""
+    controller = controlled_by = ""
     for index, owner in enumerate(_list(meta, "ownerReferences", "metadata.ownerReferences")):
         field = f"metadata.ownerReferences[{index}]"
         if not isinstance(owner, Mapping):
             raise ParseError(field, "must be an object")
         kind = _string(owner, "kind", f"{field}.kind")
-        if owner.get("controller") is True and kind in _SPREAD_OWNERS:
-            controller = _shared(f"{kind}/{_string(owner, 'uid', f'{field}.uid')}")
+        if owner.get("controller") is True:
+            controlled_by = _shared(f"{kind}/{_string(owner, 'name', f'{field}.name')}")
+            if kind in _SPREAD_OWNERS:
+                controller = _shared(f"{kind}/{_string(owner, 'uid', f'{field}.uid')}")
     fields["controller"] = controller
+    fields["owner"] = controlled_by
     return fields
 
 

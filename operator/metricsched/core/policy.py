@@ -63,6 +63,16 @@ DEFAULT_FALLBACK: Final = model.FallbackStrategy.LEAST_ALLOCATED
 DEFAULT_MODE: Final = model.PolicyMode.ACTIVE
 DEFAULT_SHADOW_SCHEDULERS: Final = model.DEFAULT_SHADOW_SCHEDULERS
 MAX_SHADOW_SCHEDULERS: Final = 10
+DEFAULT_REBALANCE_MODE: Final = model.RebalanceMode.DRY_RUN
+DEFAULT_REBALANCE_WINDOW: Final = "5m"
+DEFAULT_REBALANCE_INTERVAL: Final = "1m"
+DEFAULT_REBALANCE_MAX_PER_NODE: Final = 1
+DEFAULT_REBALANCE_MAX_TOTAL: Final = 5
+DEFAULT_REBALANCE_MIN_POD_AGE: Final = "5m"
+DEFAULT_REBALANCE_MARGIN_FRACTION: Final = 0.1
+"""Unset ``margin``: this fraction of the trigger value's magnitude."""
+MAX_REBALANCE_DURATION_S: Final = 24 * 3600.0
+MAX_REBALANCE_EVICTIONS: Final = 1000
 DEFAULT_SCHEDULER_NAME: Final = "metricsched"
 """The install that serves a policy without ``spec.schedulerName`` (the chart's default)."""
 
@@ -100,6 +110,12 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "spec.mode": DEFAULT_MODE.value,
     "spec.shadow.schedulerNames": list(DEFAULT_SHADOW_SCHEDULERS),
     "spec.kubeScores": {},
+    "spec.rebalance.mode": DEFAULT_REBALANCE_MODE.value,
+    "spec.rebalance.window": DEFAULT_REBALANCE_WINDOW,
+    "spec.rebalance.interval": DEFAULT_REBALANCE_INTERVAL,
+    "spec.rebalance.maxPerNode": DEFAULT_REBALANCE_MAX_PER_NODE,
+    "spec.rebalance.maxTotal": DEFAULT_REBALANCE_MAX_TOTAL,
+    "spec.rebalance.minPodAge": DEFAULT_REBALANCE_MIN_POD_AGE,
     **{f"spec.kubeScores.{name}": weight for name, weight in DEFAULT_KUBE_WEIGHTS.items()},
 }
 """Every default of the CRD's spec, by dotted path (``[]`` = each list item)."""
@@ -615,6 +631,110 @@ def _kube_weights(raw: object, *, problems: _Problems) -> tuple[tuple[str, int],
     return tuple(weights)
 
 
+def _rebalance(
+    raw: object,
+    *,
+    metrics: Sequence[model.MetricSpec],
+    mode: model.PolicyMode | None,
+    problems: _Problems,
+) -> model.RebalanceSpec | None:
+    """``spec.rebalance`` (absent: off). The trigger defaults to its metric's threshold:
+    ``above`` its max, else ``below`` its min."""
+    if raw is None:
+        return None
+    path = "spec.rebalance"
+    spec = _mapping(raw, path=path, problems=problems)
+    if spec is None:
+        return None
+    before = len(problems.items)
+    if mode is not None and mode is not model.PolicyMode.ACTIVE:
+        problems.add(path, "is only allowed with mode: Active (a shadow policy places no pod)")
+    rebalance_mode = _enum(
+        spec.get("mode", DEFAULT_REBALANCE_MODE),
+        kind=model.RebalanceMode,
+        path=f"{path}.mode",
+        problems=problems,
+    )
+    durations: dict[str, float | None] = {}
+    for field, default in (
+        ("window", DEFAULT_REBALANCE_WINDOW),
+        ("interval", DEFAULT_REBALANCE_INTERVAL),
+        ("minPodAge", DEFAULT_REBALANCE_MIN_POD_AGE),
+    ):
+        durations[field] = _duration(
+            spec.get(field, default),
+            path=f"{path}.{field}",
+            problems=problems,
+            low_exclusive=field != "minPodAge",
+            high=MAX_REBALANCE_DURATION_S,
+        )
+    max_per_node = _integer(
+        spec.get("maxPerNode", DEFAULT_REBALANCE_MAX_PER_NODE),
+        path=f"{path}.maxPerNode",
+        problems=problems,
+        low=0,
+        high=MAX_REBALANCE_EVICTIONS,
+    )
+    max_total = _integer(
+        spec.get("maxTotal", DEFAULT_REBALANCE_MAX_TOTAL),
+        path=f"{path}.maxTotal",
+        problems=problems,
+        low=0,
+        high=MAX_REBALANCE_EVICTIONS,
+    )
+    margin: float | None = None
+    if spec.get("margin") is not None:
+        margin = _number(spec["margin"], path=f"{path}.margin", problems=problems)
+        if margin is not None and margin < 0:
+            problems.add(f"{path}.margin", f"must not be negative, got {margin:g}")
+    trigger = _mapping(spec.get("trigger"), path=f"{path}.trigger", problems=problems) or {}
+    above = below = None
+    name = trigger.get("metric")
+    metric = next((m for m in metrics if m.name == name), None)
+    if not isinstance(name, str) or not name:
+        problems.add(f"{path}.trigger.metric", "must name one of the policy's metrics")
+    elif metric is None and metrics:
+        known = ", ".join(m.name for m in metrics)
+        problems.add(
+            f"{path}.trigger.metric", f"{name!r} is not one of the policy's metrics ({known})"
+        )
+    if trigger.get("above") is not None and trigger.get("below") is not None:
+        problems.add(f"{path}.trigger", "set above or below, not both")
+    elif trigger.get("above") is not None:
+        above = _number(trigger["above"], path=f"{path}.trigger.above", problems=problems)
+    elif trigger.get("below") is not None:
+        below = _number(trigger["below"], path=f"{path}.trigger.below", problems=problems)
+    elif metric is not None:
+        above, below = metric.threshold_max, None
+        if above is None:
+            below = metric.threshold_min
+        if above is None and below is None:
+            problems.add(
+                f"{path}.trigger",
+                f"metric {metric.name!r} has no threshold: set trigger.above or trigger.below",
+            )
+    if len(problems.items) > before or not isinstance(name, str):
+        return None
+    assert rebalance_mode is not None and max_per_node is not None and max_total is not None
+    window, interval, min_age = (durations[f] for f in ("window", "interval", "minPodAge"))
+    assert window is not None and interval is not None and min_age is not None
+    value = above if above is not None else below
+    if margin is None:
+        margin = DEFAULT_REBALANCE_MARGIN_FRACTION * abs(value or 0.0)
+    return model.RebalanceSpec(
+        mode=rebalance_mode,
+        metric=name,
+        above=above,
+        below=below,
+        window_s=window,
+        interval_s=interval,
+        max_per_node=max_per_node,
+        max_total=max_total,
+        min_pod_age_s=min_age,
+        margin=margin,
+    )
+
+
 def policy_from_body(body: model.RawBody) -> model.Policy:
     """Convert a raw SchedulingPolicy into a ``model.Policy``, applying the CRD's defaults.
 
@@ -684,6 +804,7 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
     )
     shadow_schedulers = _shadow_schedulers(spec.get("shadow"), mode=mode, problems=problems)
     kube_weights = _kube_weights(spec.get("kubeScores"), problems=problems)
+    rebalance = _rebalance(spec.get("rebalance"), metrics=metrics, mode=mode, problems=problems)
     scheduler_name = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME)
     if not isinstance(scheduler_name, str) or not 0 < len(scheduler_name) <= 253:
         problems.add("spec.schedulerName", f"must be 1 to 253 characters, got {scheduler_name!r}")
@@ -718,6 +839,7 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
         shadow_scheduler_names=shadow_schedulers,
         kube_weights=kube_weights,
         scheduler_name=str(scheduler_name),
+        rebalance=rebalance,
     )
 
 

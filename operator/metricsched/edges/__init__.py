@@ -11,6 +11,7 @@ Modules:
 - ``kube``: the kubernetes client's credentials and one ``Api`` for every call but the
   hot-path writes.
 - ``binder``: the Binding (one POST per pod, fenced) and the read-back of a lost answer.
+- ``eviction``: the Eviction API (rebalancing), fenced like a Binding.
 - ``pod_status``: the PodScheduled condition, as kube-scheduler sets it.
 - ``events``: Events, merged and rate-limited like a controller's recorder.
 - ``wire``: what the writers share: error messages, one reading of a failure, times.

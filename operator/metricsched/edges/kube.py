@@ -175,6 +175,15 @@ class Api:
     def read_namespaced_pod(self, name: str, namespace: str, **kw: Any) -> urllib3.BaseHTTPResponse:
         return self._get(path("api/v1/namespaces", namespace, "pods", name), kw)
 
+    def create_namespaced_pod_eviction(
+        self, name: str, namespace: str, body: Mapping[str, Any], **kw: Any
+    ) -> urllib3.BaseHTTPResponse:
+        """POST pods/{name}/eviction (a policy/v1 Eviction): the API server deletes the pod
+        only if its PodDisruptionBudgets allow it now, else answers 429."""
+        return self._send(
+            "POST", path("api/v1/namespaces", namespace, "pods", name, "eviction"), body, kw
+        )
+
     # --- storage.k8s.io/v1 -----------------------------------------------------------------
 
     def list_storage_class(self, **kw: Any) -> urllib3.BaseHTTPResponse:

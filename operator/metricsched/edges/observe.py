@@ -34,7 +34,9 @@ from metricsched.edges import metrics_auth
 logger = logging.getLogger(__name__)
 
 ATTEMPT_RESULTS = ("scheduled", "unschedulable", "error", "wait")
-API_WRITE_KINDS = ("binding", "event", "status")
+API_WRITE_KINDS = ("binding", "event", "status", "eviction")
+# Rebalancing: what became of each pod a policy moved (or, in DryRun, would have moved).
+REBALANCE_RESULTS = ("Evicted", "WouldEvict", "Blocked", "Gone", "Fenced", "Forbidden", "Failed")
 SHADOW_RESULTS = ("agree", "disagree", "unplaceable")
 
 # From 1 ms: a cycle over a warm cache takes milliseconds; seconds mean trouble.
@@ -131,7 +133,7 @@ class Metrics:
         )
         self.api_writes = prometheus_client.Counter(
             "metricsched_api_writes_total",
-            "Writes sent to the Kubernetes API by kind (binding, event, status).",
+            "Writes sent to the Kubernetes API by kind (binding, event, status, eviction).",
             ["kind"],
             registry=r,
         )
@@ -191,6 +193,35 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.rebalance_evictions = prometheus_client.Counter(
+            "metricsched_rebalance_evictions_total",
+            "Rebalancing: pods a policy moved off nodes past its trigger, by policy and result "
+            "(Evicted, WouldEvict in DryRun, Blocked by a PodDisruptionBudget, Gone, Fenced, "
+            "Forbidden, Failed).",
+            ["policy", "result"],
+            registry=r,
+        )
+        self.rebalance_nodes_outside = prometheus_client.Gauge(
+            "metricsched_rebalance_nodes_outside",
+            "Rebalancing: nodes past a policy's trigger at its latest pass.",
+            ["policy"],
+            registry=r,
+        )
+        self.rebalance_nodes_due = prometheus_client.Gauge(
+            "metricsched_rebalance_nodes_due",
+            "Rebalancing: nodes past a policy's trigger for a whole window at its latest pass.",
+            ["policy"],
+            registry=r,
+        )
+        self.rebalance_skipped = prometheus_client.Counter(
+            "metricsched_rebalance_skipped_total",
+            "Rebalancing: pods on nodes due that stayed, by policy and reason "
+            "(TooYoung, NodeLimit, TotalLimit, NoBetterNode, ...).",
+            ["policy", "reason"],
+            registry=r,
+        )
+        self._rebalance_policies: set[str] = set()
+        self._rebalance_skips: dict[str, set[str]] = {}
         # Known label values start at 0 so rate() and absent() behave from the first scrape.
         for result in ATTEMPT_RESULTS:
             self.attempts.labels(result=result)
@@ -222,6 +253,32 @@ class Metrics:
         for result in SHADOW_RESULTS:
             with contextlib.suppress(KeyError):
                 self.shadow_evaluations.remove(policy, result)
+
+    def rebalance_policy(self, policy: str) -> None:
+        """Start a rebalancing policy's result series at 0 (remembered for forgetting)."""
+        if policy in self._rebalance_policies:
+            return
+        self._rebalance_policies.add(policy)
+        for result in REBALANCE_RESULTS:
+            self.rebalance_evictions.labels(policy=policy, result=result)
+
+    def forget_rebalance(self, policy: str) -> None:
+        """Drop the rebalancing series of a deleted policy, or one whose rebalance is off."""
+        self._rebalance_policies.discard(policy)
+        for result in REBALANCE_RESULTS:
+            with contextlib.suppress(KeyError):
+                self.rebalance_evictions.remove(policy, result)
+        for gauge in (self.rebalance_nodes_outside, self.rebalance_nodes_due):
+            with contextlib.suppress(KeyError):
+                gauge.remove(policy)
+        for reason in self._rebalance_skips.pop(policy, set()):
+            with contextlib.suppress(KeyError):
+                self.rebalance_skipped.remove(policy, reason)
+
+    def count_rebalance_skip(self, *, policy: str, reason: str) -> None:
+        """One pod on a node due that stayed, and why."""
+        self._rebalance_skips.setdefault(policy, set()).add(reason)
+        self.rebalance_skipped.labels(policy=policy, reason=reason).inc()
 
     def set_metric_age_source(
         self, source: AgeSource | None, max_ages: MaxAgeSource | None = None

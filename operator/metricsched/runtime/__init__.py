@@ -16,5 +16,6 @@ Modules:
 - ``learner``: how binds moved each metric whose estimate learns.
 - ``leader``: Lease election and the fence every Binding passes.
 - ``status``: SchedulingPolicy status, written by the leader.
+- ``rebalancer``: leader-only passes that evict what ``core.rebalance`` picks.
 - ``shadow``: shadow evaluation of other schedulers' pods, off the scheduling path.
 """

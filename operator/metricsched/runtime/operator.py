@@ -8,8 +8,8 @@ of. Then kopf's watches take over, and a reconciliation closes the gap between t
 and kopf's own.
 
 Leadership (``--leader-elect``): every replica watches and keeps its caches warm; only
-the leader schedules, refreshes metrics and writes policy status. Losing the lease
-cancels the binds in flight and ends the process with status 1, as kube-scheduler does.
+the leader schedules, rebalances, refreshes metrics and writes policy status. Losing the
+lease cancels the binds in flight and ends the process with status 1, as kube-scheduler does.
 Every long-lived task is supervised (``runtime.supervise``): one that ends while the
 operator runs is logged at ERROR and restarted with backoff; the leader elector's end
 ends the process with status 1 and the reason. None ends silently.
@@ -36,6 +36,7 @@ from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import leader, supervise
 from metricsched.runtime import queue as queue_mod
+from metricsched.runtime import rebalancer as rebalancer_mod
 from metricsched.runtime import reconcile as reconcile_mod
 from metricsched.runtime import refresher as refresher_mod
 from metricsched.runtime import scheduler as scheduler_mod
@@ -108,6 +109,16 @@ class Operator:
             scheduler_names=config.scheduler_names,
             mark=self._mark_status,
         )
+        self.rebalancer = rebalancer_mod.Rebalancer(
+            config=config,
+            cache=self.cache,
+            store=self.store,
+            api=self.api,
+            recorder=self.recorder,
+            metrics=self.metrics,
+            policy_ref=lambda key: watches_mod.policy_ref(key, self.status.records.get(key)),
+            mark=self._mark_status,
+        )
         self.status = status_mod.PolicyStatus(
             api=self.api,
             policies=lambda: self.cache.policies,
@@ -116,6 +127,7 @@ class Operator:
             metrics=self.metrics,
             interval_s=config.refresh_interval_s,
             shadow=self.shadow.status_block,
+            rebalance=self.rebalancer.status_block,
         )
         self.refresher = refresher_mod.Refresher(
             source=self.source,
@@ -145,6 +157,9 @@ class Operator:
             on_pod_seen=self.shadow.on_pod,
         )
         self.scheduler.consistent = self.watches.consistent
+        # Rebalancing runs while this replica schedules, on a consistent cache.
+        self.rebalancer.active = self.scheduler.active
+        self.rebalancer.consistent = self.watches.consistent
         self.reconciler = reconcile_mod.Reconciler(
             api=self.api,
             cache=self.cache,
@@ -393,6 +408,7 @@ class Operator:
                 supervise.Spec("kopf", lambda: self.watches.run_kopf(self.stop)),
                 supervise.Spec("reconciler", lambda: self.reconciler.run(self.stop)),
                 supervise.Spec("shadow", lambda: self.shadow.run(self.stop)),
+                supervise.Spec("rebalancer", lambda: self.rebalancer.run(self.stop)),
             ]
             if self.config.leader_elect:
                 elector = leader.Elector(
@@ -403,6 +419,7 @@ class Operator:
                 )
                 self.elector = elector
                 self.scheduler.fence = elector.fence
+                self.rebalancer.fence = elector.fence
                 # Not restarted: an elector that ended unexpectedly ends the process (its
                 # fence closes by itself meanwhile), as a lost lease does.
                 specs.append(

@@ -72,6 +72,7 @@ class PolicyStatus:
         refresh_stale_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         shadow: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
+        rebalance: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
     ) -> None:
         self._api = api
         self._policies = policies
@@ -82,6 +83,7 @@ class PolicyStatus:
         self._refresh_stale = refresh_stale_s
         self._clock = clock
         self._shadow = shadow  # status.shadow of shadow-mode policies (runtime/shadow.py)
+        self._rebalance = rebalance  # status.rebalance (runtime/rebalancer.py)
         self.records: dict[model.PolicyKey, PolicyRecord] = {}
         self._dirty: set[model.PolicyKey] = set()
         self._wake = asyncio.Event()
@@ -301,6 +303,9 @@ class PolicyStatus:
             # None (JSON null) removes a block left from shadow mode: the status is merge-patched.
             shadow = self._shadow(key)
             status["shadow"] = dict(shadow) if shadow is not None else None
+        if self._rebalance is not None:
+            block = self._rebalance(key)
+            status["rebalance"] = dict(block) if block is not None else None
         return status
 
 

@@ -26,6 +26,8 @@ from metricsched.edges import observe
 EXPECTED_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+    # runtime/rebalancer.py via edges/eviction.py: spec.rebalance with mode Evict.
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},

@@ -251,7 +251,7 @@ def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
 
 def kube_default(request: Request) -> tuple[int, Any]:
     """What a healthy API server answers to the writes the edges make."""
-    if request.method == "POST" and request.path.endswith("/binding"):
+    if request.method == "POST" and request.path.endswith(("/binding", "/eviction")):
         return 201, status_body(201, "", "")
     if request.method in ("POST", "PATCH") and "/events" in request.path:
         body = request.json()

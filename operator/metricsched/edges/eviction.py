@@ -1,0 +1,93 @@
+"""The Eviction API: how rebalancing moves a pod, so that PodDisruptionBudgets hold.
+
+``evict`` sends one policy/v1 Eviction (``pods/{name}/eviction``), fenced exactly as a
+Binding is (``binder.MIN_FENCE_S``): nothing is sent with less leadership left, and the
+request's timeout is cut to what is left. The Eviction carries the pod's uid as a delete
+precondition, so a pod re-created under the same name (a StatefulSet's) is never evicted
+by mistake. A 429 is a PodDisruptionBudget saying "not now": an answer, not an error.
+
+Blocking: call from a worker thread. Nothing here raises on API errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+from collections.abc import Callable
+
+from metricsched.edges import binder, kube, observe, wire
+
+logger = logging.getLogger(__name__)
+
+
+class EvictOutcome(enum.StrEnum):
+    EVICTED = "Evicted"  # 2xx: the pod is being deleted; its controller makes another
+    BLOCKED = "Blocked"  # 429: a PodDisruptionBudget does not allow it now
+    GONE = "Gone"  # 404, or 409 (the uid precondition: the pod was re-created)
+    FORBIDDEN = "Forbidden"  # 403: RBAC for pods/eviction is missing
+    FENCED = "Fenced"  # not sent: this replica may no longer write as leader
+    FAILED = "Failed"  # another answer, or none (the eviction may or may not have happened)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EvictResult:
+    kind: EvictOutcome
+    message: str
+    http_status: int | None
+
+
+def evict(
+    api: kube.Api,
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    timeout_s: float = wire.DEFAULT_TIMEOUT_S,
+    fence: Callable[[], float] | None = None,
+    metrics: observe.Metrics | None = None,
+) -> EvictResult:
+    """POST one Eviction for the pod, or nothing if fenced."""
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+        "deleteOptions": {"preconditions": {"uid": uid}},
+    }
+    if fence is not None:
+        left = fence()
+        if left < binder.MIN_FENCE_S:
+            return EvictResult(
+                kind=EvictOutcome.FENCED,
+                message=f"not sent: this replica may write as leader for {left:.1f}s more",
+                http_status=None,
+            )
+        timeout_s = min(timeout_s, left)
+    if metrics is not None:
+        metrics.api_writes.labels(kind="eviction").inc()
+    try:
+        response = api.create_namespaced_pod_eviction(
+            name, namespace, body, _preload_content=False, _request_timeout=timeout_s
+        )
+        status = int(response.status)
+        kube.read_and_release(response)
+    except wire.API_ERRORS as e:
+        failed = wire.failure(e)
+        result = _failure(failed.status, failed.message)
+    else:
+        return EvictResult(kind=EvictOutcome.EVICTED, message="", http_status=status)
+    quiet = (EvictOutcome.BLOCKED, EvictOutcome.GONE)  # normal: a budget, or a race
+    log = logger.info if result.kind in quiet else logger.warning
+    log("evicting %s/%s: %s: %s", namespace, name, result.kind.value, result.message)
+    return result
+
+
+def _failure(status: int | None, message: str) -> EvictResult:
+    kind = EvictOutcome.FAILED
+    if status == 429:
+        kind = EvictOutcome.BLOCKED
+    elif status in (404, 409):
+        kind = EvictOutcome.GONE
+    elif status == 403:
+        kind = EvictOutcome.FORBIDDEN
+    return EvictResult(kind=kind, message=message, http_status=status)

@@ -1,0 +1,302 @@
+"""The rebalancing loop: leader-only passes that move pods off nodes past a policy's trigger.
+
+Every ``period_s`` (the metric refresh interval: values change no faster), while this
+replica leads and its cache is consistent, each policy with ``spec.rebalance`` gets one
+pass: the trigger's fresh values update since when each node has been past it, and
+``core.rebalance.plan`` picks the pods to move. In ``DryRun`` each pick is recorded as a
+would-be eviction (status, a ``WouldRebalance`` event, ``/metrics``) and counted by the
+limits as if it had happened; nothing is evicted. In ``Evict`` each goes through the
+Eviction API (``edges.eviction``), fenced like a Binding, so PodDisruptionBudgets hold: a
+429 is recorded (``Blocked``) and the pass goes on. Evicted pods get a ``Rebalanced``
+event, as does the policy.
+
+What a pass remembers (since when nodes are outside, the evictions the limits count, the
+counters of ``status.rebalance``) lives in this process: a new leader starts its windows
+over, which only delays moves (never adds any sooner than a window).
+
+A failed pass is logged and the loop goes on; nothing here raises into the operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from metricsched.config import Config
+from metricsched.core import model, parse, rebalance
+from metricsched.edges import events, eviction, kube, metric_store, observe
+from metricsched.runtime import cache as cache_mod
+
+logger = logging.getLogger("metricsched.rebalancer")
+
+RECENT = 20  # status.rebalance.recent holds at most this many
+
+
+@dataclasses.dataclass(slots=True)
+class PolicyState:
+    """What rebalancing remembers of one policy between passes."""
+
+    outside_since: dict[model.NodeName, float] = dataclasses.field(default_factory=dict)
+    history: collections.deque[rebalance.Eviction] = dataclasses.field(
+        default_factory=collections.deque
+    )
+    evicted: int = 0
+    would_evict: int = 0
+    blocked: int = 0
+    nodes_outside: int = 0
+    nodes_due: int = 0
+    last_move: float = 0.0
+    recent: collections.deque[dict[str, Any]] = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=RECENT)
+    )
+
+
+class Rebalancer:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        cache: cache_mod.ClusterCache,
+        store: metric_store.MetricStore,
+        api: kube.Api,
+        recorder: events.EventRecorder,
+        metrics: observe.Metrics,
+        policy_ref: Callable[[model.PolicyKey], events.ObjectRef],
+        mark: Callable[[model.PolicyKey], None],
+        period_s: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.cache = cache
+        self.store = store
+        self.api = api
+        self.recorder = recorder
+        self.metrics = metrics
+        self._policy_ref = policy_ref
+        self._mark = mark
+        self.period_s = period_s if period_s is not None else max(1.0, config.refresh_interval_s)
+        self._clock = clock
+        self.states: dict[model.PolicyKey, PolicyState] = {}
+        self.active = asyncio.Event()  # the scheduler's: set while this replica leads
+        self.consistent = asyncio.Event()  # the watches': set while the cache is trusted
+        self.consistent.set()
+        self.fence: Callable[[], float] | None = None  # the elector's, as for Bindings
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self.active.wait()
+            await self.consistent.wait()
+            try:
+                await self.run_pass(self._clock())
+            except Exception:
+                logger.exception("rebalancing pass failed; retrying next period")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.period_s)
+
+    async def run_pass(self, now: float) -> int:
+        """One pass over every rebalancing policy; returns how many pods moved (or, in
+        DryRun, would have)."""
+        policies = list(self.cache.policies.values())
+        rebalancing = sorted(
+            (p for p in policies if p.rebalance is not None and p.mode is model.PolicyMode.ACTIVE),
+            key=lambda p: p.key,
+        )
+        for key in set(self.states) - {p.key for p in rebalancing}:
+            del self.states[key]
+            self.metrics.forget_rebalance(key)
+            self._mark(key)  # status.rebalance goes away
+        if not rebalancing:
+            return 0
+        moved = 0
+        for chosen in rebalancing:
+            if not (self.active.is_set() and self.consistent.is_set()):
+                break
+            # A snapshot per policy, taken right before its plan: the cache's (and its node
+            # table's) state moves on while a previous policy's evictions are awaited.
+            snapshot = self.cache.snapshot(now=now)
+            view = self.store.view()
+            nodes = [state.node for state in snapshot.nodes.values()]
+            moved += await self._policy_pass(
+                chosen, policies=policies, snapshot=snapshot, view=view, nodes=nodes, now=now
+            )
+            await asyncio.sleep(0)  # a pass's dry runs are cycles: let the watches in
+        return moved
+
+    async def _policy_pass(
+        self,
+        chosen: model.Policy,
+        *,
+        policies: list[model.Policy],
+        snapshot: model.ClusterSnapshot,
+        view: model.MetricView,
+        nodes: list[model.NodeInfo],
+        now: float,
+    ) -> int:
+        spec = chosen.rebalance
+        assert spec is not None
+        key = chosen.key
+        state = self.states.get(key)
+        if state is None:
+            state = self.states[key] = PolicyState()
+            self.metrics.rebalance_policy(key)
+        values = rebalance.trigger_values(policy=chosen, nodes=nodes, metrics=view, now=now)
+        state.outside_since = rebalance.track_outside(
+            spec=spec, previous=state.outside_since, values=values, now=now
+        )
+        horizon = now - max(spec.window_s, spec.interval_s)
+        while state.history and state.history[0].time <= horizon:
+            state.history.popleft()
+        found = rebalance.plan(
+            policy=chosen,
+            policies=policies,
+            snapshot=snapshot,
+            metrics=view,
+            outside_since=state.outside_since,
+            values=values,
+            history=tuple(state.history),
+            default_fallback=self.config.default_fallback,
+            scheduler_names=self.config.scheduler_names,
+            now=now,
+        )
+        if (found.nodes_outside, found.nodes_due) != (state.nodes_outside, state.nodes_due):
+            state.nodes_outside, state.nodes_due = found.nodes_outside, found.nodes_due
+            self._mark(key)
+        self.metrics.rebalance_nodes_outside.labels(policy=key).set(found.nodes_outside)
+        self.metrics.rebalance_nodes_due.labels(policy=key).set(found.nodes_due)
+        for _, reason in found.skipped:
+            self.metrics.count_rebalance_skip(policy=key, reason=reason.name)
+        moved = 0
+        for move in found.moves:
+            if not (self.active.is_set() and self.consistent.is_set()):
+                break
+            result = await self._move(chosen, state, move, now=now)
+            if result is eviction.EvictOutcome.FENCED:
+                break  # leadership is going: the next leader decides
+            if result in (eviction.EvictOutcome.EVICTED, None):
+                moved += 1
+        return moved
+
+    async def _move(
+        self, chosen: model.Policy, state: PolicyState, move: rebalance.Move, *, now: float
+    ) -> eviction.EvictOutcome | None:
+        """Evict (or, in DryRun, record) one move; None for a DryRun record."""
+        spec = chosen.rebalance
+        assert spec is not None
+        key, pod = chosen.key, move.pod
+        dry = spec.mode is model.RebalanceMode.DRY_RUN
+        result: eviction.EvictResult | None = None
+        if dry:
+            outcome: eviction.EvictOutcome | None = None
+            label, reason = "WouldEvict", "WouldRebalance"
+        else:
+            result = await asyncio.to_thread(
+                eviction.evict,
+                self.api,
+                namespace=pod.namespace,
+                name=pod.name,
+                uid=pod.uid,
+                fence=self.fence,
+                metrics=self.metrics,
+            )
+            outcome, label = result.kind, result.kind.value
+            reason = "Rebalanced" if outcome is eviction.EvictOutcome.EVICTED else ""
+        self.metrics.rebalance_evictions.labels(policy=key, result=label).inc()
+        if outcome in (eviction.EvictOutcome.GONE, eviction.EvictOutcome.FENCED):
+            return outcome  # nothing happened to count
+        state.history.append(
+            rebalance.Eviction(
+                pod=pod.key,
+                node=move.node,
+                time=now,
+                blocked=outcome is eviction.EvictOutcome.BLOCKED,
+            )
+        )
+        state.recent.appendleft(
+            {
+                "pod": pod.key,
+                "node": move.node,
+                "targetNode": move.target,
+                "value": _finite(move.value),
+                "targetValue": _finite(move.target_value),
+                "result": label,
+                "time": parse.rfc3339(now),
+            }
+        )
+        self._mark(key)
+        text = rebalance.message(move, policy=chosen, dry_run=dry)
+        if outcome is None or outcome is eviction.EvictOutcome.EVICTED:
+            state.last_move = now
+            state.outside_since = rebalance.restart_after_move(
+                state.outside_since, move.node, now=now
+            )
+        if outcome is None:
+            state.would_evict += 1
+        elif outcome is eviction.EvictOutcome.EVICTED:
+            state.evicted += 1
+        elif outcome is eviction.EvictOutcome.BLOCKED:
+            state.blocked += 1
+            reason = "RebalanceBlocked"
+            detail = result.message if result is not None else ""
+            text = f"a PodDisruptionBudget refused the eviction of {pod.key} now: {detail}"
+        else:
+            await self._event(
+                self._policy_ref(key),
+                event_type="Warning",
+                reason="RebalanceFailed",
+                message=f"cannot evict {pod.key}: {label}: {result.message if result else ''}",
+            )
+            return outcome
+        logger.info("%s", text, extra={"pod": pod.key, "policy": key})
+        pod_ref = events.ObjectRef.pod(namespace=pod.namespace, name=pod.name, uid=pod.uid)
+        await self._event(pod_ref, event_type="Normal", reason=reason, message=text)
+        if reason != "RebalanceBlocked":
+            await self._event(
+                self._policy_ref(key), event_type="Normal", reason=reason, message=text
+            )
+        return outcome
+
+    async def _event(
+        self, ref: events.ObjectRef, *, event_type: events.EventType, reason: str, message: str
+    ) -> None:
+        await asyncio.to_thread(
+            self.recorder.record,
+            ref,
+            event_type=event_type,
+            reason=reason,
+            message=message,
+            action="Rebalance",
+        )
+
+    # --- status ----------------------------------------------------------------------------
+
+    def status_block(self, key: model.PolicyKey) -> Mapping[str, object] | None:
+        """``status.rebalance`` of a policy (None: it does not rebalance, or not yet)."""
+        state = self.states.get(key)
+        chosen = self.cache.policies.get(key)
+        if state is None or chosen is None or chosen.rebalance is None:
+            return None
+        block: dict[str, object] = {
+            "mode": chosen.rebalance.mode.value,
+            "nodesOutside": state.nodes_outside,
+            "nodesDue": state.nodes_due,
+            "evictedPods": state.evicted,
+            "wouldEvictPods": state.would_evict,
+            "blockedPods": state.blocked,
+            "recent": [dict(entry) for entry in state.recent],
+        }
+        if state.last_move:
+            block["lastMoveTime"] = parse.rfc3339(state.last_move)
+        return block
+
+
+def _finite(value: float) -> float:
+    return float(f"{value:.4g}") if math.isfinite(value) else 0.0

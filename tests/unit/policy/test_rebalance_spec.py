@@ -1,0 +1,162 @@
+"""spec.rebalance: off unless written, defaults from the trigger metric's threshold, and
+every problem said in a sentence; the CRD's CEL rules say the same."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import yaml
+
+from metricsched.core import model, policy
+
+CRD_PATH = pathlib.Path(__file__).resolve().parents[3] / "crds" / "schedulingpolicy.yaml"
+
+
+def body(rebalance=None, *, threshold=None, mode=None):
+    metric = {"name": "latency", "prometheus": {"query": "up"}}
+    if threshold is not None:
+        metric["threshold"] = threshold
+    spec = {"metrics": [metric]}
+    if rebalance is not None:
+        spec["rebalance"] = rebalance
+    if mode is not None:
+        spec["mode"] = mode
+    return {"metadata": {"name": "web", "namespace": "shop"}, "spec": spec}
+
+
+def problems_of(raw) -> tuple[str, ...]:
+    with pytest.raises(policy.PolicyError) as caught:
+        policy.policy_from_body(raw)
+    return caught.value.problems
+
+
+def test_rebalance_is_off_unless_written():
+    assert policy.policy_from_body(body(threshold={"max": 0.5})).rebalance is None
+
+
+def test_a_trigger_naming_only_its_metric_takes_the_thresholds_max_and_the_crd_defaults():
+    parsed = policy.policy_from_body(
+        body({"trigger": {"metric": "latency"}}, threshold={"max": 0.5})
+    )
+    assert parsed.rebalance == model.RebalanceSpec(
+        mode=model.RebalanceMode.DRY_RUN,
+        metric="latency",
+        above=0.5,
+        below=None,
+        window_s=300.0,
+        interval_s=60.0,
+        max_per_node=1,
+        max_total=5,
+        min_pod_age_s=300.0,
+        margin=pytest.approx(0.05),
+    )
+
+
+def test_a_threshold_with_only_a_min_triggers_below_it():
+    parsed = policy.policy_from_body(
+        body({"trigger": {"metric": "latency"}}, threshold={"min": 0.2})
+    )
+    assert parsed.rebalance is not None
+    assert (parsed.rebalance.above, parsed.rebalance.below) == (None, 0.2)
+
+
+def test_everything_written_is_taken():
+    parsed = policy.policy_from_body(
+        body(
+            {
+                "mode": "Evict",
+                "trigger": {"metric": "latency", "above": 0.7},
+                "window": "2m",
+                "interval": "30s",
+                "maxPerNode": 2,
+                "maxTotal": 10,
+                "minPodAge": "0s",
+                "margin": 0.2,
+            }
+        )
+    )
+    assert parsed.rebalance == model.RebalanceSpec(
+        mode=model.RebalanceMode.EVICT,
+        metric="latency",
+        above=0.7,
+        below=None,
+        window_s=120.0,
+        interval_s=30.0,
+        max_per_node=2,
+        max_total=10,
+        min_pod_age_s=0.0,
+        margin=0.2,
+    )
+
+
+@pytest.mark.parametrize(
+    ("rebalance", "expected"),
+    [
+        ({}, "spec.rebalance.trigger: must be an object, got None"),
+        ({"trigger": {}}, "spec.rebalance.trigger.metric: must name one of the policy's metrics"),
+        (
+            {"trigger": {"metric": "cpu"}},
+            "spec.rebalance.trigger.metric: 'cpu' is not one of the policy's metrics (latency)",
+        ),
+        (
+            {"trigger": {"metric": "latency"}},
+            "spec.rebalance.trigger: metric 'latency' has no threshold: set trigger.above "
+            "or trigger.below",
+        ),
+        (
+            {"trigger": {"metric": "latency", "above": 1, "below": 0}},
+            "spec.rebalance.trigger: set above or below, not both",
+        ),
+        (
+            {"trigger": {"metric": "latency", "above": 1}, "mode": "Now"},
+            "spec.rebalance.mode: must be one of DryRun, Evict, got 'Now'",
+        ),
+        (
+            {"trigger": {"metric": "latency", "above": 1}, "window": "0s"},
+            "spec.rebalance.window: must be more than 0s and at most 24h, got '0s'",
+        ),
+        (
+            {"trigger": {"metric": "latency", "above": 1}, "interval": "25h"},
+            "spec.rebalance.interval: must be more than 0s and at most 24h, got '25h'",
+        ),
+        (
+            {"trigger": {"metric": "latency", "above": 1}, "minPodAge": "soon"},
+            "spec.rebalance.minPodAge: must be a duration such as 2m, 60s or 1m30s, got 'soon'",
+        ),
+        (
+            {"trigger": {"metric": "latency", "above": 1}, "maxPerNode": -1},
+            "spec.rebalance.maxPerNode: must be an integer from 0 to 1000, got -1",
+        ),
+        (
+            {"trigger": {"metric": "latency", "above": 1}, "maxTotal": 1.5},
+            "spec.rebalance.maxTotal: must be an integer from 0 to 1000, got 1.5",
+        ),
+        (
+            {"trigger": {"metric": "latency", "above": 1}, "margin": -0.1},
+            "spec.rebalance.margin: must not be negative, got -0.1",
+        ),
+    ],
+)
+def test_each_problem_is_said(rebalance, expected):
+    assert expected in problems_of(body(rebalance))
+
+
+def test_a_shadow_policy_cannot_rebalance():
+    assert (
+        "spec.rebalance: is only allowed with mode: Active (a shadow policy places no pod)"
+        in problems_of(body({"trigger": {"metric": "latency", "above": 1}}, mode="Shadow"))
+    )
+
+
+def test_the_crds_cel_rules_cover_the_cross_field_checks():
+    schema = yaml.safe_load(CRD_PATH.read_text())["spec"]["versions"][0]["schema"]
+    spec = schema["openAPIV3Schema"]["properties"]["spec"]
+    rules = " ".join(rule["rule"] for rule in spec["x-kubernetes-validations"])
+    assert "self.mode == 'Active' || !has(self.rebalance)" in rules
+    assert "self.metrics.exists(m, m.name == self.rebalance.trigger.metric)" in rules
+    assert "has(m.threshold)" in rules
+    trigger = spec["properties"]["rebalance"]["properties"]["trigger"]
+    assert trigger["x-kubernetes-validations"][0]["rule"] == "!(has(self.above) && has(self.below))"
+    assert "rebalance" not in spec.get("default", {})
+    assert "default" not in spec["properties"]["rebalance"]  # off unless written
