@@ -36,7 +36,7 @@ import metricsched
 from metricsched import config as config_mod
 from metricsched.core import cycle, decision_record, explain, model, parse, policy, scoring
 from metricsched.core import shadow as shadow_mod
-from metricsched.edges import kube, metrics_auth, query_rounds
+from metricsched.edges import kube, metrics_auth
 from metricsched.runtime import operator as operator_mod
 
 CLUSTER_ENV_NAMES = {
@@ -265,9 +265,7 @@ def explain_pod(
         pod = dataclasses.replace(pod, node_name="")
     now = time.time()
     policies = list(op.cache.policies.values())
-    query_rounds.refresh_policy_metrics(
-        source=op.source, store=op.store, policies=policies, nodes=op.cache.nodes(), now=now
-    )
+    asyncio.run(op.refresher.refresh_once())  # the operator's own round, read-only here
     if pod.scheduler_name not in config.scheduler_names:
         trial = policy.shadow_policy_for(pod, policies)
         if trial is not None:

@@ -3,8 +3,8 @@
 Each distinct (query, nodeLabel) that the admin's rules allow is sent once per round for
 every metric using it (``guarded_query_groups``); its answer is stored for each of them
 (``apply_report``), giving one ``RefreshResult`` per metric for status and events. The
-runtime's refresher runs rounds concurrently; ``refresh_policy_metrics`` runs one
-sequentially (``metricsched explain``). Blocking where it queries: worker threads only.
+runtime's refresher (``runtime.refresher``) runs the rounds, for the operator and for
+``metricsched explain`` alike. No I/O here.
 """
 
 from __future__ import annotations
@@ -122,55 +122,6 @@ def apply_report(
                 series_duplicate=report.series_duplicate,
                 queried=sent and index == 0,
                 finished_at=now + report.duration_s,
-            )
-        )
-    return results
-
-
-def refresh_policy_metrics(
-    *,
-    source: prom.PrometheusClient,
-    store: metric_store.MetricStore,
-    policies: Sequence[model.Policy],
-    nodes: Sequence[model.NodeInfo],
-    now: float,
-    metrics: observe.Metrics | None = None,
-) -> list[RefreshResult]:
-    """Refresh every Prometheus metric of ``policies`` into ``store``, one query at a time.
-
-    Exactly one query per distinct (query, nodeLabel), shared by all metrics using it
-    whose policies the admin's rules allow to send it; a refused metric gets a BadQuery
-    error and sends nothing. Once Prometheus proves unreachable (connection refused,
-    connect timeout), the remaining queries are not attempted in this round: they would
-    each wait out the timeout for the same answer. Their metrics get the same
-    UNREACHABLE error.
-    """
-    results: list[RefreshResult] = []
-    down: prom.QueryReport | None = None
-    for key, members in guarded_query_groups(policies, guard=source.guard):
-        if down is None or key.refusal is not None:
-            report = source.query_nodes_report(
-                key.query,
-                node_label=key.node_label,
-                nodes=nodes,
-                now=now,
-                namespace=key.namespace,
-            )
-            sent = key.refusal is None
-            if report.connect_failed:
-                down = report
-        else:
-            report = not_attempted(down)
-            sent = False
-        results.extend(
-            apply_report(
-                store=store,
-                members=members,
-                report=report,
-                nodes=nodes,
-                now=now,
-                sent=sent,
-                metrics=metrics,
             )
         )
     return results

@@ -90,6 +90,13 @@ class Refresher:
         for task in self._in_flight.values():
             task.cancel()
 
+    async def refresh_once(self) -> None:
+        """One round, and wait for all its answers (``metricsched explain``, which decides
+        with values as fresh as the operator's)."""
+        self.round()
+        while self._in_flight:
+            await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+
     def round(self) -> int:
         """Start the queries of one round (those not still in flight); returns how many."""
         policies = list(self._cache.policies.values())

@@ -303,3 +303,60 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 2.0) -> bool:
             return True
         time.sleep(0.01)
     return predicate()
+
+
+# --- a refresh round, as the operator (and explain) run it -----------------------------
+
+
+def refresh_round(
+    *,
+    source: Any,
+    store: Any,
+    policies: list[model.Policy],
+    nodes: list[model.NodeInfo],
+    metrics: Any = None,
+) -> list[Any]:
+    """One round of the runtime's refresher (``Refresher.refresh_once``, one query at a
+    time) over ``policies`` and ``nodes``; the results, in the policies' metric order."""
+    import asyncio
+
+    from metricsched.edges import observe as observe_mod
+    from metricsched.runtime import cache as cache_mod
+    from metricsched.runtime import queue as queue_mod
+    from metricsched.runtime import refresher as refresher_mod
+    from metricsched.runtime import status as status_mod
+
+    metrics = metrics or observe_mod.Metrics()
+    cache = cache_mod.ClusterCache()
+    for found in nodes:
+        cache.upsert_node(found)
+    status = status_mod.PolicyStatus(
+        api=None,  # type: ignore[arg-type]
+        policies=lambda: cache.policies,
+        nodes=cache.nodes,
+        counters=lambda key: (0, 0),
+        metrics=metrics,
+        interval_s=15.0,
+    )
+    for found in policies:
+        cache.upsert_policy(found)
+        status.records[found.key] = status_mod.PolicyRecord()
+    refresher = refresher_mod.Refresher(
+        source=source,
+        store=store,
+        cache=cache,
+        queue=queue_mod.SchedulingQueue(),
+        status=status,
+        metrics=metrics,
+        post_event=lambda key, **kw: None,
+        interval_s=15.0,
+        deadline_s=30.0,
+        concurrency=1,
+    )
+    asyncio.run(refresher.refresh_once())
+    return [
+        status.records[found.key].metrics[spec.name]
+        for found in policies
+        for spec in found.metrics
+        if spec.name in status.records[found.key].metrics
+    ]

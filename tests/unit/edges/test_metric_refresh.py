@@ -1,4 +1,5 @@
-"""One refresh round: one query per distinct PromQL, results per policy metric."""
+"""One refresh round (the runtime's refresher, as the operator and explain run it): one
+query per distinct PromQL, results per policy metric."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import dataclasses
 import edges_fakes as fakes
 
 from metricsched.core import model
-from metricsched.edges import metric_store, observe, prometheus, query_rounds
+from metricsched.edges import metric_store, observe, prometheus
 
 NOW = 3_000.0
 LATENCY_Q = "avg by (node) (latency)"
@@ -35,14 +36,17 @@ def test_metrics_sharing_a_query_cause_exactly_one_query_per_refresh(
         fakes.policy("batch", fakes.metric("cpu", CPU_Q), namespace="jobs"),
     ]
     store = metric_store.MetricStore()
-    results = query_rounds.refresh_policy_metrics(
-        source=source, store=store, policies=policies, nodes=three_nodes, now=NOW
+    results = fakes.refresh_round(
+        source=source,
+        store=store,
+        policies=policies,
+        nodes=three_nodes,
     )
     assert sorted(fakes.queries(fake_prometheus)) == sorted([LATENCY_Q, CPU_Q])
     assert [(r.policy, r.metric) for r in results] == [
         ("shop/web", "latency"),
-        ("shop/api", "lat"),
         ("shop/web", "cpu"),
+        ("shop/api", "lat"),
         ("jobs/batch", "cpu"),
     ]
     assert sum(r.queried for r in results) == 2
@@ -59,12 +63,11 @@ def test_results_count_nodes_reporting_and_missing(
 ) -> None:
     fake_prometheus.responder = answer_by_query
     policies = [fakes.policy("web", fakes.metric("latency", LATENCY_Q))]
-    (result,) = query_rounds.refresh_policy_metrics(
+    (result,) = fakes.refresh_round(
         source=source,
         store=metric_store.MetricStore(),
         policies=policies,
         nodes=three_nodes,
-        now=NOW,
     )
     assert (result.nodes_reporting, result.nodes_missing) == (2, 1)
     assert result.error is None
@@ -79,12 +82,11 @@ def test_node_annotation_metrics_are_not_queried(
     price = dataclasses.replace(
         fakes.metric("price", "unused"), source=model.AnnotationSource("example.com/price")
     )
-    results = query_rounds.refresh_policy_metrics(
+    results = fakes.refresh_round(
         source=source,
         store=metric_store.MetricStore(),
         policies=[fakes.policy("web", price)],
         nodes=three_nodes,
-        now=NOW,
     )
     assert results == []
     assert fake_prometheus.requests == []
@@ -100,12 +102,11 @@ def test_a_query_error_is_reported_for_every_metric_that_shares_it(
         fakes.policy("web", fakes.metric("broken", "rate(")),
         fakes.policy("api", fakes.metric("also-broken", "rate(")),
     ]
-    results = query_rounds.refresh_policy_metrics(
+    results = fakes.refresh_round(
         source=source,
         store=metric_store.MetricStore(),
         policies=policies,
         nodes=three_nodes,
-        now=NOW,
     )
     assert [r.error for r in results] == [model.QueryErrorKind.BAD_QUERY] * 2
     assert all("unknown query" in r.error_message for r in results)
@@ -124,8 +125,11 @@ def test_when_prometheus_is_down_the_rest_of_the_round_is_not_attempted(
     key = model.MetricKey(model.PolicyKey("shop/web"), "cpu")
     store.update(key, model.MetricSeries({}, 0.0, None, ""))
     policies = [fakes.policy("web", fakes.metric("latency", LATENCY_Q), fakes.metric("cpu", CPU_Q))]
-    results = query_rounds.refresh_policy_metrics(
-        source=source, store=store, policies=policies, nodes=three_nodes, now=NOW
+    results = fakes.refresh_round(
+        source=source,
+        store=store,
+        policies=policies,
+        nodes=three_nodes,
     )
     assert [r.error for r in results] == [model.QueryErrorKind.UNREACHABLE] * 2
     assert [r.queried for r in results] == [True, False]
@@ -147,12 +151,11 @@ def test_refresh_durations_are_recorded_per_policy_metric(
         fakes.policy("web", fakes.metric("latency", LATENCY_Q)),
         fakes.policy("api", fakes.metric("lat", LATENCY_Q)),
     ]
-    query_rounds.refresh_policy_metrics(
+    fakes.refresh_round(
         source=source,
         store=metric_store.MetricStore(),
         policies=policies,
         nodes=three_nodes,
-        now=NOW,
         metrics=metrics,
     )
     registry = metrics.registry

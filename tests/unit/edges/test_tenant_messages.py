@@ -187,12 +187,11 @@ class TestRefusedQueriesAreNotSent:
             # The same text from another namespace reads shop's series: refused for it.
             fakes.policy("spy", fakes.metric("load", shop_query), namespace="bank"),
         ]
-        results = query_rounds.refresh_policy_metrics(
+        results = fakes.refresh_round(
             source=make_source(fake_prometheus.url, rules=NAMESPACED),
             store=metric_store.MetricStore(),
             policies=policies,
             nodes=NODES,
-            now=NOW,
         )
         by_policy = {r.policy: r for r in results}
         assert by_policy[model.PolicyKey("shop/web")].error is None
