@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
-import sys
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +21,8 @@ import kubernetes
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, Cluster, wait_for
+from tests.e2e.conftest import ROOT, Cluster
+from tests.e2e.scheduling.conftest import OperatorProcess
 
 CHART = ROOT / "manifests" / "chart" / "metricsched"
 RESTRICTED = {
@@ -137,14 +135,10 @@ class Release:
         return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ServiceAccountOperator:
-    """`metricsched run` as the chart's ServiceAccount would run it in the cluster."""
+class ServiceAccountOperator(OperatorProcess):
+    """`metricsched run` as the chart's ServiceAccount would run it in the cluster: its
+    token, a scheduler name of its own, and the leader election the chart sets for more
+    than one replica (the Role's Lease)."""
 
     def __init__(
         self,
@@ -154,64 +148,20 @@ class ServiceAccountOperator:
         log: Path,
         extra_args: tuple[str, ...] = (),
     ) -> None:
-        self.cluster = cluster
         self.release = release
-        self.kubeconfig = kubeconfig
-        self.log = log
         self.scheduler_name = f"metricsched-rbac-{uuid.uuid4().hex[:6]}"
-        self.health_port = _free_port()
-        self.metrics_port = _free_port()
-        self.extra_args = extra_args
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        exe = Path(sys.executable).parent / "metricsched"
-        with self.log.open("ab") as logf:
-            self.proc = subprocess.Popen(
-                [
-                    str(exe),
-                    "run",
-                    f"--kubeconfig={self.kubeconfig}",
-                    f"--prometheus-url={self.cluster.prometheus_url}",
-                    f"--scheduler-name={self.scheduler_name}",
-                    "--refresh-interval=2s",
-                    "--query-timeout=2s",
-                    f"--metrics-port={self.metrics_port}",
-                    f"--health-port={self.health_port}",
-                    "--bind-address=127.0.0.1",
-                    "--log-format=json",
-                    # What the chart sets for more than one replica (the Role's Lease).
-                    "--leader-elect",
-                    f"--leader-election-namespace={self.release.namespace}",
-                    f"--leader-election-id={self.release.fullname}",
-                    *self.extra_args,
-                ],
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                cwd=ROOT,
-            )
-        wait_for("operator /readyz", self.ready, timeout=60)
-
-    def ready(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"operator exited ({self.proc.returncode}): {self.log_text()}")
-        url = f"http://127.0.0.1:{self.health_port}/readyz"
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return bool(r.status == 200)
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+        super().__init__(
+            cluster,
+            kubeconfig=kubeconfig,
+            log=log,
+            extra_args=[
+                f"--scheduler-name={self.scheduler_name}",
+                "--leader-elect",
+                f"--leader-election-namespace={release.namespace}",
+                f"--leader-election-id={release.fullname}",
+                *extra_args,
+            ],
+        )
 
 
 @pytest.fixture

@@ -49,15 +49,25 @@ def _free_port() -> int:
 
 
 class OperatorProcess:
-    """`metricsched run` against the local cluster, as users run it."""
+    """`metricsched run` against the local cluster, as users run it (the one operator
+    process of the e2e tests: the chart's tests run it with the chart's ServiceAccount,
+    the webhook's with its server on)."""
 
-    def __init__(self, cluster: Cluster, *, extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        extra_args: Sequence[str] = (),
+        kubeconfig: Path | str | None = None,
+        log: Path | None = None,
+    ) -> None:
         self.cluster = cluster
         self.extra_args = list(extra_args)
+        self.kubeconfig = kubeconfig or cluster.kubeconfig
         self.proc: subprocess.Popen[bytes] | None = None
         self.metrics_port = _free_port()
         self.health_port = _free_port()
-        self.log = STATE / "logs" / "operator-e2e.log"
+        self.log = log or STATE / "logs" / "operator-e2e.log"
 
     def start(self) -> None:
         exe = Path(sys.executable).parent / "metricsched"
@@ -66,7 +76,7 @@ class OperatorProcess:
             [
                 str(exe),
                 "run",
-                f"--kubeconfig={self.cluster.kubeconfig}",
+                f"--kubeconfig={self.kubeconfig}",
                 f"--prometheus-url={self.cluster.prometheus_url}",
                 f"--refresh-interval={REFRESH_S:g}s",
                 "--query-timeout=2s",
@@ -86,9 +96,13 @@ class OperatorProcess:
     def ready(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            raise AssertionError(f"operator exited ({self.proc.returncode}); see {self.log}")
+            tail = self.log_text()[-2000:]
+            raise AssertionError(f"operator exited ({self.proc.returncode}); {self.log}: {tail}")
         with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
             return bool(r.status == 200)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def metrics_text(self) -> str:
         with urllib.request.urlopen(

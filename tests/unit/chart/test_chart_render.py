@@ -26,8 +26,6 @@ from metricsched.edges import observe
 EXPECTED_CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
-    # runtime/rebalancer.py via edges/eviction.py: spec.rebalance with mode Evict.
-    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
@@ -280,6 +278,15 @@ def test_no_rbac_rule_uses_a_wildcard(values):
 def test_the_cluster_role_grants_exactly_what_the_operator_uses():
     role = ch.one(ch.render(), "ClusterRole", "metricsched")
     assert role["rules"] == EXPECTED_CLUSTER_RULES
+
+
+def test_evictions_are_granted_only_when_rebalancing_may_evict():
+    # runtime/rebalancer.py via edges/eviction.py: spec.rebalance with mode Evict.
+    eviction = {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}
+    default = ch.one(ch.render(), "ClusterRole", "metricsched")["rules"]
+    allowed = ch.one(ch.render("rebalance.allowEvictions=true"), "ClusterRole", "metricsched")
+    assert eviction not in default
+    assert allowed["rules"] == [*EXPECTED_CLUSTER_RULES[:2], eviction, *EXPECTED_CLUSTER_RULES[2:]]
 
 
 def test_the_cluster_role_cannot_read_secrets_or_delete_anything():
