@@ -1,5 +1,6 @@
 """Every YAML block of README.md and docs/*.md that is a Kubernetes object (it has
-apiVersion and kind) is accepted by the test bed's kube-apiserver:
+apiVersion and kind), and every manifest of manifests/examples/, is accepted by the test
+bed's kube-apiserver:
 ``kubectl apply --dry-run=server`` (issue 20, deliverable 6), with the SchedulingPolicy CRD
 installed, so the CRD's schema and CEL rules judge the policies the docs show.
 
@@ -46,6 +47,9 @@ def object_blocks() -> list[tuple[str, str]]:
                 continue
             line = text[: match.start()].count("\n") + 1
             found.append((f"{page.relative_to(ROOT)}:{line}", block))
+    # The examples the docs point to are held to the same bar.
+    for example in sorted((ROOT / "manifests" / "examples").glob("*.yaml")):
+        found.append((str(example.relative_to(ROOT)), example.read_text()))
     return found
 
 
@@ -57,17 +61,25 @@ def test_the_docs_show_kubernetes_objects_at_all() -> None:
     assert any(where.startswith("README.md:") for where, _ in BLOCKS)
 
 
-def substituted(block: str) -> str:
-    unknown = sorted({m for m in PLACEHOLDER.findall(block) if m not in PLACEHOLDERS})
+def substituted(value: Any) -> Any:
+    """``value`` (a parsed document) with each placeholder in its strings replaced; comments
+    are not looked at (``# kubectl ... <name>`` says how to use the object)."""
+    if isinstance(value, dict):
+        return {k: substituted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substituted(v) for v in value]
+    if not isinstance(value, str):
+        return value
+    unknown = sorted({m for m in PLACEHOLDER.findall(value) if m not in PLACEHOLDERS})
     assert not unknown, f"placeholders without a test value (add to PLACEHOLDERS): {unknown}"
-    return PLACEHOLDER.sub(lambda m: PLACEHOLDERS[m.group(1)], block)
+    return PLACEHOLDER.sub(lambda m: PLACEHOLDERS[m.group(1)], value)
 
 
 @pytest.mark.parametrize(("where", "block"), BLOCKS, ids=[w for w, _ in BLOCKS])
 def test_every_object_in_the_docs_passes_a_server_side_dry_run(
     cluster: Cluster, crd: None, namespace: str, where: str, block: str
 ) -> None:
-    documents: list[Any] = list(yaml.safe_load_all(substituted(block)))
+    documents: list[Any] = [substituted(d) for d in yaml.safe_load_all(block)]
     objects = [d for d in documents if isinstance(d, dict) and "apiVersion" in d and "kind" in d]
     assert objects, f"{where}: mentions apiVersion and kind but holds no object"
     checked = 0
