@@ -413,10 +413,10 @@ class NodeExporterCollector(prometheus_client.registry.Collector):
             for name, kept in self.model.counters.items():
                 # Carried on to this instant at the last tick's rate: the counters grow with
                 # wall time, not in tick-sized steps, so a rate over a few scrapes is exact.
-                now = core.NodeCounters(dict(kept.cpu_seconds), dict(kept.rx_bytes))
+                now = kept.copy()
                 if name in samples and name in nodes:
                     core.advance(now, node=nodes[name], cpu=samples[name].cpu, dt=since)
-                counters[name] = (now.cpu_seconds, now.rx_bytes)
+                counters[name] = now
         cpu = prometheus_client.core.CounterMetricFamily(
             "node_cpu_seconds_total",
             "Seconds the CPUs spent in each mode.",
@@ -441,10 +441,11 @@ class NodeExporterCollector(prometheus_client.registry.Collector):
             node = nodes.get(name)
             if node is None or name not in counters:
                 continue
-            seconds, received = counters[name]
-            for (index, mode), value in sorted(seconds.items()):
-                cpu.add_metric([index, node.instance, mode], value)
-            for device, value in sorted(received.items()):
+            counted = counters[name]
+            for index in range(core.cpus(node)):
+                cpu.add_metric([str(index), node.instance, "idle"], counted.idle)
+                cpu.add_metric([str(index), node.instance, "user"], counted.user)
+            for device, value in sorted(counted.rx_bytes.items()):
                 rx.add_metric([device, node.instance], value)
             free = max(0.0, 1 - sample.memory) * node.memory
             available.add_metric([node.instance], free)

@@ -292,12 +292,18 @@ LO_RX_BYTES = 50_000_000.0
 
 @dataclasses.dataclass
 class NodeCounters:
-    """What node-exporter would report of a node: cumulative seconds per (cpu, mode), and
-    received bytes per device. The seconds are the node's utilisation integrated over time,
-    so ``rate(node_cpu_seconds_total{mode="idle"}[w])`` averaged over cpus is 1 - cpu."""
+    """What node-exporter would report of a node: the seconds each of its cpus spent idle
+    and busy (every cpu alike: node-exporter's per-cpu series are made from these two at
+    scrape time, so a tick costs the same on a 64-core node), and received bytes per
+    device. The seconds are the node's utilisation integrated over time, so
+    ``rate(node_cpu_seconds_total{mode="idle"}[w])`` averaged over cpus is 1 - cpu."""
 
-    cpu_seconds: dict[tuple[str, str], float] = dataclasses.field(default_factory=dict)
+    idle: float = 0.0
+    user: float = 0.0
     rx_bytes: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def copy(self) -> NodeCounters:
+        return NodeCounters(self.idle, self.user, dict(self.rx_bytes))
 
 
 def cpus(node: Node) -> int:
@@ -309,10 +315,8 @@ def advance(counters: NodeCounters, *, node: Node, cpu: float, dt: float) -> Non
     """Add ``dt`` seconds at utilisation ``cpu`` (clipped to 0..1) to a node's counters:
     each cpu spends the fraction in mode user and the rest idle."""
     busy = min(1.0, max(0.0, cpu))
-    for i in range(cpus(node)):
-        for mode, share in (("idle", 1 - busy), ("user", busy)):
-            key = (str(i), mode)
-            counters.cpu_seconds[key] = counters.cpu_seconds.get(key, 0.0) + share * dt
+    counters.idle += (1 - busy) * dt
+    counters.user += busy * dt
     cores = max(0.0, cpu) * node.cpu
     for device, per_s in (
         ("eth0", cores * RX_BYTES_PER_CORE),

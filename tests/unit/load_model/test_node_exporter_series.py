@@ -16,21 +16,19 @@ def test_cpu_seconds_integrate_utilisation_into_user_and_idle_per_core() -> None
     counters = core.NodeCounters()
     core.advance(counters, node=n, cpu=0.25, dt=10)
     core.advance(counters, node=n, cpu=0.75, dt=10)
-    for cpu in ("0", "1"):
-        assert counters.cpu_seconds[(cpu, "user")] == pytest.approx(10.0)
-        assert counters.cpu_seconds[(cpu, "idle")] == pytest.approx(10.0)
-    # kube-prometheus's rule over these 20 s: 1 - avg over cpus of the idle rate.
-    idle_rate = sum(counters.cpu_seconds[(c, "idle")] / 20 for c in ("0", "1")) / 2
-    assert 1 - idle_rate == pytest.approx(0.5)
+    # Each cpu's seconds: kube-prometheus's rule over these 20 s reads 1 - 10/20.
+    assert counters.user == pytest.approx(10.0)
+    assert counters.idle == pytest.approx(10.0)
+    assert 1 - counters.idle / 20 == pytest.approx(0.5)
 
 
 def test_a_fractional_node_has_one_cpu_label_per_started_core_and_saturates_at_one() -> None:
     n, _ = core.node_from_body(node(cpu="1500m"))
+    assert core.cpus(n) == 2
     counters = core.NodeCounters()
     core.advance(counters, node=n, cpu=1.4, dt=2)
-    assert sorted({c for c, _ in counters.cpu_seconds}) == ["0", "1"]
-    assert counters.cpu_seconds[("0", "idle")] == 0.0
-    assert counters.cpu_seconds[("0", "user")] == pytest.approx(2.0)
+    assert counters.idle == 0.0
+    assert counters.user == pytest.approx(2.0)
 
 
 def test_receive_bytes_follow_the_cores_in_use_on_eth0_and_veth_but_not_lo() -> None:
@@ -52,6 +50,8 @@ def test_the_node_exporter_endpoint_labels_series_by_instance_as_node_exporter_d
     registry.register(loadmodel.NodeExporterCollector(m, clock=lambda: T0 + 6))
     text = prometheus_client.generate_latest(registry).decode()
     assert 'node_cpu_seconds_total{cpu="1",instance="10.0.0.7:9100",mode="idle"} 3.0' in text
+    assert 'node_cpu_seconds_total{cpu="1",instance="10.0.0.7:9100",mode="user"} 3.0' in text
+    assert 'cpu="2"' not in text
     assert 'node_memory_MemTotal_bytes{instance="10.0.0.7:9100"} 1000.0' in text
     assert 'node_memory_MemAvailable_bytes{instance="10.0.0.7:9100"} 1000.0' in text
     assert 'node_network_receive_bytes_total{device="lo",instance="10.0.0.7:9100"}' in text
