@@ -548,9 +548,14 @@ def loadmodel_scrape_interval() -> str:
     return os.environ.get(LOADMODEL_SCRAPE_ENV) or DEFAULT_LOADMODEL_SCRAPE
 
 
+# kube-prometheus's node recording rules, over the load model's node-exporter series.
+RULES = ROOT / "hack" / "prometheus-rules.yml"
+
+
 def prometheus_config_text() -> str:
     return (
         "global:\n  scrape_interval: 2s\n  evaluation_interval: 2s\n"
+        f"rule_files: ['{RULES}']\n"
         "scrape_configs:\n"
         "  - job_name: node-exporter-sim\n"
         "    honor_labels: true\n"  # keep the exporter's own instance label (node address)
@@ -558,6 +563,12 @@ def prometheus_config_text() -> str:
         "  - job_name: loadmodel\n"
         "    honor_labels: true\n"
         f"    scrape_interval: {loadmodel_scrape_interval()}\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{PORTS['loadmodel']}']}}]\n"
+        # The load model's nodes as node-exporter shows them (the recipes' series).
+        "  - job_name: node-exporter\n"
+        "    honor_labels: true\n"
+        f"    scrape_interval: {loadmodel_scrape_interval()}\n"
+        "    metrics_path: /node-exporter/metrics\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{PORTS['loadmodel']}']}}]\n"
         "  - job_name: metricsched\n"
         "    file_sd_configs: [{files: ['" + str(STATE / "scrape-operator.json") + "']}]\n"

@@ -11,6 +11,10 @@ demo change the values at run time over HTTP:
     DELETE /values?metric=M[&node=N]     remove series (a node stops reporting)
     POST   /nodes   {"name": "node-9", "address": "10.240.0.10"}
 
+A metric named ``DCGM_FI_*`` (``DCGM_FI_DEV_GPU_TEMP``, ``DCGM_FI_DEV_GPU_UTIL``) is served
+in dcgm-exporter's shape instead: labels gpu, UUID, device, modelName and ``Hostname`` (the
+node's name).
+
 Every change is written to the state file, so a restarted exporter keeps its values.
 Only loopback addresses are ever bound.
 """
@@ -18,6 +22,7 @@ Only loopback addresses are ever bound.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import threading
@@ -53,6 +58,22 @@ DEFAULTS: dict[str, tuple[str, Any]] = {
 
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+DCGM_PREFIX = "DCGM_FI_"
+DCGM_LABELS = ["gpu", "UUID", "device", "modelName", "Hostname"]
+
+
+def dcgm_family(metric: str, per_node: dict[str, float]) -> prometheus_client.core.Metric:
+    """A DCGM_FI_* field as NVIDIA's dcgm-exporter serves it: one GPU per node, labelled
+    by the node's name in ``Hostname`` (no ``node`` or ``instance`` of its own)."""
+    family = prometheus_client.core.GaugeMetricFamily(
+        metric, "DCGM field, set at run time by a test or the demo.", labels=DCGM_LABELS
+    )
+    for node, value in sorted(per_node.items()):
+        uuid = "GPU-" + hashlib.sha256(node.encode()).hexdigest()[:32]
+        family.add_metric(["0", uuid, "nvidia0", "NVIDIA A100-SXM4-40GB", node], value)
+    return family
 
 
 def node_address(i: int) -> str:
@@ -96,6 +117,9 @@ class Collector(prometheus_client.registry.Collector):
             addresses = dict(self.state.addresses)
         for metric, per_node in sorted(snapshot.items()):
             doc = DEFAULTS.get(metric, ("Set at run time by a test or the demo.", None))[0]
+            if metric.startswith(DCGM_PREFIX):
+                yield dcgm_family(metric, per_node)
+                continue
             family = prometheus_client.core.GaugeMetricFamily(
                 metric, doc, labels=["node", "instance"]
             )

@@ -22,6 +22,13 @@ background load comes from its annotations ``.../background-cpu`` and
     GET    /metrics                  node_cpu_utilisation, node_memory_utilisation,
                                      node_latency_seconds, loadmodel_node_pods
                                      (labels node and instance="<InternalIP>:9100")
+    GET    /node-exporter/metrics    node-exporter's shape of the same nodes:
+                                     node_cpu_seconds_total{cpu,mode,instance} (the cpu
+                                     utilisation integrated: user and idle seconds),
+                                     node_memory_MemAvailable_bytes, node_memory_MemTotal_bytes,
+                                     node_network_receive_bytes_total{device,instance} (eth0
+                                     and veth0 at 1 MB/s per core in use, lo at a constant
+                                     50 MB/s); labels instance="<InternalIP>:9100" only
     GET    /truth                    {"t": unix, "nodes": {name: {"cpu", "memory", "latency",
                                      "pods", "eventual_cpu", "ramping"}}}
     POST   /background {"node": "n1", "cpu": 0.6, "memory": 0.2}   a hot spot
@@ -81,6 +88,7 @@ class Model:
         self.pods: dict[str, core.Pod] = {}  # by uid: every pod seen bound, on any node
         self.t = 0.0
         self.samples: dict[str, core.NodeSample] = {}
+        self.counters: dict[str, core.NodeCounters] = {}  # by node: node-exporter's view
 
     def write(self, line: Mapping[str, Any]) -> None:
         if self.record is not None:
@@ -201,6 +209,12 @@ class Model:
                     latency=core.latency(self.service_time, cpu),
                     pods=int(pods),
                 )
+            dt = now - self.t if self.t else 0.0
+            for name in [n for n in self.counters if n not in samples]:
+                del self.counters[name]  # a node gone and back restarts, as node-exporter does
+            for name, sample in samples.items():
+                counters = self.counters.setdefault(name, core.NodeCounters())
+                core.advance(counters, node=self.nodes[name], cpu=sample.cpu, dt=dt)
             self.t, self.samples = now, samples
             self.write(core.tick_record(now, samples))
 
@@ -379,6 +393,66 @@ class Collector(prometheus_client.registry.Collector):
             yield family
 
 
+class NodeExporterCollector(prometheus_client.registry.Collector):
+    """node-exporter's own series for each modelled node (served on /node-exporter/metrics,
+    scraped as job "node-exporter"): the cpu seconds and received bytes the model integrates,
+    and the memory in bytes; labelled instance="<InternalIP>:9100" only, as node-exporter's
+    are once scraped. Recording rules (hack/prometheus-rules.yml) turn them into
+    kube-prometheus's instance:node_cpu_utilisation:rate5m and its kin."""
+
+    def __init__(self, model: Model, clock: Callable[[], float] = time.time) -> None:
+        self.model = model
+        self.clock = clock
+
+    def collect(self) -> Iterator[prometheus_client.core.Metric]:
+        with self.model.lock:
+            samples = dict(self.model.samples)
+            nodes = dict(self.model.nodes)
+            since = max(0.0, self.clock() - self.model.t) if self.model.t else 0.0
+            counters = {}
+            for name, kept in self.model.counters.items():
+                # Carried on to this instant at the last tick's rate: the counters grow with
+                # wall time, not in tick-sized steps, so a rate over a few scrapes is exact.
+                now = kept.copy()
+                if name in samples and name in nodes:
+                    core.advance(now, node=nodes[name], cpu=samples[name].cpu, dt=since)
+                counters[name] = now
+        cpu = prometheus_client.core.CounterMetricFamily(
+            "node_cpu_seconds_total",
+            "Seconds the CPUs spent in each mode.",
+            labels=["cpu", "instance", "mode"],
+        )
+        rx = prometheus_client.core.CounterMetricFamily(
+            "node_network_receive_bytes_total",
+            "Network device statistic receive_bytes.",
+            labels=["device", "instance"],
+        )
+        available = prometheus_client.core.GaugeMetricFamily(
+            "node_memory_MemAvailable_bytes",
+            "Memory information field MemAvailable_bytes.",
+            labels=["instance"],
+        )
+        total = prometheus_client.core.GaugeMetricFamily(
+            "node_memory_MemTotal_bytes",
+            "Memory information field MemTotal_bytes.",
+            labels=["instance"],
+        )
+        for name, sample in sorted(samples.items()):
+            node = nodes.get(name)
+            if node is None or name not in counters:
+                continue
+            counted = counters[name]
+            for index in range(core.cpus(node)):
+                cpu.add_metric([str(index), node.instance, "idle"], counted.idle)
+                cpu.add_metric([str(index), node.instance, "user"], counted.user)
+            for device, value in sorted(counted.rx_bytes.items()):
+                rx.add_metric([device, node.instance], value)
+            free = max(0.0, 1 - sample.memory) * node.memory
+            available.add_metric([node.instance], free)
+            total.add_metric([node.instance], node.memory)
+        yield from (cpu, rx, available, total)
+
+
 def optional_fraction(req: Mapping[str, Any], key: str) -> float | None:
     if req.get(key) is None:
         return None
@@ -388,7 +462,11 @@ def optional_fraction(req: Mapping[str, Any], key: str) -> float | None:
     return value
 
 
-def make_handler(model: Model, registry: prometheus_client.CollectorRegistry) -> type:
+def make_handler(
+    model: Model,
+    registry: prometheus_client.CollectorRegistry,
+    node_exporter: prometheus_client.CollectorRegistry,
+) -> type:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             return
@@ -405,6 +483,9 @@ def make_handler(model: Model, registry: prometheus_client.CollectorRegistry) ->
             path = urllib.parse.urlparse(self.path).path
             if path == "/metrics":
                 text = prometheus_client.generate_latest(registry)
+                self.reply(200, text, prometheus_client.CONTENT_TYPE_LATEST)
+            elif path == "/node-exporter/metrics":
+                text = prometheus_client.generate_latest(node_exporter)
                 self.reply(200, text, prometheus_client.CONTENT_TYPE_LATEST)
             elif path == "/truth":
                 self.reply(200, model.truth(time.time()))
@@ -457,7 +538,11 @@ def main() -> None:
     threading.Thread(target=run_ticks, args=(model, args.tick), daemon=True).start()
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
     registry.register(Collector(model))
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(model, registry))
+    node_exporter = prometheus_client.CollectorRegistry(auto_describe=False)
+    node_exporter.register(NodeExporterCollector(model))
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", args.port), make_handler(model, registry, node_exporter)
+    )
     log.info("serving on 127.0.0.1:%d (nodes: %s)", args.port, args.node_selector)
     server.serve_forever()
 

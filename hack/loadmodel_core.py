@@ -278,3 +278,49 @@ def node_from_body(body: Mapping[str, Any]) -> tuple[Node, list[str]]:
         background_memory=fraction(annotations, NODE_BACKGROUND_MEMORY, problems),
     )
     return node, problems
+
+
+# --- node-exporter-shaped counters -------------------------------------------------------
+
+# Receive traffic the load model attributes to a node: eth0 carries this many bytes per
+# second per core in use (background and pods), veth0 the same traffic again (a pod's
+# packets cross the host's interface and its veth: why recipes exclude veth), and lo a
+# constant amount that has nothing to do with load.
+RX_BYTES_PER_CORE = 1_000_000.0
+LO_RX_BYTES = 50_000_000.0
+
+
+@dataclasses.dataclass
+class NodeCounters:
+    """What node-exporter would report of a node: the seconds each of its cpus spent idle
+    and busy (every cpu alike: node-exporter's per-cpu series are made from these two at
+    scrape time, so a tick costs the same on a 64-core node), and received bytes per
+    device. The seconds are the node's utilisation integrated over time, so
+    ``rate(node_cpu_seconds_total{mode="idle"}[w])`` averaged over cpus is 1 - cpu."""
+
+    idle: float = 0.0
+    user: float = 0.0
+    rx_bytes: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def copy(self) -> NodeCounters:
+        return NodeCounters(self.idle, self.user, dict(self.rx_bytes))
+
+
+def cpus(node: Node) -> int:
+    """node-exporter's cpu label values: one per whole core, at least one."""
+    return max(1, math.ceil(node.cpu))
+
+
+def advance(counters: NodeCounters, *, node: Node, cpu: float, dt: float) -> None:
+    """Add ``dt`` seconds at utilisation ``cpu`` (clipped to 0..1) to a node's counters:
+    each cpu spends the fraction in mode user and the rest idle."""
+    busy = min(1.0, max(0.0, cpu))
+    counters.idle += (1 - busy) * dt
+    counters.user += busy * dt
+    cores = max(0.0, cpu) * node.cpu
+    for device, per_s in (
+        ("eth0", cores * RX_BYTES_PER_CORE),
+        ("veth0", cores * RX_BYTES_PER_CORE),
+        ("lo", LO_RX_BYTES),
+    ):
+        counters.rx_bytes[device] = counters.rx_bytes.get(device, 0.0) + per_s * dt

@@ -415,6 +415,7 @@ def run_cycle(
     now: float = NOW,
     rr_counter: int = 0,
     seed: int = 0,
+    elsewhere: Sequence[Any] = (),
 ) -> model.Decision:
     """``cycle.schedule_one`` with the test clock and ``metricsched`` as the scheduler."""
     from metricsched.core import cycle  # late: tests that never decide need not import it
@@ -427,6 +428,7 @@ def run_cycle(
         default_fallback=default_fallback,
         now=now,
         scheduler_names=frozenset({SCHEDULER}),
+        elsewhere=elsewhere,
         rr_counter=rr_counter,
         seed=seed,
     )

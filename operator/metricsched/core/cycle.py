@@ -176,6 +176,7 @@ def schedule_one(
     default_fallback: model.FallbackStrategy,
     now: float,
     scheduler_names: frozenset[str],
+    elsewhere: Sequence[policy.Elsewhere] = (),
     rr_counter: int,
     seed: int,
     detail: bool = True,
@@ -201,7 +202,53 @@ def schedule_one(
     namespaceSelector be decided as kube-scheduler decides them; without it, the
     snapshot's (the runtime's Namespace watch) are used, and without those such a term
     gets the restrictive answer (see ``plugins.inter_pod_affinity``).
+
+    ``elsewhere`` are the policies of the pod's namespace that another install serves
+    (the runtime's light index of them): each that selects the pod is named at the end of
+    its Scheduled or FailedScheduling message, since it does not place the pod.
     """
+    decision = _decide(
+        pod=pod,
+        snapshot=snapshot,
+        policies=policies,
+        metrics=metrics,
+        default_fallback=default_fallback,
+        now=now,
+        scheduler_names=scheduler_names,
+        rr_counter=rr_counter,
+        seed=seed,
+        detail=detail,
+        namespace_labels=namespace_labels,
+        memo=memo,
+    )
+    note = policy.elsewhere_note(pod, elsewhere) if elsewhere else ""
+    if not note or decision.outcome is model.Outcome.SKIP:
+        return decision
+    # The note is what a user of the other install needs: it survives the cut (up to half
+    # the message, for a namespace of many such policies).
+    note = truncate_message(note, limit=MESSAGE_LIMIT // 2)
+    limit = MESSAGE_LIMIT - len(note.encode())
+    return dataclasses.replace(
+        decision, message=truncate_message(decision.message, limit=limit) + note
+    )
+
+
+def _decide(
+    *,
+    pod: model.PodInfo,
+    snapshot: model.ClusterSnapshot,
+    policies: Sequence[model.Policy],
+    metrics: model.MetricView,
+    default_fallback: model.FallbackStrategy,
+    now: float,
+    scheduler_names: frozenset[str],
+    rr_counter: int,
+    seed: int,
+    detail: bool = True,
+    namespace_labels: selectors.NamespaceLabels | None = None,
+    memo: framework.Memo | None = None,
+) -> model.Decision:
+    """``schedule_one`` but for the note on other installs' policies."""
     if namespace_labels is not None:
         snapshot = dataclasses.replace(snapshot, namespace_labels=namespace_labels)
     skip = _skip_reason(pod, scheduler_names)

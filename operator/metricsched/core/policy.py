@@ -855,6 +855,69 @@ def served_by(body: model.RawBody, scheduler_names: frozenset[str]) -> bool:
     return name in scheduler_names if isinstance(name, str) else True
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Elsewhere:
+    """A policy that another install serves, as much of it as says whether it would select
+    a pod: the cycle names it in the pod's events (``elsewhere_note``)."""
+
+    namespace: str
+    name: str
+    scheduler_name: str
+    selector: model.LabelSelector
+    active: bool
+
+    @property
+    def key(self) -> model.PolicyKey:
+        return model.PolicyKey(f"{self.namespace}/{self.name}")
+
+
+def elsewhere_from_body(body: model.RawBody) -> Elsewhere | None:
+    """The light index entry of a raw policy another install serves; None when its
+    scheduler name or selector cannot be read (it selects nothing then, to anyone)."""
+    meta = body.get("metadata")
+    spec = body.get("spec")
+    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+        return None
+    name = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME)
+    problems = _Problems()
+    selector = _label_selector(
+        spec.get("podSelector", {}), path="spec.podSelector", problems=problems
+    )
+    if problems.items or not isinstance(name, str):
+        return None
+    return Elsewhere(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        scheduler_name=name,
+        selector=selector,
+        active=spec.get("mode", DEFAULT_MODE.value) == model.PolicyMode.ACTIVE.value,
+    )
+
+
+def selecting_elsewhere(pod: model.PodInfo, elsewhere: Sequence[Elsewhere]) -> list[Elsewhere]:
+    """The policies of ``elsewhere`` that would govern ``pod`` if they were this install's:
+    the one its ``metricsched.io/policy`` label pins, else the active ones of its namespace
+    whose podSelector matches (as ``select_policy`` chooses), by key."""
+    pinned = pod.labels.get(POLICY_LABEL)
+    found = [
+        p
+        for p in elsewhere
+        if p.namespace == pod.namespace
+        and p.active
+        and (p.name == pinned if pinned is not None else selector_matches(p.selector, pod.labels))
+    ]
+    return sorted(found, key=lambda p: p.key)
+
+
+def elsewhere_note(pod: model.PodInfo, elsewhere: Sequence[Elsewhere]) -> str:
+    """`` (policy ns/x selects this pod but is served by scheduler other-sched)`` for each
+    policy of another install that selects ``pod``; "" when none does."""
+    return "".join(
+        f" (policy {p.key} selects this pod but is served by scheduler {p.scheduler_name})"
+        for p in selecting_elsewhere(pod, elsewhere)
+    )
+
+
 def default_policy(strategy: model.FallbackStrategy) -> model.Policy:
     """The operator's policy for pods no SchedulingPolicy governs: no metrics, ``strategy``."""
     return model.Policy(

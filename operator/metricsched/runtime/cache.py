@@ -26,7 +26,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 
-from metricsched.core import columns, model, parse
+from metricsched.core import columns, model, parse, policy
 
 # Pods in these phases hold no resources (kube-scheduler ignores them too).
 _TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -54,6 +54,8 @@ class ClusterCache:
         self.pod_conditions: dict[str, tuple[Mapping[str, object], ...]] = {}
         self.policies: dict[model.PolicyKey, model.Policy] = {}
         self.policy_errors: dict[model.PolicyKey, str] = {}
+        # Other installs' policies, by namespace then key: only what names them in events.
+        self.elsewhere: dict[str, dict[model.PolicyKey, policy.Elsewhere]] = {}
         self.generation = 0  # bumps on any change that can make a pending pod schedulable
         self._burst_memory_s = burst_memory_s
         self._holds: dict[str, tuple[model.NodeName, float]] = {}  # uid -> (node, until)
@@ -327,6 +329,21 @@ class ClusterCache:
         self.policies.pop(key, None)
         self.policy_errors.pop(key, None)
         self.generation += 1
+
+    def note_elsewhere(self, key: model.PolicyKey, entry: policy.Elsewhere | None) -> None:
+        """Index a policy another install serves (``None``: unreadable, forget it)."""
+        self.forget_elsewhere(key)
+        if entry is not None:
+            self.elsewhere.setdefault(entry.namespace, {})[key] = entry
+
+    def forget_elsewhere(self, key: model.PolicyKey) -> None:
+        namespace = key.partition("/")[0]
+        entries = self.elsewhere.get(namespace)
+        if entries is not None and entries.pop(key, None) is not None and not entries:
+            del self.elsewhere[namespace]
+
+    def elsewhere_in(self, namespace: str) -> list[policy.Elsewhere]:
+        return list((self.elsewhere.get(namespace) or {}).values())
 
     # --- namespaces (labels only: namespaceSelector in pod affinity) -------------------
 

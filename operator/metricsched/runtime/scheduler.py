@@ -210,6 +210,7 @@ class Scheduler:
             default_fallback=self.config.default_fallback,
             now=now,
             scheduler_names=self.config.scheduler_names,
+            elsewhere=self.cache.elsewhere_in(pod.namespace),
             rr_counter=self._rr,
             seed=zlib.crc32(pod.uid.encode()),
             detail=False,  # per-metric scores for winner and runner-up only: half the cost

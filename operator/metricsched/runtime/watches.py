@@ -249,7 +249,14 @@ class Watches:
         if self._namespaces and meta.get("namespace") not in self._namespaces:
             return
         key = model.PolicyKey(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-        if event_type != "DELETED" and not policy.served_by(body, self.config.scheduler_names):
+        served = event_type == "DELETED" or policy.served_by(body, self.config.scheduler_names)
+        # Another install's policies are kept only as an index that names them in the
+        # events of the pods they select (policy.elsewhere_note).
+        if served:
+            self.cache.forget_elsewhere(key)
+        else:
+            self.cache.note_elsewhere(key, policy.elsewhere_from_body(body))
+        if not served:
             # Another install's policy (or moved to one): forget it as if it were deleted.
             if key not in self.cache.policies and key not in self.status.records:
                 return

@@ -17,6 +17,7 @@ from tests.e2e.scheduling.conftest import (
     prom_metric,
     set_and_wait,
     wait_bound,
+    wait_event,
     wait_policy_refreshed,
 )
 
@@ -47,6 +48,13 @@ def test_another_installs_policy_gets_no_status_and_governs_no_pod_until_it_name
 
     cluster.create_pod(namespace, "web", labels={"app": "web"})
     assert wait_bound(cluster, namespace, "web") == "node-2"  # "ours" (Minimize), not "theirs"
+    # The pod's event says why "theirs", which selects it, did not place it.
+    [scheduled] = wait_event(cluster, namespace, "web", "Scheduled")
+    assert scheduled.startswith(f"Successfully assigned {namespace}/web to node-2 (policy")
+    assert scheduled.endswith(
+        f" (policy {namespace}/theirs selects this pod but is served by scheduler"
+        " metricsched-elsewhere)"
+    )
 
     cluster.custom.patch_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "theirs", {"spec": {"schedulerName": "metricsched"}}

@@ -73,3 +73,20 @@ def test_a_policy_moved_to_another_install_is_forgotten_and_one_moved_here_is_se
     assert KEY not in watches.status.records
     watches.on_policy("MODIFIED", _policy(schedulerName="metricsched"))
     assert watches.cache.policies[KEY].scheduler_name == "metricsched"
+
+
+def test_another_installs_policy_is_kept_only_in_the_light_index_that_events_name():
+    watches = _watches()
+    watches.on_policy("ADDED", _policy(schedulerName="metricsched-gpu", podSelector={}))
+    [entry] = watches.cache.elsewhere_in("shop")
+    assert (entry.key, entry.scheduler_name, entry.active) == (KEY, "metricsched-gpu", True)
+    assert watches.cache.elsewhere_in("other") == []
+    # Moved here: served, and out of the index; moved away again: back in it; deleted: gone.
+    watches.on_policy("MODIFIED", _policy(schedulerName="metricsched"))
+    assert watches.cache.elsewhere_in("shop") == []
+    assert KEY in watches.cache.policies
+    watches.on_policy("MODIFIED", _policy(schedulerName="metricsched-gpu"))
+    assert [e.key for e in watches.cache.elsewhere_in("shop")] == [KEY]
+    watches.on_policy("DELETED", _policy(schedulerName="metricsched-gpu"))
+    assert watches.cache.elsewhere_in("shop") == []
+    assert watches.cache.elsewhere == {}

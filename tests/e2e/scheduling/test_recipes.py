@@ -1,0 +1,208 @@
+"""Recipes for real metric sources (manifests/examples/), against the real Prometheus.
+
+The test bed serves series shaped as the real exporters serve them: hack/loadmodel.py's
+node-exporter endpoint (job "node-exporter": node_cpu_seconds_total, node_memory_*_bytes,
+node_network_receive_bytes_total, all labelled instance="<InternalIP>:9100") under
+kube-prometheus's recording rules (hack/prometheus-rules.yml), and hack/exporter.py's
+DCGM_FI_* fields labelled Hostname. Each test applies the example as written (only its
+pods are the test's own) and checks that the pod lands where the metric says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import Cluster, pod_body, wait_for
+from tests.e2e.scheduling.conftest import (
+    OperatorProcess,
+    apply_policy,
+    condition,
+    wait_bound,
+    wait_policy_refreshed,
+)
+from tests.e2e.scheduling.pools import Pool
+
+EXAMPLES = Path(__file__).parents[3] / "manifests" / "examples"
+PREFIX = "loadmodel.metricsched.io/"
+
+
+def example(name: str) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+    return body
+
+
+class NodeExporterPool(Pool):
+    """kwok nodes the load model serves, each with an InternalIP (node-exporter's instance
+    is "<InternalIP>:9100") and a background cpu and memory load."""
+
+    def __init__(self, cluster: Cluster, backgrounds: list[tuple[float, float]]) -> None:
+        super().__init__(cluster, size=len(backgrounds))
+        self.backgrounds = backgrounds
+        subnet = random.randrange(1, 250)
+        self.ips = [f"10.251.{subnet}.{i + 1}" for i in range(self.size)]
+
+    def node_body(self, index: int) -> dict[str, Any]:
+        body = super().node_body(index)
+        cpu, memory = self.backgrounds[index]
+        capacity = {**body["status"]["capacity"], "cpu": "4", "memory": "16Gi"}
+        body["status"] |= {"capacity": capacity, "allocatable": dict(capacity)}
+        body["status"]["addresses"].insert(0, {"type": "InternalIP", "address": self.ips[index]})
+        body["metadata"]["labels"][PREFIX + "modelled"] = "true"
+        body["metadata"]["annotations"] |= {
+            PREFIX + "background-cpu": str(cpu),
+            PREFIX + "background-memory": str(memory),
+        }
+        return body
+
+    def instance(self, index: int) -> str:
+        return f"{self.ips[index]}:9100"
+
+
+@pytest.fixture
+def pools(cluster: Cluster, namespace: str) -> Iterator[list[Pool]]:
+    made: list[Pool] = []
+    yield made
+    cluster.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    for pool in made:
+        pool.delete()
+
+
+def wait_values(
+    cluster: Cluster, query: str, label: str, ok: Callable[[dict[str, float]], bool]
+) -> dict[str, float]:
+    """Wait until ``query``'s values, by ``label``, satisfy ``ok``; return them."""
+
+    def check() -> dict[str, float]:
+        got = {s["metric"].get(label): float(s["value"][1]) for s in cluster.promql(query)}
+        if not ok(got):
+            raise AssertionError(f"got {got}")  # wait_for reports the last one
+        return got
+
+    return wait_for(query, check, timeout=90)
+
+
+def near(want: dict[str, float], tol: float) -> Callable[[dict[str, float]], bool]:
+    return lambda got: all(k in got and abs(got[k] - v) <= tol for k, v in want.items())
+
+
+def place(cluster: Cluster, namespace: str, pool: Pool, policy: dict[str, Any], name: str) -> str:
+    """Apply the example's spec, wait for its metrics, create one pod it selects, return
+    the node it was bound to."""
+    spec = policy["spec"]
+    apply_policy(cluster, namespace, policy["metadata"]["name"], spec)
+    got = wait_for(
+        "the policy's metrics available",
+        lambda: (
+            (p := wait_policy_refreshed(cluster, namespace, policy["metadata"]["name"]))
+            and condition(p, "MetricsAvailable").get("status") == "True"
+            and p
+        ),
+        timeout=60,
+    )
+    assert got
+    labels = dict(spec["podSelector"]["matchLabels"])
+    cluster.core.create_namespaced_pod(
+        namespace, pod_body(name, labels=labels, spec=pool.pod_spec())
+    )
+    return wait_bound(cluster, namespace, name)
+
+
+def test_kube_prometheus_node_cpu_and_memory_rules_place_the_pod_on_the_idle_node(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, pools: list[Pool]
+) -> None:
+    # (cpu, memory) background: the middle node is idlest by cpu; the first is over 0.8.
+    pool = NodeExporterPool(cluster, [(0.85, 0.1), (0.2, 0.5), (0.5, 0.3)])
+    pools.append(pool)
+    pool.create()
+    instances = [pool.instance(i) for i in range(pool.size)]
+    # The recording rules read the load model's utilisation back out of the counters.
+    # (The test bed's rule rates over [30s], not [5m]: hack/prometheus-rules.yml says why.)
+    wait_values(
+        cluster,
+        'instance:node_cpu_utilisation:rate5m{job="node-exporter"}',
+        "instance",
+        near(dict(zip(instances, [0.85, 0.2, 0.5], strict=True)), 0.01),
+    )
+    wait_values(
+        cluster,
+        'instance:node_memory_utilisation:ratio{job="node-exporter"}',
+        "instance",
+        near(dict(zip(instances, [0.1, 0.5, 0.3], strict=True)), 0.01),
+    )
+    policy = example("node-exporter-cpu-memory-policy.yaml")
+    assert place(cluster, namespace, pool, policy, "api-0") == pool.names[1]
+
+
+def test_network_traffic_recipe_counts_the_nic_not_lo_or_veth(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, pools: list[Pool]
+) -> None:
+    # The load model's eth0 (and veth0) traffic follows the cores in use; lo is the same
+    # everywhere. The quietest NIC is the last node's.
+    pool = NodeExporterPool(cluster, [(0.6, 0.1), (0.4, 0.1), (0.1, 0.1)])
+    pools.append(pool)
+    pool.create()
+    policy = example("network-traffic-policy.yaml")
+    query = policy["spec"]["metrics"][0]["prometheus"]["query"]
+    busiest, quietest = pool.instance(0), pool.instance(2)
+    # The nodes are younger than the recipe's [1m] window, so rate() reads every one of them
+    # low by the same factor: the ratio is what holds. eth0 alone is 0.6 : 0.1 cores in use;
+    # counting lo's 50 MB/s everywhere would bring the ratio near 1.
+    wait_values(
+        cluster,
+        query,
+        "instance",
+        lambda got: (
+            all(pool.instance(i) in got for i in range(3))
+            and got[busiest] > got[pool.instance(1)] > got[quietest] > 0
+            and got[busiest] / got[quietest] == pytest.approx(6, rel=0.1)
+        ),
+    )
+    assert place(cluster, namespace, pool, policy, "ingest-0") == pool.names[2]
+
+
+def test_dcgm_recipe_avoids_the_hot_gpu_and_prefers_the_idle_one(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, pools: list[Pool]
+) -> None:
+    pool = Pool(cluster, size=3)
+    pools.append(pool)
+    pool.create()
+    # The idlest GPU runs hot (ruled out), so the pod goes to the next idlest.
+    util = dict(zip(pool.names, [10.0, 40.0, 70.0], strict=True))
+    temp = dict(zip(pool.names, [90.0, 60.0, 55.0], strict=True))
+    try:
+        cluster.set_metric("DCGM_FI_DEV_GPU_UTIL", util)
+        cluster.set_metric("DCGM_FI_DEV_GPU_TEMP", temp)
+        wait_values(cluster, "DCGM_FI_DEV_GPU_TEMP", "Hostname", near(temp, 0))
+        policy = example("dcgm-gpu-policy.yaml")
+        assert place(cluster, namespace, pool, policy, "trainer-0") == pool.names[1]
+    finally:
+        for metric in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP"):
+            for node in pool.names:
+                with contextlib.suppress(Exception):
+                    cluster.delete_metric(metric, node)
+
+
+def test_price_annotation_recipe_picks_the_cheapest_node(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, pools: list[Pool]
+) -> None:
+    policy = example("price-annotation-policy.yaml")
+    key = policy["spec"]["metrics"][0]["nodeAnnotation"]
+    pool = Pool(cluster, size=3)
+    pools.append(pool)
+    pool.create()
+    for node, price in zip(pool.names, ["0.30", "0.12", "0.20"], strict=True):
+        cluster.core.patch_node(node, {"metadata": {"annotations": {key: price}}})
+    spec = policy["spec"]
+    apply_policy(cluster, namespace, policy["metadata"]["name"], spec)
+    labels = dict(spec["podSelector"]["matchLabels"])
+    cluster.core.create_namespaced_pod(
+        namespace, pod_body("batch-0", labels=labels, spec=pool.pod_spec())
+    )
+    assert wait_bound(cluster, namespace, "batch-0") == pool.names[1]

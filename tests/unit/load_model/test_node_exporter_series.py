@@ -1,0 +1,69 @@
+"""The load model's node-exporter-shaped series: counters that integrate each node's
+utilisation, so the recording rules real stacks use read the model's cpu back."""
+
+from __future__ import annotations
+
+import prometheus_client
+import pytest
+
+from tests.unit.load_model.conftest import core, loadmodel, node
+
+T0 = 1_000_000.0
+
+
+def test_cpu_seconds_integrate_utilisation_into_user_and_idle_per_core() -> None:
+    n, _ = core.node_from_body(node(cpu="2"))
+    counters = core.NodeCounters()
+    core.advance(counters, node=n, cpu=0.25, dt=10)
+    core.advance(counters, node=n, cpu=0.75, dt=10)
+    # Each cpu's seconds: kube-prometheus's rule over these 20 s reads 1 - 10/20.
+    assert counters.user == pytest.approx(10.0)
+    assert counters.idle == pytest.approx(10.0)
+    assert 1 - counters.idle / 20 == pytest.approx(0.5)
+
+
+def test_a_fractional_node_has_one_cpu_label_per_started_core_and_saturates_at_one() -> None:
+    n, _ = core.node_from_body(node(cpu="1500m"))
+    assert core.cpus(n) == 2
+    counters = core.NodeCounters()
+    core.advance(counters, node=n, cpu=1.4, dt=2)
+    assert counters.idle == 0.0
+    assert counters.user == pytest.approx(2.0)
+
+
+def test_receive_bytes_follow_the_cores_in_use_on_eth0_and_veth_but_not_lo() -> None:
+    n, _ = core.node_from_body(node(cpu="4"))
+    counters = core.NodeCounters()
+    core.advance(counters, node=n, cpu=0.5, dt=3)
+    assert counters.rx_bytes["eth0"] == pytest.approx(3 * 2 * core.RX_BYTES_PER_CORE)
+    assert counters.rx_bytes["veth0"] == counters.rx_bytes["eth0"]
+    assert counters.rx_bytes["lo"] == pytest.approx(3 * core.LO_RX_BYTES)
+
+
+def test_the_node_exporter_endpoint_labels_series_by_instance_as_node_exporter_does() -> None:
+    m = loadmodel.Model(seed=1, noise=0.0, service_time=0.05, record=None)
+    m.nodes_listed([node("n1", cpu="2", memory="1000", background_cpu="0.5", ip="10.0.0.7")])
+    m.tick(T0)
+    m.tick(T0 + 4)
+    registry = prometheus_client.CollectorRegistry(auto_describe=False)
+    # Scraped 2 s after the last tick: the counters carry on at its rate (6 s half idle: 3 s).
+    registry.register(loadmodel.NodeExporterCollector(m, clock=lambda: T0 + 6))
+    text = prometheus_client.generate_latest(registry).decode()
+    assert 'node_cpu_seconds_total{cpu="1",instance="10.0.0.7:9100",mode="idle"} 3.0' in text
+    assert 'node_cpu_seconds_total{cpu="1",instance="10.0.0.7:9100",mode="user"} 3.0' in text
+    assert 'cpu="2"' not in text
+    assert 'node_memory_MemTotal_bytes{instance="10.0.0.7:9100"} 1000.0' in text
+    assert 'node_memory_MemAvailable_bytes{instance="10.0.0.7:9100"} 1000.0' in text
+    assert 'node_network_receive_bytes_total{device="lo",instance="10.0.0.7:9100"}' in text
+    # Nothing collides with the load model's own gauges, nor carries their node label.
+    assert "node_cpu_utilisation" not in text
+    assert 'node="' not in text
+
+
+def test_a_node_gone_loses_its_counters() -> None:
+    m = loadmodel.Model(seed=1, noise=0.0, service_time=0.05, record=None)
+    m.nodes_listed([node("n1"), node("n2", ip="10.0.0.2")])
+    m.tick(T0)
+    m.nodes_listed([node("n2", ip="10.0.0.2")])
+    m.tick(T0 + 1)
+    assert set(m.counters) == {"n2"}
