@@ -116,3 +116,43 @@ def test_explain_prints_every_node_with_its_verdict_and_scores(
     assert "were unschedulable" in text, text
     winner = [line for line in text.splitlines() if "*" in line and "node-" in line]
     assert winner and "node-1" in winner[0], text
+
+
+def test_explain_takes_the_policies_of_the_pods_own_scheduler(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, metric: str
+) -> None:
+    # Two installs' policies select the same pods: one served by "metricsched-gpu" (an
+    # install whose operator is not running here), one by the running "metricsched".
+    set_and_wait(cluster, metric, {"node-1": 0.1, "node-2": 0.2, "node-3": 0.9, "node-4": 0.4})
+    spec = prom_metric(metric) | {"name": "latency", "threshold": {"max": 0.5}}
+    apply_policy(
+        cluster,
+        namespace,
+        "gpu-lat",
+        {"schedulerName": "metricsched-gpu", "metrics": [spec], "burstPenalty": 0},
+    )
+    apply_policy(cluster, namespace, "lat", {"metrics": [spec], "burstPenalty": 0})
+    wait_policy_refreshed(cluster, namespace, "lat")
+    cluster.create_pod(namespace, "g", scheduler="metricsched-gpu")
+    exe = Path(sys.executable).parent / "metricsched"
+    out = subprocess.run(
+        [
+            str(exe),
+            "explain",
+            f"{namespace}/g",
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--prometheus-url={cluster.prometheus_url}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    # The pod's own install decides: its policy, with its threshold, not the default one.
+    assert "explaining with the policies of schedulerName metricsched-gpu" in text, text
+    assert re.search(rf"Policy:\s+{namespace}/gpu-lat\b", text), text
+    assert "exceeded threshold latency > 0.5" in text, text
+    # The other install's policy selects the pod too: explain says it does not place it.
+    assert f"policy {namespace}/lat selects this pod but is served by another install" in text
