@@ -107,22 +107,6 @@ def _annotation_values(key: str, nodes: Sequence[model.NodeInfo]) -> columns.Flo
     )
 
 
-def metric_values(
-    *,
-    policy: model.Policy,
-    metric: model.MetricSpec,
-    table: columns.NodeTable,
-    rows: columns.Rows,
-    metrics: model.MetricView,
-    now: float,
-    memo: framework.Memo,
-) -> columns.Floats:
-    """The fresh value of ``metric`` on each node of ``rows`` (NaN: missing or stale)."""
-    return metric_samples(
-        policy=policy, metric=metric, table=table, rows=rows, metrics=metrics, now=now, memo=memo
-    )[0]
-
-
 def metric_samples(
     *,
     policy: model.Policy,

@@ -22,13 +22,7 @@ from metricsched.edges import kube, observe, wire
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = wire.DEFAULT_TIMEOUT_S
-# A Binding is sent only with at least this much leadership left. The client gives up at
-# the fence, but a slow network can still deliver what it sent later: the Lease outlives
-# the fence by lease duration - renew deadline (5 s by default), so a request is safe if
-# it arrives within that slack plus what was left when it was sent. At 1 s, the fault
-# suite's "4 s per chunk" delay (headers and body: 8 s) landed Bindings after the Lease
-# ran out (le-inflight, 3 of 250); at 4 s such a request still arrives in time.
-MIN_FENCE_S = 4.0
+MIN_FENCE_S = wire.MIN_FENCE_S  # the fence's margin (``wire.fenced``)
 
 
 # --- binding ---------------------------------------------------------------------------
@@ -95,15 +89,9 @@ def bind(
         "metadata": metadata,
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
-    if fence is not None:
-        left = fence()
-        if left < MIN_FENCE_S:
-            return BindResult(
-                kind=BindOutcome.FENCED,
-                message=f"not sent: this replica may write as leader for {left:.1f}s more",
-                http_status=None,
-            )
-        timeout_s = min(timeout_s, left)
+    refusal, timeout_s = wire.fenced(fence, timeout_s)
+    if refusal:
+        return BindResult(kind=BindOutcome.FENCED, message=refusal, http_status=None)
     if metrics is not None:
         metrics.api_writes.labels(kind="binding").inc()
     try:

@@ -1,7 +1,7 @@
 """The Eviction API: how rebalancing moves a pod, so that PodDisruptionBudgets hold.
 
 ``evict`` sends one policy/v1 Eviction (``pods/{name}/eviction``), fenced exactly as a
-Binding is (``binder.MIN_FENCE_S``): nothing is sent with less leadership left, and the
+Binding is (``wire.fenced``): nothing is sent with less leadership left, and the
 request's timeout is cut to what is left. The Eviction carries the pod's uid as a delete
 precondition, so a pod re-created under the same name (a StatefulSet's) is never evicted
 by mistake. A 429 is a PodDisruptionBudget saying "not now": an answer, not an error.
@@ -16,7 +16,7 @@ import enum
 import logging
 from collections.abc import Callable
 
-from metricsched.edges import binder, kube, observe, wire
+from metricsched.edges import kube, observe, wire
 
 logger = logging.getLogger(__name__)
 
@@ -54,15 +54,9 @@ def evict(
         "metadata": {"name": name, "namespace": namespace},
         "deleteOptions": {"preconditions": {"uid": uid}},
     }
-    if fence is not None:
-        left = fence()
-        if left < binder.MIN_FENCE_S:
-            return EvictResult(
-                kind=EvictOutcome.FENCED,
-                message=f"not sent: this replica may write as leader for {left:.1f}s more",
-                http_status=None,
-            )
-        timeout_s = min(timeout_s, left)
+    refusal, timeout_s = wire.fenced(fence, timeout_s)
+    if refusal:
+        return EvictResult(kind=EvictOutcome.FENCED, message=refusal, http_status=None)
     if metrics is not None:
         metrics.api_writes.labels(kind="eviction").inc()
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 
 import kubernetes.client.exceptions
 
@@ -62,6 +63,29 @@ def failure(e: BaseException) -> Failure:
     if isinstance(e, kubernetes.client.exceptions.ApiException):
         return Failure(int(e.status or 0) or None, status_message(e.body, e.reason))
     return Failure(None, transport_message(e))
+
+
+# A write as leader (a Binding, an Eviction) is sent only with at least this much
+# leadership left. The client gives up at the fence, but a slow network can still deliver
+# what it sent later: the Lease outlives the fence by lease duration - renew deadline (5 s
+# by default), so a request is safe if it arrives within that slack plus what was left
+# when it was sent. At 1 s, the fault suite's "4 s per chunk" delay (headers and body:
+# 8 s) landed Bindings after the Lease ran out (le-inflight, 3 of 250); at 4 s such a
+# request still arrives in time.
+MIN_FENCE_S = 4.0
+
+
+def fenced(fence: Callable[[], float] | None, timeout_s: float) -> tuple[str, float]:
+    """Whether a write as leader may go, read from ``fence`` (the time this replica may
+    still write as leader) right before sending: a refusal ("" when it may go) and the
+    request's timeout, cut to what is left so nothing of ours is in flight when a
+    successor may start."""
+    if fence is None:
+        return "", timeout_s
+    left = fence()
+    if left < MIN_FENCE_S:
+        return f"not sent: this replica may write as leader for {left:.1f}s more", timeout_s
+    return "", min(timeout_s, left)
 
 
 def truncate_message(message: str) -> str:

@@ -7,7 +7,7 @@ with ``onMissing: Exclude`` has no fresh value on it (``node(s) had no fresh val
 metric <metric>``); one reason per metric, in the policy's order. The reasons join
 kube-scheduler's in the FailedScheduling text. Vector: one comparison per metric over
 the feasible nodes' values (NaN: missing); reasons are rendered for the failing nodes
-only. The values are ``core.scoring.metric_values``.
+only. The values are ``core.scoring.metric_samples`` plus ``core.estimate``.
 """
 
 from __future__ import annotations
