@@ -314,7 +314,7 @@ class EstimateSpec:
     resource: EstimateResource | None = None  # Requests, Limits, Amount
     factor: float = 1.0  # Requests, Limits
     amount: int = 0  # Amount: millicores (cpu) or bytes (memory) per pod
-    learn: bool = True  # correct a declared amount from past binds (per workload)
+    learn: bool = False  # correct a declared amount from past binds (per workload)
     declared: bool = True  # written in the policy (not the default for a threshold)
 
     @property

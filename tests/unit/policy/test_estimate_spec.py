@@ -31,6 +31,7 @@ def test_a_stated_amount_per_pod_is_read_in_the_resources_units():
     cpu = estimate_of(estimate={"from": "Amount", "resource": "cpu", "amount": "400m"})
     memory = estimate_of(estimate={"from": "Amount", "resource": "memory", "amount": "512Mi"})
     assert (cpu.source, cpu.amount, cpu.declared) == (model.EstimateFrom.AMOUNT, 400, True)
+    assert not cpu.learn  # corrections from past binds are opt-in
     assert memory.amount == 512 * 1024**2
 
 
