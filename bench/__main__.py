@@ -331,6 +331,9 @@ def main() -> int:
     )
     quality.add_argument("--keep-cluster", action="store_true")
     quality.add_argument(
+        "--no-backlog", action="store_true", help="skip the backlog pair (scenarios only)"
+    )
+    quality.add_argument(
         "--publish", action="store_true", help="write bench/quality*.png, quality.md and README"
     )
     qrep = sub.add_parser("quality-report", help="render the placement-quality section")

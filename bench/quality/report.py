@@ -28,6 +28,7 @@ BEGIN, END = "<!-- quality:begin -->", "<!-- quality:end -->"
 COLOURS = {
     qsys.KUBE: "tab:orange",
     qsys.ESTIMATE: "tab:blue",
+    qsys.ESTIMATE_LEARN: "tab:purple",
     qsys.NO_ESTIMATE: "tab:cyan",
     qsys.RANDOM: "tab:grey",
 }
@@ -321,7 +322,8 @@ def section(results: dict[str, Any], images: dict[str, str]) -> str:
         "metric: `max by (node) (node_cpu_utilisation)`, Minimize, weight 10 (kube-scheduler's "
         "default scores keep their weights), `threshold: {max: 0.8}`, burst penalty 5 for "
         f"60 s; *estimate on*: `estimate: {{from: Amount, resource: cpu, amount: "
-        f"{scenarios.TYPICAL_USAGE}, learn: true, settleTime: 45s}}`; *estimate off*: "
+        f"{scenarios.TYPICAL_USAGE}, settleTime: 45s}}` (learn off, the default); *estimate on, "
+        "learn on*: the same with `learn: true`; *estimate off*: "
         "`estimate: {from: None}`. Random placement: a random node that fits the pod's "
         "requests (bench/quality/randombinder.py).",
         "",

@@ -414,7 +414,7 @@ async def _main(run_args: dict[str, Any]) -> None:
                 _save(out, results)
                 print(f"[quality] {tag}: {_line(row)}", flush=True)
         pair = [s for s in (qsys.NO_ESTIMATE, qsys.ESTIMATE) if s in chosen]
-        for rep in range(plan.backlog_repeats if pair else 0):
+        for rep in range(plan.backlog_repeats if pair and run_args.get("backlog", True) else 0):
             for system in pair if rep % 2 == 0 else list(reversed(pair)):
                 row = await run.backlog_trial(system, rep)
                 results["backlog"] = _merge(results.get("backlog", []), row, "system", "rep")
@@ -470,7 +470,7 @@ def cmd_quality(args: Any) -> int:
         code=env_mod.code_fingerprint(),
         scrape_interval=SCRAPE,
         refresh_interval=qsys.REFRESH,
-        policy={s: qsys.policy(s) for s in (qsys.ESTIMATE, qsys.NO_ESTIMATE)},
+        policy={s: qsys.policy(s) for s in (qsys.ESTIMATE, qsys.ESTIMATE_LEARN, qsys.NO_ESTIMATE)},
     )
     os.environ[loadmodel.SCRAPE_ENV] = SCRAPE
     t0 = time.monotonic()
@@ -487,6 +487,7 @@ def cmd_quality(args: Any) -> int:
                     "out": out,
                     "scenarios": keys,
                     "systems": chosen,
+                    "backlog": not getattr(args, "no_backlog", False),
                 }
             )
         )

@@ -1,8 +1,9 @@
 """The systems the quality benchmark compares, and metricsched's utilisation policy.
 
 Each runs as bench/systems.py starts it (same binaries, same admin token), one at a time:
-kube-scheduler v1.35.4 with its default profile, metricsched with the estimate on and
-off (same policy otherwise), and random placement (bench.quality.randombinder).
+kube-scheduler v1.35.4 with its default profile, metricsched with the estimate on (as
+declared, and with learn: true) and off (same policy otherwise), and random placement
+(bench.quality.randombinder).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from bench.quality import scenarios
 
 KUBE = "kube-scheduler"
 ESTIMATE = "metricsched-estimate"
+ESTIMATE_LEARN = "metricsched-estimate-learn"
 NO_ESTIMATE = "metricsched-no-estimate"
 RANDOM = "random"
-ORDER = (KUBE, ESTIMATE, NO_ESTIMATE, RANDOM)
+ORDER = (KUBE, ESTIMATE, ESTIMATE_LEARN, NO_ESTIMATE, RANDOM)
 THRESHOLD = 0.8
 REFRESH = "5s"
 
@@ -24,6 +26,12 @@ SYSTEMS: dict[str, systems.System] = {
     KUBE: systems.System(KUBE, "bench-kube", "kube-scheduler v1.35.4", qps=50, burst=100),
     ESTIMATE: systems.System(
         ESTIMATE, "metricsched", "metricsched, estimate on", refresh_interval=REFRESH
+    ),
+    ESTIMATE_LEARN: systems.System(
+        ESTIMATE_LEARN,
+        "metricsched",
+        "metricsched, estimate on, learn on",
+        refresh_interval=REFRESH,
     ),
     NO_ESTIMATE: systems.System(
         NO_ESTIMATE, "metricsched", "metricsched, estimate off", refresh_interval=REFRESH
@@ -33,7 +41,7 @@ SYSTEMS: dict[str, systems.System] = {
 
 
 def is_metricsched(name: str) -> bool:
-    return name in (ESTIMATE, NO_ESTIMATE)
+    return name in (ESTIMATE, ESTIMATE_LEARN, NO_ESTIMATE)
 
 
 def policy(system: str, *, threshold: float = THRESHOLD) -> dict[str, Any]:
@@ -45,10 +53,10 @@ def policy(system: str, *, threshold: float = THRESHOLD) -> dict[str, Any]:
             "from": "Amount",
             "resource": "cpu",
             "amount": scenarios.TYPICAL_USAGE,
-            "learn": True,
+            "learn": system == ESTIMATE_LEARN,
             "settleTime": "45s",
         }
-        if system == ESTIMATE
+        if system in (ESTIMATE, ESTIMATE_LEARN)
         else {"from": "None"}
     )
     return {
