@@ -122,7 +122,10 @@ def backlog_figures(results: dict[str, Any]) -> tuple[float | None, float | None
         ]
         return sum(xs) / len(xs) if xs else None
 
-    return mean(qsys.ESTIMATE), mean(qsys.NO_ESTIMATE)
+    # A backlog holds nothing and moves no metric: learning changes nothing there, so the
+    # learn-on system's trials stand for "estimate on" when the other has none.
+    on = mean(qsys.ESTIMATE)
+    return (mean(qsys.ESTIMATE_LEARN) if on is None else on), mean(qsys.NO_ESTIMATE)
 
 
 def backlog_table(results: dict[str, Any]) -> list[str]:
