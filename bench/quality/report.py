@@ -308,6 +308,7 @@ def section(results: dict[str, Any], images: dict[str, str]) -> str:
         f"{results.get('seed')}` ({results.get('started')} → {results.get('finished')}, "
         f"{results.get('wall_s')} s on {m.get('nproc')} CPUs; load average at the end "
         f"{m.get('load_average_end')}); re-render with `python -m bench quality-report --publish`.",
+        *(["", str(results["note"])] if results.get("note") else []),
         "",
         f"**Setup.** {len(nodes)} kwok nodes of 4/8/16 cpus ({cpus} cpus) labelled for the load "
         "model (hack/loadmodel.py), with background cpu "
@@ -351,7 +352,7 @@ def section(results: dict[str, Any], images: dict[str, str]) -> str:
     ]
     for why in (results.get("skipped") or {}).items():
         parts += [f"Not run: {_label(why[0])} ({why[1]}).", ""]
-    parts += ["### Targets (issue 19; same run)", "", *targets_table(results), ""]
+    parts += ["### Targets (issue 19)", "", *targets_table(results), ""]
     for key in _keys(results):
         parts += [
             f"### ({key}) {scenarios.TITLES[key]}",
