@@ -1,7 +1,8 @@
 """I/O at the edges: talks to Prometheus and the Kubernetes API; holds no scheduling logic.
 
 Every blocking client call here is plain synchronous code meant to run in a worker thread
-(``asyncio.to_thread``), never on kopf's event loop. Objects that share state between
+(``asyncio.to_thread``), never on kopf's event loop; ``kube_http`` is the exception, made
+for the loop (aiohttp). Objects that share state between
 threads (``metric_store.MetricStore``, ``events.EventRecorder``, ``observe.HealthState``)
 guard it with locks. Errors of the outside world are classified and returned (or counted),
 not raised: the operator decides what to retry. Nothing here imports
@@ -10,6 +11,8 @@ not raised: the operator decides what to retry. Nothing here imports
 Modules:
 - ``kube``: the kubernetes client's credentials and one ``Api`` for every call but the
   hot-path writes.
+- ``kube_http``: the API on the event loop (aiohttp, orjson): requests and watch streams
+  with the kubernetes client's credentials.
 - ``binder``: the Binding (one POST per pod, fenced) and the read-back of a lost answer.
 - ``eviction``: the Eviction API (rebalancing), fenced like a Binding.
 - ``pod_status``: the PodScheduled condition, as kube-scheduler sets it.

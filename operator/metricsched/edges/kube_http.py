@@ -1,0 +1,167 @@
+"""The Kubernetes API on the event loop: aiohttp with the kubernetes client's credentials.
+
+``AsyncApi`` sends requests and reads watch streams without a thread hop. It takes
+everything from the kubernetes client's ``Configuration`` (one source of truth, as
+``kube.connection_info`` does for kopf): the host, the CA, client certificates, and the
+bearer token with its refresh hook (run before each request; ``kube.RefreshAtMost`` keeps
+that cheap). JSON is decoded with orjson.
+
+An answer is read to its end before its connection goes back to the pool (``Answer``
+holds the bytes), so a lost or half-read answer never poisons the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    data: bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.data) if self.data else None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+class ApiStatusError(Exception):
+    """The API answered with an error status (its Status body's message, when it sent one)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def status_error(answer: Answer) -> ApiStatusError:
+    message = answer.data[:300].decode(errors="replace")
+    try:
+        body = orjson.loads(answer.data)
+        if isinstance(body, Mapping) and body.get("message"):
+            message = str(body["message"])
+    except orjson.JSONDecodeError:
+        pass
+    return ApiStatusError(answer.status, message)
+
+
+def ssl_context(cfg: Any) -> ssl.SSLContext | bool:
+    """The TLS settings of a kubernetes ``Configuration`` as aiohttp takes them."""
+    if not str(cfg.host).startswith("https"):
+        return False
+    context = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+    if not cfg.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if cfg.cert_file:
+        context.load_cert_chain(cfg.cert_file, cfg.key_file or None)
+    return context
+
+
+class AsyncApi:
+    """Requests and watch streams to the API server, on the running event loop."""
+
+    def __init__(self, api_client: Any, *, limit: int = 64) -> None:
+        self._cfg = api_client.configuration
+        self._limit = limit
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def host(self) -> str:
+        return str(self._cfg.host).rstrip("/")
+
+    def _headers(self) -> dict[str, str]:
+        cfg = self._cfg
+        if cfg.refresh_api_key_hook is not None:
+            cfg.refresh_api_key_hook(cfg)
+        headers = {"Accept": "application/json", "User-Agent": "metricsched"}
+        # As the client's get_api_key_with_prefix reads them, without running the hook
+        # once per key it tries.
+        for key in ("BearerToken", "authorization"):
+            token = cfg.api_key.get(key)
+            if token:
+                prefix = cfg.api_key_prefix.get(key)
+                token = f"{prefix} {token}" if prefix else str(token)
+                headers["Authorization"] = token if " " in token else f"Bearer {token}"
+                break
+        if "Authorization" not in headers and (cfg.username or cfg.password):
+            headers["Authorization"] = aiohttp.BasicAuth(
+                cfg.username or "", cfg.password or ""
+            ).encode()
+        return headers
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                ssl=ssl_context(self._cfg), limit=self._limit, enable_cleanup_closed=True
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, json_serialize=lambda o: orjson.dumps(o).decode()
+            )
+        return self._session
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> Answer:
+        """One request; the whole answer read. Transport errors raise (aiohttp's
+        ``ClientError``, ``TimeoutError``); an error status is returned, not raised."""
+        headers = self._headers()
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else orjson.dumps(body)
+            headers["Content-Type"] = content_type
+        async with self.session().request(
+            method,
+            self.host + path,
+            params=params,
+            data=data,
+            headers=headers,
+            timeout=timeout or aiohttp.ClientTimeout(total=60, sock_connect=10),
+        ) as response:
+            return Answer(status=response.status, data=await response.read())
+
+    async def lines(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, str],
+        timeout: aiohttp.ClientTimeout,
+    ) -> AsyncIterator[bytes]:
+        """A watch stream's lines (one JSON event each). An error status raises
+        ``ApiStatusError``."""
+        async with self.session().get(
+            self.host + path, params=params, headers=self._headers(), timeout=timeout
+        ) as response:
+            if response.status != 200:
+                raise status_error(Answer(response.status, await response.read()))
+            buffer = b""
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                *complete, buffer = buffer.split(b"\n")
+                for line in complete:
+                    if line.strip():
+                        yield line
+            if buffer.strip():
+                yield buffer
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+            await asyncio.sleep(0)  # let the connector close its transports
