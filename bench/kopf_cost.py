@@ -92,7 +92,7 @@ async def _worker(kubeconfig: str, tunings: list[str]) -> None:
     )
     api_client = kube.load_api_client(kubeconfig, pool_size=8)
     op = operator_mod.Operator(cfg, api_client)
-    await asyncio.to_thread(op.initial_sync)
+    await op.load_once()
     watches = op.watches
     counts = {"events": 0, "handler_s": 0.0, "gc_s": 0.0, "gc2": 0}
     gc_started = [0.0]

@@ -8,7 +8,7 @@ so stages must not share one), and reports VmRSS and VmHWM from /proc/self/statu
 - ``import``: the operator's modules (kopf, the kubernetes client, numpy) and nothing else.
 - ``bodies``: plus the JSON-decoded bodies of every node and pod, held at once (what a
   LIST that keeps all its pages costs).
-- ``operator``: an ``Operator`` (no connection is made) whose ``initial_sync`` reads paged
+- ``operator``: an ``Operator`` (no connection is made) whose ``load_once`` reads paged
   LIST answers (500 items a page, JSON bytes made on demand) through the same
   ``Watches.on_node``/``on_pod`` the kopf handlers call; then a snapshot; then
   ``--cycles`` scheduling cycles as ``Scheduler.attempt`` runs them (``schedule_one``
@@ -504,44 +504,38 @@ class Cluster:
 # --- a fake API for the LISTs ----------------------------------------------------------
 
 
-class _Answer:
-    """A raw (``_preload_content=False``) answer, as ``edges.kube.read_and_release`` reads."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def release_conn(self) -> None:
-        pass
-
-
-def _pager(count: int, item: Callable[[int], dict[str, Any]]) -> Callable[..., _Answer]:
-    def page(*_: Any, limit: int = 500, _continue: str | None = None, **__: Any) -> _Answer:
-        start = int(_continue or 0)
-        end = min(count, start + limit)
-        more = str(end) if end < count else None
-        body = {
-            "metadata": {"resourceVersion": "1", "continue": more},
-            "items": [item(i) for i in range(start, end)],
-        }
-        return _Answer(json.dumps(body).encode())
-
-    return page
-
-
-class FakeCore:
-    """``kube.Api``'s LIST calls, from a Cluster."""
+class FakeHttp:
+    """``kube_http.AsyncApi``'s LIST requests (the informers' and the start-up's), from a
+    Cluster: bound pods, our pending pods, nodes and one policy; other kinds empty."""
 
     def __init__(self, cluster: Cluster) -> None:
-        self.list_node = _pager(cluster.nodes, cluster.node)
-        self.list_pod_for_all_namespaces = _pager(cluster.pods + cluster.pending, cluster.pod)
-        self.list_cluster_custom_object = _pager(1, lambda _: _policy_body())
-        empty = _pager(0, lambda _: {})
-        self.list_namespace = empty
-        self.list_persistent_volume_claim_for_all_namespaces = empty
-        self.list_persistent_volume = empty
-        self.list_storage_class = empty
-        self.list_csi_node = empty
-        self.list_volume_attachment = empty
+        self._cluster = cluster
+
+    async def request(self, method: str, path: str, *, params: dict[str, str], **_: Any) -> Any:
+        from metricsched.edges import kube_http  # noqa: PLC0415 (worker-only imports)
+
+        c = self._cluster
+        selector = params.get("fieldSelector", "")
+        if path == "/api/v1/nodes":
+            count, first, item = c.nodes, 0, c.node
+        elif path == "/api/v1/pods" and "spec.nodeName!=" in selector:
+            count, first, item = c.pods, 0, c.pod
+        elif path == "/api/v1/pods":
+            count, first, item = c.pending, c.pods, c.pod
+        elif path.endswith("/schedulingpolicies"):
+            count, first, item = 1, 0, lambda _: _policy_body()
+        else:
+            count, first, item = 0, 0, lambda _: {}
+        start = int(params.get("continue") or 0)
+        end = min(count, start + int(params.get("limit") or 500))
+        meta: dict[str, Any] = {"resourceVersion": "1"}
+        if end < count:
+            meta["continue"] = str(end)
+        items = [item(first + i) for i in range(start, end)]
+        return kube_http.Answer(200, json.dumps({"metadata": meta, "items": items}).encode())
+
+    async def close(self) -> None:
+        pass
 
 
 # --- measuring -------------------------------------------------------------------------
@@ -664,11 +658,12 @@ def stage_operator(
     api = kubernetes.client.ApiClient(kubernetes.client.Configuration())
     op = operator_mod.Operator(config, api)
     out["constructed"] = proc_status()
-    fake = FakeCore(cluster)
-    op.api = fake  # type: ignore[assignment]
-    op.reconciler._core = fake  # type: ignore[assignment]
+    fake = FakeHttp(cluster)
+    op.http = fake  # type: ignore[assignment]
+    for reflector in op.cluster_state.reflectors:
+        reflector._api = fake  # type: ignore[assignment]
     t = time.perf_counter()
-    op.initial_sync()
+    asyncio.run(op.load_once())
     out["sync_s"] = round(time.perf_counter() - t, 1)
     gc.collect()
     out["synced"] = proc_status()
@@ -811,11 +806,11 @@ def kopf_listing(
     idle_timeout: float | None,
     memories: inventory.ResourceMemories,
 ) -> dict[str, Any]:
-    """kopf's own listing of nodes and pods (after the operator's start-up LIST, kopf lists
-    again): kopf's real watcher, per-object workers and ``process_resource_event`` with the
-    operator's registry and settings, fed from pages of JSON instead of the API server.
-    Each worker keeps its object's last event until it idles out
-    (``settings.queueing.idle_timeout``)."""
+    """kopf's own listing of our pending pods (after the start-up LIST, kopf lists them
+    again; the rest of the cluster is the informers'): kopf's real watcher, per-object
+    workers and ``process_resource_event`` with the operator's registry and settings, fed
+    from pages of JSON instead of the API server. Each worker keeps its object's last
+    event until it idles out (``settings.queueing.idle_timeout``)."""
     registry = watches_mod.build_registry(op.watches)
     settings = kopf.OperatorSettings()
     watches_mod.configure_kopf(settings)
@@ -861,8 +856,7 @@ def kopf_listing(
             await asyncio.sleep(0.05)
 
     t = time.perf_counter()
-    asyncio.run(run("nodes", cluster.nodes, cluster.node))
-    asyncio.run(run("pods", cluster.pods + cluster.pending, cluster.pod))
+    asyncio.run(run("pods", cluster.pending, lambda i: cluster.pod(cluster.pods + i)))
     return {
         "idle_timeout_s": settings.queueing.idle_timeout,
         "seconds": round(time.perf_counter() - t, 1),

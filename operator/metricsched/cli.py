@@ -249,7 +249,7 @@ def explain_pod(
     if replaced is not None:
         print(replaced)
     op = operator_mod.Operator(config, api_client)
-    op.initial_sync()
+    asyncio.run(op.load_once())
     record = _recorded(body)
     bound_to = pod.node_name
     if pod.node_name:

@@ -13,6 +13,7 @@ Modules:
   hot-path writes.
 - ``kube_http``: the API on the event loop (aiohttp, orjson): requests and watch streams
   with the kubernetes client's credentials.
+- ``informer``: a lean informer (LIST+WATCH with bookmarks, 410 re-list) of one resource.
 - ``binder``: the Binding (one POST per pod, fenced) and the read-back of a lost answer.
 - ``eviction``: the Eviction API (rebalancing), fenced like a Binding.
 - ``pod_status``: the PodScheduled condition, as kube-scheduler sets it.

@@ -148,6 +148,12 @@ class Metrics:
             ["task"],
             registry=r,
         )
+        self.informer_lists = prometheus_client.Counter(
+            "metricsched_informer_lists_total",
+            "Complete LISTs of the cluster-state informer by kind (1 at start; more are re-lists).",
+            ["kind"],
+            registry=r,
+        )
         self.relists = prometheus_client.Counter(
             "metricsched_reconcile_removed_total",
             "Objects removed by the re-list reconciliation (deleted while nobody watched).",

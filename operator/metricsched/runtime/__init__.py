@@ -6,10 +6,13 @@ run in threads, never on the event loop.
 Modules:
 - ``operator``: the process, wiring every part below.
 - ``supervise``: long-lived tasks restarted with backoff, or the process failing loudly.
-- ``watches``: kopf handlers feeding the cache and the queue (thin), and kopf itself.
+- ``watches``: watch events → the cache and the queue (thin), and kopf itself (our pending
+  pods and the policies).
+- ``informers``: the cluster's state off kopf: one lean informer per kind into the cache.
 - ``kopf_tuning``: what kopf does per event that this operator does not need, off.
 - ``cache``: cluster state fed by watches (nodes, pods per node, assumed pods, holds).
-- ``reconcile``: the cache compared with a fresh LIST after a watch gap.
+- ``reconcile``: kopf's pending pods and policies compared with a fresh LIST after kopf
+  re-lists.
 - ``queue``: which pending pod next, backoff, and the hints that wake pods.
 - ``scheduler``: the loop that runs the pure cycle and hands decisions to the binder.
 - ``refresher``: one PromQL query per metric per interval, answers into the store.

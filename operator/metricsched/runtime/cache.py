@@ -14,9 +14,17 @@ still be in the API server; the node keeps the pod's resources (a hold) until th
 shows the pod bound somewhere or deleted, or the hold expires. The pod is double counted
 meanwhile: the cache errs on the side of free capacity never counted twice.
 
-Resource versions: the last one seen per pod and node lets ``reconcile`` apply a fresh
-LIST without undoing newer watch events (kopf re-lists after a 410 without DELETED events
-for objects that vanished in the gap; the reconciliation removes those ghosts).
+Two sources feed pods: kopf (our pending pods) and the informer (every bound pod). A pod
+leaving kopf's watch of unassigned pods (``leave_pending``) means it left the pending set,
+bound or deleted, never that capacity is free: only the informer's DELETED (or a LIST
+that lacks the pod) frees it.
+
+Resource versions: the last one seen per pod and node lets a LIST be applied without
+undoing newer watch events. After a LIST, what the cache holds and the LIST lacks is a
+ghost (deleted while nobody watched): ``bound_ghosts``, ``pending_ghosts``,
+``node_ghosts`` and ``retain`` find and drop them. An assumed pod is a ghost only once the
+API has confirmed its Binding (``confirm_bound``) before the LIST was sent: until then an
+accepted Binding may hold its capacity.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from metricsched.core import columns, model, parse, policy
 
@@ -49,6 +57,12 @@ class ClusterCache:
         self._pod_node: dict[str, model.NodeName] = {}  # uid -> node, for bound/assumed pods
         self._orphans: dict[str, model.PodInfo] = {}  # bound to a node we do not know (yet)
         self._assumed: dict[str, float] = {}  # uid -> time assumed
+        # uid -> when (time.monotonic()) the API confirmed our Binding of an assumed pod
+        self._confirmed: dict[str, float] = {}
+        # assumed pods that left kopf's pending watch (bound, or deleted) meanwhile, and
+        # the newest pending copy seen while assumed (what a failed Binding goes back to)
+        self._left_pending: set[str] = set()
+        self._latest_pending: dict[str, model.PodInfo] = {}
         self.pending: dict[str, model.PodInfo] = {}  # uid -> pending pod that is ours
         # uid -> status.conditions of a pending pod (to skip redundant PodScheduled writes)
         self.pod_conditions: dict[str, tuple[Mapping[str, object], ...]] = {}
@@ -127,9 +141,13 @@ class ClusterCache:
         node = self._nodes.pop(name, None)
         if node is None:
             return
+        for uid, (held_on, _) in list(self._holds.items()):
+            if held_on == name:  # a hold is room kept on this node: none left to keep
+                del self._holds[uid]
         for uid, pod in node.pods.items():
             self._pod_node.pop(uid, None)
-            self._orphans[uid] = pod
+            if not uid.endswith(_HOLD_SUFFIX):
+                self._orphans[uid] = pod
         self._states.pop(name, None)
         self._table.removed()
         self._dirty.discard(name)
@@ -165,7 +183,7 @@ class ClusterCache:
                 # No PodScheduled time or start yet: keep when we bound it, else now.
                 known = before.bound_at if before is not None else 0.0
                 pod = dataclasses.replace(pod, bound_at=known or time.time())
-            self._assumed.pop(uid, None)  # confirmed (or placed by someone else)
+            self._settled(uid)  # confirmed (or placed by someone else)
             self._attach(pod, model.NodeName(pod.node_name))
             return
         if pod.node_name:  # terminal: frees its resources
@@ -173,7 +191,12 @@ class ClusterCache:
             return
         if uid in self._assumed:
             # Our Binding is in flight and the watch has not seen it yet: keep the
-            # assumption, the pod stays out of the pending set.
+            # assumption, the pod stays out of the pending set; a failed Binding goes
+            # back to this newest copy.
+            if ours and not pod.deleting:
+                self._latest_pending[uid] = pod
+            else:
+                self._left_pending.add(uid)
             return
         if ours and not pod.deleting:
             self.pending[uid] = pod
@@ -190,9 +213,33 @@ class ClusterCache:
         self._release_hold(uid)
         self.pending.pop(uid, None)
         self.pod_conditions.pop(uid, None)
-        self._assumed.pop(uid, None)
+        self._settled(uid)
         self._orphans.pop(uid, None)
         self._detach(uid)
+
+    def leave_pending(self, uid: str) -> None:
+        """The pod left kopf's watch of our unassigned pods: bound (by us or another) or
+        deleted. It is no longer pending; whatever it holds on a node stays (the
+        informer's events decide that)."""
+        self.pending.pop(uid, None)
+        self.pod_conditions.pop(uid, None)
+        if uid in self._assumed:
+            self._left_pending.add(uid)
+            self._latest_pending.pop(uid, None)
+        elif uid not in self._pod_node and uid not in self._orphans:
+            self._pod_rv.pop(uid, None)  # nothing of it held: forget it
+
+    def confirm_bound(self, uid: str, *, at: float) -> None:
+        """The API accepted our Binding of an assumed pod (``at``: ``time.monotonic()``):
+        a LIST sent after ``at`` that lacks the pod shows it gone."""
+        if uid in self._assumed:
+            self._confirmed[uid] = at
+
+    def _settled(self, uid: str) -> None:
+        self._assumed.pop(uid, None)
+        self._confirmed.pop(uid, None)
+        self._left_pending.discard(uid)
+        self._latest_pending.pop(uid, None)
 
     def assume(self, pod: model.PodInfo, node: model.NodeName, *, now: float) -> None:
         self.pending.pop(pod.uid, None)
@@ -204,16 +251,22 @@ class ClusterCache:
             self._dirty.add(node)
 
     def forget(self, pod: model.PodInfo) -> None:
-        """The Binding failed: release the assumed resources and make the pod pending again."""
-        if self._assumed.pop(pod.uid, None) is None:
+        """The Binding failed: release the assumed resources and make the pod pending again,
+        as its newest copy (not the one the cycle saw), unless it left the pending watch
+        meanwhile (deleted, or bound by someone else: the informer says where)."""
+        if pod.uid not in self._assumed:
             return
+        left = pod.uid in self._left_pending
+        latest = self._latest_pending.get(pod.uid, pod)
+        self._settled(pod.uid)
         node = self._pod_node.get(pod.uid)
         self._detach(pod.uid)
         if node is not None and node in self._nodes:
             recent = self._nodes[node].recent
             if recent:
                 recent.pop()
-        self.pending[pod.uid] = pod
+        if not left:
+            self.pending[pod.uid] = latest
 
     def hold(self, pod: model.PodInfo, node: model.NodeName, *, until: float) -> None:
         """Keep ``pod``'s resources on ``node`` until ``until`` (a Binding there may still
@@ -270,18 +323,32 @@ class ClusterCache:
 
     # --- reconciliation with a LIST ----------------------------------------------------
 
-    def pod_ghosts(self, listed: set[str], *, list_version: str) -> list[str]:
-        """Pods the cache holds that a LIST taken at ``list_version`` does not have, and
-        that no event newer than the LIST has shown: deleted while nobody watched."""
+    def bound_ghosts(self, listed: set[str], *, list_version: str, started: float) -> list[str]:
+        """Bound pods the cache holds that a LIST of bound pods taken at ``list_version``
+        (sent at ``started``, ``time.monotonic()``) does not have: deleted, or finished,
+        while nobody watched. An assumed pod counts only if the API confirmed its Binding
+        before the LIST was sent; otherwise no event newer than the LIST may have shown it."""
         version = _rv(list_version)
-        known = set(self._pod_rv) | set(self.pending) | set(self._pod_node) | set(self._orphans)
+        known = set(self._pod_node) | set(self._orphans)
         return sorted(
             uid
             for uid in known
             if uid not in listed
             and not uid.endswith(_HOLD_SUFFIX)
-            and uid not in self._assumed
-            and 0 < self._pod_rv.get(uid, 0) <= version
+            and (
+                self._confirmed.get(uid, started) < started
+                if uid in self._assumed
+                else 0 < self._pod_rv.get(uid, 0) <= version
+            )
+        )
+
+    def pending_ghosts(self, listed: set[str], *, list_version: str) -> list[str]:
+        """``bound_ghosts`` for our pending pods, against a LIST of them."""
+        version = _rv(list_version)
+        return sorted(
+            uid
+            for uid in self.pending
+            if uid not in listed and 0 < self._pod_rv.get(uid, 0) <= version
         )
 
     def node_ghosts(
@@ -311,6 +378,32 @@ class ClusterCache:
 
     def node_version(self, name: model.NodeName) -> int:
         return self._node_rv.get(name, 0)
+
+    def retain(self, kind: str, keys: set[str]) -> int:
+        """After a LIST of ``kind`` (namespaces, claims, volumes, storage classes, CSI
+        nodes, volume attachments): drop what the LIST lacks; how many were dropped."""
+        held: dict[str, object]
+        remove: Callable[[str], None]
+        if kind == "Namespace":
+            held, remove = dict(self._namespace_labels or {}), self.remove_namespace
+        elif kind == "PersistentVolumeClaim":
+            held, remove = dict(self._claims), self._remove_claim_key
+        elif kind == "PersistentVolume":
+            held, remove = dict(self._volumes), self.remove_volume
+        elif kind == "StorageClass":
+            held, remove = dict(self._storage_classes), self.remove_storage_class
+        elif kind == "CSINode":
+            held, remove = dict(self._csi_nodes), self.remove_csi_node
+        elif kind == "VolumeAttachment":
+            held, remove = dict(self._attachment_node), self.remove_volume_attachment
+        else:
+            raise ValueError(f"no retain for {kind}")
+        gone = [key for key in held if key not in keys]
+        for key in gone:
+            remove(key)
+        if kind == "Namespace" and self._namespace_labels is None:
+            self._namespace_labels = {}  # listed: none is a known answer now
+        return len(gone)
 
     # --- policies ----------------------------------------------------------------------
 
@@ -370,7 +463,10 @@ class ClusterCache:
             self.generation += 1  # a claim bound: its pods may now be placed
 
     def remove_claim(self, namespace: str, name: str) -> None:
-        if self._claims.pop(f"{namespace}/{name}", None) is not None:
+        self._remove_claim_key(f"{namespace}/{name}")
+
+    def _remove_claim_key(self, key: str) -> None:
+        if self._claims.pop(key, None) is not None:
             self.generation += 1
 
     def upsert_volume(self, volume: model.VolumeInfo) -> None:

@@ -1,11 +1,12 @@
 """The operator process: wires the watches, cache, queue, scheduler, refresher, status
 writer, reconciler and leader election together, and supervises them.
 
-Start-up: the cache is filled from one LIST of nodes, policies and pods before the first
-decision (retried with backoff while the API server is unreachable: no crash loop), so a
-restarted operator neither forgets a pending pod nor overcommits a node it has not heard
-of. Then kopf's watches take over, and a reconciliation closes the gap between that LIST
-and kopf's own.
+Start-up: the cluster-state informers (``runtime.informers``) list every kind, then the
+policies and our pending pods are listed, all before the first decision (retried with
+backoff while the API server is unreachable: no crash loop), so a restarted operator
+neither forgets a pending pod nor overcommits a node it has not heard of. Then kopf
+watches our pending pods and the policies, the informers the rest, and a reconciliation
+closes the gap between the start-up LIST and kopf's own.
 
 Leadership (``--leader-elect``): every replica watches and keeps its caches warm; only
 the leader schedules, rebalances, refreshes metrics and writes policy status. Losing the
@@ -26,14 +27,21 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import kubernetes
-import kubernetes.client.exceptions
-
 from metricsched.config import Config
 from metricsched.core import model
-from metricsched.edges import events, kube, logs, metric_store, metrics_auth, observe, policy_events
+from metricsched.edges import (
+    events,
+    kube,
+    kube_http,
+    logs,
+    metric_store,
+    metrics_auth,
+    observe,
+    policy_events,
+)
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import informers as informers_mod
 from metricsched.runtime import leader, supervise
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
@@ -160,9 +168,18 @@ class Operator:
         # Rebalancing runs while this replica schedules, on a consistent cache.
         self.rebalancer.active = self.scheduler.active
         self.rebalancer.consistent = self.watches.consistent
-        self.reconciler = reconcile_mod.Reconciler(
-            api=self.api,
+        # The API on the event loop, for the informers and the reconciler's LISTs.
+        self.http = kube_http.AsyncApi(api_client)
+        self.cluster_state = informers_mod.ClusterState(
+            api=self.http,
             cache=self.cache,
+            watches=self.watches,
+            metrics=self.metrics,
+            health=self.health,
+        )
+        self._informers_first: asyncio.Task[None] | None = None
+        self.reconciler = reconcile_mod.Reconciler(
+            api=self.http,
             watches=self.watches,
             metrics=self.metrics,
             interval_s=_RELIST_INTERVAL_S,
@@ -226,67 +243,39 @@ class Operator:
 
     # --- start-up ----------------------------------------------------------------------
 
-    def initial_sync(self) -> None:
-        """LIST nodes, policies and pods once (blocking; run in a thread).
-
-        Each LIST is handled a page at a time (``kube.Paged``): the bodies of every pod
-        held at once would set the process's RSS for good. A failed attempt may have
-        handled some pages: what the next attempt's LISTs no longer have is removed."""
-        nodes = kube.Paged(self._list_nodes)
-        node_names: set[model.NodeName] = set()
-        for item in nodes:
-            node_names.add(model.NodeName(str((item.get("metadata") or {}).get("name", ""))))
-            self.on_node("ADDED", item)
+    async def initial_sync(self) -> None:
+        """The cluster's state (every informer's first LIST), then the policies and our
+        pending pods: what the first cycles need. Scheduling no longer waits for kopf to
+        list the whole cluster: kopf lists only our pending pods, again, harmlessly
+        (resourceVersions dedupe)."""
+        await self.cluster_state.synced()
         try:
-            for item in kube.iter_all(self._list_policies):
-                self.on_policy("ADDED", item)
-        except kubernetes.client.exceptions.ApiException as e:
+            await informers_mod.list_policies(self.http, self.watches)
+        except kube_http.ApiStatusError as e:
             if e.status == 404:
                 raise CrdMissingError(
                     f"the SchedulingPolicy CRD ({PLURAL}.{GROUP}) is not installed; "
                     "install it with `kubectl apply -f crds/` (the Helm chart does this)"
                 ) from e
             raise
-        pods = kube.Paged(self._list_pods)
-        uids: set[str] = set()
-        for item in pods:
-            uids.add(str((item.get("metadata") or {}).get("uid", "")))
-            self.on_pod("ADDED", item)
-        for name in self.cache.node_ghosts(node_names, list_version=nodes.version):
-            self.cache.remove_node(name, resource_version=nodes.version)
-        for uid in self.cache.pod_ghosts(uids, list_version=pods.version):
-            self.cache.remove_pod(uid, resource_version=pods.version)
-            self.queue.done(uid)
-        self._sync_parity_objects()
+        await informers_mod.list_pending(self.http, self.watches, self.config.scheduler_names)
 
-    def _sync_parity_objects(self) -> None:
-        """LIST namespaces (labels), claims, volumes, storage classes, CSI nodes and volume
-        attachments once, so that the first cycles see them (the filters for
-        namespaceSelector, claims and volume limits); watches keep them."""
-        listings = (
-            (self.api.list_namespace, self.watches.on_namespace),
-            (self.api.list_persistent_volume_claim_for_all_namespaces, self.watches.on_claim),
-            (self.api.list_persistent_volume, self.watches.on_volume),
-            (self.api.list_storage_class, self.watches.on_storage_class),
-            (self.api.list_csi_node, self.watches.on_csi_node),
-            (self.api.list_volume_attachment, self.watches.on_volume_attachment),
-        )
-        for list_call, handle in listings:
-
-            def page(cont: str | None, list_call: Any = list_call) -> Any:
-                return list_call(
-                    limit=500, _continue=cont, _preload_content=False, _request_timeout=(5.0, 60.0)
-                )
-
-            for item in kube.iter_all(page):
-                handle("ADDED", item)
+    async def load_once(self) -> None:
+        """Every kind listed once, without watches, then what ``initial_sync`` lists (the
+        same path as start-up; ``metricsched explain``)."""
+        try:
+            for reflector in self.cluster_state.reflectors:
+                await reflector.list_once()
+            await self.initial_sync()
+        finally:
+            await self.http.close()
 
     async def _sync_until_done(self) -> None:
-        """The initial LIST, retried with backoff while the API cannot answer."""
+        """The initial sync, retried with backoff while the API cannot answer."""
         delay, cap = _SYNC_BACKOFF
         while True:
             try:
-                await asyncio.to_thread(self.initial_sync)
+                await self.initial_sync()
                 return
             except CrdMissingError:
                 raise
@@ -301,30 +290,14 @@ class Operator:
                 await asyncio.wait_for(self.stop.wait(), timeout=delay)
             delay = min(cap, delay * 2)
 
-    def _list_nodes(self, cont: str | None) -> Any:
-        return self.api.list_node(
-            limit=500, _continue=cont, _preload_content=False, _request_timeout=(5.0, 60.0)
-        )
-
-    def _list_pods(self, cont: str | None) -> Any:
-        return self.api.list_pod_for_all_namespaces(
-            limit=500,
-            _continue=cont,
-            field_selector=POD_FIELD_SELECTOR,
-            _preload_content=False,
-            _request_timeout=(5.0, 60.0),
-        )
-
-    def _list_policies(self, cont: str | None) -> Any:
-        return self.api.list_cluster_custom_object(
-            GROUP,
-            VERSION,
-            PLURAL,
-            limit=500,
-            _continue=cont,
-            _preload_content=False,
-            _request_timeout=(5.0, 60.0),
-        )
+    async def _run_informers(self) -> None:
+        """The informers' supervised task: the run started before the initial sync, then
+        (after a failure) a new one, each kind listed again."""
+        first, self._informers_first = self._informers_first, None
+        if first is not None:
+            await first
+        else:
+            await self.cluster_state.run(self.stop)
 
     # --- leadership ----------------------------------------------------------------------
 
@@ -385,6 +358,9 @@ class Operator:
         self.policy_events.start()
         heartbeat = asyncio.create_task(self._heartbeat(), name="heartbeat")
         ended: supervise.TaskEndedError | None = None
+        self._informers_first = asyncio.create_task(
+            self.cluster_state.run(self.stop), name="informers"
+        )
         try:
             await self._sync_until_done()
             if self.stop.is_set():
@@ -396,9 +372,8 @@ class Operator:
                 len(self.cache.policies),
             )
             self.queue.sync(self.cache.pending)
-            # Decisions wait for kopf's first listing to be reconciled (reconcile.py).
-            self.watches.consistent.clear()
             specs = [
+                supervise.Spec("informers", self._run_informers),
                 supervise.Spec("scheduler", lambda: self.scheduler.run(self.stop)),
                 supervise.Spec(
                     "refresher",
@@ -446,6 +421,9 @@ class Operator:
             self.policy_events.close()
             closer.close()
             self.source.close()
+            if self._informers_first is not None:
+                self._informers_first.cancel()
+            await self.http.close()
         if self.lost:
             raise LeadershipLostError("lost the scheduling lease")
         if ended is not None:

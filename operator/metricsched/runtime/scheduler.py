@@ -316,6 +316,7 @@ class Scheduler:
         if kind is binder.BindOutcome.ALREADY_BOUND and result.node == node:
             kind = binder.BindOutcome.BOUND  # an earlier try of ours landed
         if kind is binder.BindOutcome.BOUND:
+            self.cache.confirm_bound(pod.uid, at=monotonic)
             self.queue.done(pod.uid)
             self.metrics.attempts.labels(result="scheduled").inc()
             if pod.creation_timestamp:
@@ -338,6 +339,7 @@ class Scheduler:
             # Bound elsewhere by someone else: count it there now, not when the watch says.
             if result.node:
                 self.cache.correct(pod, model.NodeName(result.node), now=now)
+                self.cache.confirm_bound(pod.uid, at=monotonic)
             self.queue.done(pod.uid)
             return
         if kind is binder.BindOutcome.GONE:

@@ -1,9 +1,16 @@
-"""kopf handlers → cluster cache and queue (thin), and kopf itself, supervised.
+"""Watch events → cluster cache and queue (thin), and kopf itself, supervised.
 
-kopf stays the pod event source. Its ``@kopf.on.event`` handlers (which store nothing on
-the objects they see) translate watch events into cache updates, queue entries and
-policy records. Pods are watched with a server-side field selector that leaves out
-finished pods.
+kopf stays the event source for the pods this scheduler places and for the policies: its
+``@kopf.on.event`` handlers (which store nothing on the objects they see) watch only our
+unassigned pods (server-side field selectors: no node, not finished, and our scheduler
+name when there is one) and SchedulingPolicies. The rest of the cluster's state (bound
+pods, nodes, namespaces, claims, volumes, storage classes, CSI nodes, volume
+attachments) comes from the lean informer (``runtime.informers``), through the same
+translation here: ``on_bound_pod``, ``on_node`` and the others.
+
+A pod that leaves kopf's filtered watch arrives as DELETED, carrying the unbound object at
+the bind's resourceVersion: it left the pending set (``on_pending_pod``), which never
+frees capacity; only the informer's DELETED of a bound pod does.
 
 kopf is run under a supervisor: a watch that fails for good (kopf gives up after its
 ``error_backoffs``, e.g. on a 403 after an RBAC change or a long API outage) makes
@@ -11,10 +18,11 @@ kopf is run under a supervisor: a watch that fails for good (kopf gives up after
 Pod (when ``POD_NAME``/``POD_NAMESPACE`` say which), and kopf is started again with
 backoff: never an exit. ``/readyz`` turns true again once the restarted watches deliver.
 
-After kopf (re-)lists a resource (at start, after a 410 Gone, after a restart), objects
-deleted while nobody watched got no DELETED event: ``relisted`` tells the reconciler,
-which compares the cache with its own LIST; until it has, ``consistent`` is clear and the
-scheduler decides nothing (a node deleted in the gap must not receive a Binding).
+After kopf (re-)lists (at start, after a 410 Gone, after a restart), pending pods and
+policies deleted while nobody watched got no DELETED event: ``relisted`` tells the
+reconciler, which compares them with its own LIST. ``consistent`` is the informer's: clear
+until every kind has been listed, and from a re-list until it is applied; the scheduler
+decides nothing meanwhile (a node deleted in the gap must not receive a Binding).
 """
 
 from __future__ import annotations
@@ -46,6 +54,18 @@ logger = logging.getLogger("metricsched.watches")
 
 GROUP, VERSION, PLURAL = status_mod.GROUP, status_mod.VERSION, status_mod.PLURAL
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+PENDING_FIELD_SELECTOR = "spec.nodeName=," + POD_FIELD_SELECTOR
+BOUND_FIELD_SELECTOR = "spec.nodeName!=," + POD_FIELD_SELECTOR
+
+
+def pending_selector(scheduler_names: frozenset[str]) -> str:
+    """kopf's field selector of our unassigned pods: by scheduler name too when there is
+    one (field selectors cannot say "one of"; with several, ``on_pending_pod`` filters)."""
+    if len(scheduler_names) == 1:
+        return f"{PENDING_FIELD_SELECTOR},spec.schedulerName={next(iter(scheduler_names))}"
+    return PENDING_FIELD_SELECTOR
+
+
 # kopf's retries of a failing request before it gives up (and we restart it): short, so
 # a lasting failure shows on /readyz within seconds, not kopf's default ~54 s.
 KOPF_ERROR_BACKOFFS = (1.0, 2.0, 4.0)
@@ -84,24 +104,53 @@ class Watches:
         # --namespace narrows which pods are scheduled and which policies apply; pods of
         # all namespaces are still watched: they all take capacity on the same nodes.
         self._namespaces = frozenset(config.namespaces)
-        self.relisted = asyncio.Event()  # kopf listed pods or nodes (again)
-        # Clear from the moment kopf (re-)lists until the reconciler has compared the
-        # cache with its own LIST: no decision is taken on a cache that may hold ghosts.
+        self.relisted = asyncio.Event()  # kopf listed pending pods or policies (again)
+        # Set while the informer's state is whole (every kind listed, no re-list under
+        # way): no decision is taken on a cache that may hold ghosts (runtime.informers).
         self.consistent = asyncio.Event()
-        self.consistent.set()  # the start-up LIST came first
+        self._policy_rv: dict[model.PolicyKey, int] = {}  # last resourceVersion seen
         self.delivering = asyncio.Event()  # an event arrived since kopf (re)started
 
     # --- watch events ------------------------------------------------------------------
 
-    def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+    def on_pending_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """kopf's watch of our unassigned pods. DELETED: the pod left it (bound, or
+        deleted); what it holds on a node is the informer's to say."""
         self._seen(event_type)
         meta = body.get("metadata") or {}
         uid = str(meta.get("uid", ""))
-        version = str(meta.get("resourceVersion") or "")
         if event_type == "DELETED":
-            self.cache.remove_pod(uid, resource_version=version)
+            self.cache.leave_pending(uid)
             self.queue.done(uid)
             return
+        if (body.get("spec") or {}).get("nodeName"):
+            return  # not kopf's any more (a pod that was bound is the informer's)
+        self._on_pod(body)
+
+    def on_bound_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """The informer's watch of bound, unfinished pods: DELETED (deleted, finished, or
+        listed no more) frees what the pod held."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event_type == "DELETED":
+            self.cache.remove_pod(uid, resource_version=str(meta.get("resourceVersion") or ""))
+            self.queue.done(uid)
+            return
+        self._on_pod(body)
+
+    def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A pod event from either watch, routed by whether the pod is bound (tests and
+        tools that replay a single stream)."""
+        if (body.get("spec") or {}).get("nodeName"):
+            self.on_bound_pod(event_type, body)
+        else:
+            self.on_pending_pod(event_type, body)
+
+    def _on_pod(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        version = str(meta.get("resourceVersion") or "")
         if self.cache.holds_pod_version(uid, version):
             return  # a copy the cache already holds, or an older one (kopf's listing)
         spec = body.get("spec") or {}
@@ -139,7 +188,7 @@ class Watches:
             self.queue.done(uid)
 
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        self._seen(event_type)
+        self.delivering.set()
         meta = body.get("metadata") or {}
         name = model.NodeName(str(meta.get("name", "")))
         version = str(meta.get("resourceVersion") or "")
@@ -249,6 +298,12 @@ class Watches:
         if self._namespaces and meta.get("namespace") not in self._namespaces:
             return
         key = model.PolicyKey(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        self._seen(event_type)
+        version = cache_mod.resource_version(meta)
+        if event_type == "DELETED":
+            self._policy_rv.pop(key, None)
+        elif version:
+            self._policy_rv[key] = max(self._policy_rv.get(key, 0), version)
         served = event_type == "DELETED" or policy.served_by(body, self.config.scheduler_names)
         # Another install's policies are kept only as an index that names them in the
         # events of the pods they select (policy.elsewhere_note).
@@ -315,11 +370,20 @@ class Watches:
                 self._policy_events.forget(key, topic_prefix="metric/")
             self._refresh_now.set()  # new metrics: query them now, not at the next tick
 
+    def policy_ghosts(self, listed: set[str], *, list_version: str) -> list[model.PolicyKey]:
+        """Policies known here that a LIST taken at ``list_version`` does not have, and
+        that no event newer than the LIST has shown: deleted while kopf did not watch."""
+        version = cache_mod.resource_version({"resourceVersion": list_version})
+        known = set(self.cache.policies) | set(self.cache.policy_errors) | set(self.status.records)
+        known |= {k for entries in self.cache.elsewhere.values() for k in entries}
+        return sorted(
+            key for key in known if key not in listed and self._policy_rv.get(key, 0) <= version
+        )
+
     def _seen(self, event_type: str | None) -> None:
         self.delivering.set()
         if event_type is None:  # kopf's (re-)listing
             self.relisted.set()
-            self.consistent.clear()
 
     # --- kopf, supervised --------------------------------------------------------------
 
@@ -388,12 +452,15 @@ def policy_ref(key: model.PolicyKey, record: status_mod.PolicyRecord | None) -> 
     return events.ObjectRef.policy(namespace=namespace, name=name, uid=record.uid if record else "")
 
 
-def configure_kopf(settings: kopf.OperatorSettings) -> None:
+def configure_kopf(
+    settings: kopf.OperatorSettings, scheduler_names: frozenset[str] = frozenset({"metricsched"})
+) -> None:
     """kopf's settings for this operator (its start-up handler calls this)."""
     settings.posting.enabled = False  # we post our own events, from the scheduler's name
     settings.scanning.disabled = True
     settings.peering.standalone = True
-    settings.watching.field_selectors[("v1", "pods")] = POD_FIELD_SELECTOR
+    # kopf sees only our unassigned pods: the informer owns the rest of the cluster.
+    settings.watching.field_selectors[("v1", "pods")] = pending_selector(scheduler_names)
     # LIST in pages: an unchunked initial list holds every pod's body at once.
     settings.watching.chunk_size = 500
     # kopf keeps a worker (and the last body) per object until it idles out: pods see
@@ -416,7 +483,7 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
 
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        configure_kopf(settings)
+        configure_kopf(settings, w.config.scheduler_names)
         if w.config.webhook_enabled:
             # The chart owns the MutatingWebhookConfiguration: kopf only serves it
             # (settings.admission.managed stays None).
@@ -431,35 +498,7 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
 
     @kopf.on.event("v1", "pods", registry=registry)
     async def pod_event(event: Mapping[str, Any], **_: Any) -> None:
-        w.on_pod(event.get("type"), event["object"])
-
-    @kopf.on.event("v1", "nodes", registry=registry)
-    async def node_event(event: Mapping[str, Any], **_: Any) -> None:
-        w.on_node(event.get("type"), event["object"])
-
-    @kopf.on.event("v1", "namespaces", registry=registry)
-    async def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
-        w.on_namespace(event.get("type"), event["object"])
-
-    @kopf.on.event("v1", "persistentvolumeclaims", registry=registry)
-    async def claim_event(event: Mapping[str, Any], **_: Any) -> None:
-        w.on_claim(event.get("type"), event["object"])
-
-    @kopf.on.event("v1", "persistentvolumes", registry=registry)
-    async def volume_event(event: Mapping[str, Any], **_: Any) -> None:
-        w.on_volume(event.get("type"), event["object"])
-
-    @kopf.on.event("storage.k8s.io", "v1", "storageclasses", registry=registry)
-    async def storage_class_event(event: Mapping[str, Any], **_: Any) -> None:
-        w.on_storage_class(event.get("type"), event["object"])
-
-    @kopf.on.event("storage.k8s.io", "v1", "csinodes", registry=registry)
-    async def csi_node_event(event: Mapping[str, Any], **_: Any) -> None:
-        w.on_csi_node(event.get("type"), event["object"])
-
-    @kopf.on.event("storage.k8s.io", "v1", "volumeattachments", registry=registry)
-    async def volume_attachment_event(event: Mapping[str, Any], **_: Any) -> None:
-        w.on_volume_attachment(event.get("type"), event["object"])
+        w.on_pending_pod(event.get("type"), event["object"])
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def policy_event(event: Mapping[str, Any], **_: Any) -> None:

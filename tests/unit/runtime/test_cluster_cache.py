@@ -196,18 +196,84 @@ def test_pods_and_nodes_missing_from_a_newer_list_are_ghosts() -> None:
     c.upsert_node(_node("gone"), resource_version="6")
     c.upsert_pod(_pod("kept", node="n1"), ours=False, resource_version="7")
     c.upsert_pod(_pod("deleted", node="n1"), ours=False, resource_version="8")
-    c.upsert_pod(_pod("newer"), ours=True, resource_version="30")  # after the LIST
+    c.upsert_pod(_pod("newer", node="n1"), ours=False, resource_version="30")  # after the LIST
+    c.upsert_pod(_pod("pending"), ours=True, resource_version="9")  # kopf's, not this LIST's
     assert c.node_ghosts({model.NodeName("n1")}, list_version="20") == ["gone"]
-    assert c.pod_ghosts({"uid-kept"}, list_version="20") == ["uid-deleted"]
+    assert c.bound_ghosts({"uid-kept"}, list_version="20", started=100.0) == ["uid-deleted"]
+    assert c.pending_ghosts(set(), list_version="20") == ["uid-pending"]
 
 
-def test_an_assumed_pod_is_never_a_ghost() -> None:
+def test_an_assumed_pod_is_no_ghost_while_its_binding_may_still_land() -> None:
     c = cache_mod.ClusterCache()
     c.upsert_node(_node("n1"), resource_version="5")
     pod = _pod("a")
     c.upsert_pod(pod, ours=True, resource_version="7")
     c.assume(pod, model.NodeName("n1"), now=0.0)
-    assert c.pod_ghosts(set(), list_version="20") == []
+    assert c.bound_ghosts(set(), list_version="20", started=100.0) == []
+    c.confirm_bound("uid-a", at=150.0)  # accepted after the LIST was sent: not in it yet
+    assert c.bound_ghosts(set(), list_version="20", started=100.0) == []
+
+
+def test_a_pod_we_bound_that_ended_while_unwatched_frees_its_node_after_the_next_list() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1", cpu="1"), resource_version="5")
+    pod = _pod("a", cpu="1")
+    c.upsert_pod(pod, ours=True, resource_version="7")
+    c.assume(pod, model.NodeName("n1"), now=0.0)
+    c.confirm_bound("uid-a", at=50.0)  # accepted; the watch never showed it (a gap)
+    assert c.bound_ghosts(set(), list_version="20", started=100.0) == ["uid-a"]
+    c.remove_pod("uid-a", resource_version="20")
+    assert c.snapshot().nodes[model.NodeName("n1")].requested.milli_cpu == 0
+
+
+def test_a_hold_on_a_deleted_node_does_not_come_back_with_a_node_of_that_name() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"), resource_version="5")
+    pod = _pod("a", cpu="1")
+    c.hold(pod, model.NodeName("n1"), until=1e12)
+    c.remove_node(model.NodeName("n1"), resource_version="9")
+    assert c.holds() == {}
+    c.upsert_node(_node("n1"), resource_version="12")  # registered again
+    state = c.snapshot().nodes[model.NodeName("n1")]
+    assert state.pods == () and state.requested.milli_cpu == 0
+
+
+def test_leaving_the_pending_watch_never_frees_what_an_assumed_pod_holds() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"), resource_version="5")
+    pod = _pod("a", cpu="1")
+    c.upsert_pod(pod, ours=True, resource_version="7")
+    c.assume(pod, model.NodeName("n1"), now=0.0)
+    c.leave_pending("uid-a")  # kopf: DELETED at the bind's version, the unbound object
+    assert c.is_assumed("uid-a")
+    assert c.snapshot().nodes[model.NodeName("n1")].requested.milli_cpu == 1000
+    c.upsert_pod(_pod("a", node="n1", cpu="1"), ours=True, resource_version="8")  # informer
+    assert not c.is_assumed("uid-a") and c.pending == {}
+    assert c.snapshot().nodes[model.NodeName("n1")].requested.milli_cpu == 1000
+
+
+def test_a_failed_binding_puts_back_the_newest_copy_of_the_pod() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"), resource_version="5")
+    old = _pod("a", cpu="1")
+    c.upsert_pod(old, ours=True, resource_version="7")
+    c.assume(old, model.NodeName("n1"), now=0.0)
+    newer = dataclasses.replace(old, labels={"tier": "web"})
+    c.upsert_pod(newer, ours=True, resource_version="8")  # changed while the bind was out
+    c.forget(old)
+    assert c.pending["uid-a"] == newer
+
+
+def test_a_failed_binding_of_a_pod_that_left_the_pending_watch_does_not_make_it_pending() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"), resource_version="5")
+    pod = _pod("a", cpu="1")
+    c.upsert_pod(pod, ours=True, resource_version="7")
+    c.assume(pod, model.NodeName("n1"), now=0.0)
+    c.leave_pending("uid-a")  # deleted meanwhile
+    c.forget(pod)
+    assert c.pending == {}
+    assert c.snapshot().nodes[model.NodeName("n1")].requested.milli_cpu == 0
 
 
 def test_a_listed_copy_older_than_a_seen_deletion_does_not_come_back() -> None:

@@ -1,0 +1,231 @@
+"""A lean informer: LIST+WATCH of one resource on the event loop, as client-go's reflector.
+
+``Reflector.run`` LISTs the resource in pages (at the API server's current state), hands
+each object to its sink as it is read, then tells the sink the LIST is complete with every
+key it held and the LIST's resourceVersion (the sink removes what it holds that the LIST
+lacks: deleted while nobody watched). It then WATCHes from that resourceVersion with
+bookmarks, handing each ADDED, MODIFIED and DELETED event to the sink. A watch that ends
+(the server's timeout, a dropped connection) is resumed from the last resourceVersion
+seen; a ``410 Gone`` (the version was compacted away) or an ``ERROR`` event starts a new
+LIST. The first LIST and every re-list take the same path (``_list``).
+
+There is no local store here: the sink (the operator's cluster cache, through
+``runtime.informers``) is the store, so an object is parsed once and kept once. Pages are
+decoded with orjson and never held all at once.
+
+Failures are retried with backoff and reported to the sink (``failing``), never raised:
+the informer keeps trying until ``stop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+
+from metricsched.edges import kube_http
+
+logger = logging.getLogger("metricsched.informer")
+
+PAGE = 500
+# The server ends each watch after a random 5-10 minutes (client-go's minWatchTimeout
+# spread), so that many informers do not re-watch at once.
+WATCH_TIMEOUT_S = (300, 600)
+BACKOFF_S = (0.5, 30.0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Resource:
+    """What to LIST and WATCH: ``/api/v1/pods`` and the like, and a field selector."""
+
+    kind: str
+    path: str
+    field_selector: str = ""
+
+    def key(self, body: Mapping[str, Any]) -> str:
+        """How the sink names an object: pods by uid, namespaced kinds by namespace/name,
+        cluster-scoped kinds by name."""
+        meta = body.get("metadata") or {}
+        if self.kind == "Pod":
+            return str(meta.get("uid", ""))
+        if meta.get("namespace"):
+            return f"{meta['namespace']}/{meta.get('name', '')}"
+        return str(meta.get("name", ""))
+
+
+class Sink(Protocol):
+    def event(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
+        """ADDED, MODIFIED or DELETED from the watch; ``LISTED`` for each listed object."""
+
+    def listed(self, kind: str, keys: set[str], version: str, started: float) -> None:
+        """A LIST is complete: ``keys`` are what it held at ``version``; it was sent at
+        ``started`` (``time.monotonic()``)."""
+
+    def relisting(self, kind: str) -> None:
+        """A re-list has started (the state may miss deletions until ``listed``)."""
+
+    def failing(self, kind: str, reason: str) -> None:
+        """LIST or WATCH keeps failing (retried with backoff)."""
+
+
+class GoneError(Exception):
+    """410 Gone: the resourceVersion to watch from is too old."""
+
+
+class Reflector:
+    def __init__(
+        self,
+        api: kube_http.AsyncApi,
+        resource: Resource,
+        sink: Sink,
+        *,
+        page: int = PAGE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self.resource = resource
+        self._sink = sink
+        self._page = page
+        self._clock = clock
+        self.synced = asyncio.Event()  # the first LIST is complete
+        self.lists = 0
+        self.watches = 0
+        self.version = ""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        delay, cap = BACKOFF_S
+        version = ""
+        while not stop.is_set():
+            try:
+                if not version:
+                    if self.lists:
+                        self._sink.relisting(self.resource.kind)
+                    version = await self._list()
+                    delay = BACKOFF_S[0]
+                version = await self._watch(version, stop)
+                delay = BACKOFF_S[0]
+                continue
+            except GoneError:
+                logger.info("%s: watch version too old; listing again", self.resource.kind)
+                version = ""
+                continue
+            except asyncio.CancelledError:
+                raise
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
+                reason = _describe(e)
+            except kube_http.ApiStatusError as e:
+                reason = str(e)
+            if version:
+                version = self.version  # resume after the last event the watch delivered
+            logger.warning(
+                "%s: %s failed (%s); retrying in %gs",
+                self.resource.kind,
+                "watch" if version else "list",
+                reason,
+                delay,
+            )
+            self._sink.failing(self.resource.kind, reason)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+            delay = min(cap, delay * 2)
+
+    # --- LIST ----------------------------------------------------------------------------
+
+    async def list_once(self) -> str:
+        """One LIST to the sink, without a watch after it (errors raise)."""
+        return await self._list()
+
+    async def _list(self) -> str:
+        """Every object, a page at a time, to the sink; returns the LIST's resourceVersion."""
+        started = self._clock()
+        keys: set[str] = set()
+        token = ""
+        while True:
+            params = {"limit": str(self._page)}
+            if self.resource.field_selector:
+                params["fieldSelector"] = self.resource.field_selector
+            if token:
+                params["continue"] = token
+            answer = await self._api.request(
+                "GET",
+                self.resource.path,
+                params=params,
+                timeout=aiohttp.ClientTimeout(total=60, sock_connect=5),
+            )
+            if answer.status == 410 and token:
+                # The continue token expired mid-list: start the LIST over.
+                keys.clear()
+                token = ""
+                started = self._clock()
+                continue
+            if not answer.ok:
+                raise kube_http.status_error(answer)
+            body = orjson.loads(answer.data)
+            for item in body.get("items") or ():
+                keys.add(self.resource.key(item))
+                self._sink.event(self.resource.kind, "LISTED", item)
+            meta = body.get("metadata") or {}
+            token = str(meta.get("continue") or "")
+            if not token:
+                version = str(meta.get("resourceVersion") or "")
+                break
+            await asyncio.sleep(0)  # a page at a time: let the loop breathe
+        self._sink.listed(self.resource.kind, keys, version, started)
+        self.lists += 1
+        self.version = version
+        self.synced.set()
+        return version
+
+    # --- WATCH ---------------------------------------------------------------------------
+
+    async def _watch(self, version: str, stop: asyncio.Event) -> str:
+        """Events from ``version`` until the server ends the watch; returns the last
+        resourceVersion seen (``GoneError``: list again)."""
+        seconds = random.randint(*WATCH_TIMEOUT_S)
+        params = {
+            "watch": "true",
+            "resourceVersion": version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(seconds),
+        }
+        if self.resource.field_selector:
+            params["fieldSelector"] = self.resource.field_selector
+        timeout = aiohttp.ClientTimeout(total=seconds + 30, sock_connect=5, sock_read=seconds + 30)
+        self.watches += 1
+        try:
+            stream = self._api.lines(self.resource.path, params=params, timeout=timeout)
+            async for line in stream:
+                event = orjson.loads(line)
+                kind = event.get("type")
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    code = obj.get("code")
+                    if code == 410:
+                        raise GoneError
+                    raise kube_http.ApiStatusError(int(code or 500), str(obj.get("message")))
+                meta = obj.get("metadata") or {}
+                if meta.get("resourceVersion"):
+                    version = str(meta["resourceVersion"])
+                    self.version = version
+                if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    self._sink.event(self.resource.kind, kind, obj)
+                if stop.is_set():
+                    break
+        except kube_http.ApiStatusError as e:
+            if e.status == 410:
+                raise GoneError from e
+            raise
+        return version
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return f"{type(e).__name__}: {text}" if text != type(e).__name__ else text

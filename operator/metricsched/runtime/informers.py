@@ -1,0 +1,189 @@
+"""The cluster's state, off kopf: one lean informer per kind, into the cluster cache.
+
+kopf carries only our unassigned pods and the policies (``runtime.watches``). Everything
+else the cycle reads comes from ``edges.informer.Reflector``s run here, on the event loop:
+bound (unfinished) pods, nodes, namespaces, PersistentVolumeClaims, PersistentVolumes,
+StorageClasses, CSINodes and VolumeAttachments. Their events go through the same
+translation as kopf's (``Watches.on_bound_pod``, ``on_node``, ...).
+
+Every kind is reconciled after every LIST, the first one and each re-list alike: what the
+cache holds and the LIST lacks was deleted while nobody watched and is dropped (a bound
+pod that finished in the gap frees its node's room; a deleted VolumeAttachment frees its
+attach slot). An assumed pod is dropped only once the API confirmed its Binding before
+the LIST was sent (``ClusterCache.bound_ghosts``).
+
+``consistent`` (the scheduler's and the rebalancer's gate) is set once every kind has
+been listed, and clear from the start of a re-list until it has been applied. A kind whose
+LIST or WATCH keeps failing makes ``/readyz`` false with the reason until it delivers
+again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from metricsched.core import model
+from metricsched.edges import informer, kube_http, observe
+from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import watches as watches_mod
+
+logger = logging.getLogger("metricsched.informers")
+
+Handler = Callable[[str | None, Mapping[str, Any]], None]
+
+RESOURCES = (
+    informer.Resource("Node", "/api/v1/nodes"),
+    informer.Resource("Pod", "/api/v1/pods", watches_mod.BOUND_FIELD_SELECTOR),
+    informer.Resource("Namespace", "/api/v1/namespaces"),
+    informer.Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims"),
+    informer.Resource("PersistentVolume", "/api/v1/persistentvolumes"),
+    informer.Resource("StorageClass", "/apis/storage.k8s.io/v1/storageclasses"),
+    informer.Resource("CSINode", "/apis/storage.k8s.io/v1/csinodes"),
+    informer.Resource("VolumeAttachment", "/apis/storage.k8s.io/v1/volumeattachments"),
+)
+
+
+class ClusterState:
+    """The informers' sink: events to the watches' translation, LISTs to the cache's
+    ghost removal, sync and failures to ``consistent`` and ``/readyz``."""
+
+    def __init__(
+        self,
+        *,
+        api: kube_http.AsyncApi,
+        cache: cache_mod.ClusterCache,
+        watches: watches_mod.Watches,
+        metrics: observe.Metrics,
+        health: observe.HealthState,
+        resources: tuple[informer.Resource, ...] = RESOURCES,
+    ) -> None:
+        self._cache = cache
+        self._watches = watches
+        self._metrics = metrics
+        self._health = health
+        self._handlers: dict[str, Handler] = {
+            "Node": watches.on_node,
+            "Pod": watches.on_bound_pod,
+            "Namespace": watches.on_namespace,
+            "PersistentVolumeClaim": watches.on_claim,
+            "PersistentVolume": watches.on_volume,
+            "StorageClass": watches.on_storage_class,
+            "CSINode": watches.on_csi_node,
+            "VolumeAttachment": watches.on_volume_attachment,
+        }
+        self.reflectors = [informer.Reflector(api, r, self) for r in resources]
+        self._unlisted = {r.kind for r in resources}  # not listed yet, or re-listing
+        self._failing: dict[str, str] = {}
+        self.consistent = watches.consistent
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Every reflector until ``stop`` (each retries its own failures)."""
+        await asyncio.gather(*(r.run(stop) for r in self.reflectors))
+
+    async def synced(self) -> None:
+        """Until every kind has been listed once."""
+        await asyncio.gather(*(r.synced.wait() for r in self.reflectors))
+
+    # --- informer.Sink -------------------------------------------------------------------
+
+    def event(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
+        self._delivered(kind)
+        self._handlers[kind]("ADDED" if event_type == "LISTED" else event_type, body)
+
+    def listed(self, kind: str, keys: set[str], version: str, started: float) -> None:
+        removed = self._remove_ghosts(kind, keys, version, started)
+        self._metrics.informer_lists.labels(kind=kind).inc()
+        if removed:
+            self._metrics.relists.labels(kind=kind.lower()).inc(removed)
+            logger.warning("%s re-list: removed %d deleted while unwatched", kind, removed)
+        self._unlisted.discard(kind)
+        self._delivered(kind)
+        if not self._unlisted and not self.consistent.is_set():
+            logger.info("cluster state listed: scheduling")
+            self.consistent.set()
+
+    def relisting(self, kind: str) -> None:
+        self._unlisted.add(kind)
+        self.consistent.clear()
+
+    def failing(self, kind: str, reason: str) -> None:
+        self._failing[kind] = reason
+        self._metrics.watch_restarts.inc()
+        self._health.set_ready(False, f"{kind} watch failing: {reason}")
+
+    def _delivered(self, kind: str) -> None:
+        if self._failing.pop(kind, None) is not None and not self._failing:
+            self._health.set_ready(True, "watches delivering again")
+
+    def _remove_ghosts(self, kind: str, keys: set[str], version: str, started: float) -> int:
+        cache = self._cache
+        if kind == "Node":
+            names = {model.NodeName(k) for k in keys}
+            ghosts = cache.node_ghosts(names, list_version=version)
+            for name in ghosts:
+                cache.remove_node(name, resource_version=version)
+            return len(ghosts)
+        if kind == "Pod":
+            uids = cache.bound_ghosts(keys, list_version=version, started=started)
+            for uid in uids:
+                cache.remove_pod(uid, resource_version=version)
+            return len(uids)
+        return cache.retain(kind, keys)
+
+
+async def list_pending(
+    api: kube_http.AsyncApi, watches: watches_mod.Watches, scheduler_names: frozenset[str]
+) -> int:
+    """LIST our unassigned pods into the cache and queue (at start, and to reconcile
+    kopf's pending set after it re-lists); what the cache has pending and the LIST lacks
+    is dropped. Returns how many were dropped."""
+    sink = _OneShot(lambda _type, body: watches.on_pending_pod("ADDED", body))
+    resource = informer.Resource(
+        "Pod", "/api/v1/pods", watches_mod.pending_selector(scheduler_names)
+    )
+    await informer.Reflector(api, resource, sink).list_once()
+    ghosts = watches.cache.pending_ghosts(sink.keys, list_version=sink.version)
+    for uid in ghosts:
+        watches.cache.leave_pending(uid)
+        watches.queue.done(uid)
+    return len(ghosts)
+
+
+async def list_policies(api: kube_http.AsyncApi, watches: watches_mod.Watches) -> int:
+    """LIST the SchedulingPolicies (at start, and to reconcile kopf's after it re-lists):
+    a policy deleted while kopf did not watch stops governing pods and being queried.
+    Returns how many were dropped."""
+    sink = _OneShot(lambda _type, body: watches.on_policy("ADDED", body))
+    path = f"/apis/{watches_mod.GROUP}/{watches_mod.VERSION}/{watches_mod.PLURAL}"
+    await informer.Reflector(api, informer.Resource("SchedulingPolicy", path), sink).list_once()
+    ghosts = watches.policy_ghosts(sink.keys, list_version=sink.version)
+    for key in ghosts:
+        namespace, _, name = key.partition("/")
+        watches.on_policy("DELETED", {"metadata": {"namespace": namespace, "name": name}})
+    return len(ghosts)
+
+
+class _OneShot:
+    """A sink for one LIST: each object to ``handle``, the keys and version kept."""
+
+    def __init__(self, handle: Handler) -> None:
+        self._handle = handle
+        self.keys: set[str] = set()
+        self.version = ""
+        self.started = time.monotonic()
+
+    def event(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
+        self._handle(event_type, body)
+
+    def listed(self, kind: str, keys: set[str], version: str, started: float) -> None:
+        self.keys, self.version, self.started = keys, version, started
+
+    def relisting(self, kind: str) -> None:
+        pass
+
+    def failing(self, kind: str, reason: str) -> None:
+        pass

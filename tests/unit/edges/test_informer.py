@@ -1,0 +1,172 @@
+"""edges/informer.py: LIST in pages then WATCH from the LIST's version; bookmarks move the
+version; a dropped watch resumes where it was; a 410 (or an ERROR event) lists again, and
+every LIST reports all the keys it held so the sink can drop what vanished."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+from metricsched.edges import informer, kube_http
+
+
+def _node(name: str, rv: int) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": str(rv)}}
+
+
+class FakeApi:
+    """What the informer asks of ``kube_http.AsyncApi``: LIST pages and watch streams,
+    scripted. ``streams`` are the successive watches' events (a list of events, or an
+    exception to raise after them)."""
+
+    def __init__(self, objects: list[dict[str, Any]], version: int) -> None:
+        self.objects = objects
+        self.version = version
+        self.streams: list[tuple[list[dict[str, Any]], BaseException | None]] = []
+        self.lists: list[Mapping[str, str]] = []
+        self.watches: list[Mapping[str, str]] = []
+
+    async def request(
+        self, method: str, path: str, *, params: Mapping[str, str], **_: Any
+    ) -> kube_http.Answer:
+        self.lists.append(dict(params))
+        start = int(params.get("continue") or 0)
+        limit = int(params["limit"])
+        page = self.objects[start : start + limit]
+        meta: dict[str, Any] = {"resourceVersion": str(self.version)}
+        if start + limit < len(self.objects):
+            meta["continue"] = str(start + limit)
+        return kube_http.Answer(200, orjson.dumps({"items": page, "metadata": meta}))
+
+    async def lines(
+        self, path: str, *, params: Mapping[str, str], timeout: aiohttp.ClientTimeout
+    ) -> AsyncIterator[bytes]:
+        self.watches.append(dict(params))
+        if not self.streams:
+            await asyncio.sleep(3600)  # a quiet watch
+        events, error = self.streams.pop(0)
+        for event in events:
+            yield orjson.dumps(event)
+        if error is not None:
+            raise error
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.lists: list[tuple[set[str], str]] = []
+        self.relists = 0
+        self.failures: list[str] = []
+
+    def event(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
+        self.events.append((event_type, body["metadata"]["name"]))
+
+    def listed(self, kind: str, keys: set[str], version: str, started: float) -> None:
+        self.lists.append((keys, version))
+
+    def relisting(self, kind: str) -> None:
+        self.relists += 1
+
+    def failing(self, kind: str, reason: str) -> None:
+        self.failures.append(reason)
+
+
+def run(api: FakeApi, sink: Recorder, *, until: Any, page: int = 2) -> informer.Reflector:
+    reflector = informer.Reflector(
+        api,  # type: ignore[arg-type]
+        informer.Resource("Node", "/api/v1/nodes"),
+        sink,
+        page=page,
+    )
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(reflector.run(stop))
+        for _ in range(500):
+            if until():
+                break
+            await asyncio.sleep(0.01)
+        stop.set()
+        task.cancel()
+
+    asyncio.run(go())
+    return reflector
+
+
+def test_a_list_comes_in_pages_then_the_watch_starts_at_its_version_with_bookmarks() -> None:
+    api = FakeApi([_node(f"n{i}", i) for i in range(5)], version=10)
+    api.streams.append(
+        (
+            [
+                {"type": "ADDED", "object": _node("n5", 11)},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}},
+            ],
+            None,  # the server ends the watch
+        )
+    )
+    sink = Recorder()
+    reflector = run(api, sink, until=lambda: len(api.watches) >= 2)
+    assert [p.get("continue") for p in api.lists] == [None, "2", "4"]
+    assert sink.events[:5] == [("LISTED", f"n{i}") for i in range(5)]
+    assert sink.lists == [({f"n{i}" for i in range(5)}, "10")]
+    assert sink.events[5] == ("ADDED", "n5")
+    first, second = api.watches[:2]
+    assert first["resourceVersion"] == "10" and first["allowWatchBookmarks"] == "true"
+    assert second["resourceVersion"] == "15"  # resumed after the bookmark, no LIST
+    assert len(sink.lists) == 1 and sink.relists == 0
+    assert reflector.synced.is_set()
+
+
+def test_a_dropped_watch_resumes_from_the_last_event_without_listing_again() -> None:
+    api = FakeApi([_node("n1", 1)], version=10)
+    api.streams.append(
+        (
+            [{"type": "MODIFIED", "object": _node("n1", 12)}],
+            aiohttp.ClientPayloadError("connection reset"),
+        )
+    )
+    sink = Recorder()
+    run(api, sink, until=lambda: len(api.watches) >= 2)
+    assert api.watches[1]["resourceVersion"] == "12"
+    assert len(api.lists) == 1
+    assert sink.failures and "connection reset" in sink.failures[0]
+
+
+def test_a_watch_too_old_lists_again_and_reports_every_key_the_new_list_holds() -> None:
+    api = FakeApi([_node("n1", 1), _node("n2", 2)], version=10)
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
+    api.streams.append(([gone], None))
+    sink = Recorder()
+
+    original = api.request
+
+    async def shrink_then_list(*args: Any, **kwargs: Any) -> kube_http.Answer:
+        if api.lists:  # the re-list: n2 was deleted while nobody watched
+            api.objects, api.version = [_node("n1", 1)], 30
+        return await original(*args, **kwargs)
+
+    api.request = shrink_then_list  # type: ignore[method-assign]
+    run(api, sink, until=lambda: len(sink.lists) >= 2)
+    assert sink.relists == 1
+    assert sink.lists == [({"n1", "n2"}, "10"), ({"n1"}, "30")]
+    assert sink.failures == []
+
+
+def test_a_410_answer_to_the_watch_request_lists_again() -> None:
+    api = FakeApi([_node("n1", 1)], version=10)
+    api.streams.append(([], kube_http.ApiStatusError(410, "too old resource version")))
+    sink = Recorder()
+    run(api, sink, until=lambda: len(sink.lists) >= 2)
+    assert sink.relists == 1 and len(api.lists) == 2
+
+
+def test_pods_are_keyed_by_uid_and_namespaced_objects_by_namespace_and_name() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}}
+    claim = {"metadata": {"name": "c", "namespace": "ns"}}
+    assert informer.Resource("Pod", "/api/v1/pods").key(pod) == "u-1"
+    assert informer.Resource("PersistentVolumeClaim", "/x").key(claim) == "ns/c"
+    assert informer.Resource("Node", "/api/v1/nodes").key(_node("n", 1)) == "n"
