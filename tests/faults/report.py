@@ -49,10 +49,12 @@ WHAT = {
     "bound (restarted after 2 s by the harness)",
     "api-kill": "The API server (kube-apiserver) is SIGKILLed with 100 pods queued and "
     "restarted 10 s later; 150 pods arrive over the 30 s after",
-    "watch-relist": "The leader's open connections stall; 100 bound pods and 2 empty nodes "
-    "are deleted; kube-apiserver restarts so the leader's watches get 410 Gone and kopf "
-    "re-lists; new pods then fill the nodes back to ~95 %: they need the freed capacity "
-    "and must not go to the deleted nodes",
+    "watch-relist": "The leader's open connections stall; 50 bound pods and 2 empty nodes "
+    "are deleted, 50 bound pods finish (Succeeded) and a policy that would hold half of the "
+    "next pods is deleted; kube-apiserver restarts so the leader's watches get 410 Gone and "
+    "its informers and kopf re-list; new pods then fill the nodes back to ~95 %: they need "
+    "the freed capacity, must not go to the deleted nodes, and must not wait for the "
+    "deleted policy",
     "bind-reset": "During a 400-pod burst, 5 % of the leader's client→server chunks are "
     "forwarded and then answered with a connection reset (Bindings, Events, renewals alike)",
     "load-backlog": "Two thousand pods that fit no node, a heartbeat patch on every node each "

@@ -5,9 +5,13 @@ Each test asserts the four invariants (Scenario.verify).
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import time
+from typing import Any
+
+import kubernetes
 
 from tests.e2e.conftest import CLUSTER
 from tests.faults import harness
@@ -15,6 +19,33 @@ from tests.faults.conftest import ScenarioFactory
 
 DOWN_S = 10.0
 STALL_S = 3.0
+GROUP, VERSION, PLURAL = "metricsched.io", "v1alpha1", "schedulingpolicies"
+GATE, GATE_LABEL = "gate", "gate"
+
+
+def _gate(scheduler: str) -> dict[str, Any]:
+    """A policy that holds its pods: its metric has no data and its fallback waits."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": GATE},
+        "spec": {
+            "schedulerName": scheduler,
+            "podSelector": {"matchLabels": {GATE_LABEL: "yes"}},
+            "metrics": [
+                {
+                    "name": "nothing",
+                    "prometheus": {"query": "metricsched_no_such_series", "nodeLabel": "node"},
+                    "goal": "Minimize",
+                }
+            ],
+            "fallback": {"strategy": "Wait"},
+        },
+    }
+
+
+def _finish(core: Any, namespace: str, name: str) -> None:
+    core.patch_namespaced_pod_status(name, namespace, {"status": {"phase": "Succeeded"}})
 
 
 def _cluster(*args: str) -> None:
@@ -61,7 +92,9 @@ def test_a_relist_after_a_stalled_watch_forgets_deleted_pods_and_nodes(
     re-list was not what was tested.
     """
     s = scenario(
-        "watch-relist", "Forced re-list: pods and nodes deleted while the leader's watch is stalled"
+        "watch-relist",
+        "Forced re-list: pods, nodes and a policy deleted, pods finished, while the leader's "
+        "watch is stalled",
     )
     base = harness.nodes_for(200)
     s.add_nodes(base)
@@ -69,14 +102,30 @@ def test_a_relist_after_a_stalled_watch_forgets_deleted_pods_and_nodes(
     first = s.create_pods("first", 200)
     s.wait_bound_count(200)
     spare = s.add_nodes(2)  # empty: the leader sees them before its watch stalls
+    custom: Any = kubernetes.client.CustomObjectsApi(s.api)
+    harness.retry(
+        lambda: custom.create_namespaced_custom_object(
+            GROUP, VERSION, s.namespace, PLURAL, _gate(s.scheduler)
+        )
+    )
     time.sleep(2)
     leader = s.leader()
     holder = s.holder()
-    freed = first[::2]
-    with s.fault("leader's connections stalled; deletions; kube-apiserver restarted") as w:
+    freed, finished = first[::4], first[1::4]
+    with s.fault(
+        "leader's connections stalled; deletions, finished pods, a policy deleted; "
+        "kube-apiserver restarted"
+    ) as w:
         stalled = leader.proxy.stall_existing()
         s.delete_pods(freed)
         s.delete_nodes(spare)
+        for name in finished:  # they end: their room is free (a LIST no longer has them)
+            harness.retry(functools.partial(_finish, s.core, s.namespace, name))
+        harness.retry(
+            lambda: custom.delete_namespaced_custom_object(
+                GROUP, VERSION, s.namespace, PLURAL, GATE
+            )
+        )
         time.sleep(STALL_S)
         # SIGKILL: back in ~3 s (a graceful stop can take 10 s, and a leader cut off
         # that long rightly steps down: the re-list to test is the leader's own).
@@ -85,6 +134,11 @@ def test_a_relist_after_a_stalled_watch_forgets_deleted_pods_and_nodes(
     s.extra["leader_kept_the_lease"] = s.holder() == holder
     s.extra["stalled_connections"] = stalled
     s.extra["reset_connections"] = reset
-    # Fill what the deleted pods freed back to ~95 %: a ghost pod keeps its capacity.
-    s.create_pods("second", int(base * harness.NODE_CPU_M / harness.POD_CPU_M * harness.FILL) - 100)
+    s.deleted.update(finished)  # done: not expected to be bound any more
+    # Fill what the deleted and finished pods freed back to ~95 %: a ghost pod keeps its
+    # capacity. Half of the new pods match the deleted policy, which would hold them
+    # (no data, fallback Wait) if it lived on as a ghost.
+    fill = int(base * harness.NODE_CPU_M / harness.POD_CPU_M * harness.FILL) - 100
+    s.create_pods("second", fill - fill // 2)
+    s.create_pods("gated", fill // 2, labels={GATE_LABEL: "yes"})
     s.verify(recover_from=w.end)
