@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from metricsched.core import cycle, model, parse
+from metricsched.core import cycle, model, node_state, parse
 from metricsched.core.plugins import dynamic_resources, preemption
 from tests.parity import coverage, generator
 
@@ -173,9 +173,10 @@ class Harness:
         self.close()
 
 
-def metricsched_answers(scenario: Body, *, postfilter: bool = True) -> list[Answer]:
-    """What metricsched's core decides for each pending pod of ``scenario``; without
-    ``postfilter``, messages lose their PostFilter part."""
+def snapshot_of(scenario: Body) -> model.ClusterSnapshot:
+    """The snapshot metricsched's core sees for ``scenario``: node state from the node
+    state builder, namespace labels, claims and volumes keyed as the runtime cache keys
+    them (runtime/cache.py)."""
     nodes = [parse.node_from_body(body) for body in scenario["nodes"]]
     pods = [parse.pod_from_body(body) for body in scenario["pods"]]
     namespace_labels = {
@@ -184,13 +185,18 @@ def metricsched_answers(scenario: Body, *, postfilter: bool = True) -> list[Answ
     }
     claims = [parse.claim_from_body(body) for body in scenario.get("claims", ())]
     volumes = [parse.volume_from_body(body) for body in scenario.get("volumes", ())]
-    # As the runtime cache (runtime/cache.py) keys them.
-    snapshot = dataclasses.replace(
-        parse.snapshot_from(nodes, pods),
+    return dataclasses.replace(
+        node_state.snapshot(nodes, pods),
         namespace_labels=namespace_labels,
         claims={f"{claim.namespace}/{claim.name}": claim for claim in claims},
         volumes={volume.name: volume for volume in volumes},
     )
+
+
+def metricsched_answers(scenario: Body, *, postfilter: bool = True) -> list[Answer]:
+    """What metricsched's core decides for each pending pod of ``scenario``; without
+    ``postfilter``, messages lose their PostFilter part."""
+    snapshot = snapshot_of(scenario)
     answers = []
     for body in scenario["incoming"]:
         pod = parse.pod_from_body(body)

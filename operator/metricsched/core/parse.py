@@ -1,4 +1,4 @@
-"""Raw Kubernetes bodies (camelCase JSON dicts) to the cycle's typed views, and snapshots.
+"""Raw Kubernetes bodies (camelCase JSON dicts) to the cycle's typed views.
 
 ``pod_from_body`` and ``node_from_body`` are the only places that read raw pod and node
 bodies; everything after them works on ``model`` dataclasses. They never raise on user
@@ -16,12 +16,14 @@ resources (in-place resize) counts the largest of its spec, actuated and allocat
 requests, resource by resource. Quantities are summed exactly and
 rounded up once per pod, as the scheduler does.
 
+Snapshots built from these views (node state from the pods on each node) are
+``core.node_state``'s.
+
 Purely computational: no I/O, no clocks, no clients.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,7 +41,6 @@ _EPHEMERAL: Final = "ephemeral-storage"
 _PODS: Final = "pods"
 _HUGEPAGES_PREFIX: Final = "hugepages-"
 _ATTACHABLE_PREFIX: Final = "attachable-volumes-"
-_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 _BIND_ALL: Final = "0.0.0.0"
 
 _Requests = dict[str, int]  # resource name -> exact amount in nano-units
@@ -671,50 +672,7 @@ def node_from_body(body: Mapping[str, Any]) -> model.NodeInfo:
     )
 
 
-# --- snapshots -------------------------------------------------------------------------
-
-
-def snapshot_from(
-    nodes: Iterable[model.NodeInfo],
-    pods: Iterable[model.PodInfo],
-    recent_binds: Mapping[model.NodeName, Sequence[float]] | None = None,
-) -> model.ClusterSnapshot:
-    """A snapshot with every bound, non-terminated pod counted on its node.
-
-    Pods bound to nodes that are not listed are ignored (the node is gone or not yet
-    seen); pods in phase Succeeded or Failed free their resources, as in the scheduler's
-    informer. Deleting pods still count: their containers may still run.
-    """
-    binds = recent_binds or {}
-    node_list = list(nodes)
-    placed: dict[model.NodeName, list[model.PodInfo]] = {n.name: [] for n in node_list}
-    for pod in pods:
-        if not pod.node_name or pod.phase in _TERMINAL_PHASES:
-            continue
-        bucket = placed.get(model.NodeName(pod.node_name))
-        if bucket is not None:
-            bucket.append(pod)
-    states: dict[model.NodeName, model.NodeState] = {}
-    for node in node_list:
-        on_node = placed[node.name]
-        states[node.name] = model.NodeState(
-            node=node,
-            requested=sum_resources(p.requests for p in on_node),
-            used_ports=frozenset(port for p in on_node for port in p.host_ports),
-            pods=tuple(on_node),
-            recent_binds=tuple(binds.get(node.name, ())),
-        )
-    return model.ClusterSnapshot(nodes=states)
-
-
-def add_pod(state: model.NodeState, pod: model.PodInfo) -> model.NodeState:
-    """``state`` with ``pod`` placed on it (the assume cache's view after a bind)."""
-    return dataclasses.replace(
-        state,
-        requested=sum_resources((state.requested, pod.requests)),
-        used_ports=state.used_ports | frozenset(pod.host_ports),
-        pods=(*state.pods, pod),
-    )
+# --- resource arithmetic ---------------------------------------------------------------
 
 
 def sum_resources(items: Iterable[model.Resources]) -> model.Resources:
