@@ -433,11 +433,19 @@ def _parity_fields(
             # A generic ephemeral volume's claim is named after the pod and the volume.
             volume_claims.append(f"{pod_name}-{_string(volume, 'name', f'{field}.name')}")
             ephemeral_claims.append(volume_claims[-1])
-    # NonMissingContainerRequests: the same arithmetic as the filter's request, with
-    # each container's missing cpu / memory request counted as the default; worked out
-    # only when some container misses one (None: the same as the filter's request).
-    defaulted = [(p, _with_default_requests(c)) for p, c in containers]
-    defaulted_init = [(p, _with_default_requests(c)) for p, c in init_containers]
+    # NonMissingContainerRequests (the scheduler's PodInfo.CalculateResource): the same
+    # arithmetic as the filter's request, with each container's missing cpu / memory
+    # request counted as the default; with pod-level requests, only for a resource that
+    # neither they nor any container request. Worked out only when some container gets
+    # a default (None: the same as the filter's request).
+    spec = _with_pod_level_requests(spec, [*containers, *init_containers])
+    defaults = _NON_ZERO_DEFAULTS
+    if pod_level := _pod_level_request_names(spec):
+        asked = pod_level.union(*(_container_requests(c, p) for p, c in containers))
+        asked = asked.union(*(_container_requests(c, p) for p, c in init_containers))
+        defaults = {name: value for name, value in defaults.items() if name not in asked}
+    defaulted = [(p, _with_default_requests(c, defaults)) for p, c in containers]
+    defaulted_init = [(p, _with_default_requests(c, defaults)) for p, c in init_containers]
     nonzero_requests = None
     if any(new is not old for (_, new), (_, old) in zip(defaulted, containers, strict=True)) or any(
         new is not old for (_, new), (_, old) in zip(defaulted_init, init_containers, strict=True)
@@ -449,16 +457,64 @@ def _parity_fields(
             init_containers=defaulted_init,
         )
         nonzero_requests = model.Resources(milli_cpu=nonzero.milli_cpu, memory=nonzero.memory)
+    # NodeResourcesFit's score of the pod being placed reads it without pod-level
+    # resources or resize status (kube-scheduler v1.35 gives the LeastAllocated and
+    # MostAllocated scorers neither feature gate): every container's missing request
+    # counts the default.
+    fit_score_requests = None
+    if _mapping(spec, "resources", "spec.resources"):
+        without = {key: value for key, value in spec.items() if key != "resources"}
+        fit = _pod_requests(
+            without,
+            {},
+            containers=[(p, _with_default_requests(c, _NON_ZERO_DEFAULTS)) for p, c in containers],
+            init_containers=[
+                (p, _with_default_requests(c, _NON_ZERO_DEFAULTS)) for p, c in init_containers
+            ],
+        )
+        fit_score_requests = model.Resources(milli_cpu=fit.milli_cpu, memory=fit.memory)
     return {
         "resource_claims": tuple(claims),
         "preemption_policy": policy,
         "volume_claims": tuple(volume_claims),
         "ephemeral_claims": tuple(ephemeral_claims),
         "nonzero_requests": nonzero_requests,
+        "fit_score_requests": fit_score_requests,
     }
 
 
-def _with_default_requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
+def _with_pod_level_requests(
+    spec: Mapping[str, Any], containers: Sequence[tuple[str, Mapping[str, Any]]]
+) -> Mapping[str, Any]:
+    """``spec`` with the pod-level requests the API server defaults from pod-level limits
+    (for a resource no container requests), so that defaulting the containers' missing
+    requests afterwards does not hide them."""
+    resources = _mapping(spec, "resources", "spec.resources")
+    limits = _mapping(resources, "limits", "spec.resources.limits")
+    if not limits:
+        return spec
+    requests = dict(_mapping(resources, "requests", "spec.resources.requests"))
+    asked = set().union(*(_container_requests(c, p) for p, c in containers))
+    for name, amount in limits.items():
+        if name not in requests and name not in asked and _pod_level_resource(name):
+            requests[name] = amount
+    return {**spec, "resources": {**resources, "requests": requests}}
+
+
+def _pod_level_request_names(spec: Mapping[str, Any]) -> set[str]:
+    """The pod-level requests kube-scheduler honours (IsPodLevelRequestsSet's)."""
+    resources = _mapping(spec, "resources", "spec.resources")
+    requests = _mapping(resources, "requests", "spec.resources.requests")
+    return {name for name in requests if _pod_level_resource(name)}
+
+
+def _pod_level_resource(name: str) -> bool:
+    return name in (_CPU, _MEMORY) or name.startswith(_HUGEPAGES_PREFIX)
+
+
+def _with_default_requests(
+    container: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> Mapping[str, Any]:
     resources = container.get("resources")
     if not isinstance(resources, Mapping):
         resources = {}
@@ -468,7 +524,7 @@ def _with_default_requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
     limits = resources.get("limits")
     given = set(requests) if isinstance(requests, Mapping) else set()
     given |= set(limits) if isinstance(limits, Mapping) else set()  # a limit defaults the request
-    missing = {name: value for name, value in _NON_ZERO_DEFAULTS.items() if name not in given}
+    missing = {name: value for name, value in defaults.items() if name not in given}
     if not missing:
         return container
     merged = {**(requests if isinstance(requests, Mapping) else {}), **missing}
