@@ -435,14 +435,17 @@ def _parity_fields(
             ephemeral_claims.append(volume_claims[-1])
     # NonMissingContainerRequests (the scheduler's PodInfo.CalculateResource): the same
     # arithmetic as the filter's request, with each container's missing cpu / memory
-    # request counted as the default; with pod-level requests, only for a resource that
-    # neither they nor any container request. Worked out only when some container gets
-    # a default (None: the same as the filter's request).
+    # request counted as the default; with pod-level requests, only for a resource absent
+    # from the pod's whole request (pod level, containers' spec and resize status,
+    # overhead). Worked out only when some container gets a default (None: the same as
+    # the filter's request).
     spec = _with_pod_level_requests(spec, [*containers, *init_containers])
     defaults = _NON_ZERO_DEFAULTS
     if pod_level := _pod_level_request_names(spec):
         asked = pod_level.union(*(_container_requests(c, p) for p, c in containers))
         asked = asked.union(*(_container_requests(c, p) for p, c in init_containers))
+        asked = asked.union(_resized_request_names(status, containers, init_containers))
+        asked = asked.union(_quantity_map(spec, "overhead", "spec.overhead"))  # in the sum too
         defaults = {name: value for name, value in defaults.items() if name not in asked}
     defaulted = [(p, _with_default_requests(c, defaults)) for p, c in containers]
     defaulted_init = [(p, _with_default_requests(c, defaults)) for p, c in init_containers]
@@ -499,6 +502,22 @@ def _with_pod_level_requests(
         if name not in requests and name not in asked and _pod_level_resource(name):
             requests[name] = amount
     return {**spec, "resources": {**resources, "requests": requests}}
+
+
+def _resized_request_names(
+    status: Mapping[str, Any],
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+) -> set[str]:
+    """Resources the running containers' status reports requests of (in-place resize):
+    they are in the pod's requests though the spec does not ask for them."""
+    statuses = _container_statuses(status)
+    infeasible = _resize_infeasible(status)
+    running = [*containers, *((p, c) for p, c in init_containers if _is_sidecar(c, p))]
+    names: set[str] = set()
+    for _path, container in running:
+        names.update(_status_requests(statuses, container, infeasible=infeasible) or ())
+    return names
 
 
 def _pod_level_request_names(spec: Mapping[str, Any]) -> set[str]:

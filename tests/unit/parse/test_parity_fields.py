@@ -159,3 +159,23 @@ def test_the_pod_being_placed_counts_without_its_pod_level_resources_in_least_al
     assert info.fit_score_requests is not None
     assert (info.fit_score_requests.milli_cpu, info.fit_score_requests.memory) == (250, 200 * MI)
     assert parse.pod_from_body(pod(containers=[container("a")])).fit_score_requests is None
+
+
+def test_with_pod_level_requests_overhead_counts_as_requested_so_gets_no_default():
+    body = pod(containers=[container("a"), container("b")], overhead={"memory": "64Mi"})
+    info = _with_pod_level(body, limits={"cpu": "500m"})
+    # cpu: the pod's own 500m; memory: the overhead is in the pod's request, so no
+    # container gets 200Mi (kube-scheduler's getNonMissingContainerRequests).
+    assert info.nonzero_requests is None
+    assert (info.requests.milli_cpu, info.requests.memory) == (500, 64 * MI)
+
+
+def test_with_pod_level_requests_a_resize_status_counts_as_requested():
+    body = pod(containers=[container("a")])
+    body["status"] = {
+        "phase": "Running",
+        "containerStatuses": [{"name": "a", "resources": {"requests": {"cpu": "2"}}}],
+    }
+    info = _with_pod_level(body, requests={"memory": "1Gi"})
+    assert info.nonzero_requests is None
+    assert (info.requests.milli_cpu, info.requests.memory) == (2000, 1024 * MI)
