@@ -20,10 +20,10 @@ import dataclasses
 import statistics
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from metricsched.core import columns, cycle, framework, model, parse, policy, profile
+from metricsched.core import columns, cycle, framework, model, node_state, parse, policy, profile
 
 SIZES = (100, 500, 1000, 2000, 5000)
 PODS_PER_NODE = 5
@@ -107,12 +107,12 @@ def setup(n: int, now: float) -> dict[str, Any]:
     return {
         # As the runtime cache hands it out during a backlog: with its node table
         # (core.columns), every node holding a few recent binds (the burst counts).
-        "snapshot": _with_table(_binding(parse.snapshot_from(nodes, bound), now)),
+        "snapshot": _with_table(node_state.snapshot(nodes, bound, _backlog_binds(nodes, now))),
         # As the scheduler keeps it: one memo across cycles (core.framework.Memo).
         "memo": framework.Memo(),
         # The same nodes, each labelled bench/any in 7 values, for pods of distinct classes.
         "distinct_snapshot": _with_table(
-            parse.snapshot_from(
+            node_state.snapshot(
                 [
                     dataclasses.replace(node, labels={**node.labels, "bench/any": f"v{i % 7}"})
                     for i, node in enumerate(nodes)
@@ -126,16 +126,11 @@ def setup(n: int, now: float) -> dict[str, Any]:
     }
 
 
-def _binding(snapshot: model.ClusterSnapshot, now: float) -> model.ClusterSnapshot:
-    """``snapshot`` with binds on every node 5, 20 and 40 s ago, as in a backlog."""
-    binds = (now - 40.0, now - 20.0, now - 5.0)
-    return dataclasses.replace(
-        snapshot,
-        nodes={
-            name: dataclasses.replace(state, recent_binds=binds)
-            for name, state in snapshot.nodes.items()
-        },
-    )
+def _backlog_binds(
+    nodes: Sequence[model.NodeInfo], now: float
+) -> dict[model.NodeName, Sequence[float]]:
+    """Binds on every node 5, 20 and 40 s ago, as in a backlog."""
+    return {node.name: (now - 40.0, now - 20.0, now - 5.0) for node in nodes}
 
 
 def _with_table(snapshot: model.ClusterSnapshot) -> model.ClusterSnapshot:

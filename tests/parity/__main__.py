@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(oracle.shrunk_reproduction(scenario, kind, harness))
     print(report.coverage_summary())
+    print(report.scores_summary())
     print(f"{report.summary()} (seed {args.seed}, {elapsed:.1f}s)")
     return 1 if report.disagreements else 0
 

@@ -3,10 +3,20 @@
 ``Harness`` drives ``sched-oracle`` (hack/go/oracle, built by hack/build-tools.sh), which
 runs kube-scheduler's own scheduling framework of the pinned version in-process and
 answers, for each pending pod of a scenario, which nodes pass its filters, why the others
-do not, and the FailedScheduling message when none does. ``metricsched_answers`` asks
-metricsched's pure core the same, the way the operator does: a snapshot holding the
-scenario's namespace labels, claims and volumes as the runtime cache does,
-``cycle.filter_nodes`` for the nodes and ``cycle.schedule_one`` for the message.
+do not, and the FailedScheduling message when none does; when some do, each score
+plugin's score on each of them. ``metricsched_answers`` asks metricsched's pure core the
+same, the way the operator does: a snapshot holding the scenario's namespace labels,
+claims and volumes as the runtime cache does, ``cycle.filter_nodes`` for the nodes,
+``cycle.schedule_one`` for the message and ``kube_scores.normalised_scores`` (the scorers
+a policy blends) for the scores.
+
+Scores are compared per feasible node and per plugin metricsched computes
+(``kube_scores.PLUGINS``: LeastAllocated, BalancedAllocation, TaintToleration,
+NodeAffinity, InterPodAffinity, PodTopologySpread), normalised: kube-scheduler reports
+each multiplied by its default weight, which ``Harness`` divides by metricsched's copy of
+those weights (``policy.DEFAULT_KUBE_WEIGHTS``), so a wrong weight shows too. A plugin
+that one side skips for the pod (PreScore Skip) and the other scores is a disagreement.
+ImageLocality (not computed: no image lists) and DynamicResources' score are left out.
 
 Where kube-scheduler would preempt, metricsched (which does not) says so instead of
 DefaultPreemption's silence: ``Harness`` turns such an answer into the words metricsched
@@ -24,14 +34,15 @@ import functools
 import json
 import random
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
-from metricsched.core import cycle, model, parse
-from metricsched.core.plugins import dynamic_resources, preemption
+from metricsched.core import cycle, framework, model, node_state, parse, policy
+from metricsched.core.plugins import dynamic_resources, kube_scores, preemption
 from tests.parity import coverage, generator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,18 +62,21 @@ class Answer:
     # a PostFilter plugin's error (see Harness).
     nominated: str = ""
     post_filter_error: str = ""
+    # feasible node -> score plugin -> its normalised score (0..100); empty when none fits
+    scores: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> Body:
         return {
             "feasible": sorted(self.feasible),
             "rejected": {node: list(reasons) for node, reasons in sorted(self.rejected.items())},
             "message": self.message,
+            "scores": {node: dict(sorted(by.items())) for node, by in sorted(self.scores.items())},
         }
 
 
 @dataclasses.dataclass(frozen=True)
 class Disagreement:
-    kind: str  # feasible | reasons | message
+    kind: str  # feasible | reasons | message | scores
     pod: str
     detail: str
 
@@ -135,6 +149,7 @@ class Harness:
                 message=self._expected_message(result, pod),
                 nominated=result.get("nominatedNode", ""),
                 post_filter_error=result.get("postFilterError", ""),
+                scores=_normalised(result.get("scores") or {}),
             )
             for result, pod in zip(reply["results"], scenario["incoming"], strict=True)
         ]
@@ -173,9 +188,10 @@ class Harness:
         self.close()
 
 
-def metricsched_answers(scenario: Body, *, postfilter: bool = True) -> list[Answer]:
-    """What metricsched's core decides for each pending pod of ``scenario``; without
-    ``postfilter``, messages lose their PostFilter part."""
+def snapshot_of(scenario: Body) -> model.ClusterSnapshot:
+    """The snapshot metricsched's core sees for ``scenario``: node state from the node
+    state builder, namespace labels, claims and volumes keyed as the runtime cache keys
+    them (runtime/cache.py)."""
     nodes = [parse.node_from_body(body) for body in scenario["nodes"]]
     pods = [parse.pod_from_body(body) for body in scenario["pods"]]
     namespace_labels = {
@@ -184,13 +200,32 @@ def metricsched_answers(scenario: Body, *, postfilter: bool = True) -> list[Answ
     }
     claims = [parse.claim_from_body(body) for body in scenario.get("claims", ())]
     volumes = [parse.volume_from_body(body) for body in scenario.get("volumes", ())]
-    # As the runtime cache (runtime/cache.py) keys them.
-    snapshot = dataclasses.replace(
-        parse.snapshot_from(nodes, pods),
+    return dataclasses.replace(
+        node_state.snapshot(nodes, pods),
         namespace_labels=namespace_labels,
         claims={f"{claim.namespace}/{claim.name}": claim for claim in claims},
         volumes={volume.name: volume for volume in volumes},
     )
+
+
+def _normalised(weighted: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, float]]:
+    """kube-scheduler's scores (RunScorePlugins: normalised times the plugin's weight) of
+    the plugins metricsched computes, divided by the weights metricsched assumes."""
+    weights = policy.DEFAULT_KUBE_WEIGHTS
+    return {
+        node: {
+            plugin: score / weights[plugin]
+            for plugin, score in plugins.items()
+            if plugin in kube_scores.PLUGINS
+        }
+        for node, plugins in weighted.items()
+    }
+
+
+def metricsched_answers(scenario: Body, *, postfilter: bool = True) -> list[Answer]:
+    """What metricsched's core decides for each pending pod of ``scenario``; without
+    ``postfilter``, messages lose their PostFilter part."""
+    snapshot = snapshot_of(scenario)
     answers = []
     for body in scenario["incoming"]:
         pod = parse.pod_from_body(body)
@@ -209,18 +244,37 @@ def metricsched_answers(scenario: Body, *, postfilter: bool = True) -> list[Answ
             seed=0,
         )
         unschedulable = decision.outcome is model.Outcome.UNSCHEDULABLE
+        feasible = frozenset(node for node, why in reasons.items() if not why)
         answers.append(
             Answer(
-                feasible=frozenset(node for node, why in reasons.items() if not why),
+                feasible=feasible,
                 rejected={node: tuple(sorted(why)) for node, why in reasons.items() if why},
                 message=(
                     (decision.message if postfilter else _without_postfilter(decision.message))
                     if unschedulable
                     else ""
                 ),
+                scores=_scores(pod, snapshot, feasible),
             )
         )
     return answers
+
+
+def _scores(
+    pod: model.PodInfo, snapshot: model.ClusterSnapshot, feasible: frozenset[str]
+) -> dict[str, dict[str, float]]:
+    """Each plugin's normalised score on each feasible node, scored as the cycle scores
+    the nodes that pass (core/cycle.py: the feasible rows, in name order)."""
+    if not feasible:
+        return {}
+    state = framework.CycleState.start(pod, snapshot)
+    names = state.table.names
+    rows = np.array([row for row, name in enumerate(names) if name in feasible], dtype=np.intp)
+    by_plugin = kube_scores.normalised_scores(cycle=state, rows=rows)
+    return {
+        names[row]: {plugin: float(found[slot]) for plugin, found in by_plugin.items()}
+        for slot, row in enumerate(rows.tolist())
+    }
 
 
 def compare(scenario: Body, ours: Sequence[Answer], theirs: Sequence[Answer]) -> list[Disagreement]:
@@ -246,7 +300,29 @@ def compare(scenario: Body, ours: Sequence[Answer], theirs: Sequence[Answer]) ->
         if mine.message != kube.message:
             detail = f"kube-scheduler {kube.message!r}, metricsched {mine.message!r}"
             found.append(Disagreement("message", name, detail))
+        # Normalisation is over the feasible nodes: with other nodes, other scores follow.
+        if mine.feasible == kube.feasible and (differ := _score_differences(mine, kube)):
+            found.append(Disagreement("scores", name, "; ".join(differ)))
     return found
+
+
+def _score_differences(mine: Answer, kube: Answer) -> list[str]:
+    """``node plugin: kube-scheduler K, metricsched M`` for each feasible node and plugin
+    whose normalised scores differ (``-`` where that side does not score the plugin)."""
+    differ = []
+    for node in sorted(set(kube.scores) | set(mine.scores)):
+        theirs, ours = kube.scores.get(node, {}), mine.scores.get(node, {})
+        for plugin in kube_scores.PLUGINS:
+            if theirs.get(plugin) != ours.get(plugin):
+                differ.append(
+                    f"{node} {plugin}: kube-scheduler {_shown(theirs.get(plugin))}, "
+                    f"metricsched {_shown(ours.get(plugin))}"
+                )
+    return differ
+
+
+def _shown(score: float | None) -> str:
+    return "-" if score is None else f"{score:g}"
 
 
 def _without_postfilter(message: str) -> str:
@@ -283,6 +359,12 @@ class Report:
     disagreements: list[tuple[int, Disagreement]] = dataclasses.field(default_factory=list)
     first_of_kind: dict[str, Body] = dataclasses.field(default_factory=dict)
     coverage: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    # per score plugin: the (pod, feasible node) scores compared, and the pods whose
+    # kube-scheduler scores for it differ from node to node (not all one value)
+    scores_compared: collections.Counter[str] = dataclasses.field(
+        default_factory=collections.Counter
+    )
+    scores_varied: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
     def summary(self) -> str:
         kinds: dict[str, int] = {}
@@ -299,6 +381,21 @@ class Report:
             f"{feature} {self.coverage[feature]}" for feature in coverage.FEATURES
         )
 
+    def scores_summary(self) -> str:
+        return "node scores compared (pods where they vary): " + ", ".join(
+            f"{plugin} {self.scores_compared[plugin]} ({self.scores_varied[plugin]})"
+            for plugin in kube_scores.PLUGINS
+        )
+
+    def count_scores(self, theirs: Sequence[Answer], ours: Sequence[Answer]) -> None:
+        for kube, mine in zip(theirs, ours, strict=True):
+            if kube.feasible != mine.feasible:
+                continue  # scores not compared
+            for plugin in kube_scores.PLUGINS:
+                found = [by[plugin] for by in kube.scores.values() if plugin in by]
+                self.scores_compared[plugin] += len(found)
+                self.scores_varied[plugin] += len(set(found)) > 1
+
 
 def run(*, pods: int, seed: int, harness: Harness) -> Report:
     report = Report()
@@ -308,6 +405,7 @@ def run(*, pods: int, seed: int, harness: Harness) -> Report:
         theirs = harness.ask(scenario)
         report.coverage.update(coverage.exercised(scenario, theirs))
         ours = metricsched_answers(scenario, postfilter=harness.postfilter)
+        report.count_scores(theirs, ours)
         for disagreement in compare(scenario, ours, theirs):
             report.disagreements.append((index, disagreement))
             if disagreement.kind not in report.first_of_kind:

@@ -1,21 +1,25 @@
-"""metricsched's filters and FailedScheduling messages equal kube-scheduler's.
+"""metricsched's filters, FailedScheduling messages and score plugins equal kube-scheduler's.
 
 A bounded run of the differential oracle (tests/parity/oracle.py): random scenarios
 (labelled namespaces, claims and volumes, priorities, required and preferred affinities:
 see tests/parity/generator.py), each pending pod asked of kube-scheduler v1.35.4's own
 framework (sched-oracle) and of metricsched's core; every feature the generator makes is
-asked about at least once. ``make parity N=5000`` runs a longer one. sched-oracle comes from
+asked about at least once, and every score plugin metricsched blends (LeastAllocated,
+BalancedAllocation, TaintToleration, NodeAffinity, InterPodAffinity, PodTopologySpread) is
+compared, normalised, on every feasible node, with scores that differ from node to node
+for some pod. ``make parity N=5000`` runs a longer one. sched-oracle comes from
 ``make tools``, which ``make test`` runs first, so a missing binary fails the test.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 import yaml
 
-from metricsched.core.plugins import taint_toleration
+from metricsched.core.plugins import kube_scores, taint_toleration
 from tests.parity import coverage, generator, oracle
 
 pytestmark = pytest.mark.parity
@@ -33,12 +37,16 @@ def harness():
         yield running
 
 
-def test_random_pods_get_the_same_feasible_nodes_reasons_and_message(harness):
+def test_random_pods_get_the_same_feasible_nodes_reasons_message_and_scores(harness):
     report = oracle.run(pods=BOUNDED_PODS, seed=SEED, harness=harness)
     assert report.pods >= 200
     # Every feature the generator makes is asked about at least once.
     assert {feature for feature in coverage.FEATURES if not report.coverage[feature]} == set(), (
         report.coverage_summary()
+    )
+    # Every blended score plugin is compared where its scores tell nodes apart.
+    assert {p for p in kube_scores.PLUGINS if not report.scores_varied[p]} == set(), (
+        report.scores_summary()
     )
     if report.disagreements:
         kind, scenario = sorted(report.first_of_kind.items())[0]
@@ -61,6 +69,29 @@ def test_the_oracle_sees_a_disagreement_when_metricsched_is_wrong(harness):
         for a in ours
     ]
     assert {d.kind for d in oracle.compare(scenario, wrong, theirs)} == {"feasible"}
+
+
+def test_the_oracle_sees_a_score_that_differs_from_kube_schedulers(harness):
+    scenario = generator.scenario(random.Random(7), pods=3)
+    ours = oracle.metricsched_answers(scenario)
+    theirs = harness.ask(scenario)
+    scored = next(answer for answer in ours if answer.scores)
+    node = min(scored.scores)
+    off = {
+        **scored.scores,
+        node: {
+            **scored.scores[node],
+            "NodeResourcesFit": scored.scores[node]["NodeResourcesFit"] + 1,
+        },
+    }
+    wrong = [dataclasses.replace(a, scores=off) if a is scored else a for a in ours]
+    found = oracle.compare(scenario, wrong, theirs)
+    assert [d.kind for d in found] == ["scores"]
+    assert f"{node} NodeResourcesFit" in found[0].detail
+    # A plugin scored on one side only is a disagreement as well.
+    skipped = {n: {p: s for p, s in by.items() if p != "NodeResourcesFit"} for n, by in off.items()}
+    missing = [dataclasses.replace(a, scores=skipped) if a is scored else a for a in ours]
+    assert "metricsched -" in oracle.compare(scenario, missing, theirs)[0].detail
 
 
 def test_shrinking_keeps_a_disagreement_and_drops_what_does_not_matter():

@@ -8,12 +8,13 @@ The fixtures are session-scoped (they are stateless) so hypothesis tests can use
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pytest
 
-from metricsched.core import model, parse, scoring
+from metricsched.core import model, node_state, parse, scoring
 
 Body = dict[str, Any]
 
@@ -177,7 +178,7 @@ def build_cluster(
     pods: Iterable[model.PodInfo] = (),
     recent_binds: Mapping[model.NodeName, Sequence[float]] | None = None,
 ) -> model.ClusterSnapshot:
-    return parse.snapshot_from(nodes, pods, recent_binds)
+    return node_state.snapshot(nodes, pods, recent_binds)
 
 
 @pytest.fixture(scope="session")
@@ -247,7 +248,8 @@ def build_node_state(
     unschedulable: bool = False,
     recent_binds: Sequence[float] = (),
 ) -> model.NodeState:
-    """A ready node with room for 110 pods and nothing on it unless requested_* say so."""
+    """A ready node with room for 110 pods and nothing on it unless requested_* say so
+    (then one unlabelled pod, bound there, requests exactly that much)."""
     info = model.NodeInfo(
         name=model.NodeName(name),
         labels={"kubernetes.io/hostname": name, **(labels or {})},
@@ -259,13 +261,20 @@ def build_node_state(
         ),
         addresses=(name,),
     )
-    return model.NodeState(
-        node=info,
-        requested=model.Resources(milli_cpu=requested_cpu, memory=requested_memory, pods=0),
-        used_ports=frozenset(),
-        pods=(),
-        recent_binds=tuple(recent_binds),
-    )
+    load = ()
+    if requested_cpu or requested_memory:
+        # Requests set explicitly (0 included), so kube-scheduler's scores count them as
+        # they are: no 100m / 200Mi defaults.
+        requested = model.Resources(milli_cpu=requested_cpu, memory=requested_memory, pods=1)
+        load = (
+            dataclasses.replace(
+                build_pod_info(f"{name}-load", labels={}, node_name=name),
+                requests=requested,
+                nonzero_requests=requested,
+                phase="Running",
+            ),
+        )
+    return node_state.build(info, load, recent_binds=recent_binds)
 
 
 def build_snapshot(*nodes: model.NodeState) -> model.ClusterSnapshot:

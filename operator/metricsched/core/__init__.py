@@ -9,7 +9,9 @@ checks it with import-linter).
 
 Modules:
 - ``model``: typed views of nodes, pods, policies, metric values and decisions.
-- ``parse``: raw API bodies to those views, and snapshots built from pods and nodes.
+- ``parse``: raw API bodies to those views.
+- ``node_state``: a node's state from the pods on it (the one builder), and snapshots
+  built from pods and nodes.
 - ``quantity``: Kubernetes resource quantities.
 - ``columns``: the node table, one array per per-node quantity (and recent pods).
 - ``selectors``: label selectors and pod-spec terms, parsed once.

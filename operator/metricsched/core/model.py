@@ -107,6 +107,11 @@ class PodInfo:
     # cpu and memory as kube-scheduler's scores count them: a container without a request
     # counts 100m / 200Mi (NodeResourcesFit's LeastAllocated/MostAllocated, not its filter)
     nonzero_requests: Resources | None = None  # None: same as ``requests``
+    # ... and as NodeResourcesFit's score counts the pod it places: without pod-level
+    # spec.resources (kube-scheduler v1.35 builds that scorer without the PodLevelResources
+    # gate, which its filter, BalancedAllocation and placed pods' sums honour); set only
+    # for pods with pod-level resources (None: ``nonzero_requests``)
+    fit_score_requests: Resources | None = None
     # PersistentVolumeClaims the pod's volumes use (persistentVolumeClaim.claimName, and
     # "<pod>-<volume>" for generic ephemeral volumes), in the pod's namespace
     volume_claims: tuple[str, ...] = ()

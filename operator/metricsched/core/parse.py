@@ -1,4 +1,4 @@
-"""Raw Kubernetes bodies (camelCase JSON dicts) to the cycle's typed views, and snapshots.
+"""Raw Kubernetes bodies (camelCase JSON dicts) to the cycle's typed views.
 
 ``pod_from_body`` and ``node_from_body`` are the only places that read raw pod and node
 bodies; everything after them works on ``model`` dataclasses. They never raise on user
@@ -16,12 +16,14 @@ resources (in-place resize) counts the largest of its spec, actuated and allocat
 requests, resource by resource. Quantities are summed exactly and
 rounded up once per pod, as the scheduler does.
 
+Snapshots built from these views (node state from the pods on each node) are
+``core.node_state``'s.
+
 Purely computational: no I/O, no clocks, no clients.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,7 +41,6 @@ _EPHEMERAL: Final = "ephemeral-storage"
 _PODS: Final = "pods"
 _HUGEPAGES_PREFIX: Final = "hugepages-"
 _ATTACHABLE_PREFIX: Final = "attachable-volumes-"
-_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 _BIND_ALL: Final = "0.0.0.0"
 
 _Requests = dict[str, int]  # resource name -> exact amount in nano-units
@@ -432,11 +433,22 @@ def _parity_fields(
             # A generic ephemeral volume's claim is named after the pod and the volume.
             volume_claims.append(f"{pod_name}-{_string(volume, 'name', f'{field}.name')}")
             ephemeral_claims.append(volume_claims[-1])
-    # NonMissingContainerRequests: the same arithmetic as the filter's request, with
-    # each container's missing cpu / memory request counted as the default; worked out
-    # only when some container misses one (None: the same as the filter's request).
-    defaulted = [(p, _with_default_requests(c)) for p, c in containers]
-    defaulted_init = [(p, _with_default_requests(c)) for p, c in init_containers]
+    # NonMissingContainerRequests (the scheduler's PodInfo.CalculateResource): the same
+    # arithmetic as the filter's request, with each container's missing cpu / memory
+    # request counted as the default; with pod-level requests, only for a resource absent
+    # from the pod's whole request (pod level, containers' spec and resize status,
+    # overhead). Worked out only when some container gets a default (None: the same as
+    # the filter's request).
+    spec = _with_pod_level_requests(spec, [*containers, *init_containers])
+    defaults = _NON_ZERO_DEFAULTS
+    if pod_level := _pod_level_request_names(spec):
+        asked = pod_level.union(*(_container_requests(c, p) for p, c in containers))
+        asked = asked.union(*(_container_requests(c, p) for p, c in init_containers))
+        asked = asked.union(_resized_request_names(status, containers, init_containers))
+        asked = asked.union(_quantity_map(spec, "overhead", "spec.overhead"))  # in the sum too
+        defaults = {name: value for name, value in defaults.items() if name not in asked}
+    defaulted = [(p, _with_default_requests(c, defaults)) for p, c in containers]
+    defaulted_init = [(p, _with_default_requests(c, defaults)) for p, c in init_containers]
     nonzero_requests = None
     if any(new is not old for (_, new), (_, old) in zip(defaulted, containers, strict=True)) or any(
         new is not old for (_, new), (_, old) in zip(defaulted_init, init_containers, strict=True)
@@ -448,16 +460,80 @@ def _parity_fields(
             init_containers=defaulted_init,
         )
         nonzero_requests = model.Resources(milli_cpu=nonzero.milli_cpu, memory=nonzero.memory)
+    # NodeResourcesFit's score of the pod being placed reads it without pod-level
+    # resources or resize status (kube-scheduler v1.35 gives the LeastAllocated and
+    # MostAllocated scorers neither feature gate): every container's missing request
+    # counts the default.
+    fit_score_requests = None
+    if _mapping(spec, "resources", "spec.resources"):
+        without = {key: value for key, value in spec.items() if key != "resources"}
+        fit = _pod_requests(
+            without,
+            {},
+            containers=[(p, _with_default_requests(c, _NON_ZERO_DEFAULTS)) for p, c in containers],
+            init_containers=[
+                (p, _with_default_requests(c, _NON_ZERO_DEFAULTS)) for p, c in init_containers
+            ],
+        )
+        fit_score_requests = model.Resources(milli_cpu=fit.milli_cpu, memory=fit.memory)
     return {
         "resource_claims": tuple(claims),
         "preemption_policy": policy,
         "volume_claims": tuple(volume_claims),
         "ephemeral_claims": tuple(ephemeral_claims),
         "nonzero_requests": nonzero_requests,
+        "fit_score_requests": fit_score_requests,
     }
 
 
-def _with_default_requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
+def _with_pod_level_requests(
+    spec: Mapping[str, Any], containers: Sequence[tuple[str, Mapping[str, Any]]]
+) -> Mapping[str, Any]:
+    """``spec`` with the pod-level requests the API server defaults from pod-level limits
+    (for a resource no container requests), so that defaulting the containers' missing
+    requests afterwards does not hide them."""
+    resources = _mapping(spec, "resources", "spec.resources")
+    limits = _mapping(resources, "limits", "spec.resources.limits")
+    if not limits:
+        return spec
+    requests = dict(_mapping(resources, "requests", "spec.resources.requests"))
+    asked = set().union(*(_container_requests(c, p) for p, c in containers))
+    for name, amount in limits.items():
+        if name not in requests and name not in asked and _pod_level_resource(name):
+            requests[name] = amount
+    return {**spec, "resources": {**resources, "requests": requests}}
+
+
+def _resized_request_names(
+    status: Mapping[str, Any],
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+) -> set[str]:
+    """Resources the running containers' status reports requests of (in-place resize):
+    they are in the pod's requests though the spec does not ask for them."""
+    statuses = _container_statuses(status)
+    infeasible = _resize_infeasible(status)
+    running = [*containers, *((p, c) for p, c in init_containers if _is_sidecar(c, p))]
+    names: set[str] = set()
+    for _path, container in running:
+        names.update(_status_requests(statuses, container, infeasible=infeasible) or ())
+    return names
+
+
+def _pod_level_request_names(spec: Mapping[str, Any]) -> set[str]:
+    """The pod-level requests kube-scheduler honours (IsPodLevelRequestsSet's)."""
+    resources = _mapping(spec, "resources", "spec.resources")
+    requests = _mapping(resources, "requests", "spec.resources.requests")
+    return {name for name in requests if _pod_level_resource(name)}
+
+
+def _pod_level_resource(name: str) -> bool:
+    return name in (_CPU, _MEMORY) or name.startswith(_HUGEPAGES_PREFIX)
+
+
+def _with_default_requests(
+    container: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> Mapping[str, Any]:
     resources = container.get("resources")
     if not isinstance(resources, Mapping):
         resources = {}
@@ -467,7 +543,7 @@ def _with_default_requests(container: Mapping[str, Any]) -> Mapping[str, Any]:
     limits = resources.get("limits")
     given = set(requests) if isinstance(requests, Mapping) else set()
     given |= set(limits) if isinstance(limits, Mapping) else set()  # a limit defaults the request
-    missing = {name: value for name, value in _NON_ZERO_DEFAULTS.items() if name not in given}
+    missing = {name: value for name, value in defaults.items() if name not in given}
     if not missing:
         return container
     merged = {**(requests if isinstance(requests, Mapping) else {}), **missing}
@@ -671,50 +747,7 @@ def node_from_body(body: Mapping[str, Any]) -> model.NodeInfo:
     )
 
 
-# --- snapshots -------------------------------------------------------------------------
-
-
-def snapshot_from(
-    nodes: Iterable[model.NodeInfo],
-    pods: Iterable[model.PodInfo],
-    recent_binds: Mapping[model.NodeName, Sequence[float]] | None = None,
-) -> model.ClusterSnapshot:
-    """A snapshot with every bound, non-terminated pod counted on its node.
-
-    Pods bound to nodes that are not listed are ignored (the node is gone or not yet
-    seen); pods in phase Succeeded or Failed free their resources, as in the scheduler's
-    informer. Deleting pods still count: their containers may still run.
-    """
-    binds = recent_binds or {}
-    node_list = list(nodes)
-    placed: dict[model.NodeName, list[model.PodInfo]] = {n.name: [] for n in node_list}
-    for pod in pods:
-        if not pod.node_name or pod.phase in _TERMINAL_PHASES:
-            continue
-        bucket = placed.get(model.NodeName(pod.node_name))
-        if bucket is not None:
-            bucket.append(pod)
-    states: dict[model.NodeName, model.NodeState] = {}
-    for node in node_list:
-        on_node = placed[node.name]
-        states[node.name] = model.NodeState(
-            node=node,
-            requested=sum_resources(p.requests for p in on_node),
-            used_ports=frozenset(port for p in on_node for port in p.host_ports),
-            pods=tuple(on_node),
-            recent_binds=tuple(binds.get(node.name, ())),
-        )
-    return model.ClusterSnapshot(nodes=states)
-
-
-def add_pod(state: model.NodeState, pod: model.PodInfo) -> model.NodeState:
-    """``state`` with ``pod`` placed on it (the assume cache's view after a bind)."""
-    return dataclasses.replace(
-        state,
-        requested=sum_resources((state.requested, pod.requests)),
-        used_ports=state.used_ports | frozenset(pod.host_ports),
-        pods=(*state.pods, pod),
-    )
+# --- resource arithmetic ---------------------------------------------------------------
 
 
 def sum_resources(items: Iterable[model.Resources]) -> model.Resources:

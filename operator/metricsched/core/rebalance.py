@@ -35,7 +35,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from metricsched.core import cycle, model, parse, scoring, shadow
+from metricsched.core import cycle, model, node_state, scoring, shadow
 
 MAX_DRY_RUNS: Final = 64
 """Dry runs of the cycle per policy per pass at most: each costs a scheduling cycle, and
@@ -174,16 +174,7 @@ def with_pod(
         return snapshot
     placed = dataclasses.replace(pod, node_name=node, bound_at=now)
     pods = (*state.pods, placed)
-    rebuilt = dataclasses.replace(
-        state,
-        pods=pods,
-        requested=parse.sum_resources(p.requests for p in pods),
-        used_ports=state.used_ports | frozenset(pod.host_ports),
-        nonzero_requested=parse.sum_resources(
-            p.requests if p.nonzero_requests is None else p.nonzero_requests for p in pods
-        ),
-        recent_binds=(*state.recent_binds, now),
-    )
+    rebuilt = node_state.build(state.node, pods, recent_binds=(*state.recent_binds, now))
     table = None if snapshot.table is None else snapshot.table.with_state(rebuilt)
     return dataclasses.replace(snapshot, nodes={**snapshot.nodes, node: rebuilt}, table=table)
 

@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from metricsched.core import cycle, model, parse, scoring
+from metricsched.core import cycle, model, node_state, parse, scoring
 
 SHADOW_SCHEDULER: Final = "metricsched-shadow"
 """The schedulerName a shadowed pod is given for the cycle (never sent anywhere)."""
@@ -51,15 +51,7 @@ def without_pod(snapshot: model.ClusterSnapshot, pod: model.PodInfo) -> model.Cl
     if state is None or all(p.uid != pod.uid for p in state.pods):
         return snapshot
     pods = tuple(p for p in state.pods if p.uid != pod.uid)
-    rebuilt = dataclasses.replace(
-        state,
-        pods=pods,
-        requested=parse.sum_resources(p.requests for p in pods),
-        used_ports=frozenset(port for p in pods for port in p.host_ports),
-        nonzero_requested=parse.sum_resources(
-            p.requests if p.nonzero_requests is None else p.nonzero_requests for p in pods
-        ),
-    )
+    rebuilt = node_state.build(state.node, pods, recent_binds=state.recent_binds)
     # dataclasses.replace keeps the namespace labels, claims and volumes the filters read;
     # the node table (if the snapshot has one) is copied with the node's row rewritten.
     table = None if snapshot.table is None else snapshot.table.with_state(rebuilt)

@@ -34,7 +34,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 
-from metricsched.core import columns, model, parse, policy
+from metricsched.core import columns, model, node_state, policy
 
 # Pods in these phases hold no resources (kube-scheduler ignores them too).
 _TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -573,17 +573,7 @@ def _rv(resource_version: str) -> int:
 
 
 def _build_state(node: _Node) -> model.NodeState:
-    pods = tuple(node.pods.values())
-    return model.NodeState(
-        node=node.info,
-        requested=parse.sum_resources(pod.requests for pod in pods),
-        used_ports=frozenset(port for pod in pods for port in pod.host_ports),
-        pods=pods,
-        recent_binds=tuple(node.recent),
-        nonzero_requested=parse.sum_resources(
-            pod.requests if pod.nonzero_requests is None else pod.nonzero_requests for pod in pods
-        ),
-    )
+    return node_state.build(node.info, node.pods.values(), recent_binds=node.recent)
 
 
 def resource_version(meta: Mapping[str, object]) -> int:

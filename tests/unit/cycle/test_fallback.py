@@ -7,8 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from metricsched.core import columns, cycle, model
+from metricsched.core import columns, cycle, model, parse
 from metricsched.core.plugins.kube_scores import node_resources_fit
+from tests.unit.conftest import build_pod_body
 
 GIB = 1024**3
 UNREACHABLE = model.QueryErrorKind.UNREACHABLE
@@ -209,7 +210,8 @@ def test_least_allocated_scores_like_kube_scheduler(make_node, make_pod):
     # cpu: (4000 - 2000) * 100 // 4000 = 50; memory: (8 - 4) * 100 // 8 = 50
     assert allocation_score(state=node, pod=pod, strategy=Strategy.LEAST_ALLOCATED) == 50
     assert allocation_score(state=node, pod=pod, strategy=Strategy.MOST_ALLOCATED) == 50
-    empty_pod = make_pod(cpu=0, memory=0)  # counts as 100m and 200Mi, as in kube-scheduler
+    # A container without requests counts as 100m and 200Mi, as in kube-scheduler.
+    empty_pod = parse.pod_from_body(build_pod_body("empty"))
     assert (
         allocation_score(state=node, pod=empty_pod, strategy=Strategy.LEAST_ALLOCATED)
         == ((4000 - 1100) * 100 // 4000 + (6 * GIB - 200 * 1024**2) * 100 // (8 * GIB)) // 2

@@ -232,14 +232,14 @@ def test_namespace_labels_are_honoured_after_a_memoised_answer(pod, zones):
 
 
 def test_assumed_pod_with_anti_affinity_repels_the_next_one(pod, zones):
-    from metricsched.core import model, parse
+    from metricsched.core import model, node_state
 
     snapshot = zones(with_db=False)
     first = pod("web-1", labels=WEB, pod_anti_affinity=[near(WEB, "kubernetes.io/hostname")])
     assert node_reasons(pod("web-2", labels=WEB), snapshot)["a1"] == ()
     nodes = dict(snapshot.nodes)
     a1 = model.NodeName("a1")
-    nodes[a1] = parse.add_pod(nodes[a1], first)
+    nodes[a1] = node_state.add_pod(nodes[a1], first)
     after = node_reasons(pod("web-2", labels=WEB), model.ClusterSnapshot(nodes=nodes))
     assert after["a1"] == (EXISTING,)
     assert after["a2"] == ()

@@ -106,10 +106,10 @@ def test_init_container_peak_is_what_must_fit(pod, container, node, cluster):
 
 
 def test_assumed_pods_count_like_bound_ones(pod, node, cluster):
-    from metricsched.core import parse
+    from metricsched.core import node_state
 
     state = on_node(cluster, node("n1", cpu="1"))
-    assumed = parse.add_pod(state, pod("just-bound", cpu="800m"))
+    assumed = node_state.add_pod(state, pod("just-bound", cpu="800m"))
     assert plugin_reasons(node_resources_fit, pod(cpu="300m"), assumed) == ("Insufficient cpu",)
 
 

@@ -224,7 +224,7 @@ def test_reused_snapshot_counts_each_pods_own_selector(pod, two_zones):
 
 
 def test_assuming_a_pod_changes_the_spread_for_the_next_replica(pod, two_zones):
-    from metricsched.core import parse
+    from metricsched.core import node_state
 
     snapshot = two_zones()
     replica = pod(labels=WEB, spread=[zone_spread()])
@@ -232,6 +232,6 @@ def test_assuming_a_pod_changes_the_spread_for_the_next_replica(pod, two_zones):
     nodes = dict(snapshot.nodes)
     b1 = model.NodeName("b1")
     for name in ("w3", "w4", "w5"):  # zone b now holds 3 web pods to zone a's 2
-        nodes[b1] = parse.add_pod(nodes[b1], pod(name, labels=WEB, node_name="b1"))
+        nodes[b1] = node_state.add_pod(nodes[b1], pod(name, labels=WEB, node_name="b1"))
     after = node_reasons(replica, model.ClusterSnapshot(nodes=nodes))
     assert after == {"a1": (), "a2": (), "b1": (SKEWED,)}

@@ -1,5 +1,5 @@
 """Scenes for kube-scheduler's score plugins: nodes, pods and snapshots as the runtime
-builds them (NonZeroRequested summed per node, as the cluster cache does).
+builds them (``core.node_state``, the cluster cache's builder).
 
 ``pod`` extends the root conftest's with preferred terms and a controller; ``snapshot``
 takes nodes and placed pods positionally. ``table_scores`` and ``node_scores`` call a
@@ -8,6 +8,7 @@ plugin's ``score`` over a ``framework.CycleState`` as the cycle does, and give p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metricsched.core import columns, framework, model, parse
+from metricsched.core import columns, framework, model, node_state, parse
 from metricsched.core.plugins.kube_scores import inter_pod_affinity
 from tests.unit.conftest import build_node_body, build_pod_body
 
@@ -59,20 +60,7 @@ def make_pod(
 def make_cluster(
     nodes: Sequence[model.NodeInfo], pods: Sequence[model.PodInfo] = ()
 ) -> model.ClusterSnapshot:
-    snapshot = parse.snapshot_from(nodes, pods)
-    states = {
-        name: model.NodeState(
-            node=state.node,
-            requested=state.requested,
-            used_ports=state.used_ports,
-            pods=state.pods,
-            nonzero_requested=parse.sum_resources(
-                p.requests if p.nonzero_requests is None else p.nonzero_requests for p in state.pods
-            ),
-        )
-        for name, state in snapshot.nodes.items()
-    }
-    return model.ClusterSnapshot(nodes=states, namespace_labels={})
+    return dataclasses.replace(node_state.snapshot(nodes, pods), namespace_labels={})
 
 
 def states(snapshot: model.ClusterSnapshot) -> tuple[model.NodeState, ...]:

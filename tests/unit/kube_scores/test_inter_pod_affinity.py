@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from metricsched.core.plugins.kube_scores import inter_pod_affinity
 from tests.unit.kube_scores.conftest import HOSTNAME, ZONE, node_scores, pod_term
 
@@ -76,3 +78,22 @@ def test_other_namespaces_do_not_match_by_default(node, pod, snapshot):
     scene = snapshot(three_nodes(node), [web])
     incoming = pod(preferred_away=[pod_term({"app": "web"}, HOSTNAME, 10)])
     assert node_scores(inter_pod_affinity, incoming, scene) is None
+
+
+def test_a_namespace_selector_matching_empty_labels_takes_in_every_namespace_as_kube_does(
+    node, pod, snapshot
+):
+    # kube-scheduler v1.35.4 merges the selected namespaces into the incoming pod's term
+    # but clears the selector on a copy, then matches it against empty labels: "team
+    # DoesNotExist" takes in the pod of namespace "other" (team=b) as well.
+    placed = pod("placed", namespace="other", node_name="n1", labels={"app": "web"})
+    scene = dataclasses.replace(
+        snapshot(three_nodes(node), [placed]),
+        namespace_labels={"other": {"team": "b"}, "shop": {}},
+    )
+    term = pod_term({"app": "web"}, HOSTNAME, 10)
+    term["podAffinityTerm"]["namespaceSelector"] = {
+        "matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]
+    }
+    incoming = pod(preferred_away=[term])
+    assert node_scores(inter_pod_affinity, incoming, scene) == (0.0, 100.0, 100.0)

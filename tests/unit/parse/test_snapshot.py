@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metricsched.core import model, parse
+from metricsched.core import model, node_state, parse
 
 GI = 2**30
 
@@ -88,7 +88,7 @@ def test_adding_a_pod_updates_requests_ports_and_pods(node, pod, cluster):
         requests={"nvidia.com/gpu": "1"},
         host_ports=[{"containerPort": 53, "hostPort": 53, "protocol": "UDP"}],
     )
-    after = parse.add_pod(before, assumed)
+    after = node_state.add_pod(before, assumed)
     assert after.requested == model.Resources(milli_cpu=1500, pods=2, scalar={"nvidia.com/gpu": 1})
     assert model.HostPort(protocol="UDP", host_ip="0.0.0.0", port=53) in after.used_ports
     assert [p.name for p in after.pods] == ["a", "b"]
@@ -99,7 +99,7 @@ def test_adding_a_pod_matches_building_the_snapshot_with_it(node, pod, cluster):
     pods = [pod("a", node_name="n1", cpu="1"), pod("b", node_name="n1", memory="1Gi")]
     built = cluster(nodes=[node("n1")], pods=pods).nodes[model.NodeName("n1")]
     empty = cluster(nodes=[node("n1")]).nodes[model.NodeName("n1")]
-    assert parse.add_pod(parse.add_pod(empty, pods[0]), pods[1]) == built
+    assert node_state.add_pod(node_state.add_pod(empty, pods[0]), pods[1]) == built
 
 
 def test_sum_of_no_resources_is_zero():

@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import columns, framework, model, parse, profile
+from metricsched.core import columns, framework, model, node_state, profile
 from metricsched.core.plugins import (
     dynamic_resources,
     inter_pod_affinity,
@@ -170,12 +170,7 @@ def _dry_run(
     gone = {victim.uid for victim in victims}
     state = snapshot.nodes[name]
     left = tuple(other for other in state.pods if other.uid not in gone)
-    emptied = dataclasses.replace(
-        state,
-        requested=parse.sum_resources(other.requests for other in left),
-        used_ports=frozenset(port for other in left for port in other.host_ports),
-        pods=left,
-    )
+    emptied = node_state.build(state.node, left, recent_binds=state.recent_binds)
     # The node passed every filter before NodePorts; these two need this node only.
     if node_ports.conflicts(pod.host_ports, emptied.used_ports):
         return (node_ports.REASON_NODE_PORTS,)

@@ -19,7 +19,9 @@ PreScore skips the plugin for the pod:
 ImageLocality is not computed: node image lists are not kept in the cluster cache.
 
 ``score_terms`` runs the enabled plugins for one pod over the nodes to score; how the
-terms are blended with the metric scores is ``core.scoring.score_nodes``'s rule. Purely
+terms are blended with the metric scores is ``core.scoring.score_nodes``'s rule.
+``normalised_scores`` runs the same scorers for every plugin, unweighted: what the
+differential oracle (tests/parity) compares with kube-scheduler's own scores. Purely
 computational, like the rest of ``core``: no I/O, no clocks, no module-level state; work
 derived from unchanged pods and nodes is kept in the cycle's memo (``core.framework.Memo``).
 """
@@ -116,3 +118,13 @@ def score_terms(
         if scores is not None:
             terms.append(scoring.KubeTerm(plugin=name, weight=weight, scores=scores))
     return tuple(terms)
+
+
+def normalised_scores(
+    *, cycle: framework.CycleState, rows: columns.Rows
+) -> dict[str, columns.Floats]:
+    """Each plugin's normalised score (0..100, before any weight) for the cycle's pod on
+    each node of ``rows`` (the nodes to score, in order), by the scorers ``score_terms``
+    blends; a plugin kube-scheduler's PreScore would skip for the pod is absent."""
+    every = [(name, 1) for name in PLUGINS]
+    return {term.plugin: term.scores for term in score_terms(cycle=cycle, rows=rows, weights=every)}

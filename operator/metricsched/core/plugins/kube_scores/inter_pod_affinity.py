@@ -12,8 +12,10 @@ a node with labels, each topology pair (key, the node's value) collects
 A node's raw score is the sum over the pairs its labels carry; scores are min-max
 normalised over the scored nodes (``int(100 * (s - min) / (max - min))``, all 0 when
 equal). Terms match exactly as the filter's do, namespaceSelector included (with the
-namespace labels the snapshot has; unknown labels match nothing). A term that cannot be
-parsed counts for nothing.
+namespace labels the snapshot has; unknown labels match nothing), and, as there, the
+incoming pod's terms as kube-scheduler v1.35.4 merges them (``selectors.as_merged_by_kube``:
+a namespaceSelector that matches empty labels puts every namespace in scope). A term that
+cannot be parsed counts for nothing.
 """
 
 from __future__ import annotations
@@ -80,6 +82,20 @@ def _terms_of(pod: model.PodInfo) -> _PodTerms:
     )
 
 
+def _as_merged_by_kube(terms: _PodTerms) -> _PodTerms:
+    # Only the incoming pod's terms (PreScore's mergeAffinityTermNamespacesIfNotEmpty);
+    # placed pods' terms are matched with the incoming pod's namespace labels.
+    return dataclasses.replace(
+        terms,
+        affinity=tuple(
+            _Weighted(w.weight, selectors.as_merged_by_kube(w.term)) for w in terms.affinity
+        ),
+        anti_affinity=tuple(
+            _Weighted(w.weight, selectors.as_merged_by_kube(w.term)) for w in terms.anti_affinity
+        ),
+    )
+
+
 def _placed_terms(memo: framework.Memo, pod: model.PodInfo) -> _PodTerms:
     # Placed pods are immutable and shared from one snapshot to the next: parse them once.
     return memo.derived("InterPodAffinity/placed-terms", pod, lambda: _terms_of(pod))
@@ -109,7 +125,7 @@ def topology_scores(
     memo: framework.Memo,
 ) -> dict[str, dict[str, int]]:
     """Points per topology pair (key -> value -> points) from every placed pod."""
-    incoming = _terms_of(pod)
+    incoming = _as_merged_by_kube(_terms_of(pod))
     has_terms = bool(incoming.affinity or incoming.anti_affinity)
     namespaces = snapshot.namespace_labels
     points: dict[str, dict[str, int]] = {}

@@ -4,8 +4,11 @@ Contract: cpu and memory, weight 1 each; a resource scores ``(allocatable - requ
 100 // allocatable`` (LeastAllocated) or ``requested * 100 // allocatable`` (MostAllocated),
 where ``requested`` is what the node's pods request plus the incoming pod's request, each
 container without a cpu or memory request counting 100m / 200Mi (kube-scheduler's
-NonZeroRequested); the node's score is the integer mean of the two. No normalisation:
-the scores are already 0..100. The fallback strategies LeastAllocated and MostAllocated
+NonZeroRequested). The incoming pod counts without its pod-level ``spec.resources``
+(``PodInfo.fit_score_requests``: kube-scheduler v1.35's scorer is built without that
+gate). The node's score is the integer mean over the resources the node has: one with
+no allocatable is left out, and a node with neither scores 0. No normalisation: the
+scores are already 0..100. The fallback strategies LeastAllocated and MostAllocated
 (``core.cycle``) use the same function.
 """
 
@@ -20,16 +23,12 @@ from metricsched.core import columns, framework, model
 NAME: Final = "NodeResourcesFit"
 SHORT_NAME: Final = "LeastAllocated"  # the scoring strategy kube-scheduler's profile uses
 
-# kube-scheduler's requests for containers that request nothing (pkg/scheduler/util:
-# DefaultMilliCPURequest, DefaultMemoryRequest).
-DEFAULT_MILLI_CPU_REQUEST: Final = 100
-DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
-
 
 def _resource_scores(
     requested: columns.Ints, capacity: columns.Ints, *, most: bool
 ) -> columns.Ints:
-    # leastRequestedScore / mostRequestedScore: integer arithmetic, as kube-scheduler's.
+    # leastRequestedScore / mostRequestedScore: integer arithmetic, as kube-scheduler's
+    # (a resource without allocatable scores 0 here; allocation_scores leaves it out).
     safe = np.maximum(capacity, 1)
     if most:
         scores = np.minimum(requested, capacity) * 100 // safe
@@ -39,14 +38,15 @@ def _resource_scores(
 
 
 def score_request(pod: model.PodInfo) -> tuple[int, int]:
-    """The pod's cpu (millicores) and memory (bytes) as the score counts them."""
+    """The cpu (millicores) and memory (bytes) of the pod being placed, as the score
+    counts them."""
+    if pod.fit_score_requests is not None:
+        return pod.fit_score_requests.milli_cpu, pod.fit_score_requests.memory
     if pod.nonzero_requests is not None:
         return pod.nonzero_requests.milli_cpu, pod.nonzero_requests.memory
-    # a PodInfo built without them: the pod-level approximation
-    return (
-        pod.requests.milli_cpu or DEFAULT_MILLI_CPU_REQUEST,
-        pod.requests.memory or DEFAULT_MEMORY_REQUEST,
-    )
+    # None: no container misses a request (parse), so an explicit 0 stays 0, as in
+    # kube-scheduler (only a missing request counts 100m / 200Mi).
+    return pod.requests.milli_cpu, pod.requests.memory
 
 
 def allocation_scores(
@@ -65,14 +65,15 @@ def allocation_scores(
     """
     most = strategy is model.FallbackStrategy.MOST_ALLOCATED
     cpu, memory = score_request(pod)
-    allocatable = table.allocatable
-    cpu_scores = _resource_scores(
-        table.nonzero_cpu[rows] + cpu, allocatable.milli_cpu[rows], most=most
-    )
+    cpu_capacity = table.allocatable.milli_cpu[rows]
+    memory_capacity = table.allocatable.memory[rows]
+    cpu_scores = _resource_scores(table.nonzero_cpu[rows] + cpu, cpu_capacity, most=most)
     memory_scores = _resource_scores(
-        table.nonzero_memory[rows] + memory, allocatable.memory[rows], most=most
+        table.nonzero_memory[rows] + memory, memory_capacity, most=most
     )
-    return (cpu_scores + memory_scores) // 2
+    # leastResourceScorer / mostResourceScorer: the mean over resources with allocatable.
+    counted = (cpu_capacity > 0).astype(np.int64) + (memory_capacity > 0)
+    return (cpu_scores + memory_scores) // np.maximum(counted, 1)
 
 
 def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats:
