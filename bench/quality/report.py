@@ -31,6 +31,8 @@ COLOURS = {
     qsys.ESTIMATE_LEARN: "tab:purple",
     qsys.NO_ESTIMATE: "tab:cyan",
     qsys.RANDOM: "tab:grey",
+    qsys.OWNED: "tab:olive",
+    qsys.REBALANCE: "tab:green",
 }
 DPI = 80
 
