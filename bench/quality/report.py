@@ -257,7 +257,8 @@ def rebalance_section(results: dict[str, Any]) -> list[str]:
     """Issue 23's rows, when the results file has the rebalance pair."""
     if not any(_trial(results, "c", s) for s in qsys.PAIR):
         return []
-    spec = qsys.REBALANCE_SPEC
+    on = _trial(results, "c", qsys.REBALANCE) or {}
+    spec = on.get("policy_rebalance") or qsys.REBALANCE_SPEC
     rows = ["| target | measured (rebalance on vs off) | holds |", "|---|---|---|"]
     for text, measured, ok in rebalance_rows(results):
         rows.append(
@@ -273,8 +274,9 @@ def rebalance_section(results: dict[str, Any]) -> list[str]:
         f"{owned.MAX_UNAVAILABLE}`); the other scheduler's pods stay bare. Both run "
         "metricsched with the estimate on as declared; *rebalance on* adds "
         f"`rebalance: {json.dumps(spec, separators=(', ', ': '))}` (a node past 0.8 for two "
-        "scrapes sheds up to 10 pods per interval, each to a node the dry run finds at or "
-        "below 0.7 with the pod's estimate).",
+        f"scrapes sheds up to {spec.get('maxPerNode')} pods per interval, each to a node the "
+        f"dry run finds at or below {qsys.THRESHOLD - float(spec.get('margin', 0.0)):.2f} "
+        "with the pod's estimate).",
         "",
         "**Figures.** *After the hot spot*: node-seconds above 0.8 from the moment the hot "
         "spot appears to the end, on every node (the issue's measure). *Avoidable*: the same, "

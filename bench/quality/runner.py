@@ -93,11 +93,13 @@ async def ensure_nodes(kube: Kube, specs: tuple[scenarios.NodeSpec, ...]) -> Non
     raise TimeoutError("modelled nodes not Ready after 120 s")
 
 
-async def create_policy(kube: Kube, namespace: str, system: str, *, threshold: float) -> str:
+async def create_policy(
+    kube: Kube, namespace: str, system: str, *, threshold: float, margin: float | None = None
+) -> str:
     """Create the system's policy with strict field validation; return a note when the
     CRD has no ``estimate`` (estimate off is then the policy without the field; estimate
     on cannot run: raise)."""
-    spec = qsys.policy(system, threshold=threshold)
+    spec = qsys.policy(system, threshold=threshold, margin=margin)
     path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
     params = {"fieldValidation": "Strict"}
     body = {
@@ -266,6 +268,7 @@ class Run:
     nodes: tuple[scenarios.NodeSpec, ...]
     results: dict[str, Any]
     out: Path
+    margin: float | None = None  # the rebalance system's margin, if not REBALANCE_SPEC's
 
     @property
     def backgrounds(self) -> dict[str, float]:
@@ -293,8 +296,11 @@ class Run:
         await self.kube.create_namespace(namespace)
         if qsys.is_metricsched(system):
             record["note"] = await create_policy(
-                self.kube, namespace, system, threshold=qsys.THRESHOLD
+                self.kube, namespace, system, threshold=qsys.THRESHOLD, margin=self.margin
             )
+            rebalance = qsys.policy(system, margin=self.margin).get("rebalance")
+            if rebalance:
+                record["policy_rebalance"] = rebalance
         mine = frozenset(e.name for e in sc.pods if e.node is None)
         if qsys.owns_pods(system):
             for pdb in owned.budget_bodies():
@@ -445,6 +451,7 @@ async def _main(run_args: dict[str, Any]) -> None:
             nodes,
             results,
             out,
+            run_args.get("margin"),
         )
         results["nodes"] = [dataclasses.asdict(n) for n in nodes]
         chosen = list(run_args["systems"])
@@ -569,6 +576,7 @@ def cmd_quality(args: Any) -> int:
                     "scenarios": keys,
                     "systems": chosen,
                     "backlog": not getattr(args, "no_backlog", False),
+                    "margin": getattr(args, "rebalance_margin", None),
                 }
             )
         )

@@ -82,11 +82,14 @@ def plays(name: str, scenario: str) -> bool:
     return scenario in ONLY.get(name, (scenario,))
 
 
-def policy(system: str, *, threshold: float = THRESHOLD) -> dict[str, Any]:
+def policy(
+    system: str, *, threshold: float = THRESHOLD, margin: float | None = None
+) -> dict[str, Any]:
     """The SchedulingPolicy spec a user would write for "keep nodes under 80 % cpu":
     the load model's utilisation, minimised and thresholded, blended with
     kube-scheduler's default scores; the estimate states the typical pod's usage. The
-    rebalance system adds ``spec.rebalance`` (``REBALANCE_SPEC``)."""
+    rebalance system adds ``spec.rebalance`` (``REBALANCE_SPEC``; ``margin`` replaces its
+    margin)."""
     estimate: dict[str, Any] = (
         {
             "from": "Amount",
@@ -98,7 +101,11 @@ def policy(system: str, *, threshold: float = THRESHOLD) -> dict[str, Any]:
         if system in (ESTIMATE, ESTIMATE_LEARN, OWNED, REBALANCE)
         else {"from": "None"}
     )
-    rebalance = {"rebalance": dict(REBALANCE_SPEC)} if system == REBALANCE else {}
+    rebalance: dict[str, Any] = {}
+    if system == REBALANCE:
+        rebalance = {"rebalance": dict(REBALANCE_SPEC)}
+        if margin is not None:
+            rebalance["rebalance"]["margin"] = margin
     return {
         "podSelector": {},
         "metrics": [
