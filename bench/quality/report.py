@@ -294,6 +294,7 @@ def rebalance_section(results: dict[str, Any]) -> list[str]:
         "",
         *rebalance_table(results),
         "",
+        *([str(results["rebalance_note"]), ""] if results.get("rebalance_note") else []),
     ]
 
 

@@ -184,3 +184,5 @@ def test_the_rebalance_section_shows_only_with_the_pair() -> None:
     )
     assert "### Rebalancing (issue 23), scenario c" in text
     assert "| 3 (3) | 3 | 1.00 | 0 (2) |" in text
+    noted = pair(on_above=25.0, evictions=3, moved=3, violations=0) | {"rebalance_note": "Why."}
+    assert report.rebalance_section(noted)[-2] == "Why."
