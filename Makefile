@@ -114,12 +114,12 @@ $(VENV)/.bench-installed: setup.cfg pyproject.toml | $(VENV)/.installed
 	@touch $@
 
 .PHONY: bench
-bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (~1.5 h on 2 cores), then placement quality (~45 min); writes bench/README.md
+bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (~1.5 h on 2 cores), then placement quality (~55 min); writes bench/README.md
 	$(PY) -m bench run --plan full
 	$(PY) -m bench quality --plan full --seed $(SEED) --publish
 
 .PHONY: bench-quality
-bench-quality: install deps tools $(VENV)/.bench-installed ## Placement quality only: kube-scheduler, metricsched estimate on/off, random on scenarios a, b, c (~45 min); publishes bench/README.md's section
+bench-quality: install deps tools $(VENV)/.bench-installed ## Placement quality only: kube-scheduler, metricsched estimate on/off, random on scenarios a, b, c; metricsched rebalance off/on on c (~55 min); publishes bench/README.md's section
 	$(PY) -m bench quality --plan full --seed $(SEED) --publish
 
 .PHONY: bench-quality-smoke

@@ -334,6 +334,11 @@ def main() -> int:
         "--no-backlog", action="store_true", help="skip the backlog pair (scenarios only)"
     )
     quality.add_argument(
+        "--rebalance-margin",
+        type=float,
+        help="the rebalance system's spec.rebalance.margin (default: bench/quality/systems.py's)",
+    )
+    quality.add_argument(
         "--publish", action="store_true", help="write bench/quality*.png, quality.md and README"
     )
     qrep = sub.add_parser("quality-report", help="render the placement-quality section")

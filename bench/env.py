@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,16 +61,20 @@ def install_crd(cluster: ClusterEnv) -> None:
     """Apply this tree's SchedulingPolicy CRD and wait until it is Established."""
     kubectl = [str(cluster.tools_bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}"]
     subprocess.run([*kubectl, "apply", "-f", str(ROOT / "crds")], check=True)
-    subprocess.run(
-        [
-            *kubectl,
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/schedulingpolicies.metricsched.io",
-        ],
-        check=True,
-    )
+    wait = [
+        *kubectl,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/schedulingpolicies.metricsched.io",
+    ]
+    # Right after the create, the CRD may have no status.conditions yet, and kubectl wait
+    # then fails at once ("accessor error: <nil>") instead of waiting: ask again.
+    for _ in range(9):
+        if subprocess.run(wait, check=False).returncode == 0:
+            return
+        time.sleep(1.0)
+    subprocess.run(wait, check=True)
 
 
 def load() -> ClusterEnv:

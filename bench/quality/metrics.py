@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 Record = Mapping[str, Any]
@@ -110,12 +110,39 @@ def weighted_percentile(pairs: Iterable[tuple[float, float]], p: float) -> float
     return ordered[-1][0]
 
 
-def node_seconds_above(ticks: Sequence[Tick], level: float) -> float:
-    """Sum over ticks of (nodes strictly above ``level``) x the tick's duration."""
+def node_seconds_above(
+    ticks: Sequence[Tick], level: float, *, counts: Callable[[str, float], bool] | None = None
+) -> float:
+    """Sum over ticks of (nodes strictly above ``level``) x the tick's duration; with
+    ``counts``, only the (node, tick time) pairs it accepts."""
     return sum(
-        d * sum(1 for u in k.cpu.values() if u > level)
+        d * sum(1 for n, u in k.cpu.items() if u > level and (counts is None or counts(n, k.t)))
         for k, d in zip(ticks, durations(ticks), strict=True)
     )
+
+
+def after_hotspot(
+    ticks: Sequence[Tick],
+    *,
+    since: float,
+    hot_nodes: Sequence[str],
+    floor: Callable[[str, float], float],
+    level: float = HOT,
+) -> dict[str, Any]:
+    """Node-seconds above ``level`` from ``since`` (the hot spot) on: on every node, on
+    each hot node, and "avoidable": only while the node's ``floor`` (what moving the
+    scheduler's own pods cannot change, at that tick time) is not itself above ``level``."""
+    late = [k for k in ticks if k.t >= since]
+    return {
+        "node_seconds_above_80": round(node_seconds_above(late, level), 1),
+        "avoidable_node_seconds_above_80": round(
+            node_seconds_above(late, level, counts=lambda n, t: floor(n, t) <= level), 1
+        ),
+        "per_hot_node": {
+            node: round(node_seconds_above(late, level, counts=lambda n, _t, x=node: n == x), 1)
+            for node in hot_nodes
+        },
+    }
 
 
 def mean_spread(ticks: Sequence[Tick]) -> float | None:

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from bench import env as env_mod
-from bench.quality import metrics, scenarios
+from bench.quality import metrics, owned, scenarios
 from bench.quality import systems as qsys
 
 BENCH = env_mod.ROOT / "bench"
@@ -31,6 +31,8 @@ COLOURS = {
     qsys.ESTIMATE_LEARN: "tab:purple",
     qsys.NO_ESTIMATE: "tab:cyan",
     qsys.RANDOM: "tab:grey",
+    qsys.OWNED: "tab:olive",
+    qsys.REBALANCE: "tab:green",
 }
 DPI = 80
 
@@ -182,6 +184,118 @@ def target_rows(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
         ("backlog binds/s, estimate on within 10 % of off", f"{_f(on, 1)} vs {_f(off, 1)}", ok)
     )
     return rows
+
+
+def _counter(trial: dict[str, Any], result: str) -> float | None:
+    """The operator's ``metricsched_rebalance_evictions_total`` of ``result`` (None: unread)."""
+    counters = trial.get("rebalance_counters") or {}
+    found = [
+        float(v)
+        for k, v in counters.items()
+        if k.startswith("metricsched_rebalance_evictions_total{") and f'result="{result}"' in k
+    ]
+    return sum(found) if found else None
+
+
+def rebalance_rows(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """Issue 23's targets (scenario c, rebalance on vs off, same run): text, measured, holds."""
+    off, on = _trial(results, "c", qsys.OWNED), _trial(results, "c", qsys.REBALANCE)
+    late_off = (off or {}).get("after_hotspot") or {}
+    late_on = (on or {}).get("after_hotspot") or {}
+    rows: list[tuple[str, str, bool | None]] = []
+    for field, text in (
+        ("node_seconds_above_80", "node-s > 80 % after the hot spot ≤ 0.3x without rebalancing"),
+        (
+            "avoidable_node_seconds_above_80",
+            "the same, only while the node's floor is not above 80 % (not the issue's measure)",
+        ),
+    ):
+        a, b = late_on.get(field), late_off.get(field)
+        ratio = f" ({a / b:.2f}x)" if a is not None and b else ""
+        ok = None if a is None or b is None else a <= 0.3 * b
+        rows.append((text, f"{_f(a, 0)} vs {_f(b, 0)}{ratio}", ok))
+    moved = (on or {}).get("rebalance") or {}
+    per = moved.get("evictions_per_pod_moved")
+    rows.append(
+        (
+            "evictions per pod moved ≤ 1.1",
+            f"{_f(per)} ({moved.get('evictions')} evictions, {moved.get('pods_moved')} pods moved)",
+            None if per is None else per <= 1.1,
+        )
+    )
+    bad = moved.get("budget_violations")
+    rows.append(("0 PodDisruptionBudget violations", _f(bad), None if bad is None else bad == 0))
+    return rows
+
+
+def rebalance_table(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "| system | node-s > 80 % after the hot spot | of which avoidable | per hot node "
+        "| evictions (Blocked by a budget) | pods moved | evictions per pod moved "
+        "| budget violations (most of one budget down at once) | overruns / binds |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for system in qsys.PAIR:
+        t = _trial(results, "c", system)
+        if t is None:
+            continue
+        late = t.get("after_hotspot") or {}
+        r = t.get("rebalance") or {}
+        hot = ", ".join(f"{n} {v:.0f}" for n, v in (late.get("per_hot_node") or {}).items())
+        lines.append(
+            f"| {_label(system)} | {_f(late.get('node_seconds_above_80'), 0)} "
+            f"| {_f(late.get('avoidable_node_seconds_above_80'), 0)} | {hot} "
+            f"| {r.get('evictions')} ({_f(_counter(t, 'Blocked'), 0)}) | {r.get('pods_moved')} "
+            f"| {_f(r.get('evictions_per_pod_moved'))} "
+            f"| {r.get('budget_violations')} ({r.get('most_down_at_once')}) "
+            f"| {t.get('overruns')} / {t.get('binds')} |"
+        )
+    return lines
+
+
+def rebalance_section(results: dict[str, Any]) -> list[str]:
+    """Issue 23's rows, when the results file has the rebalance pair."""
+    if not any(_trial(results, "c", s) for s in qsys.PAIR):
+        return []
+    on = _trial(results, "c", qsys.REBALANCE) or {}
+    spec = on.get("policy_rebalance") or qsys.REBALANCE_SPEC
+    rows = ["| target | measured (rebalance on vs off) | holds |", "|---|---|---|"]
+    for text, measured, ok in rebalance_rows(results):
+        rows.append(
+            f"| {text} | {measured} | {'n/a' if ok is None else ('yes' if ok else '**no**')} |"
+        )
+    return [
+        "### Rebalancing (issue 23), scenario c",
+        "",
+        "Rebalancing moves only pods whose controller recreates them, so this pair plays "
+        "scenario (c)'s events with each of its own pods as a 1-replica ReplicaSet (its life "
+        "counts from its first pod's bind; at its end the ReplicaSet is deleted), under one "
+        "PodDisruptionBudget per workload kind (`api`, `batch`, `web`; `maxUnavailable: "
+        f"{owned.MAX_UNAVAILABLE}`); the other scheduler's pods stay bare. Both run "
+        "metricsched with the estimate on as declared; *rebalance on* adds "
+        f"`rebalance: {json.dumps(spec, separators=(', ', ': '))}` (a node past 0.8 for two "
+        f"scrapes sheds up to {spec.get('maxPerNode')} pods per interval, each to a node the "
+        f"dry run finds at or below {qsys.THRESHOLD - float(spec.get('margin', 0.0)):.2f} "
+        "with the pod's estimate).",
+        "",
+        "**Figures.** *After the hot spot*: node-seconds above 0.8 from the moment the hot "
+        "spot appears to the end, on every node (the issue's measure). *Avoidable*: the same, "
+        "counted only while the node's floor (its background, the hot spot's from then on, "
+        "plus the other scheduler's pods there, which no rebalancing of metricsched's pods "
+        "moves; computed from the scenario, without noise) is itself at or below 0.8. "
+        "*Evictions* and *pods moved* come from the pod watch: a pod the Eviction API took "
+        "(its `DisruptionTarget` condition, `EvictionByEvictionAPI`), and a workload whose "
+        "replacement runs on another node. *Blocked*: the operator's "
+        '`metricsched_rebalance_evictions_total{result="Blocked"}` (a budget said 429). A '
+        "*budget violation* is an eviction that left more of one budget's workloads down "
+        "through evictions (evicted, replacement not yet running) than its maxUnavailable.",
+        "",
+        *rows,
+        "",
+        *rebalance_table(results),
+        "",
+        *([str(results["rebalance_note"]), ""] if results.get("rebalance_note") else []),
+    ]
 
 
 def targets_table(results: dict[str, Any]) -> list[str]:
@@ -353,6 +467,7 @@ def section(results: dict[str, Any], images: dict[str, str]) -> str:
     for why in (results.get("skipped") or {}).items():
         parts += [f"Not run: {_label(why[0])} ({why[1]}).", ""]
     parts += ["### Targets (issue 19)", "", *targets_table(results), ""]
+    parts += rebalance_section(results)
     for key in _keys(results):
         parts += [
             f"### ({key}) {scenarios.TITLES[key]}",

@@ -6,9 +6,12 @@ Per plan: bring the benchmark cluster up (ports 44xxx, ``.cluster-bench/``, the 
 model scraped every 5 s), make the plan's modelled nodes, then for each scenario and each
 system: return to the starting state (no scenario pods, every node at its annotated
 background, Prometheus showing it), start the system, play the seeded events, stop the
-system and read the load model's record for the trial's window. Then the backlog pair
-(metricsched estimate on vs off, binds/s). Results go to ``bench/results/quality-PLAN.json``
-after every trial; the report (bench/quality/report.py) renders tables and plots.
+system and read the load model's record for the trial's window. The rebalance pair plays
+scenario (c) only, its own pods as 1-replica ReplicaSets under PodDisruptionBudgets
+(bench/quality/owned.py), and also reports evictions, moves and budget violations. Then
+the backlog pair (metricsched estimate on vs off, binds/s). Results go to
+``bench/results/quality-PLAN.json`` after every trial; the report (bench/quality/report.py)
+renders tables and plots.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import secrets
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,7 @@ from bench import env as env_mod
 from bench import stats, trial
 from bench import systems as bench_systems
 from bench.kube import GROUP, PLURAL, VERSION, ApiError, Kube
-from bench.quality import loadmodel, metrics, scenarios
+from bench.quality import loadmodel, metrics, owned, scenarios
 from bench.quality import systems as qsys
 
 SCRAPE = "5s"
@@ -89,11 +93,13 @@ async def ensure_nodes(kube: Kube, specs: tuple[scenarios.NodeSpec, ...]) -> Non
     raise TimeoutError("modelled nodes not Ready after 120 s")
 
 
-async def create_policy(kube: Kube, namespace: str, system: str, *, threshold: float) -> str:
+async def create_policy(
+    kube: Kube, namespace: str, system: str, *, threshold: float, margin: float | None = None
+) -> str:
     """Create the system's policy with strict field validation; return a note when the
     CRD has no ``estimate`` (estimate off is then the policy without the field; estimate
     on cannot run: raise)."""
-    spec = qsys.policy(system, threshold=threshold)
+    spec = qsys.policy(system, threshold=threshold, margin=margin)
     path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
     params = {"fieldValidation": "Strict"}
     body = {
@@ -131,11 +137,21 @@ async def estimate_unsupported(kube: Kube) -> str:
 
 
 class Tracker:
-    """Watches the trial's namespace: when each pod was created and bound; deletes each
-    pod whose life has ended (life counts from its bind)."""
+    """Watches the trial's namespace: when each event's pod was created and first bound;
+    ends each event whose life has ended (life counts from its first bind): deletes its
+    pod, or its ReplicaSet (``owned``; the ledger reads every pod event)."""
 
-    def __init__(self, kube: Kube, namespace: str, lives: dict[str, float | None]) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        lives: dict[str, float | None],
+        *,
+        owned_events: frozenset[str] = frozenset(),
+    ) -> None:
         self.kube, self.namespace, self.lives = kube, namespace, lives
+        self.owned_events = owned_events
+        self.ledger = owned.Ledger()
         self.created: dict[str, float] = {}
         self.bound: dict[str, tuple[float, str]] = {}
         self.deleted: set[str] = set()
@@ -148,7 +164,9 @@ class Tracker:
                 async for t, event in self.kube.watch(path, {"resourceVersion": rv}):
                     obj = event.get("object") or {}
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                    name = (obj.get("metadata") or {}).get("name")
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        self.ledger.see(t, event["type"], obj)
+                    name = owned.workload_of(obj)
                     node = (obj.get("spec") or {}).get("nodeName")
                     if name and node and name not in self.bound and event["type"] != "DELETED":
                         self.bound[name] = (t, node)
@@ -164,19 +182,24 @@ class Tracker:
                 life = self.lives.get(name)
                 if life is not None and name not in self.deleted and now >= t + life:
                     self.deleted.add(name)
+                    if name in self.owned_events:
+                        self.ledger.end(name)
+                        path = f"/apis/apps/v1/namespaces/{self.namespace}/replicasets/{name}"
+                        params = {"propagationPolicy": "Foreground"}
+                    else:
+                        path = f"/api/v1/namespaces/{self.namespace}/pods/{name}"
+                        params = {"gracePeriodSeconds": "0"}
                     with contextlib.suppress(ApiError):
-                        await self.kube.request(
-                            "DELETE",
-                            f"/api/v1/namespaces/{self.namespace}/pods/{name}",
-                            params={"gracePeriodSeconds": "0"},
-                        )
+                        await self.kube.request("DELETE", path, params=params)
             await asyncio.sleep(0.5)
 
 
 async def _create(kube: Kube, namespace: str, body: dict[str, Any], tracker: Tracker) -> None:
+    kind = "apis/apps/v1" if body["kind"] == "ReplicaSet" else "api/v1"
+    path = f"/{kind}/namespaces/{namespace}/{body['kind'].lower()}s"
     for attempt in range(6):
         try:
-            await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+            await kube.request("POST", path, body)
             tracker.created[body["metadata"]["name"]] = time.time()
             return
         except ApiError as e:
@@ -202,8 +225,12 @@ async def play(
 
     async def one(event: scenarios.PodEvent) -> None:
         await asyncio.sleep(max(0.0, t0 + event.at - time.time()))
+        if event.name in tracker.owned_events:
+            body = owned.replicaset_body(event, scheduler)
+        else:
+            body = scenarios.pod_body(event, scheduler)
         async with gate:
-            await _create(kube, namespace, scenarios.pod_body(event, scheduler), tracker)
+            await _create(kube, namespace, body, tracker)
 
     async def hot(spot: scenarios.HotSpot) -> None:
         await asyncio.sleep(max(0.0, t0 + spot.at - time.time()))
@@ -241,6 +268,7 @@ class Run:
     nodes: tuple[scenarios.NodeSpec, ...]
     results: dict[str, Any]
     out: Path
+    margin: float | None = None  # the rebalance system's margin, if not REBALANCE_SPEC's
 
     @property
     def backgrounds(self) -> dict[str, float]:
@@ -268,10 +296,24 @@ class Run:
         await self.kube.create_namespace(namespace)
         if qsys.is_metricsched(system):
             record["note"] = await create_policy(
-                self.kube, namespace, system, threshold=qsys.THRESHOLD
+                self.kube, namespace, system, threshold=qsys.THRESHOLD, margin=self.margin
             )
+            rebalance = qsys.policy(system, margin=self.margin).get("rebalance")
+            if rebalance:
+                record["policy_rebalance"] = rebalance
+        mine = frozenset(e.name for e in sc.pods if e.node is None)
+        if qsys.owns_pods(system):
+            for pdb in owned.budget_bodies():
+                await self.kube.request(
+                    "POST", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", pdb
+                )
         proc = self.process(system, f"{key}-{system}")
-        tracker = Tracker(self.kube, namespace, {e.name: e.life for e in sc.pods})
+        tracker = Tracker(
+            self.kube,
+            namespace,
+            {e.name: e.life for e in sc.pods},
+            owned_events=mine if qsys.owns_pods(system) else frozenset(),
+        )
         try:
             record["warm_up_s"] = await warm_up(self.kube, namespace, sysdef.scheduler_name)
             if qsys.is_metricsched(system):
@@ -294,6 +336,8 @@ class Run:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, ApiError):
                     await task
+            if qsys.is_metricsched(system):
+                record["rebalance_counters"] = await asyncio.to_thread(rebalance_counters)
         finally:
             record["scheduler_exited"] = not proc.alive()
             await asyncio.to_thread(proc.stop)
@@ -325,6 +369,20 @@ class Run:
                 ticks, binds, t0=t0, scheduler=sysdef.scheduler_name, burst_end=sc.burst_end_s
             ),
         )
+        if sc.hotspots:
+            specs = {n.name: n for n in self.nodes}
+            since = min(h.at for h in sc.hotspots)
+            record["after_hotspot"] = {
+                "since_s": since,
+                **metrics.after_hotspot(
+                    ticks,
+                    since=t0 + since,
+                    hot_nodes=[h.node for h in sc.hotspots],
+                    floor=lambda n, t: scenarios.floor(sc, specs[n], t - t0),
+                ),
+            }
+        if qsys.owns_pods(system):
+            record["rebalance"] = tracker.ledger.figures()
         return record
 
     async def backlog_trial(self, system: str, rep: int) -> dict[str, Any]:
@@ -393,6 +451,7 @@ async def _main(run_args: dict[str, Any]) -> None:
             nodes,
             results,
             out,
+            run_args.get("margin"),
         )
         results["nodes"] = [dataclasses.asdict(n) for n in nodes]
         chosen = list(run_args["systems"])
@@ -403,7 +462,7 @@ async def _main(run_args: dict[str, Any]) -> None:
                 results.setdefault("skipped", {})[qsys.ESTIMATE] = why
                 print(f"[quality] skipping {qsys.ESTIMATE}: {why}", flush=True)
         for key in run_args["scenarios"]:
-            for system in chosen:
+            for system in (s for s in chosen if qsys.plays(s, key)):
                 tag = f"{key}/{system}"
                 print(f"[quality] {tag}: start", flush=True)
                 try:
@@ -430,6 +489,22 @@ async def _main(run_args: dict[str, Any]) -> None:
             own.wait(timeout=20)
 
 
+def rebalance_counters() -> dict[str, Any]:
+    """The operator's ``metricsched_rebalance_*`` samples now (blocking: run in a thread)."""
+    url = f"http://127.0.0.1:{env_mod.OPERATOR_METRICS_PORT}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+    except OSError as e:
+        return {"unreadable": str(e)}
+    found: dict[str, Any] = {}
+    for line in text.splitlines():
+        if line.startswith("metricsched_rebalance_") and "_created{" not in line:
+            series, _, value = line.rpartition(" ")
+            found[series] = float(value)
+    return found
+
+
 def _line(row: dict[str, Any]) -> str:
     if "error" in row:
         return f"ERROR {row['error']}"
@@ -443,7 +518,20 @@ def _line(row: dict[str, Any]) -> str:
         "latency_p99_s",
         "stddev_mean",
     )
-    return " ".join(f"{k}={row.get(k)}" for k in keys)
+    extra = ""
+    if "after_hotspot" in row:
+        late = row["after_hotspot"]
+        extra += (
+            f" after_hotspot={late['node_seconds_above_80']}"
+            f" avoidable={late['avoidable_node_seconds_above_80']}"
+        )
+    if "rebalance" in row:
+        r = row["rebalance"]
+        extra += (
+            f" evictions={r['evictions']} moved={r['pods_moved']}"
+            f" violations={r['budget_violations']}"
+        )
+    return " ".join(f"{k}={row.get(k)}" for k in keys) + extra
 
 
 def cmd_quality(args: Any) -> int:
@@ -470,7 +558,7 @@ def cmd_quality(args: Any) -> int:
         code=env_mod.code_fingerprint(),
         scrape_interval=SCRAPE,
         refresh_interval=qsys.REFRESH,
-        policy={s: qsys.policy(s) for s in (qsys.ESTIMATE, qsys.ESTIMATE_LEARN, qsys.NO_ESTIMATE)},
+        policy={s: qsys.policy(s) for s in qsys.ORDER if qsys.is_metricsched(s)},
     )
     os.environ[loadmodel.SCRAPE_ENV] = SCRAPE
     t0 = time.monotonic()
@@ -488,6 +576,7 @@ def cmd_quality(args: Any) -> int:
                     "scenarios": keys,
                     "systems": chosen,
                     "backlog": not getattr(args, "no_backlog", False),
+                    "margin": getattr(args, "rebalance_margin", None),
                 }
             )
         )

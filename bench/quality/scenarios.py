@@ -107,7 +107,8 @@ class QualityPlan:
 
 
 PLANS: dict[str, QualityPlan] = {
-    # 4 systems x (a 2 min + b 4 min + c 4 min) + resets + the backlog pairs: ~40 min.
+    # 5 systems x (a 2 min + b 4 min + c 4 min), the rebalance pair x c, resets and the
+    # backlog pairs: ~55 min.
     "full": QualityPlan(
         nodes=15,
         burst_pods=300,
@@ -223,6 +224,23 @@ def scenario(key: str, *, plan: QualityPlan, seed: int) -> Scenario:
         at = round(plan.steady_s / 3, 1)
         hotspots = tuple(HotSpot(at, n.name, plan.hotspot_cpu) for n in coolest)
     return Scenario(key, TITLES[key], pods, hotspots, plan.steady_s + plan.tail_s, None)
+
+
+def floor(sc: Scenario, node: NodeSpec, t: float) -> float:
+    """``node``'s utilisation ``t`` seconds into ``sc`` from what moving the scheduler's own
+    pods cannot change: its background (the hot spot's, from its time on) and the other
+    scheduler's pods there (ramping up from their creation, gone at the end of their life),
+    without noise."""
+    background = node.background
+    for spot in sc.hotspots:
+        if spot.node == node.name and t >= spot.at:
+            background = spot.cpu
+    used = sum(
+        e.cpu * min(1.0, (t - e.at) / e.ramp if e.ramp > 0 else 1.0)
+        for e in sc.pods
+        if e.node == node.name and e.at <= t and (e.life is None or t < e.at + e.life)
+    )
+    return background + used / node.cpu
 
 
 # --- bodies ------------------------------------------------------------------------------

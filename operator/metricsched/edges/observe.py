@@ -222,7 +222,7 @@ class Metrics:
         self.rebalance_skipped = prometheus_client.Counter(
             "metricsched_rebalance_skipped_total",
             "Rebalancing: pods on nodes due that stayed, by policy and reason "
-            "(TooYoung, NodeLimit, TotalLimit, NoBetterNode, ...).",
+            "(TOO_YOUNG, NODE_LIMIT, TOTAL_LIMIT, NO_BETTER_NODE, ...).",
             ["policy", "reason"],
             registry=r,
         )

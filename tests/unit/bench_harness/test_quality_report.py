@@ -135,3 +135,54 @@ def test_the_front_page_headline_is_replaced_between_its_markers() -> None:
     )
     assert report.splice_headline(once, ["new"]).count("| a |") == 0
     assert report.splice_headline("no markers\n", ["new"]) == "no markers\n"
+
+
+def pair(*, on_above: float, evictions: int, moved: int, violations: int) -> dict[str, Any]:
+    def one(system: str, above: float, rebalance: dict[str, Any]) -> dict[str, Any]:
+        return trial(
+            "c",
+            system,
+            after_hotspot={
+                "since_s": 66.7,
+                "node_seconds_above_80": above,
+                "avoidable_node_seconds_above_80": above / 2,
+                "per_hot_node": {"q-13": above},
+            },
+            rebalance=rebalance,
+            rebalance_counters={
+                'metricsched_rebalance_evictions_total{policy="q/x",result="Blocked"}': 3.0
+            },
+        )
+
+    figures = {
+        "evictions": evictions,
+        "pods_moved": moved,
+        "evictions_per_pod_moved": round(evictions / moved, 3) if moved else None,
+        "budget_violations": violations,
+        "most_down_at_once": 2,
+    }
+    return {
+        "trials": [
+            one(qsys.OWNED, 100.0, {**figures, "evictions": 0, "pods_moved": 0}),
+            one(qsys.REBALANCE, on_above, figures),
+        ]
+    }
+
+
+def test_the_rebalance_targets_read_the_pair_of_scenario_c() -> None:
+    rows = report.rebalance_rows(pair(on_above=25.0, evictions=11, moved=10, violations=0))
+    assert [ok for _, _, ok in rows] == [True, True, True, True]
+    assert rows[0][1] == "25 vs 100 (0.25x)"
+    rows = report.rebalance_rows(pair(on_above=40.0, evictions=12, moved=10, violations=1))
+    assert [ok for _, _, ok in rows] == [False, False, False, False]
+
+
+def test_the_rebalance_section_shows_only_with_the_pair() -> None:
+    assert report.rebalance_section(results()) == []
+    text = "\n".join(
+        report.rebalance_section(pair(on_above=25.0, evictions=3, moved=3, violations=0))
+    )
+    assert "### Rebalancing (issue 23), scenario c" in text
+    assert "| 3 (3) | 3 | 1.00 | 0 (2) |" in text
+    noted = pair(on_above=25.0, evictions=3, moved=3, violations=0) | {"rebalance_note": "Why."}
+    assert report.rebalance_section(noted)[-2] == "Why."

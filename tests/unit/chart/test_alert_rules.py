@@ -30,6 +30,7 @@ ALERTS = {
     "MetricschedPrometheusErrors",
     "MetricschedBindingFailures",
     "MetricschedShadowDrops",
+    "MetricschedRebalanceStuck",
 }
 
 
