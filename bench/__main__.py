@@ -5,6 +5,7 @@
     python -m bench report [FILE]    # plots and bench/README.md from a results file
     python -m bench kopf [--pods N]  # kopf's CPU per pod event: baseline vs tuned settings
     python -m bench memory [--shape realistic|bench]  # what holds RSS with a full cache
+    python -m bench writes [--pods N]  # CPU per Binding + Event: threads vs the event loop
     python -m bench quality [--plan full|smoke] [--scenarios a,b,c] [--systems ...] [--seed N]
     python -m bench quality-report [FILE] [--publish]  # placement-quality tables and plots
 
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import cycle_cost, kopf_cost, memory_cost, report, systems, trial
+from bench import cycle_cost, kopf_cost, memory_cost, report, systems, trial, write_cost
 from bench import env as env_mod
 from bench.kube import Kube
 from bench.quality import runner as quality_runner
@@ -318,6 +319,10 @@ def main() -> int:
         "memory", help="RSS and bytes per node and pod of each structure (bench/memory_cost.py)"
     )
     memory_cost.add_arguments(memory)
+    writes = sub.add_parser(
+        "writes", help="CPU per Binding + Event, threads vs the loop (bench/write_cost.py)"
+    )
+    write_cost.add_arguments(writes)
     quality = sub.add_parser(
         "quality", help="placement quality vs kube-scheduler and random (bench/quality/)"
     )
@@ -351,6 +356,7 @@ def main() -> int:
         "report": cmd_report,
         "kopf": kopf_cost.cmd_kopf,
         "memory": memory_cost.cmd_memory,
+        "writes": write_cost.cmd_writes,
         "quality": quality_runner.cmd_quality,
         "quality-report": cmd_quality_report,
     }

@@ -2,11 +2,12 @@
 
 Every blocking client call here is plain synchronous code meant to run in a worker thread
 (``asyncio.to_thread``), never on kopf's event loop; ``kube_http`` is the exception, made
-for the loop (aiohttp). Objects that share state between
-threads (``metric_store.MetricStore``, ``events.EventRecorder``, ``observe.HealthState``)
-guard it with locks. Errors of the outside world are classified and returned (or counted),
-not raised: the operator decides what to retry. Nothing here imports
-``metricsched.runtime`` (``make lint`` checks it with import-linter).
+for the loop (aiohttp), and so are the writers on it (``binder``, ``eviction``,
+``pod_status``, ``events``, ``policy_events``). Objects that share state between threads
+(``metric_store.MetricStore``, ``observe.HealthState``) guard it with locks. Errors of the
+outside world are classified and returned (or counted), not raised: the operator decides
+what to retry. Nothing here imports ``metricsched.runtime`` (``make lint`` checks it with
+import-linter).
 
 Modules:
 - ``kube``: the kubernetes client's credentials and one ``Api`` for every call but the

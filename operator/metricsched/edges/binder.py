@@ -1,9 +1,9 @@
 """The Binding: one POST pods/binding per pod, fenced, and the read-back of a lost answer.
 
-Uses the official ``kubernetes`` client's ApiClient (``edges.kube``). Every call is
-blocking: run it in a worker thread. Nothing here raises on API errors; results are
-returned as values (``BindResult``) and logged, so the caller decides what to retry.
-The PodScheduled condition is ``edges.pod_status``; Events are ``edges.events``.
+On the event loop (``edges.kube_http``: aiohttp, no thread hop). Nothing here raises on
+API errors; results are returned as values (``BindResult``) and logged, so the caller
+decides what to retry. The PodScheduled condition is ``edges.pod_status``; Events are
+``edges.events``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import re
 import typing
 from collections.abc import Callable, Mapping
 
-import kubernetes.client.exceptions
+import orjson
 
-from metricsched.edges import kube, observe, wire
+from metricsched.edges import kube, kube_http, observe, wire
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +52,8 @@ class BindResult:
 _ASSIGNED_TO = re.compile(r'is already assigned to node "([^"]*)"')
 
 
-def bind(
-    api: kube.Api,
+async def bind(
+    http: kube_http.AsyncApi,
     *,
     namespace: str,
     name: str,
@@ -69,16 +69,15 @@ def bind(
     ``annotations`` (the decision record, ``metricsched.io/decision``) ride on the
     Binding: kube-apiserver copies a Binding's annotations onto the pod it binds.
 
-    ``fence`` (the leader elector's) is read right before sending: the time this replica
-    may still write as leader. Less than ``MIN_FENCE_S`` left: nothing is sent
-    (``FENCED``); otherwise the request's timeout is cut to what is left, so no Binding
-    of ours is still in flight when a successor may start.
+    ``fence`` (the leader elector's) is read right before sending (``wire.fence_gate``):
+    the time this replica may still write as leader. Less than ``MIN_FENCE_S`` left:
+    nothing is sent (``FENCED``); otherwise the request's timeout is cut to what is left,
+    so no Binding of ours is still in flight when a successor may start. A 401 is sent
+    again once, after a credential refresh (``kube_http``), through the same gate.
 
     The Binding carries the pod's uid, which the API server checks as a precondition, so
     a pod deleted and re-created under the same name is never bound by mistake. The
-    success answer is a ``Status``, not a ``Binding``: the generated client would fail to
-    deserialize it after the POST succeeded (kubernetes-client/python#547), hence a raw
-    answer (``kube.write``) and a check of its status code.
+    success answer is a ``Status``: only its status code is read.
     """
     metadata: dict[str, typing.Any] = {"name": name, "namespace": namespace, "uid": uid}
     if annotations:
@@ -89,29 +88,25 @@ def bind(
         "metadata": metadata,
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
-    refusal, timeout_s = wire.fenced(fence, timeout_s)
-    if refusal:
-        return BindResult(kind=BindOutcome.FENCED, message=refusal, http_status=None)
-    if metrics is not None:
-        metrics.api_writes.labels(kind="binding").inc()
+    count = metrics.api_writes.labels(kind="binding").inc if metrics is not None else None
     try:
-        response = kube.write(
-            api,
+        answer = await http.request(
             "POST",
             kube.path("api/v1/namespaces", namespace, "pods", name, "binding"),
-            body,
-            timeout_s=timeout_s,
+            body=body,
+            gate=wire.fence_gate(fence, timeout_s, on_send=count),
         )
-        status = int(response.status)
-        text = wire.decode(kube.read_and_release(response))
-    except wire.API_ERRORS as e:
-        # No answer (transport error): sent, maybe accepted, only reading the pod can tell.
-        failed = wire.failure(e)
-        result = _bind_failure(failed.status, failed.message)
+    except kube_http.NotSent as e:
+        return BindResult(kind=BindOutcome.FENCED, message=str(e), http_status=None)
+    except kube_http.TRANSPORT_ERRORS as e:
+        # No answer: sent, maybe accepted, only reading the pod can tell.
+        result = _bind_failure(None, wire.transport_message(e))
     else:
-        if 200 <= status < 300:
-            return BindResult(kind=BindOutcome.BOUND, message="", http_status=status, node=node)
-        result = _bind_failure(status, wire.status_message(text, ""))
+        if answer.ok:
+            return BindResult(
+                kind=BindOutcome.BOUND, message="", http_status=answer.status, node=node
+            )
+        result = _bind_failure(answer.status, wire.status_message(answer.data, ""))
     if metrics is not None:
         metrics.binding_errors.labels(result=result.kind.value).inc()
     quiet = (BindOutcome.ALREADY_BOUND, BindOutcome.GONE, BindOutcome.GATED)  # normal in a race
@@ -120,8 +115,8 @@ def bind(
     return result
 
 
-def read_back(
-    api: kube.Api,
+async def read_back(
+    http: kube_http.AsyncApi,
     *,
     namespace: str,
     name: str,
@@ -135,20 +130,22 @@ def read_back(
     re-created: ``GONE``; unbound: ``NOT_BOUND``; the read failed too: ``UNKNOWN``.
     """
     try:
-        body = kube.read_json(
-            api.read_namespaced_pod(
-                name, namespace, _preload_content=False, _request_timeout=timeout_s
-            )
+        answer = await http.request(
+            "GET",
+            kube.path("api/v1/namespaces", namespace, "pods", name),
+            timeout=kube_http.timeout(timeout_s),
         )
-    except kubernetes.client.exceptions.ApiException as e:
-        if e.status == 404:
-            return BindResult(kind=BindOutcome.GONE, message="pod deleted", http_status=404)
-        return BindResult(
-            kind=BindOutcome.UNKNOWN, message=kube.describe_error(e), http_status=e.status
-        )
-    except wire.API_ERRORS as e:
+        body = answer.json() if answer.ok else None
+    except (*kube_http.TRANSPORT_ERRORS, orjson.JSONDecodeError) as e:
         return BindResult(
             kind=BindOutcome.UNKNOWN, message=wire.transport_message(e), http_status=None
+        )
+    if answer.status == 404:
+        return BindResult(kind=BindOutcome.GONE, message="pod deleted", http_status=404)
+    if not isinstance(body, dict):
+        failed = wire.answer_failure(answer)
+        return BindResult(
+            kind=BindOutcome.UNKNOWN, message=failed.detail, http_status=answer.status
         )
     meta = body.get("metadata") or {}
     if meta.get("uid") != uid or meta.get("deletionTimestamp"):

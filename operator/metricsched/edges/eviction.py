@@ -6,7 +6,7 @@ request's timeout is cut to what is left. The Eviction carries the pod's uid as 
 precondition, so a pod re-created under the same name (a StatefulSet's) is never evicted
 by mistake. A 429 is a PodDisruptionBudget saying "not now": an answer, not an error.
 
-Blocking: call from a worker thread. Nothing here raises on API errors.
+On the event loop (``edges.kube_http``). Nothing here raises on API errors.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import enum
 import logging
 from collections.abc import Callable
 
-from metricsched.edges import kube, observe, wire
+from metricsched.edges import kube, kube_http, observe, wire
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +37,8 @@ class EvictResult:
     http_status: int | None
 
 
-def evict(
-    api: kube.Api,
+async def evict(
+    http: kube_http.AsyncApi,
     *,
     namespace: str,
     name: str,
@@ -47,29 +47,30 @@ def evict(
     fence: Callable[[], float] | None = None,
     metrics: observe.Metrics | None = None,
 ) -> EvictResult:
-    """POST one Eviction for the pod, or nothing if fenced."""
+    """POST one Eviction for the pod, or nothing if fenced (read right before sending)."""
     body = {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
         "metadata": {"name": name, "namespace": namespace},
         "deleteOptions": {"preconditions": {"uid": uid}},
     }
-    refusal, timeout_s = wire.fenced(fence, timeout_s)
-    if refusal:
-        return EvictResult(kind=EvictOutcome.FENCED, message=refusal, http_status=None)
-    if metrics is not None:
-        metrics.api_writes.labels(kind="eviction").inc()
+    count = metrics.api_writes.labels(kind="eviction").inc if metrics is not None else None
     try:
-        response = api.create_namespaced_pod_eviction(
-            name, namespace, body, _preload_content=False, _request_timeout=timeout_s
+        answer = await http.request(
+            "POST",
+            kube.path("api/v1/namespaces", namespace, "pods", name, "eviction"),
+            body=body,
+            gate=wire.fence_gate(fence, timeout_s, on_send=count),
         )
-        status = int(response.status)
-        kube.read_and_release(response)
-    except wire.API_ERRORS as e:
+    except kube_http.NotSent as e:
+        return EvictResult(kind=EvictOutcome.FENCED, message=str(e), http_status=None)
+    except kube_http.TRANSPORT_ERRORS as e:
         failed = wire.failure(e)
-        result = _failure(failed.status, failed.message)
     else:
-        return EvictResult(kind=EvictOutcome.EVICTED, message="", http_status=status)
+        if answer.ok:
+            return EvictResult(kind=EvictOutcome.EVICTED, message="", http_status=answer.status)
+        failed = wire.answer_failure(answer)
+    result = _failure(failed.status, failed.message)
     quiet = (EvictOutcome.BLOCKED, EvictOutcome.GONE)  # normal: a budget, or a race
     log = logger.info if result.kind in quiet else logger.warning
     log("evicting %s/%s: %s: %s", namespace, name, result.kind.value, result.message)

@@ -6,16 +6,16 @@ request on it fail with ``ResponseNotReady('Request-sent')``, and if that next r
 was a Binding the server accepted, its success would be lost. ``read_json`` and
 ``read_and_release`` are the only ways this package consumes a raw answer.
 
-``request`` (and ``write``, the hot path's Bindings, Events and pod status) goes through the
-client's ``ApiClient`` (host, TLS, credentials and their refresh, connection pool) with
-bodies already in wire form: the generated per-verb methods validate every argument with
-pydantic, build models and serialise them back to dicts, which cost as much CPU as the
-request itself. ``Api`` offers the few other calls the operator makes (LISTs, reads, the
-Lease, the policy status, the auth reviews) under the generated methods' names, the same
-way: importing the generated ``CoreV1Api`` and its siblings alone costs ≈ 26 MiB of RSS
-and ≈ 1 s of CPU at start-up, for methods the operator never calls.
+``request`` goes through the client's ``ApiClient`` (host, TLS, credentials and their
+refresh, connection pool) with bodies already in wire form: the generated per-verb methods
+validate every argument with pydantic, build models and serialise them back to dicts,
+which cost as much CPU as the request itself. ``Api`` offers the few calls the operator
+makes this way (LISTs, reads, the Lease, the policy status, the auth reviews) under the
+generated methods' names: importing the generated ``CoreV1Api`` and its siblings alone
+costs ≈ 26 MiB of RSS and ≈ 1 s of CPU at start-up, for methods the operator never calls.
 
-Blocking: call from worker threads only.
+Blocking: call from worker threads only. The writers of the hot path (Bindings, Events,
+pod status, Evictions) are on the event loop instead (``kube_http``).
 """
 
 from __future__ import annotations
@@ -89,21 +89,6 @@ def request(
     return typing.cast(urllib3.BaseHTTPResponse, response.response)
 
 
-def write(
-    api: Any,
-    method: typing.Literal["POST", "PATCH"],
-    resource_path: str,
-    body: Mapping[str, Any],
-    *,
-    timeout_s: float,
-    content_type: str = "application/json",
-) -> urllib3.BaseHTTPResponse:
-    """One write through ``api``'s ``ApiClient`` (``Api`` or a generated API class)."""
-    return request(
-        api.api_client, method, resource_path, body, timeout_s=timeout_s, content_type=content_type
-    )
-
-
 # A call to ``Api`` that names no ``_request_timeout`` still ends (the generated client's
 # default is none at all).
 DEFAULT_TIMEOUT_S = 60.0
@@ -174,15 +159,6 @@ class Api:
 
     def read_namespaced_pod(self, name: str, namespace: str, **kw: Any) -> urllib3.BaseHTTPResponse:
         return self._get(path("api/v1/namespaces", namespace, "pods", name), kw)
-
-    def create_namespaced_pod_eviction(
-        self, name: str, namespace: str, body: Mapping[str, Any], **kw: Any
-    ) -> urllib3.BaseHTTPResponse:
-        """POST pods/{name}/eviction (a policy/v1 Eviction): the API server deletes the pod
-        only if its PodDisruptionBudgets allow it now, else answers 429."""
-        return self._send(
-            "POST", path("api/v1/namespaces", namespace, "pods", name, "eviction"), body, kw
-        )
 
     # --- storage.k8s.io/v1 -----------------------------------------------------------------
 
@@ -418,5 +394,9 @@ class RefreshAtMost:
     def __call__(self, configuration: Any) -> None:
         now = self._clock()
         if now - self._last >= self._every:
-            self._hook(configuration)
-            self._last = now
+            self.refresh_now(configuration)
+
+    def refresh_now(self, configuration: Any) -> None:
+        """Run the hook now, whenever it last ran (the API answered 401)."""
+        self._hook(configuration)
+        self._last = self._clock()

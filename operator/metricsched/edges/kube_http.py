@@ -6,6 +6,15 @@ everything from the kubernetes client's ``Configuration`` (one source of truth, 
 bearer token with its refresh hook (run before each request; ``kube.RefreshAtMost`` keeps
 that cheap). JSON is decoded with orjson.
 
+Writers (the Binding, Events, the PodScheduled condition, Evictions) send through
+``request``: a per-request timeout (connect and total, ``timeout``), a ``gate`` read right
+before each send (the leader's fence: ``wire.fence_gate``), and a 401 answered by running
+the refresh hook at once (past ``RefreshAtMost``'s throttle) and sending again, once: a
+token that expired within the throttle's second is not a failed write. A 401 was never
+processed, so sending again is safe even for a Binding. aiohttp itself sends a request
+again on a pooled connection found closed only for GET and PUT, never a POST or PATCH: a
+Binding whose connection breaks is an unknown outcome for the caller to read back.
+
 An answer is read to its end before its connection goes back to the pool (``Answer``
 holds the bytes), so a lost or half-read answer never poisons the next request.
 """
@@ -15,11 +24,31 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
 import orjson
+
+# What a request raises when no answer arrived (refused, reset, timed out): the request
+# may or may not have reached the API server.
+TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+# Connecting (TCP) takes at most this long, within a request's total timeout.
+CONNECT_S = 5.0
+
+
+def timeout(total_s: float, *, connect_s: float = CONNECT_S) -> aiohttp.ClientTimeout:
+    """A request's timeout: ``total_s`` for all of it, connecting within ``connect_s``."""
+    return aiohttp.ClientTimeout(total=total_s, sock_connect=min(connect_s, total_s))
+
+
+class NotSent(Exception):  # noqa: N818 (an outcome, not an error)
+    """A request's ``gate`` refused it: nothing was sent."""
+
+
+# Called right before each send: the timeout of that send, or ``NotSent`` raised.
+Gate = Callable[[], aiohttp.ClientTimeout]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,10 +109,13 @@ class AsyncApi:
     def host(self) -> str:
         return str(self._cfg.host).rstrip("/")
 
-    def _headers(self) -> dict[str, str]:
+    def _headers(self, *, refresh_now: bool = False) -> dict[str, str]:
         cfg = self._cfg
-        if cfg.refresh_api_key_hook is not None:
-            cfg.refresh_api_key_hook(cfg)
+        hook = cfg.refresh_api_key_hook
+        if hook is not None:
+            # ``kube.RefreshAtMost`` runs the loaders' hook at most once a second;
+            # ``refresh_now`` (after a 401) runs it past that throttle.
+            (getattr(hook, "refresh_now", hook) if refresh_now else hook)(cfg)
         headers = {"Accept": "application/json", "User-Agent": "metricsched"}
         # As the client's get_api_key_with_prefix reads them, without running the hook
         # once per key it tries.
@@ -119,14 +151,51 @@ class AsyncApi:
         body: Any = None,
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout | None = None,
+        gate: Gate | None = None,
     ) -> Answer:
         """One request; the whole answer read. Transport errors raise (aiohttp's
-        ``ClientError``, ``TimeoutError``); an error status is returned, not raised."""
-        headers = self._headers()
+        ``ClientError``, ``TimeoutError``: ``TRANSPORT_ERRORS``); an error status is
+        returned, not raised.
+
+        ``gate``, if given, is called right before each send (the first, and the one
+        after a 401) and gives that send's timeout; it raises ``NotSent`` to refuse, and
+        nothing is sent. A 401 refreshes the credentials at once and is sent again, once.
+        """
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
+        for refresh_now in (False, True):
+            answer = await self._send(
+                method,
+                path,
+                params=params,
+                data=data,
+                content_type=content_type,
+                timeout=timeout,
+                gate=gate,
+                refresh_now=refresh_now,
+            )
+            if answer.status != 401:
+                break
+        return answer
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None,
+        data: bytes | None,
+        content_type: str,
+        timeout: aiohttp.ClientTimeout | None,
+        gate: Gate | None,
+        refresh_now: bool = False,
+    ) -> Answer:
+        headers = self._headers(refresh_now=refresh_now)
+        if data is not None:
             headers["Content-Type"] = content_type
+        if gate is not None:
+            timeout = gate()
         async with self.session().request(
             method,
             self.host + path,

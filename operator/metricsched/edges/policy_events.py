@@ -9,21 +9,23 @@ starts and again every ``resend_interval_s`` while it lasts: the same Event's co
 holds. A post the budget dropped, or the API refused, is tried again after ``retry_s``.
 When the condition ends, one resolving event (``MetricsRecovered``) may be posted.
 
-Non-blocking for callers (safe on the event loop): ``warn``, ``resolve`` and ``forget``
-only change state under a lock; ``pump`` posts, from the daemon thread ``start`` runs.
-Must not: post about pods, block a caller on I/O, or keep state for a policy after
-``forget``.
+Non-blocking for callers: ``warn``, ``resolve`` and ``forget`` only change state under a
+lock (they may be called from a worker thread too); ``pump`` posts, on the event loop,
+from the task ``start`` runs. Must not: post about pods, block a caller on I/O, or keep
+state for a policy after ``forget``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
 
-from metricsched.edges import events, kube, observe
+from metricsched.edges import events, kube_http, observe
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ class PolicyEvents:
 
     def __init__(
         self,
-        api: kube.Api,
+        http: kube_http.AsyncApi,
         *,
         component: str,
         rate_per_s: float = 0.5,
@@ -60,7 +62,7 @@ class PolicyEvents:
         metrics: observe.Metrics | None = None,
     ) -> None:
         self.recorder = events.EventRecorder(
-            api,
+            http,
             component=component,
             rate_per_s=rate_per_s,
             burst=burst,
@@ -77,9 +79,9 @@ class PolicyEvents:
         self._clock = clock
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str], _Pending] = {}  # (policy, topic) -> next post
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
 
     # --- what the operator reports ---------------------------------------------------
 
@@ -112,7 +114,7 @@ class PolicyEvents:
                 due=self._clock(),
                 lasting=True,
             )
-        self._wake.set()
+        self._wake_up()
 
     def resolve(
         self,
@@ -143,7 +145,7 @@ class PolicyEvents:
             else:
                 del self._pending[key]
         if reason:
-            self._wake.set()
+            self._wake_up()
         return True
 
     def forget(self, policy: str, *, topic_prefix: str = "") -> int:
@@ -167,8 +169,8 @@ class PolicyEvents:
 
     # --- posting ---------------------------------------------------------------------
 
-    def pump(self) -> int:
-        """Post what is due (blocking API calls); return how many posts went through."""
+    async def pump(self) -> int:
+        """Post what is due; return how many posts went through."""
         now = self._clock()
         with self._lock:
             due = [(key, p) for key, p in self._pending.items() if p.due <= now]
@@ -177,7 +179,7 @@ class PolicyEvents:
                 p.due = now + self._retry  # until the post below says otherwise
         posted = 0
         for key, p in due:
-            outcome = self.recorder.record(
+            outcome = await self.recorder.record(
                 p.ref,
                 event_type=p.event_type,
                 reason=p.reason,
@@ -194,33 +196,47 @@ class PolicyEvents:
                         p.due, p.attempts = now + self._resend, 0
                 elif ok or p.attempts >= self._max_attempts:
                     del self._pending[key]
-        self.recorder.flush()  # merges the budget held back earlier
+        await self.recorder.flush()  # merges the budget held back earlier
         return posted
 
     def start(self, *, interval_s: float = 1.0) -> None:
-        """Post due events from a daemon thread (at once when a new one arrives)."""
-        if self._thread is not None:
+        """Post due events from a task on the running loop (at once when a new one
+        arrives) until ``aclose``."""
+        if self._task is not None:
             return
+        self._loop = asyncio.get_running_loop()
 
-        def loop() -> None:
-            while not self._stop.is_set():
+        async def loop() -> None:
+            while True:
                 try:
-                    self.pump()
-                except Exception:  # a post must never end the thread
+                    await self.pump()
+                except Exception:  # a post must never end the task
                     logger.exception("posting policy events failed")
-                self._wake.wait(interval_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=interval_s)
                 self._wake.clear()
 
-        self._thread = threading.Thread(target=loop, name="metricsched-policy-events", daemon=True)
-        self._thread.start()
+        self._task = self._loop.create_task(loop(), name="policy-events")
 
-    def close(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-            self._thread = None
-        self.recorder.close()
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        await self.recorder.aclose()
+
+    def _wake_up(self) -> None:
+        """Wake the posting task, from the loop or from a worker thread."""
+        loop = self._loop
+        if loop is None:
+            return  # not started: ``pump`` is called directly
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._wake.set()
+        else:
+            loop.call_soon_threadsafe(self._wake.set)
 
 
 def _policy(ref: events.ObjectRef) -> str:

@@ -1,8 +1,8 @@
 """The wire between the edges and the API server: messages, times and failures.
 
-Shared by the writers (``binder``, ``pod_status``, ``events``): the text of an API
-error or a transport error, one classification of what a failed call raised, Event
-note truncation and RFC 3339 times. No API calls here.
+Shared by the writers (``binder``, ``pod_status``, ``events``, ``eviction``): the text of
+an API error or a transport error, one classification of what a failed call raised, the
+fence as a request's gate, Event note truncation and RFC 3339 times. No API calls here.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import json
 import time
 from collections.abc import Callable
 
+import aiohttp
 import kubernetes.client.exceptions
 
 from metricsched.core import cycle, parse
-from metricsched.edges import kube
+from metricsched.edges import kube, kube_http
 
 DEFAULT_TIMEOUT_S = 10.0
 MESSAGE_LIMIT = cycle.MESSAGE_LIMIT  # bytes; the API's limit for event notes
@@ -41,7 +42,10 @@ def status_message(body: object, fallback: object) -> str:
 
 
 def transport_message(e: BaseException) -> str:
-    return f"{type(e).__name__}: {e}"[:MESSAGE_LIMIT]
+    kind = type(e).__name__
+    if isinstance(e, aiohttp.ClientConnectorError):
+        kind += f" ({type(e.os_error).__name__})"  # e.g. ConnectionRefusedError
+    return f"{kind}: {e}"[:MESSAGE_LIMIT]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,6 +90,32 @@ def fenced(fence: Callable[[], float] | None, timeout_s: float) -> tuple[str, fl
     if left < MIN_FENCE_S:
         return f"not sent: this replica may write as leader for {left:.1f}s more", timeout_s
     return "", min(timeout_s, left)
+
+
+def fence_gate(
+    fence: Callable[[], float] | None,
+    timeout_s: float,
+    *,
+    on_send: Callable[[], None] | None = None,
+) -> kube_http.Gate:
+    """``fenced`` as a request's gate (``kube_http.AsyncApi.request``), read right before
+    each send: refused, ``NotSent``; else the send's timeout (connect and total), cut to
+    the leadership left. ``on_send`` counts what goes out."""
+
+    def gate() -> aiohttp.ClientTimeout:
+        refusal, total_s = fenced(fence, timeout_s)
+        if refusal:
+            raise kube_http.NotSent(refusal)
+        if on_send is not None:
+            on_send()
+        return kube_http.timeout(total_s)
+
+    return gate
+
+
+def answer_failure(answer: kube_http.Answer) -> Failure:
+    """``failure`` for an error answer of ``kube_http`` (its status and Status message)."""
+    return Failure(answer.status, status_message(answer.data, f"HTTP {answer.status}"))
 
 
 def truncate_message(message: str) -> str:

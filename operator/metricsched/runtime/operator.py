@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import signal
 import time
@@ -80,6 +81,10 @@ class Operator:
         # Every call but the kopf watches goes through this (raw answers, no generated API
         # classes loaded: see edges/kube.py).
         self.api = kube.Api(api_client)
+        # The writers (Bindings, Events, pod status, Evictions) on the event loop, with a
+        # connection pool of their own: watches hold theirs for minutes, and a Binding
+        # must not wait behind them. Room for every Binding in flight and their Events.
+        self.writes = kube_http.AsyncApi(api_client, limit=config.bind_concurrency + 16)
         self.metrics = observe.Metrics()
         self.health = observe.HealthState()
         self.cache = cache_mod.ClusterCache()
@@ -89,23 +94,24 @@ class Operator:
             prom.PrometheusConfig.from_config(config), metrics=self.metrics
         )
         self.recorder = events.EventRecorder(
-            self.api,
+            self.writes,
             component=sorted(config.scheduler_names)[0],
             rate_per_s=config.events_per_second,
             burst=config.events_burst,
             metrics=self.metrics,
         )
-        self.post = watches_mod.post_in_thread(self.recorder)
+        # Watches post (budget first, the write a task of the recorder), never wait.
+        self.post = functools.partial(_post, self.recorder)
         # Policy events: a budget of their own, re-sent while a warning holds.
         self.policy_events = policy_events.PolicyEvents(
-            self.api, component=sorted(config.scheduler_names)[0], metrics=self.metrics
+            self.writes, component=sorted(config.scheduler_names)[0], metrics=self.metrics
         )
         self.scheduler = scheduler_mod.Scheduler(
             config=config,
             cache=self.cache,
             queue=self.queue,
             store=self.store,
-            api=self.api,
+            http=self.writes,
             recorder=self.recorder,
             metrics=self.metrics,
             on_fallback_change=self._fallback_changed,
@@ -121,7 +127,7 @@ class Operator:
             config=config,
             cache=self.cache,
             store=self.store,
-            api=self.api,
+            http=self.writes,
             recorder=self.recorder,
             metrics=self.metrics,
             policy_ref=lambda key: watches_mod.policy_ref(key, self.status.records.get(key)),
@@ -344,8 +350,8 @@ class Operator:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop.set)
-        # Every API call runs in a thread; the default pool (cpu + 4 threads) would cap the
-        # Bindings in flight well below --bind-concurrency.
+        # The blocking calls (Prometheus queries, the Lease, policy status, LISTs) run in
+        # threads; the writers no longer do (they are on the loop), the pool's size is kept.
         loop.set_default_executor(
             concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.config.bind_concurrency + 8, thread_name_prefix="api"
@@ -417,8 +423,9 @@ class Operator:
                 await self.scheduler.drain()
         finally:
             heartbeat.cancel()
-            self.recorder.close()
-            self.policy_events.close()
+            await self.recorder.aclose()
+            await self.policy_events.aclose()
+            await self.writes.close()
             closer.close()
             self.source.close()
             if self._informers_first is not None:
@@ -431,6 +438,10 @@ class Operator:
 
     def _task_restarted(self, name: str) -> None:
         self.metrics.task_restarts.labels(task=name).inc()
+
+
+def _post(recorder: events.EventRecorder, ref: events.ObjectRef, **kwargs: Any) -> None:
+    recorder.post(ref, **kwargs)
 
 
 async def run(config: Config) -> None:

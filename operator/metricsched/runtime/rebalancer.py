@@ -31,7 +31,7 @@ from typing import Any
 
 from metricsched.config import Config
 from metricsched.core import model, parse, rebalance
-from metricsched.edges import events, eviction, kube, metric_store, observe
+from metricsched.edges import events, eviction, kube_http, metric_store, observe
 from metricsched.runtime import cache as cache_mod
 
 logger = logging.getLogger("metricsched.rebalancer")
@@ -65,7 +65,7 @@ class Rebalancer:
         config: Config,
         cache: cache_mod.ClusterCache,
         store: metric_store.MetricStore,
-        api: kube.Api,
+        http: kube_http.AsyncApi,
         recorder: events.EventRecorder,
         metrics: observe.Metrics,
         policy_ref: Callable[[model.PolicyKey], events.ObjectRef],
@@ -76,7 +76,7 @@ class Rebalancer:
         self.config = config
         self.cache = cache
         self.store = store
-        self.api = api
+        self.http = http
         self.recorder = recorder
         self.metrics = metrics
         self._policy_ref = policy_ref
@@ -198,9 +198,8 @@ class Rebalancer:
             outcome: eviction.EvictOutcome | None = None
             label, reason = "WouldEvict", "WouldRebalance"
         else:
-            result = await asyncio.to_thread(
-                eviction.evict,
-                self.api,
+            result = await eviction.evict(
+                self.http,
                 namespace=pod.namespace,
                 name=pod.name,
                 uid=pod.uid,
@@ -248,7 +247,7 @@ class Rebalancer:
             detail = result.message if result is not None else ""
             text = f"a PodDisruptionBudget refused the eviction of {pod.key} now: {detail}"
         else:
-            await self._event(
+            self._event(
                 self._policy_ref(key),
                 event_type="Warning",
                 reason="RebalanceFailed",
@@ -257,18 +256,15 @@ class Rebalancer:
             return outcome
         logger.info("%s", text, extra={"pod": pod.key, "policy": key})
         pod_ref = events.ObjectRef.pod(namespace=pod.namespace, name=pod.name, uid=pod.uid)
-        await self._event(pod_ref, event_type="Normal", reason=reason, message=text)
+        self._event(pod_ref, event_type="Normal", reason=reason, message=text)
         if reason != "RebalanceBlocked":
-            await self._event(
-                self._policy_ref(key), event_type="Normal", reason=reason, message=text
-            )
+            self._event(self._policy_ref(key), event_type="Normal", reason=reason, message=text)
         return outcome
 
-    async def _event(
+    def _event(
         self, ref: events.ObjectRef, *, event_type: events.EventType, reason: str, message: str
     ) -> None:
-        await asyncio.to_thread(
-            self.recorder.record,
+        self.recorder.post(
             ref,
             event_type=event_type,
             reason=reason,

@@ -1,10 +1,11 @@
 """The scheduling loop: pops pending pods, runs the pure cycle, hands decisions to the binder.
 
-The cycle runs on the event loop (it is pure and fast); every API call (Binding, Events,
-pod status) runs in a thread via ``asyncio.to_thread``, with at most ``bind_concurrency``
+The cycle runs on the event loop (it is pure and fast), and so do its API calls (Binding,
+Events, pod status: ``edges.kube_http``, no thread hop), with at most ``bind_concurrency``
 Bindings in flight. The bind path does no Prometheus query and exactly one API write per
-pod, plus its Event. A pod placed by the cycle is assumed on its node at once, so the next
-pod's cycle already sees the capacity it takes.
+pod, plus its Event; the event budget is checked before the Event is built (a dropped
+Event costs no task). A pod placed by the cycle is assumed on its node at once, so the
+next pod's cycle already sees the capacity it takes.
 
 Bind outcomes never free capacity a Binding may hold: an answer lost in transit (reset,
 timeout, 5xx) is resolved by reading the pod back (bound: done, and the cache counts it
@@ -26,7 +27,7 @@ from typing import Any
 
 from metricsched.config import Config
 from metricsched.core import cycle, decision_record, framework, model
-from metricsched.edges import binder, events, kube, logs, metric_store, observe, pod_status
+from metricsched.edges import binder, events, kube_http, logs, metric_store, observe, pod_status
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
 
@@ -62,7 +63,7 @@ class Scheduler:
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,
         store: metric_store.MetricStore,
-        api: kube.Api,
+        http: kube_http.AsyncApi,
         recorder: events.EventRecorder,
         metrics: observe.Metrics,
         on_fallback_change: Callable[[model.PolicyKey, bool, str], None] | None = None,
@@ -83,7 +84,7 @@ class Scheduler:
         # Work derived from unchanged pods and nodes (parsed terms, a pod class's node
         # affinity, metric values laid out by node), kept from one cycle to the next.
         self.memo = framework.Memo()
-        self.api = api
+        self.http = http
         self.recorder = recorder
         self.metrics = metrics
         self.counters: dict[model.PolicyKey, PolicyCounters] = collections.defaultdict(
@@ -235,7 +236,7 @@ class Scheduler:
             self.queue.retry_later(
                 pod.uid, now=self._monotonic(), policy=decision.policy or "", unschedulable=True
             )
-            self._spawn(self._report_failure(pod, decision.message))
+            self._report_failure(pod, decision.message)
         else:  # SKIP: not ours (any more)
             self.queue.done(pod.uid)
             self.cache.pending.pop(pod.uid, None)
@@ -267,9 +268,8 @@ class Scheduler:
         assert decision.node is not None
         node = decision.node
         async with self._binds:
-            result = await asyncio.to_thread(
-                binder.bind,
-                self.api,
+            result = await binder.bind(
+                self.http,
                 namespace=pod.namespace,
                 name=pod.name,
                 uid=pod.uid,
@@ -293,9 +293,8 @@ class Scheduler:
         assumed on ``node``: its capacity is never freed on a guess."""
         delay, cap = _READ_BACK_S
         while True:
-            result = await asyncio.to_thread(
-                binder.read_back,
-                self.api,
+            result = await binder.read_back(
+                self.http,
                 namespace=pod.namespace,
                 name=pod.name,
                 uid=pod.uid,
@@ -326,8 +325,7 @@ class Scheduler:
                 counters.scheduled += 1
                 if decision.fallback_reason:
                     counters.fallback += 1
-            await asyncio.to_thread(
-                self.recorder.record_pod,
+            self.recorder.post_pod(
                 pod=pod,
                 event_type="Normal",
                 reason="Scheduled",
@@ -364,7 +362,7 @@ class Scheduler:
         self.metrics.attempts.labels(result="error").inc()
         self.queue.retry_later(pod.uid, now=monotonic, policy=decision.policy or "")
         message = f"Binding rejected: {result.message}"
-        await self._report_failure(pod, message, reason="FailedScheduling")
+        self._report_failure(pod, message, reason="FailedScheduling")
 
     def cancel_binds(self) -> int:
         """Leadership is lost: stop waiting on Bindings in flight (their requests end
@@ -377,11 +375,12 @@ class Scheduler:
                 n += 1
         return n
 
-    async def _report_failure(
+    def _report_failure(
         self, pod: model.PodInfo, message: str, *, reason: str = "FailedScheduling"
     ) -> None:
-        await asyncio.to_thread(
-            self.recorder.record_pod,
+        """The Warning Event (if the budget allows) and ``PodScheduled=False`` (if the pod
+        does not have it yet), each written by a task only when it is written at all."""
+        self.recorder.post_pod(
             pod=pod,
             event_type="Warning",
             reason=reason,
@@ -389,16 +388,17 @@ class Scheduler:
             message=message,
         )
         conditions = self.cache.pod_conditions.get(pod.uid, ())
-        await asyncio.to_thread(
-            pod_status.set_pod_scheduled_false,
-            self.api,
-            namespace=pod.namespace,
-            name=pod.name,
-            reason="Unschedulable",
-            message=message,
-            current_conditions=conditions,
-            metrics=self.metrics,
-        )
+        condition = pod_status.unschedulable(conditions, reason="Unschedulable", message=message)
+        if condition is not None:
+            self._spawn(
+                pod_status.write(
+                    self.http,
+                    namespace=pod.namespace,
+                    name=pod.name,
+                    condition=condition,
+                    metrics=self.metrics,
+                )
+            )
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -413,5 +413,7 @@ class Scheduler:
             logger.error("background task failed", exc_info=task.exception())
 
     async def drain(self) -> None:
+        """Wait for the binds and writes in flight, the Events they posted included."""
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.recorder.drain()

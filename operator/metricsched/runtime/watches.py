@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import signal
@@ -505,20 +504,6 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
         w.on_policy(event.get("type"), event["object"])
 
     return registry
-
-
-def post_in_thread(recorder: events.EventRecorder) -> Callable[..., None]:
-    """Post an event without blocking the event loop (the recorder's I/O is blocking)."""
-
-    def post(ref: events.ObjectRef, **kwargs: Any) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # a worker thread (the start-up sync): post directly
-            recorder.record(ref, **kwargs)
-            return
-        loop.run_in_executor(None, functools.partial(recorder.record, ref, **kwargs))
-
-    return post
 
 
 async def _reclaim_signals(ready: asyncio.Event, stop: asyncio.Event) -> None:

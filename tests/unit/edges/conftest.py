@@ -6,8 +6,20 @@ from edges_fakes import (
     fake_prometheus,
     kube_api,
     metrics,
+    run,
     source,
     three_nodes,
+    writes_api,
 )
 
-__all__ = ["clock", "fake_kube", "fake_prometheus", "kube_api", "metrics", "source", "three_nodes"]
+__all__ = [
+    "clock",
+    "fake_kube",
+    "fake_prometheus",
+    "kube_api",
+    "metrics",
+    "run",
+    "source",
+    "three_nodes",
+    "writes_api",
+]

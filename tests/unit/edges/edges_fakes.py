@@ -7,6 +7,7 @@ the wire (request counts, bodies, headers), not on mocks of the client libraries
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import http.server
 import json
@@ -14,14 +15,16 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, TypeVar
 
 import kubernetes.client
 import pytest
 
 from metricsched.core import model
-from metricsched.edges import kube, observe, prometheus
+from metricsched.edges import kube, kube_http, observe, prometheus
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -278,6 +281,44 @@ def api(url: str) -> kube.Api:
 @pytest.fixture
 def kube_api(fake_kube: FakeServer) -> kube.Api:
     return api(fake_kube.url)
+
+
+class Runner:
+    """One event loop for a test, so that an ``AsyncApi``'s session lives across calls:
+    ``run(binder.bind(http, ...))`` reads like the blocking call it replaced."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def __call__(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        self.loop.close()
+
+
+@pytest.fixture
+def run() -> Iterator[Runner]:
+    runner = Runner()
+    yield runner
+    runner.close()
+
+
+def async_api(url: str, **settings: Any) -> kube_http.AsyncApi:
+    """The writers' API object production passes (``kube_http.AsyncApi``), aimed at
+    ``url``; ``settings`` are set on its kubernetes ``Configuration``."""
+    configuration = kubernetes.client.Configuration()
+    configuration.host = url
+    for name, value in settings.items():
+        setattr(configuration, name, value)
+    return kube_http.AsyncApi(kubernetes.client.ApiClient(configuration))
+
+
+@pytest.fixture
+def writes_api(fake_kube: FakeServer, run: Runner) -> Iterator[kube_http.AsyncApi]:
+    api = async_api(fake_kube.url)
+    yield api
+    run(api.close())
 
 
 class FakeClock:

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import edges_fakes as fakes
 
-from metricsched.edges import binder, kube
+from metricsched.edges import binder, kube_http
 
 
 def test_the_binding_carries_the_annotations_it_is_given_in_one_post(
-    fake_kube: fakes.FakeServer, kube_api: kube.Api
+    fake_kube: fakes.FakeServer, run: fakes.Runner, writes_api: kube_http.AsyncApi
 ) -> None:
     record = '{"v":1,"node":"node-3"}'
-    binder.bind(
-        kube_api,
-        namespace="shop",
-        name="web-7d4",
-        uid="uid-123",
-        node="node-3",
-        annotations={"metricsched.io/decision": record},
+    run(
+        binder.bind(
+            writes_api,
+            namespace="shop",
+            name="web-7d4",
+            uid="uid-123",
+            node="node-3",
+            annotations={"metricsched.io/decision": record},
+        )
     )
     (request,) = fake_kube.requests
     assert request.json()["metadata"] == {

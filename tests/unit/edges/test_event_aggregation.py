@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import socket
-import threading
+from typing import Any
 
 import edges_fakes as fakes
 import pytest
 
-from metricsched.edges import events, kube, observe
+from metricsched.edges import events, kube_http, observe
 
 POD = events.ObjectRef.pod(namespace="shop", name="web-7d4", uid="uid-123")
 FAILED = "0/3 nodes are available: 3 Insufficient cpu."
 Recorded = events.Recorded
 
 
-def recorder(api: kube.Api, clock: fakes.FakeClock, **overrides: object) -> events.EventRecorder:
+def recorder(
+    api: kube_http.AsyncApi, clock: fakes.FakeClock, **overrides: object
+) -> events.EventRecorder:
     settings: dict[str, object] = {
         "component": "metricsched",
         "instance": "metricsched-7f9c-host1",
@@ -28,8 +31,13 @@ def recorder(api: kube.Api, clock: fakes.FakeClock, **overrides: object) -> even
     return events.EventRecorder(api, **settings)  # type: ignore[arg-type]
 
 
-def fail(rec: events.EventRecorder, obj: events.ObjectRef = POD, message: str = FAILED) -> Recorded:
-    return rec.record(obj, event_type="Warning", reason="FailedScheduling", message=message)
+def fail(
+    run: fakes.Runner,
+    rec: events.EventRecorder,
+    obj: events.ObjectRef = POD,
+    message: str = FAILED,
+) -> Recorded:
+    return run(rec.record(obj, event_type="Warning", reason="FailedScheduling", message=message))
 
 
 def pod(i: int) -> events.ObjectRef:
@@ -38,16 +46,19 @@ def pod(i: int) -> events.ObjectRef:
 
 def test_an_event_names_the_pod_by_uid_and_comes_from_the_scheduler(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = recorder(kube_api, clock)
-    outcome = rec.record(
-        POD,
-        event_type="Normal",
-        reason="Scheduled",
-        message="Successfully assigned shop/web-7d4 to node-3",
-        action="Binding",
+    rec = recorder(writes_api, clock)
+    outcome = run(
+        rec.record(
+            POD,
+            event_type="Normal",
+            reason="Scheduled",
+            message="Successfully assigned shop/web-7d4 to node-3",
+            action="Binding",
+        )
     )
     assert outcome is Recorded.CREATED
     (request,) = fake_kube.requests
@@ -77,12 +88,18 @@ def test_an_event_names_the_pod_by_uid_and_comes_from_the_scheduler(
 
 def test_pods_are_recorded_by_their_uid_and_the_instance_defaults_to_name_and_host(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = events.EventRecorder(kube_api, component="metricsched", clock=clock)
+    rec = events.EventRecorder(writes_api, component="metricsched", clock=clock)
     pod_info = dataclasses.replace(fakes.pod_info("web-7d4"), uid="uid-777")
-    rec.record_pod(pod=pod_info, event_type="Warning", reason="FailedScheduling", message=FAILED)
+
+    async def go() -> None:
+        rec.post_pod(pod=pod_info, event_type="Warning", reason="FailedScheduling", message=FAILED)
+        await rec.drain()
+
+    run(go())
     body = fake_kube.requests[0].json()
     assert body["involvedObject"]["uid"] == "uid-777"
     assert body["reportingInstance"] == f"metricsched-{socket.gethostname()}"[:128]
@@ -90,10 +107,11 @@ def test_pods_are_recorded_by_their_uid_and_the_instance_defaults_to_name_and_ho
 
 def test_a_long_message_is_cut_to_1024_bytes_with_an_ellipsis_suffix(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    fail(recorder(kube_api, clock), message="é" * 1000)  # 2000 bytes of UTF-8
+    fail(run, recorder(writes_api, clock), message="é" * 1000)  # 2000 bytes of UTF-8
     message = fake_kube.requests[0].json()["message"]
     assert message.endswith("é ...")
     assert len(message.encode()) <= 1024
@@ -101,18 +119,19 @@ def test_a_long_message_is_cut_to_1024_bytes_with_an_ellipsis_suffix(
 
 def test_identical_events_merge_into_one_event_whose_count_is_patched_later(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = recorder(kube_api, clock, patch_interval_s=10.0)
-    assert fail(rec) is Recorded.CREATED
+    rec = recorder(writes_api, clock, patch_interval_s=10.0)
+    assert fail(run, rec) is Recorded.CREATED
     for _ in range(4):
         clock.advance(1.0)
-        assert fail(rec) is Recorded.DEFERRED
+        assert fail(run, rec) is Recorded.DEFERRED
     assert len(fake_kube.requests) == 1
-    assert rec.flush() == 0  # the coalescing interval has not passed yet
+    assert run(rec.flush()) == 0  # the coalescing interval has not passed yet
     clock.advance(10.0)
-    assert rec.flush() == 1
+    assert run(rec.flush()) == 1
     created, patch = fake_kube.requests
     assert patch.method == "PATCH"
     assert patch.path == f"/api/v1/namespaces/shop/events/{created.json()['metadata']['name']}"
@@ -123,26 +142,28 @@ def test_identical_events_merge_into_one_event_whose_count_is_patched_later(
 
 def test_a_repeat_after_the_interval_patches_at_once(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = recorder(kube_api, clock, patch_interval_s=10.0)
-    fail(rec)
+    rec = recorder(writes_api, clock, patch_interval_s=10.0)
+    fail(run, rec)
     clock.advance(11.0)
-    assert fail(rec) is Recorded.MERGED
+    assert fail(run, rec) is Recorded.MERGED
     assert [r.method for r in fake_kube.requests] == ["POST", "PATCH"]
     assert fake_kube.requests[1].json()["count"] == 2
 
 
 def test_different_messages_or_objects_are_separate_events(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = recorder(kube_api, clock)
-    fail(rec)
-    fail(rec, message="0/3 nodes are available: 3 Insufficient memory.")
-    fail(rec, obj=pod(2))
+    rec = recorder(writes_api, clock)
+    fail(run, rec)
+    fail(run, rec, message="0/3 nodes are available: 3 Insufficient memory.")
+    fail(run, rec, obj=pod(2))
     posts = fake_kube.received("POST")
     assert len(posts) == 3
     assert len({p.json()["metadata"]["name"] for p in posts}) == 3
@@ -150,24 +171,26 @@ def test_different_messages_or_objects_are_separate_events(
 
 def test_a_repeat_after_the_merge_window_starts_a_new_event(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = recorder(kube_api, clock, merge_window_s=600.0)
-    fail(rec)
+    rec = recorder(writes_api, clock, merge_window_s=600.0)
+    fail(run, rec)
     clock.advance(601.0)
-    assert fail(rec) is Recorded.CREATED
+    assert fail(run, rec) is Recorded.CREATED
     assert [r.method for r in fake_kube.requests] == ["POST", "POST"]
 
 
 def test_a_burst_beyond_the_budget_is_dropped_and_counted_without_blocking(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
     metrics = observe.Metrics()
-    rec = recorder(kube_api, clock, rate_per_s=2.0, burst=5, metrics=metrics)
-    outcomes = [fail(rec, obj=pod(i)) for i in range(50)]
+    rec = recorder(writes_api, clock, rate_per_s=2.0, burst=5, metrics=metrics)
+    outcomes = [fail(run, rec, obj=pod(i)) for i in range(50)]
     assert outcomes.count(Recorded.CREATED) == 5
     assert outcomes.count(Recorded.DROPPED) == 45
     assert len(fake_kube.requests) == 5
@@ -176,7 +199,7 @@ def test_a_burst_beyond_the_budget_is_dropped_and_counted_without_blocking(
     assert registry.get_sample_value("metricsched_events_dropped_total") == 45
     assert registry.get_sample_value("metricsched_api_writes_total", {"kind": "event"}) == 5
     clock.advance(1.0)  # two tokens back
-    assert [fail(rec, obj=pod(100 + i)) for i in range(3)] == [
+    assert [fail(run, rec, obj=pod(100 + i)) for i in range(3)] == [
         Recorded.CREATED,
         Recorded.CREATED,
         Recorded.DROPPED,
@@ -185,28 +208,30 @@ def test_a_burst_beyond_the_budget_is_dropped_and_counted_without_blocking(
 
 def test_merges_over_the_budget_wait_instead_of_being_lost(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = recorder(kube_api, clock, rate_per_s=1.0, burst=1, patch_interval_s=0.0)
-    fail(rec)
-    assert fail(rec) is Recorded.DEFERRED  # no token left for the PATCH
-    assert fail(rec) is Recorded.DEFERRED
+    rec = recorder(writes_api, clock, rate_per_s=1.0, burst=1, patch_interval_s=0.0)
+    fail(run, rec)
+    assert fail(run, rec) is Recorded.DEFERRED  # no token left for the PATCH
+    assert fail(run, rec) is Recorded.DEFERRED
     clock.advance(1.0)
-    assert rec.flush() == 1
+    assert run(rec.flush()) == 1
     assert fake_kube.requests[-1].json()["count"] == 3
 
 
 def test_api_errors_are_counted_and_logged_never_raised(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     fake_kube.responder = lambda r: (500, fakes.status_body(500, "InternalError", "etcd down"))
-    rec = recorder(kube_api, clock)
-    assert fail(rec) is Recorded.FAILED
-    assert fail(rec) is Recorded.FAILED  # not merged into an event that does not exist
+    rec = recorder(writes_api, clock)
+    assert fail(run, rec) is Recorded.FAILED
+    assert fail(run, rec) is Recorded.FAILED  # not merged into an event that does not exist
     assert rec.stats().failed == 2
     assert "etcd down" in caplog.text
     assert all(r.levelname == "WARNING" for r in caplog.records)
@@ -214,18 +239,19 @@ def test_api_errors_are_counted_and_logged_never_raised(
 
 def test_a_repeat_of_an_expired_event_posts_a_new_event(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = recorder(kube_api, clock, patch_interval_s=0.0)
-    fail(rec)
+    rec = recorder(writes_api, clock, patch_interval_s=0.0)
+    fail(run, rec)
     fake_kube.responder = lambda r: (
         (404, fakes.status_body(404, "NotFound", "events not found"))
         if r.method == "PATCH"
         else fakes.kube_default(r)
     )
     clock.advance(1.0)
-    assert fail(rec) is Recorded.CREATED
+    assert fail(run, rec) is Recorded.CREATED
     assert rec.stats().failed == 0  # an expired event is not an error
     assert [r.method for r in fake_kube.requests] == ["POST", "PATCH", "POST"]
     assert fake_kube.requests[-1].json()["count"] == 1
@@ -233,16 +259,21 @@ def test_a_repeat_of_an_expired_event_posts_a_new_event(
 
 def test_concurrent_repeats_create_one_event_and_count_every_occurrence(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = recorder(kube_api, clock, patch_interval_s=3600.0)
-    threads = [threading.Thread(target=lambda: [fail(rec) for _ in range(25)]) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    rec.close()  # the final flush writes what was merged
+    rec = recorder(writes_api, clock, patch_interval_s=3600.0)
+
+    async def repeats() -> None:
+        for _ in range(25):
+            await rec.record(POD, event_type="Warning", reason="FailedScheduling", message=FAILED)
+
+    async def go() -> None:
+        await asyncio.gather(*(repeats() for _ in range(8)))
+        await rec.aclose()  # the final flush writes what was merged
+
+    run(go())
     assert len(fake_kube.received("POST")) == 1
     assert fake_kube.requests[-1].json()["count"] == 200
     assert rec.stats().pending == 0
@@ -250,14 +281,113 @@ def test_concurrent_repeats_create_one_event_and_count_every_occurrence(
 
 def test_the_background_flusher_writes_pending_merges(
     fake_kube: fakes.FakeServer,
-    kube_api: kube.Api,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
     clock: fakes.FakeClock,
 ) -> None:
-    rec = recorder(kube_api, clock, patch_interval_s=5.0)
-    fail(rec)
-    fail(rec)
-    rec.start(interval_s=0.01)
-    clock.advance(5.0)
-    assert fakes.wait_for(lambda: len(fake_kube.requests) == 2)
-    rec.close()
+    rec = recorder(writes_api, clock, patch_interval_s=5.0)
+    fail(run, rec)
+    fail(run, rec)
+
+    async def go() -> None:
+        rec.start(interval_s=0.01)
+        clock.advance(5.0)
+        for _ in range(200):
+            if len(fake_kube.requests) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await rec.aclose()
+
+    run(go())
+    assert len(fake_kube.requests) == 2
     assert fake_kube.requests[1].json()["count"] == 2
+
+
+# --- posting without waiting (the scheduler's way) ---------------------------------------
+
+
+def test_a_post_over_the_budget_builds_no_event_and_makes_no_task(
+    fake_kube: fakes.FakeServer,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
+    clock: fakes.FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rec = recorder(writes_api, clock, rate_per_s=2.0, burst=5)
+    built: list[str] = []
+    create = events.EventRecorder._create
+
+    async def spy(self: events.EventRecorder, entry: Any, what: Any) -> bool:
+        built.append(what.obj.name)
+        return await create(self, entry, what)
+
+    monkeypatch.setattr(events.EventRecorder, "_create", spy)
+
+    async def go() -> tuple[list[Recorded], int]:
+        before = len(asyncio.all_tasks())
+        outcomes = [
+            rec.post(pod(i), event_type="Warning", reason="FailedScheduling", message=FAILED)
+            for i in range(50)
+        ]
+        made = len(asyncio.all_tasks()) - before
+        await rec.drain()
+        return outcomes, made
+
+    outcomes, made = run(go())
+    assert outcomes == [Recorded.SENDING] * 5 + [Recorded.DROPPED] * 45
+    assert made == 5
+    assert built == [f"web-{i}" for i in range(5)]
+    assert len(fake_kube.received("POST")) == 5
+    assert rec.stats().created == 5
+
+
+def test_a_merged_post_makes_no_task_until_its_patch_is_due(
+    fake_kube: fakes.FakeServer,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
+    clock: fakes.FakeClock,
+) -> None:
+    rec = recorder(writes_api, clock, patch_interval_s=10.0)
+
+    async def go() -> list[Recorded]:
+        outcomes = [rec.post(POD, event_type="Warning", reason="FailedScheduling", message=FAILED)]
+        await rec.drain()
+        clock.advance(1.0)
+        outcomes.append(
+            rec.post(POD, event_type="Warning", reason="FailedScheduling", message=FAILED)
+        )
+        clock.advance(10.0)
+        outcomes.append(
+            rec.post(POD, event_type="Warning", reason="FailedScheduling", message=FAILED)
+        )
+        await rec.drain()
+        return outcomes
+
+    assert run(go()) == [Recorded.SENDING, Recorded.DEFERRED, Recorded.SENDING]
+    assert [r.method for r in fake_kube.requests] == ["POST", "PATCH"]
+    assert fake_kube.requests[1].json()["count"] == 3
+
+
+def test_a_post_from_a_worker_thread_is_written_on_the_loop(
+    fake_kube: fakes.FakeServer,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
+    clock: fakes.FakeClock,
+) -> None:
+    rec = recorder(writes_api, clock)
+
+    async def go() -> Recorded:
+        rec.start()
+        outcome = await asyncio.to_thread(
+            rec.post, POD, event_type="Warning", reason="FailedScheduling", message=FAILED
+        )
+        for _ in range(200):
+            if rec.stats().created:
+                break
+            await asyncio.sleep(0.01)
+        await rec.aclose()
+        return outcome
+
+    assert run(go()) is Recorded.SENDING
+    (request,) = fake_kube.requests
+    assert request.json()["reason"] == "FailedScheduling"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 import edges_fakes as fakes
 import pytest
 
 from metricsched.edges import events as events_mod
-from metricsched.edges import kube, observe, policy_events
+from metricsched.edges import kube_http, observe, policy_events
 
 WEB = events_mod.ObjectRef.policy(namespace="shop", name="web", uid="uid-web")
 API = events_mod.ObjectRef.policy(namespace="shop", name="api", uid="uid-api")
@@ -14,9 +17,9 @@ FAILED = "metric latency: Unreachable: Prometheus at http://prom:9090 unreachabl
 
 
 @pytest.fixture
-def events(kube_api: kube.Api, clock: fakes.FakeClock) -> policy_events.PolicyEvents:
+def events(writes_api: kube_http.AsyncApi, clock: fakes.FakeClock) -> policy_events.PolicyEvents:
     return policy_events.PolicyEvents(
-        kube_api,
+        writes_api,
         component="metricsched",
         rate_per_s=0.01,
         burst=3,
@@ -49,66 +52,73 @@ class TestResending:
     def test_a_new_warning_is_posted_at_once_and_not_again_within_the_interval(
         self,
         events: policy_events.PolicyEvents,
+        run: fakes.Runner,
         fake_kube: fakes.FakeServer,
         clock: fakes.FakeClock,
     ) -> None:
         warn(events)
-        assert events.pump() == 1
+        assert run(events.pump()) == 1
         for _ in range(10):  # every refresh confirms it
             clock.advance(15)
             warn(events)
-            events.pump()
+            run(events.pump())
         assert posts(fake_kube) == [("POST", "MetricQueryFailed", 1)]
 
     def test_a_lasting_warning_is_re_sent_every_interval_as_a_growing_count(
         self,
         events: policy_events.PolicyEvents,
+        run: fakes.Runner,
         fake_kube: fakes.FakeServer,
         clock: fakes.FakeClock,
     ) -> None:
         warn(events)
-        events.pump()
+        run(events.pump())
         for _ in range(2):
             clock.advance(301)
             warn(events)
-            events.pump()
+            run(events.pump())
         assert [(m, c) for m, _, c in posts(fake_kube)] == [("POST", 1), ("PATCH", 2), ("PATCH", 3)]
 
     def test_a_resolved_warning_is_not_re_sent_and_one_recovery_is_posted(
         self,
         events: policy_events.PolicyEvents,
+        run: fakes.Runner,
         fake_kube: fakes.FakeServer,
         clock: fakes.FakeClock,
     ) -> None:
         warn(events)
-        events.pump()
+        run(events.pump())
         assert events.resolve(
             WEB, topic="metric/latency", reason="MetricsRecovered", message="latency back"
         )
         clock.advance(1000)
-        events.pump()
-        events.pump()
+        run(events.pump())
+        run(events.pump())
         assert [r for _, r, _ in posts(fake_kube)] == ["MetricQueryFailed", "MetricsRecovered"]
         assert events.active("shop/web") == {}
 
     def test_resolving_what_never_failed_posts_nothing(
-        self, events: policy_events.PolicyEvents, fake_kube: fakes.FakeServer
+        self,
+        events: policy_events.PolicyEvents,
+        run: fakes.Runner,
+        fake_kube: fakes.FakeServer,
     ) -> None:
         assert not events.resolve(WEB, topic="metric/latency", reason="MetricsRecovered")
-        events.pump()
+        run(events.pump())
         assert posts(fake_kube) == []
 
     def test_a_new_reason_for_a_topic_is_posted_at_once(
         self,
         events: policy_events.PolicyEvents,
+        run: fakes.Runner,
         fake_kube: fakes.FakeServer,
         clock: fakes.FakeClock,
     ) -> None:
         warn(events)
-        events.pump()
+        run(events.pump())
         clock.advance(15)
         warn(events, reason="ResultTooLarge", message="too large")
-        events.pump()
+        run(events.pump())
         assert [r for _, r, _ in posts(fake_kube)] == ["MetricQueryFailed", "ResultTooLarge"]
 
 
@@ -116,45 +126,48 @@ class TestOwnBudget:
     def test_a_warning_dropped_by_the_budget_is_posted_once_there_is_room(
         self,
         events: policy_events.PolicyEvents,
+        run: fakes.Runner,
         fake_kube: fakes.FakeServer,
         clock: fakes.FakeClock,
     ) -> None:
         for i in range(4):  # one more than the burst of 3
             warn(events, topic=f"metric/m{i}", message=f"metric m{i} failed")
-        assert events.pump() == 3
+        assert run(events.pump()) == 3
         clock.advance(100)  # 0.01/s refills one token
-        assert events.pump() == 1
+        assert run(events.pump()) == 1
         assert len(posts(fake_kube)) == 4
 
     def test_a_burst_of_pod_events_does_not_spend_the_policy_budget(
         self,
         events: policy_events.PolicyEvents,
-        kube_api: kube.Api,
+        run: fakes.Runner,
+        writes_api: kube_http.AsyncApi,
         fake_kube: fakes.FakeServer,
         clock: fakes.FakeClock,
     ) -> None:
-        pods = events_mod.EventRecorder(kube_api, component="metricsched", burst=5, clock=clock)
+        pods = events_mod.EventRecorder(writes_api, component="metricsched", burst=5, clock=clock)
         for i in range(20):
             pod = events_mod.ObjectRef.pod(namespace="shop", name=f"p{i}", uid=f"u{i}")
-            pods.record(pod, event_type="Warning", reason="FailedScheduling", message="x")
+            run(pods.record(pod, event_type="Warning", reason="FailedScheduling", message="x"))
         assert pods.dropped == 15
         warn(events)
-        assert events.pump() == 1
+        assert run(events.pump()) == 1
 
 
 class TestDeletedPolicies:
     def test_a_forgotten_policy_gets_no_more_events(
         self,
         events: policy_events.PolicyEvents,
+        run: fakes.Runner,
         fake_kube: fakes.FakeServer,
         clock: fakes.FakeClock,
     ) -> None:
         warn(events)
         warn(events, API)
-        events.pump()
+        run(events.pump())
         assert events.forget("shop/web") == 1
         clock.advance(301)
-        events.pump()
+        run(events.pump())
         # A PATCH goes to the Event, which is named "<object>.<suffix>".
         patched = [r.path.rsplit("/", 1)[1].split(".")[0] for r in fake_kube.received("PATCH")]
         assert patched == ["api"]
@@ -189,13 +202,28 @@ class TestDeletedPolicies:
         assert 'metric="cpu"' in text
 
 
-def test_the_posting_thread_posts_a_new_warning_without_waiting_for_its_interval(
-    kube_api: kube.Api, fake_kube: fakes.FakeServer
+def test_the_posting_task_posts_a_new_warning_without_waiting_for_its_interval(
+    writes_api: kube_http.AsyncApi, fake_kube: fakes.FakeServer, run: fakes.Runner
 ) -> None:
-    events = policy_events.PolicyEvents(kube_api, component="metricsched")
-    events.start(interval_s=3600.0)
-    try:
-        warn(events)
-        assert fakes.wait_for(lambda: len(posts(fake_kube)) == 1, timeout=10)
-    finally:
-        events.close()
+    events = policy_events.PolicyEvents(writes_api, component="metricsched")
+
+    async def go() -> None:
+        events.start(interval_s=3600.0)
+        try:
+            await asyncio.sleep(0.05)  # the first pump: nothing due yet
+            warn(events)
+            await _until(lambda: len(posts(fake_kube)) == 1)
+            # A warning from a worker thread (the start-up sync) wakes the task too.
+            await asyncio.to_thread(warn, events, API)
+            await _until(lambda: len(posts(fake_kube)) == 2)
+        finally:
+            await events.aclose()
+
+    run(go())
+    assert [r for _, r, _ in posts(fake_kube)] == ["MetricQueryFailed", "MetricQueryFailed"]
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)

@@ -21,7 +21,7 @@ def _scheduler(metrics: observe.Metrics, cache: cache_mod.ClusterCache) -> sched
         cache=cache,
         queue=queue_mod.SchedulingQueue(),
         store=metric_store.MetricStore(),
-        api=None,
+        http=None,  # type: ignore[arg-type]
         recorder=events.EventRecorder(None, component="metricsched"),  # type: ignore[arg-type]
         metrics=metrics,
     )

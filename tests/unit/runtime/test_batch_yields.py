@@ -73,6 +73,6 @@ class TestABatchOfSlowAttemptsLetsTheLoopRun:
             await rig.scheduler.drain()
 
         stop = asyncio.Event()
-        asyncio.run(go())
+        rig.run(go)
         assert len(seen) == 6
         assert all(later > earlier for earlier, later in itertools.pairwise(seen))

@@ -6,75 +6,69 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
-from collections.abc import Callable
-from typing import Any
+import inspect
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
 
-import kubernetes.client.exceptions
-import kubernetes.client.rest
+import kubernetes.client
 import pytest
-import urllib3.exceptions
+from aiohttp import web
 
 from metricsched import config as config_mod
 from metricsched.core import model, parse
-from metricsched.edges import events, metric_store, observe
+from metricsched.edges import events, kube_http, metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import scheduler as scheduler_mod
 
+T = TypeVar("T")
 
-class _Raw:
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        self.status = status
-        self.reason = ""
-        self.headers: dict[str, str] = {}
-        self.data = json.dumps(body).encode()
-
-    def release_conn(self) -> None:
-        pass
-
-
-def _lost() -> Exception:
-    return urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError())
+# An answer: (status, body), or LOST: the request arrived, then the connection broke
+# before any answer (a reset, a proxy restart): the client cannot know what happened.
+LOST = "lost"
+Answer = tuple[int, dict[str, Any]] | str
+Answers = Callable[[], Answer | Awaitable[Answer]]
 
 
 class FakeCore:
-    """What the bind path uses of a CoreV1Api: ``read_namespaced_pod``, and its
-    ``api_client`` (this object) for writes; ``binding`` and ``pod`` decide answers."""
+    """The API the bind path talks to, served by aiohttp on loopback (``serve``): the
+    Binding, the pod read-back, Events and pod status; ``binding`` and ``pod`` decide
+    answers, ``calls`` records what arrived."""
 
     def __init__(self) -> None:
-        self.binding: Callable[[], _Raw] = lambda: _Raw(201, {"kind": "Status"})
-        self.pod: Callable[[], _Raw] = lambda: _Raw(200, _pod_body(node=""))
+        self.binding: Answers = lambda: (201, {"kind": "Status"})
+        self.pod: Answers = lambda: (200, _pod_body(node=""))
         self.calls: list[str] = []
         self.target = ""  # the node of the last Binding sent
-        self.api_client = self
 
-    def read_namespaced_pod(self, name: str, namespace: str, **_: Any) -> _Raw:
-        self.calls.append("read pod")
-        return self.pod()
-
-    # the two ApiClient methods kube.write calls
-
-    def param_serialize(self, *, method: str, resource_path: str, **_: Any) -> tuple[Any, ...]:
-        return method, resource_path, {}, None, None
-
-    def call_api(
-        self, method: str, url: str, headers: Any, body: Any, **_: Any
-    ) -> kubernetes.client.rest.RESTResponse:
-        return kubernetes.client.rest.RESTResponse(self.answer(method, url, body))
-
-    def answer(self, method: str, url: str, body: Any) -> _Raw:
-        if url.endswith("/binding"):
-            return self.create_binding(body)
-        if method == "PATCH" and url.endswith("/status"):
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json() if request.can_read_body else None
+        path = request.path
+        if path.endswith("/binding"):
+            answer = self.create_binding(body)
+        elif request.method == "GET":
+            self.calls.append("read pod")
+            answer = self.pod()
+        elif request.method == "PATCH" and path.endswith("/status"):
             reason = body["status"]["conditions"][0]["message"]
             self.calls.append(f"PodScheduled=False {reason}")
-            return _Raw(200, {})
-        assert method == "POST" and url.endswith("/events"), (method, url)
-        self.calls.append(f"event {body['reason']}")
-        return _Raw(201, {})
+            answer = (200, {})
+        else:
+            assert request.method == "POST" and path.endswith("/events"), (request.method, path)
+            self.calls.append(f"event {body['reason']}")
+            answer = (201, {})
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if answer == LOST:
+            assert request.transport is not None
+            request.transport.abort()
+            return web.Response(status=500)  # never reaches the client
+        status, payload = answer
+        return web.json_response(payload, status=status)
 
-    def create_binding(self, body: dict[str, Any]) -> _Raw:
+    def create_binding(self, body: dict[str, Any]) -> Answer | Awaitable[Answer]:
         self.target = body["target"]["name"]
         self.calls.append(f"bind {self.target}")
         return self.binding()
@@ -113,6 +107,11 @@ class Rig:
         parser = argparse.ArgumentParser()
         config_mod.add_run_arguments(parser)
         self.api = FakeCore()
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        configuration = kubernetes.client.Configuration()
+        configuration.host = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self.http = kube_http.AsyncApi(kubernetes.client.ApiClient(configuration))
         self.cache = cache_mod.ClusterCache()
         self.queue = queue_mod.SchedulingQueue()
         metrics = observe.Metrics()
@@ -121,8 +120,8 @@ class Rig:
             cache=self.cache,
             queue=self.queue,
             store=metric_store.MetricStore(),
-            api=self.api,
-            recorder=events.EventRecorder(self.api, component="metricsched"),  # type: ignore[arg-type]
+            http=self.http,
+            recorder=events.EventRecorder(self.http, component="metricsched"),
             metrics=metrics,
         )
         for name in ("node-a", "node-b"):
@@ -130,13 +129,35 @@ class Rig:
         self.pod = _pod()
         self.cache.upsert_pod(self.pod, ours=True)
 
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        app = web.Application()
+        app.router.add_route("*", "/{path:.*}", self.api.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.SockSite(runner, self._socket).start()
+        try:
+            yield
+        finally:
+            await self.http.close()
+            await runner.cleanup()
+
+    def run(self, body: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """``body()`` on a loop with the fake API served."""
+
+        async def go() -> T:
+            async with self.serving():
+                return await body()
+
+        return asyncio.run(go())
+
     def schedule(self) -> model.Decision:
         async def go() -> model.Decision:
             decision = self.scheduler.attempt(self.pod, now=1.0)
             await self.scheduler.drain()
             return decision
 
-        return asyncio.run(go())
+        return self.run(go)
 
     def cpu(self, node: str) -> int:
         return self.cache.snapshot(now=1.0).nodes[model.NodeName(node)].requested.milli_cpu
@@ -148,16 +169,9 @@ def rig(monkeypatch: pytest.MonkeyPatch) -> Rig:
     return Rig()
 
 
-def _raise(e: Exception) -> Callable[[], _Raw]:
-    def answer() -> _Raw:
-        raise e
-
-    return answer
-
-
 def test_a_binding_whose_answer_was_lost_but_landed_counts_as_scheduled(rig: Rig) -> None:
-    rig.api.binding = _raise(_lost())
-    rig.api.pod = lambda: _Raw(200, _pod_body(node=rig.api.target))
+    rig.api.binding = lambda: LOST
+    rig.api.pod = lambda: (200, _pod_body(node=rig.api.target))
     decision = rig.schedule()
     node = str(decision.node)
     assert rig.api.calls == [f"bind {node}", "read pod", "event Scheduled"]
@@ -168,7 +182,7 @@ def test_a_binding_whose_answer_was_lost_but_landed_counts_as_scheduled(rig: Rig
 
 
 def test_a_lost_answer_with_the_pod_still_unbound_holds_the_node_and_retries(rig: Rig) -> None:
-    rig.api.binding = _raise(_lost())
+    rig.api.binding = lambda: LOST
     decision = rig.schedule()
     node = str(decision.node)
     assert rig.api.calls == [f"bind {node}", "read pod"]  # no "Binding rejected", no status
@@ -178,13 +192,13 @@ def test_a_lost_answer_with_the_pod_still_unbound_holds_the_node_and_retries(rig
 
 
 def test_a_read_back_that_fails_keeps_the_pod_assumed_until_it_succeeds(rig: Rig) -> None:
-    rig.api.binding = _raise(_lost())
-    answers = [_raise(OSError("down")), _raise(OSError("down"))]
+    rig.api.binding = lambda: LOST
+    answers: list[Answer] = [LOST, LOST]
 
-    def pod() -> _Raw:
+    def pod() -> Answer:
         if answers:
-            return answers.pop(0)()
-        return _Raw(200, _pod_body(node="node-a"))
+            return answers.pop(0)
+        return (200, _pod_body(node="node-a"))
 
     rig.api.pod = pod
     rig.schedule()
@@ -194,12 +208,7 @@ def test_a_read_back_that_fails_keeps_the_pod_assumed_until_it_succeeds(rig: Rig
 
 
 def test_a_409_naming_another_node_counts_the_pod_there(rig: Rig) -> None:
-    def answer() -> _Raw:
-        e = kubernetes.client.exceptions.ApiException(status=409, reason="Conflict")
-        e.body = json.dumps({"message": 'pod web is already assigned to node "node-b"'})
-        raise e
-
-    rig.api.binding = answer
+    rig.api.binding = lambda: (409, {"message": 'pod web is already assigned to node "node-b"'})
     rig.cache.upsert_node(dataclasses.replace(_node("node-b"), unschedulable=True))
     decision = rig.schedule()
     assert decision.node == "node-a"  # node-b is cordoned: we chose node-a
@@ -209,12 +218,7 @@ def test_a_409_naming_another_node_counts_the_pod_there(rig: Rig) -> None:
 
 
 def test_a_definite_rejection_frees_the_node_and_reports_it(rig: Rig) -> None:
-    def answer() -> _Raw:
-        e = kubernetes.client.exceptions.ApiException(status=400, reason="BadRequest")
-        e.body = json.dumps({"message": "bad binding"})
-        raise e
-
-    rig.api.binding = answer
+    rig.api.binding = lambda: (400, {"message": "bad binding"})
     decision = rig.schedule()
     assert rig.cpu(str(decision.node)) == 0
     assert "event FailedScheduling" in rig.api.calls
@@ -233,14 +237,12 @@ def test_losing_the_lease_cancels_binds_in_flight(rig: Rig) -> None:
     started = asyncio.Event()
     release = asyncio.Event()
 
+    async def slow() -> Answer:
+        started.set()
+        await release.wait()
+        return (201, {})
+
     async def go() -> int:
-        loop = asyncio.get_running_loop()
-
-        def slow() -> _Raw:
-            loop.call_soon_threadsafe(started.set)
-            asyncio.run_coroutine_threadsafe(release.wait(), loop).result()
-            return _Raw(201, {})
-
         rig.api.binding = slow
         rig.scheduler.active.set()
         rig.scheduler.attempt(rig.pod, now=1.0)
@@ -250,6 +252,6 @@ def test_losing_the_lease_cancels_binds_in_flight(rig: Rig) -> None:
         await rig.scheduler.drain()
         return cancelled
 
-    assert asyncio.run(go()) == 1
+    assert rig.run(go) == 1
     assert not rig.scheduler.active.is_set()
     assert "event Scheduled" not in rig.api.calls

@@ -4,8 +4,6 @@ Prometheus's times (bind times, the cycle's ``now``) stays wall time (issue 24, 
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from metricsched.core import model
@@ -43,7 +41,7 @@ def schedule(rig: bind_rig.Rig, clocks: Clocks) -> model.Decision:
         await rig.scheduler.drain()
         return decision
 
-    return asyncio.run(go())
+    return rig.run(go)
 
 
 class TestABindingWhoseAnswerWasLost:
@@ -52,7 +50,7 @@ class TestABindingWhoseAnswerWasLost:
     def test_its_backoff_and_hold_are_measured_on_the_monotonic_clock(
         self, rig: bind_rig.Rig, clocks: Clocks
     ) -> None:
-        rig.api.binding = bind_rig._raise(bind_rig._lost())
+        rig.api.binding = lambda: bind_rig.LOST
         decision = schedule(rig, clocks)
         assert rig.queue.next_due() == MONO + 1.0  # the first backoff
         assert rig.cache.holds() == {"uid-web": (decision.node, MONO + scheduler_mod.HOLD_S)}
@@ -60,7 +58,7 @@ class TestABindingWhoseAnswerWasLost:
     def test_a_step_back_of_the_wall_clock_does_not_stall_the_retry(
         self, rig: bind_rig.Rig, clocks: Clocks
     ) -> None:
-        rig.api.binding = bind_rig._raise(bind_rig._lost())
+        rig.api.binding = lambda: bind_rig.LOST
         schedule(rig, clocks)
         clocks.wall -= 3600.0  # NTP steps the clock back an hour
         clocks.mono += 1.0
@@ -69,7 +67,7 @@ class TestABindingWhoseAnswerWasLost:
     def test_a_step_forward_does_not_release_the_hold_early(
         self, rig: bind_rig.Rig, clocks: Clocks
     ) -> None:
-        rig.api.binding = bind_rig._raise(bind_rig._lost())
+        rig.api.binding = lambda: bind_rig.LOST
         decision = schedule(rig, clocks)
         node = str(decision.node)
         clocks.wall += 120.0  # past the 90-s hold, by the wall clock only

@@ -11,13 +11,12 @@ import json
 import pathlib
 from typing import Any
 
-import kubernetes.client.exceptions
 import pytest
 import yaml
 
 from metricsched import config as config_mod
 from metricsched.core import model
-from metricsched.edges import events, metric_store, observe
+from metricsched.edges import events, kube_http, metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
 from tests.unit.conftest import (
@@ -44,38 +43,31 @@ SPEC = model.RebalanceSpec(
 LATENCY = {"hot": 0.9, "cool": 0.1}
 
 
-class _Raw:
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        self.status = status
-        self.reason = ""
-        self.headers: dict[str, str] = {}
-        self.data = json.dumps(body).encode()
-
-    def release_conn(self) -> None:
-        pass
-
-
 class FakeApi:
-    """``kube.Api``'s eviction call; ``status`` decides its answer."""
+    """``kube_http.AsyncApi``'s request, for the Eviction: the gate (the fence) is read
+    as the real one reads it, right before sending; ``status`` decides the answer."""
 
     def __init__(self) -> None:
         self.status = 201
         self.evicted: list[str] = []
 
-    def create_namespaced_pod_eviction(self, name: str, namespace: str, body: Any, **_: Any) -> Any:
+    async def request(
+        self, method: str, path: str, *, gate: kube_http.Gate | None = None, **_: Any
+    ) -> kube_http.Answer:
+        assert method == "POST" and path.endswith("/eviction"), (method, path)
+        if gate is not None:
+            gate()
+        namespace, name = path.split("/")[4], path.split("/")[6]
         self.evicted.append(f"{namespace}/{name}")
-        if self.status >= 300:
-            raise kubernetes.client.exceptions.ApiException(
-                status=self.status, reason="TooManyRequests"
-            )
-        return _Raw(self.status, {"kind": "Status"})
+        body = {"kind": "Status", "message": "TooManyRequests"}
+        return kube_http.Answer(self.status, json.dumps(body).encode())
 
 
 class FakeRecorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str, str]] = []
 
-    def record(
+    def post(
         self, ref: events.ObjectRef, *, event_type: str, reason: str, message: str, action: str = ""
     ) -> None:
         self.events.append((ref.kind, ref.name, f"{event_type} {reason}", message))
@@ -118,7 +110,7 @@ class Rig:
             config=config(),
             cache=self.cache,
             store=self.store,
-            api=self.api,  # type: ignore[arg-type]
+            http=self.api,  # type: ignore[arg-type]
             recorder=self.recorder,  # type: ignore[arg-type]
             metrics=self.metrics,
             policy_ref=lambda key: events.ObjectRef.policy(
