@@ -460,7 +460,6 @@ def _score_and_select(
     top = scoring.ranking(
         totals=scores.totals,
         burst_counts=scored_bursts,
-        names=columns.Picked(table.names, scored_rows),
         seed=seed,
     )
 

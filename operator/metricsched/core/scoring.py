@@ -358,42 +358,43 @@ def ranking(
     *,
     totals: Sequence[float] | columns.Floats,
     burst_counts: Sequence[int] | columns.Ints,
-    names: Sequence[str],
     seed: int,
     count: int = 2,
 ) -> list[int]:
-    """Indices of the ``count`` best nodes, best first.
+    """Indices of the ``count`` best nodes, best first; the nodes are in name order (rows
+    of the node table, as the cycle scores them).
 
     Highest score first; ties go to the fewest recent binds, and the winner is drawn at
     random among the nodes still tied (kube-scheduler's selectHost draws uniformly among
     the top scores), seeded by ``seed`` so a decision can be reproduced. The others
-    follow in score, binds, name order.
+    follow in score, binds, name order: the first index of those tied, since index order
+    is name order (no walk over the tied nodes' names).
     """
     scores = np.asarray(totals, dtype=np.float64)
     bursts = np.asarray(burst_counts, dtype=np.int64)
     if not len(scores):
         return []
     tied = _best(scores, bursts, np.arange(len(scores)))
-    winner = tied[0] if len(tied) == 1 else tied[random.Random(seed).randrange(len(tied))]
-    chosen = [winner]
+    pick = 0 if len(tied) == 1 else random.Random(seed).randrange(len(tied))
+    chosen = [int(tied[pick])]
     left = np.ones(len(scores), dtype=np.bool_)
-    left[winner] = False
+    left[chosen[0]] = False
     while len(chosen) < count and left.any():
-        # The rest in (score, binds, name) order: the first of the best by name.
-        best = _best(scores, bursts, np.flatnonzero(left))
-        following = min(best, key=lambda index: names[index])
+        # The rest in (score, binds, name) order: the first of the best by index.
+        following = int(_best(scores, bursts, np.flatnonzero(left))[0])
         chosen.append(following)
         left[following] = False
     return chosen
 
 
-def _best(scores: columns.Floats, bursts: columns.Ints, among: columns.Rows) -> list[int]:
-    """Of the nodes ``among``, those with the highest score and, of those, the fewest
-    recent binds, in index order."""
+def _best(scores: columns.Floats, bursts: columns.Ints, among: columns.Rows) -> columns.Rows:
+    """Of the nodes ``among`` (ascending), those with the highest score and, of those,
+    the fewest recent binds, in index order."""
     top = scores[among].max()
     highest = among[scores[among] == top]
     fewest = bursts[highest].min()
-    return highest[bursts[highest] == fewest].tolist()  # type: ignore[no-any-return]
+    found: columns.Rows = highest[bursts[highest] == fewest]
+    return found
 
 
 # --- formatting (shared by cycle messages and explain) ---------------------------------

@@ -45,7 +45,6 @@ def pick(
         best = scoring.ranking(
             totals=scores,
             burst_counts=burst_counts,
-            names=columns.Picked(table.names, rows),
             seed=seed,
             count=1,
         )
