@@ -194,9 +194,10 @@ def schedule_one(
     runtime passes its own; without one the cycle starts from nothing).
 
     Every node gets a verdict. With ``detail`` off (the operator's hot path), a pod that
-    is placed by its metrics carries the verdicts of the winner and the runner-up only
-    (all the event message and the log need): at thousands of nodes the others cost more
-    than the decision itself. ``metricsched explain`` keeps it on.
+    is placed by its metrics or by a fallback strategy carries the verdicts of the winner
+    and the runner-up only (all the event message, the decision record and the log need),
+    and a pod left waiting by the strategy Wait none: at thousands of nodes the others
+    cost more than the decision itself. ``metricsched explain`` keeps it on.
 
     ``namespace_labels`` (namespace name -> labels) lets pod (anti-)affinity terms with a
     namespaceSelector be decided as kube-scheduler decides them; without it, the
@@ -416,6 +417,7 @@ def _score_and_select(
             verdicts=verdicts,
             rr_counter=rr_counter,
             seed=seed,
+            detail=detail,
         )
 
     # Thresholds and onMissing: Exclude.
@@ -558,14 +560,19 @@ def _fallback(
     verdicts: _Verdicts,
     rr_counter: int,
     seed: int,
+    detail: bool,
 ) -> model.Decision:
     """Let the policy's strategy decide among the filter-feasible nodes (thresholds are
-    not applied: there is no data to trust)."""
+    not applied: there is no data to trust).
+
+    With ``detail`` off only the verdicts the decision record and the log read are made:
+    the pick's and the runner-up's (the record's rule: best score, then fewest recent
+    binds, then name); none for a pod left waiting."""
     strategy = chosen.fallback
     table = verdicts.table
     bursts = verdicts.bursts[feasible]
     if strategy is model.FallbackStrategy.WAIT:
-        scores: list[float] = [0.0] * len(feasible)
+        scores: columns.Floats = np.zeros(len(feasible))
         picked: int | None = None
     else:
         picked, scores = fallback.pick(
@@ -577,16 +584,26 @@ def _fallback(
             rr_counter=rr_counter,
             seed=seed,
         )
-    for position, row in enumerate(feasible.tolist()):
-        verdicts.given[row] = model.NodeVerdict(
-            node=table.names[row],
+
+    def verdict(position: int) -> model.NodeVerdict:
+        return model.NodeVerdict(
+            node=table.names[feasible[position]],
             feasible=True,
             reason="",
             metrics=(),
             burst_count=int(bursts[position]),
-            score=scores[position],
+            score=float(scores[position]),
         )
-    final = verdicts.all()
+
+    final: tuple[model.NodeVerdict, ...] = ()
+    if detail:
+        for position, row in enumerate(feasible.tolist()):
+            verdicts.given[row] = verdict(position)
+        final = verdicts.all()
+    elif picked is not None:
+        runner_up = scoring.next_best(totals=scores, burst_counts=bursts, taken=(picked,))
+        shown = [picked] if runner_up is None else sorted((picked, runner_up))
+        final = tuple(verdict(position) for position in shown)
     if picked is None:
         return _decision(
             pod=pod,

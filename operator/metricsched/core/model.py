@@ -517,7 +517,8 @@ class Decision:
     node: NodeName | None
     fallback_reason: str  # "" unless fallback decided; says why
     # every node in name order; with schedule_one(detail=False) a pod placed by its
-    # metrics carries only the winner's and the runner-up's
+    # metrics or a fallback strategy carries only the winner's and the runner-up's (one
+    # left waiting by Wait, none)
     verdicts: tuple[NodeVerdict, ...]
     message: str  # the event message (Scheduled or FailedScheduling), <= 1024 chars
     fallback_kind: FallbackKind | None = None  # set with fallback_reason

@@ -377,14 +377,27 @@ def ranking(
     tied = _best(scores, bursts, np.arange(len(scores)))
     pick = 0 if len(tied) == 1 else random.Random(seed).randrange(len(tied))
     chosen = [int(tied[pick])]
-    left = np.ones(len(scores), dtype=np.bool_)
-    left[chosen[0]] = False
-    while len(chosen) < count and left.any():
-        # The rest in (score, binds, name) order: the first of the best by index.
-        following = int(_best(scores, bursts, np.flatnonzero(left))[0])
+    while len(chosen) < count:
+        following = next_best(totals=scores, burst_counts=bursts, taken=chosen)
+        if following is None:
+            break
         chosen.append(following)
-        left[following] = False
     return chosen
+
+
+def next_best(
+    *,
+    totals: columns.Floats,
+    burst_counts: columns.Ints,
+    taken: Sequence[int],
+) -> int | None:
+    """The index of the best node not ``taken`` in (score, binds, name) order: the first
+    index of the best, the nodes being in name order (None when every node is taken)."""
+    left = np.ones(len(totals), dtype=np.bool_)
+    left[list(taken)] = False
+    if not left.any():
+        return None
+    return int(_best(totals, burst_counts, np.flatnonzero(left))[0])
 
 
 def _best(scores: columns.Floats, bursts: columns.Ints, among: columns.Rows) -> columns.Rows:

@@ -31,7 +31,7 @@ def pick(
     burst_counts: columns.Ints,
     rr_counter: int,
     seed: int,
-) -> tuple[int, list[float]]:
+) -> tuple[int, columns.Floats]:
     """The position in ``rows`` of the node ``strategy`` picks, and the strategy's score
     of each (0 for RoundRobin and Random). LeastAllocated and MostAllocated are
     kube-scheduler's NodeResourcesFit scores."""
@@ -48,8 +48,8 @@ def pick(
             seed=seed,
             count=1,
         )
-        return best[0], scores.tolist()
-    zeros = [0.0] * len(rows)
+        return best[0], scores
+    zeros = np.zeros(len(rows))
     if strategy is model.FallbackStrategy.ROUND_ROBIN:
         return rr_counter % len(rows), zeros
     if strategy is model.FallbackStrategy.RANDOM:
