@@ -104,22 +104,24 @@ def setup(n: int, now: float) -> dict[str, Any]:
             values=samples, last_refresh=now, error=None, error_message=""
         )
     }
+    # As the runtime cache hands it out during a backlog: every node holding a few recent
+    # binds (the burst counts), its node table (core.columns) beside it.
+    snapshot = _binding(parse.snapshot_from(nodes, bound), now)
+    # The same nodes, each labelled bench/any in 7 values, for pods of distinct classes.
+    distinct = parse.snapshot_from(
+        [
+            dataclasses.replace(node, labels={**node.labels, "bench/any": f"v{i % 7}"})
+            for i, node in enumerate(nodes)
+        ],
+        bound,
+    )
     return {
-        # As the runtime cache hands it out during a backlog: with its node table
-        # (core.columns), every node holding a few recent binds (the burst counts).
-        "snapshot": _with_table(_binding(parse.snapshot_from(nodes, bound), now)),
+        "snapshot": snapshot,
+        "table": columns.NodeTable.of(snapshot),
         # As the scheduler keeps it: one memo across cycles (core.framework.Memo).
         "memo": framework.Memo(),
-        # The same nodes, each labelled bench/any in 7 values, for pods of distinct classes.
-        "distinct_snapshot": _with_table(
-            parse.snapshot_from(
-                [
-                    dataclasses.replace(node, labels={**node.labels, "bench/any": f"v{i % 7}"})
-                    for i, node in enumerate(nodes)
-                ],
-                bound,
-            )
-        ),
+        "distinct_snapshot": distinct,
+        "distinct_table": columns.NodeTable.of(distinct),
         "policies": [chosen],
         "metrics": view,
         "pod": _pod("pending-0"),
@@ -136,10 +138,6 @@ def _binding(snapshot: model.ClusterSnapshot, now: float) -> model.ClusterSnapsh
             for name, state in snapshot.nodes.items()
         },
     )
-
-
-def _with_table(snapshot: model.ClusterSnapshot) -> model.ClusterSnapshot:
-    return dataclasses.replace(snapshot, table=columns.NodeTable.build(snapshot.nodes.values()))
 
 
 def _median_ms(fn: Callable[[], object], budget_s: float, max_runs: int) -> float:
@@ -166,6 +164,7 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             return cycle.schedule_one(
                 pod=s["pod"],
                 snapshot=s["snapshot"],
+                table=s["table"],
                 policies=policies,
                 metrics=s["metrics"],
                 default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
@@ -180,7 +179,9 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
         assert one(True).outcome is model.Outcome.BIND
 
         def filter_only(s: dict[str, Any] = s) -> object:
-            cycle_state = framework.CycleState.start(s["pod"], s["snapshot"], memo=s["memo"])
+            cycle_state = framework.CycleState.start(
+                s["pod"], s["snapshot"], table=s["table"], memo=s["memo"]
+            )
             return profile.find_feasible(cycle_state)
 
         distinct = iter(range(10**9))
@@ -192,10 +193,10 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             pod = dataclasses.replace(
                 s["pod"], uid=f"uid-distinct-{k}", node_selector={"bench/any": f"v{k % 7}"}
             )
-            snap = s["distinct_snapshot"]
             return cycle.schedule_one(
                 pod=pod,
-                snapshot=snap,
+                snapshot=s["distinct_snapshot"],
+                table=s["distinct_table"],
                 policies=s["policies"],
                 metrics=s["metrics"],
                 default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
@@ -213,6 +214,7 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             return cycle.schedule_one(
                 pod=pod,
                 snapshot=s["snapshot"],
+                table=s["table"],
                 policies=s["policies"],
                 metrics=s["metrics"],
                 default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,

@@ -156,11 +156,15 @@ def _infeasible(
 
 
 def filter_nodes(
-    pod: model.PodInfo, snapshot: model.ClusterSnapshot, *, memo: framework.Memo | None = None
+    pod: model.PodInfo,
+    snapshot: model.ClusterSnapshot,
+    *,
+    table: columns.NodeTable | None = None,
+    memo: framework.Memo | None = None,
 ) -> tuple[str, dict[model.NodeName, tuple[str, ...]]]:
     """kube-scheduler's PreFilter and Filter for ``pod``: a refusal that rules out every
     node ("" when none) or, without one, each node's reasons (empty: it passes them all)."""
-    cycle = framework.CycleState.start(pod, snapshot, memo=memo)
+    cycle = framework.CycleState.start(pod, snapshot, table=table, memo=memo)
     found = profile.find_feasible(cycle)
     if found.refusal:
         return found.refusal, {}
@@ -171,6 +175,7 @@ def schedule_one(
     *,
     pod: model.PodInfo,
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None = None,
     policies: Sequence[model.Policy],
     metrics: model.MetricView,
     default_fallback: model.FallbackStrategy,
@@ -191,7 +196,10 @@ def schedule_one(
     SchedulingPolicy governs). ``rr_counter`` and ``seed`` drive the RoundRobin and Random
     fallback strategies; ``now`` is the time that decides freshness and recent binds.
     ``memo`` carries work derived from unchanged pods and nodes across cycles (the
-    runtime passes its own; without one the cycle starts from nothing).
+    runtime passes its own; without one the cycle starts from nothing). ``table`` is the
+    snapshot's node table as its maker hands it out beside it (the runtime cache's
+    ``table``); one that does not mirror the snapshot is never read (``columns.table_of``),
+    and without one the cycle builds its own.
 
     Every node gets a verdict. With ``detail`` off (the operator's hot path), a pod that
     is placed by its metrics or by a fallback strategy carries the verdicts of the winner
@@ -211,6 +219,7 @@ def schedule_one(
     decision = _decide(
         pod=pod,
         snapshot=snapshot,
+        table=table,
         policies=policies,
         metrics=metrics,
         default_fallback=default_fallback,
@@ -238,6 +247,7 @@ def _decide(
     *,
     pod: model.PodInfo,
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None,
     policies: Sequence[model.Policy],
     metrics: model.MetricView,
     default_fallback: model.FallbackStrategy,
@@ -284,7 +294,7 @@ def _decide(
             message=too_expensive,
         )
 
-    cycle = framework.CycleState.start(pod, snapshot, memo=memo)
+    cycle = framework.CycleState.start(pod, snapshot, table=table, memo=memo)
     table = cycle.table
     if not len(table):
         return _decision(
@@ -300,7 +310,7 @@ def _decide(
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
             message=profile.fit_error_message(len(table), {}, pre_filter_msg=found.refusal)
-            + preemption.suffix(pod=pod, snapshot=snapshot, reasons={}),
+            + preemption.suffix(pod=pod, snapshot=snapshot, table=table, reasons={}),
         )
     bursts = scoring.burst_counts(table, now=now, window_s=chosen.burst_window_s)
     verdicts = _Verdicts(table=table, rejected=found.rejected, bursts=bursts)
@@ -311,7 +321,7 @@ def _decide(
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
             message=profile.fit_error_message(len(table), found.rejected)
-            + preemption.suffix(pod=pod, snapshot=snapshot, reasons=found.rejected),
+            + preemption.suffix(pod=pod, snapshot=snapshot, table=table, reasons=found.rejected),
             verdicts=verdicts.all(),
         )
     return _score_and_select(
@@ -440,7 +450,9 @@ def _score_and_select(
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
             message=profile.fit_error_message(len(table), verdicts.rejected, extra)
-            + preemption.suffix(pod=pod, snapshot=cycle.snapshot, reasons=verdicts.rejected),
+            + preemption.suffix(
+                pod=pod, snapshot=cycle.snapshot, table=table, reasons=verdicts.rejected
+            ),
             verdicts=verdicts.all(),
         )
 

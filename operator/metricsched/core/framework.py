@@ -144,9 +144,18 @@ class CycleState:
 
     @classmethod
     def start(
-        cls, pod: model.PodInfo, snapshot: model.ClusterSnapshot, *, memo: Memo | None = None
+        cls,
+        pod: model.PodInfo,
+        snapshot: model.ClusterSnapshot,
+        *,
+        table: columns.NodeTable | None = None,
+        memo: Memo | None = None,
     ) -> CycleState:
-        return cls(pod, snapshot, columns.table_of(snapshot), Memo() if memo is None else memo)
+        """The cycle of ``pod`` on ``snapshot``, read through ``table`` (the node table
+        handed out beside the snapshot) if it mirrors the snapshot, else a table built now."""
+        return cls(
+            pod, snapshot, columns.table_of(snapshot, table), Memo() if memo is None else memo
+        )
 
     @property
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]] | None:
