@@ -428,6 +428,7 @@ def _score_and_select(
             rr_counter=rr_counter,
             seed=seed,
             detail=detail,
+            memo=cycle.memo,
         )
 
     # Thresholds and onMissing: Exclude.
@@ -573,6 +574,7 @@ def _fallback(
     rr_counter: int,
     seed: int,
     detail: bool,
+    memo: framework.Memo,
 ) -> model.Decision:
     """Let the policy's strategy decide among the filter-feasible nodes (thresholds are
     not applied: there is no data to trust).
@@ -595,6 +597,7 @@ def _fallback(
             burst_counts=bursts,
             rr_counter=rr_counter,
             seed=seed,
+            memo=memo,
         )
 
     def verdict(position: int) -> model.NodeVerdict:

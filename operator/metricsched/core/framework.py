@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from metricsched.core import columns, model
 
 _Value = TypeVar("_Value")
+_Column = TypeVar("_Column", columns.Ints, columns.Floats)
 
 # Nodes a PreFilter left out (NodeAffinity's matchFields on metadata.name).
 REASON_NOT_IN_PREFILTER_RESULT: Final = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
@@ -60,7 +62,7 @@ class Memo:
         # (kind, key) -> (table, its node_version, source, value)
         self._by_table: dict[tuple[str, Hashable], tuple[object, int, object, object]] = {}
         # (kind, key) -> (table, the table's stamp when last brought up to date, values)
-        self._by_row: dict[tuple[str, Hashable], tuple[object, int, columns.Ints]] = {}
+        self._by_row: dict[tuple[str, Hashable], tuple[object, int, npt.NDArray[Any]]] = {}
 
     def derived(self, kind: str, source: object, compute: Callable[[], _Value]) -> _Value:
         """``compute()``'s value for ``source`` under ``kind``, computed once per source.
@@ -113,15 +115,38 @@ class Memo:
         only rows updated since the last call are computed again (pods matching one
         workload's selector, per node: the same answer for every replica, changed only
         where a pod landed). The array is the memo's: read it, do not keep it."""
-        entry = self._by_row.get((kind, key))
         states = table.states
+        return self.per_rows(
+            kind,
+            key,
+            table,
+            lambda rows: np.fromiter(
+                (compute(states[row]) for row in rows.tolist()), dtype=np.int64, count=len(rows)
+            ),
+        )
+
+    def per_rows(
+        self,
+        kind: str,
+        key: Hashable,
+        table: columns.NodeTable,
+        compute: Callable[[columns.Rows], _Column],
+    ) -> _Column:
+        """A column over every row of ``table``, ``compute(rows)`` giving its values for
+        the rows asked (in that order) from the table's arrays, kept up to date
+        incrementally: the first call for a table computes every row, later ones only the
+        rows updated since (``row_stamp``). A pod class's score column (``key``: what of
+        the pod the score reads) is the same for every replica and changes only on the
+        node where the previous one was placed. The array is the memo's: read it, do not
+        keep it."""
+        entry = self._by_row.get((kind, key))
         if entry is not None and entry[0] is table:
             _, stamp, values = entry
             if stamp != table.stamp:
-                for row in np.flatnonzero(table.row_stamp > stamp).tolist():
-                    values[row] = compute(states[row])
+                changed = np.flatnonzero(table.row_stamp > stamp)
+                values[changed] = compute(changed)
         else:
-            values = np.fromiter(map(compute, states), dtype=np.int64, count=len(states))
+            values = compute(np.arange(len(table), dtype=np.intp))
             if len(self._by_row) >= self._limit:
                 self._by_row.clear()
         self._by_row[(kind, key)] = (table, table.stamp, values)

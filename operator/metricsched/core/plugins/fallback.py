@@ -16,7 +16,7 @@ from typing import Final
 
 import numpy as np
 
-from metricsched.core import columns, model, scoring
+from metricsched.core import columns, framework, model, scoring
 from metricsched.core.plugins.kube_scores import node_resources_fit
 
 NAME: Final = "Fallback"
@@ -31,6 +31,7 @@ def pick(
     burst_counts: columns.Ints,
     rr_counter: int,
     seed: int,
+    memo: framework.Memo,
 ) -> tuple[int, columns.Floats]:
     """The position in ``rows`` of the node ``strategy`` picks, and the strategy's score
     of each (0 for RoundRobin and Random). LeastAllocated and MostAllocated are
@@ -39,9 +40,9 @@ def pick(
         model.FallbackStrategy.LEAST_ALLOCATED,
         model.FallbackStrategy.MOST_ALLOCATED,
     ):
-        scores = node_resources_fit.allocation_scores(
-            pod=pod, table=table, rows=rows, strategy=strategy
-        ).astype(np.float64)
+        scores = node_resources_fit.class_scores(
+            pod=pod, table=table, memo=memo, strategy=strategy
+        )[rows]
         best = scoring.ranking(
             totals=scores,
             burst_counts=burst_counts,

@@ -7,6 +7,10 @@ container without a cpu or memory request counting 100m / 200Mi (kube-scheduler'
 NonZeroRequested); the node's score is the integer mean of the two. No normalisation:
 the scores are already 0..100. The fallback strategies LeastAllocated and MostAllocated
 (``core.cycle``) use the same function.
+
+In the cycle the scores of every node are a pod class's column (``class_scores``): they
+read only the node's row and the pod's score request, so the column is kept in the memo
+per node table and only the rows updated since are scored again.
 """
 
 from __future__ import annotations
@@ -63,8 +67,15 @@ def allocation_scores(
     kube-scheduler's scores count them: every container (of the pod and of the pods on
     the node) without a cpu or memory request counts 100m / 200Mi (NonZeroRequested).
     """
-    most = strategy is model.FallbackStrategy.MOST_ALLOCATED
     cpu, memory = score_request(pod)
+    return _scores(
+        table, rows, cpu=cpu, memory=memory, most=strategy is model.FallbackStrategy.MOST_ALLOCATED
+    )
+
+
+def _scores(
+    table: columns.NodeTable, rows: columns.Rows, *, cpu: int, memory: int, most: bool
+) -> columns.Ints:
     allocatable = table.allocatable
     cpu_scores = _resource_scores(
         table.nonzero_cpu[rows] + cpu, allocatable.milli_cpu[rows], most=most
@@ -75,11 +86,31 @@ def allocation_scores(
     return (cpu_scores + memory_scores) // 2
 
 
+def class_scores(
+    *,
+    pod: model.PodInfo,
+    table: columns.NodeTable,
+    memo: framework.Memo,
+    strategy: model.FallbackStrategy,
+) -> columns.Floats:
+    """``allocation_scores`` of every row of ``table`` for ``pod``'s class (its score
+    request), kept in ``memo`` and brought up to date for the rows updated since (the
+    node the previous pod of the class was placed on). Read it; do not keep it."""
+    cpu, memory = score_request(pod)
+    most = strategy is model.FallbackStrategy.MOST_ALLOCATED
+    return memo.per_rows(
+        f"{NAME}/allocation-scores",
+        (most, cpu, memory),
+        table,
+        lambda rows: _scores(table, rows, cpu=cpu, memory=memory, most=most).astype(np.float64),
+    )
+
+
 def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats:
     """LeastAllocated for each node of ``rows``."""
-    return allocation_scores(
+    return class_scores(
         pod=cycle.pod,
         table=cycle.table,
-        rows=rows,
+        memo=cycle.memo,
         strategy=model.FallbackStrategy.LEAST_ALLOCATED,
-    ).astype(np.float64)
+    )[rows]
