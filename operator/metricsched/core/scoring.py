@@ -374,7 +374,7 @@ def ranking(
     bursts = np.asarray(burst_counts, dtype=np.int64)
     if not len(scores):
         return []
-    tied = _best(scores, bursts, np.arange(len(scores)))
+    tied = _best(scores, bursts, None)
     pick = 0 if len(tied) == 1 else random.Random(seed).randrange(len(tied))
     chosen = [int(tied[pick])]
     while len(chosen) < count:
@@ -397,14 +397,16 @@ def next_best(
     left[list(taken)] = False
     if not left.any():
         return None
-    return int(_best(totals, burst_counts, np.flatnonzero(left))[0])
+    return int(_best(totals, burst_counts, left)[0])
 
 
-def _best(scores: columns.Floats, bursts: columns.Ints, among: columns.Rows) -> columns.Rows:
-    """Of the nodes ``among`` (ascending), those with the highest score and, of those,
-    the fewest recent binds, in index order."""
-    top = scores[among].max()
-    highest = among[scores[among] == top]
+def _best(scores: columns.Floats, bursts: columns.Ints, left: columns.Bools | None) -> columns.Rows:
+    """Of the nodes ``left`` (None: all), those with the highest score and, of those, the
+    fewest recent binds, in index order."""
+    if left is None:
+        highest = np.flatnonzero(scores == scores.max())
+    else:
+        highest = np.flatnonzero(left & (scores == scores[left].max()))
     fewest = bursts[highest].min()
     found: columns.Rows = highest[bursts[highest] == fewest]
     return found
