@@ -11,7 +11,9 @@ weights, blended since the kubescores branch) add. Two more shapes of pending po
 Deployment's replica (default spreading scored too), and pods each of its own class
 (a fresh memo and a nodeSelector no earlier pod had): the first are what a backlog is
 made of and should cost about the same at any node count; the second show the linear
-cost of work that cannot be shared. Median of up to 200 runs per size.
+cost of work that cannot be shared. And a pod no SchedulingPolicy governs (the operator's
+default policy, LeastAllocated: the path of stale metrics too). Median of up to 200 runs
+per size.
 """
 
 from __future__ import annotations
@@ -208,6 +210,23 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
                 memo=framework.Memo(),
             )
 
+        def default_policy(s: dict[str, Any] = s) -> model.Decision:
+            # No SchedulingPolicy selects the pod: the default policy's LeastAllocated.
+            return cycle.schedule_one(
+                pod=s["pod"],
+                snapshot=s["snapshot"],
+                table=s["table"],
+                policies=[],
+                metrics=s["metrics"],
+                default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
+                now=now,
+                scheduler_names=frozenset({"metricsched"}),
+                rr_counter=0,
+                seed=1,
+                detail=False,
+                memo=s["memo"],
+            )
+
         def replica(s: dict[str, Any] = s) -> model.Decision:
             # One Deployment's pods: default spreading (hostname and zone) is scored too.
             pod = dataclasses.replace(s["pod"], controller="ReplicaSet/bench-web")
@@ -236,6 +255,7 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             ),
             "schedule_one_replica_ms": _median_ms(replica, budget_s, 200),
             "schedule_one_distinct_ms": _median_ms(one_of_a_kind, budget_s, 50),
+            "schedule_one_default_policy_ms": _median_ms(default_policy, budget_s, 200),
         }
         row["us_per_node"] = round(1000 * row["schedule_one_no_detail_ms"] / n, 2)
         print(f"[bench] cycle cost {row}", flush=True)
