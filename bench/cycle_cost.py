@@ -210,13 +210,15 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
                 memo=framework.Memo(),
             )
 
-        def default_policy(s: dict[str, Any] = s) -> model.Decision:
-            # No SchedulingPolicy selects the pod: the default policy's LeastAllocated.
+        def hot(
+            pod: model.PodInfo, policies: list[model.Policy], s: dict[str, Any] = s
+        ) -> model.Decision:
+            # As the operator calls it: detail off, the scheduler's memo across cycles.
             return cycle.schedule_one(
-                pod=s["pod"],
+                pod=pod,
                 snapshot=s["snapshot"],
                 table=s["table"],
-                policies=[],
+                policies=policies,
                 metrics=s["metrics"],
                 default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
                 now=now,
@@ -227,22 +229,14 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
                 memo=s["memo"],
             )
 
+        def default_policy(s: dict[str, Any] = s) -> model.Decision:
+            # No SchedulingPolicy selects the pod: the default policy's LeastAllocated.
+            return hot(s["pod"], [])
+
         def replica(s: dict[str, Any] = s) -> model.Decision:
             # One Deployment's pods: default spreading (hostname and zone) is scored too.
-            pod = dataclasses.replace(s["pod"], controller="ReplicaSet/bench-web")
-            return cycle.schedule_one(
-                pod=pod,
-                snapshot=s["snapshot"],
-                table=s["table"],
-                policies=s["policies"],
-                metrics=s["metrics"],
-                default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
-                now=now,
-                scheduler_names=frozenset({"metricsched"}),
-                rr_counter=0,
-                seed=1,
-                detail=False,
-                memo=s["memo"],
+            return hot(
+                dataclasses.replace(s["pod"], controller="ReplicaSet/bench-web"), s["policies"]
             )
 
         row: dict[str, Any] = {

@@ -12,15 +12,15 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import cycle, decision_record, model
+from metricsched.core import decision_record, model
 from tests.unit.conftest import (
     NOW,
-    SCHEDULER,
     build_metric_view,
     build_node_state,
     build_pod_info,
     build_policy,
     build_snapshot,
+    run_cycle,
 )
 
 GIB = 1024**3
@@ -36,29 +36,6 @@ _nodes = st.lists(
     min_size=1,
     max_size=12,
 )
-
-
-def _decide(
-    *,
-    snapshot: model.ClusterSnapshot,
-    policies: list[model.Policy],
-    metrics: model.MetricView,
-    strategy: Strategy,
-    seed: int,
-    detail: bool,
-) -> model.Decision:
-    return cycle.schedule_one(
-        pod=build_pod_info("web-1", cpu=250, memory=GIB // 4),
-        snapshot=snapshot,
-        policies=policies,
-        metrics=metrics,
-        default_fallback=strategy,
-        now=NOW,
-        scheduler_names=frozenset({SCHEDULER}),
-        rr_counter=seed % 7,
-        seed=seed,
-        detail=detail,
-    )
 
 
 @settings(max_examples=150)
@@ -91,21 +68,18 @@ def test_without_detail_a_fallback_decides_and_records_as_with_it(
         metrics = build_metric_view(
             chosen, {"latency": dict.fromkeys(snapshot.nodes, 0.1)}, refreshed_at=NOW - 3600
         )
-    full = _decide(
-        snapshot=snapshot,
-        policies=policies,
-        metrics=metrics,
-        strategy=strategy,
-        seed=seed,
-        detail=True,
-    )
-    hot = _decide(
-        snapshot=snapshot,
-        policies=policies,
-        metrics=metrics,
-        strategy=strategy,
-        seed=seed,
-        detail=False,
+    full, hot = (
+        run_cycle(
+            pod=build_pod_info("web-1", cpu=250, memory=GIB // 4),
+            snapshot=snapshot,
+            policies=policies,
+            metrics=metrics,
+            default_fallback=strategy,
+            rr_counter=seed % 7,
+            seed=seed,
+            detail=detail,
+        )
+        for detail in (True, False)
     )
     assert dataclasses.replace(hot, verdicts=()) == dataclasses.replace(full, verdicts=())
     assert set(hot.verdicts) <= set(full.verdicts)

@@ -10,32 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from metricsched.core import columns, cycle, model, parse
+from metricsched.core import columns, model, parse
 from metricsched.runtime import cache as cache_mod
-from tests.unit.conftest import (
-    NOW,
-    SCHEDULER,
-    build_node_state,
-    build_pod_info,
-    build_snapshot,
-)
+from tests.unit.conftest import NOW, build_node_state, build_pod_info, build_snapshot, run_cycle
 
 GIB = 1024**3
 
 
 def _decide(snapshot: model.ClusterSnapshot, table: columns.NodeTable | None) -> model.Decision:
-    return cycle.schedule_one(
-        pod=build_pod_info("web-1", cpu=500),
-        snapshot=snapshot,
-        table=table,
-        policies=(),
-        metrics={},
-        default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
-        now=NOW,
-        scheduler_names=frozenset({SCHEDULER}),
-        rr_counter=0,
-        seed=0,
-        detail=False,
+    return run_cycle(
+        pod=build_pod_info("web-1", cpu=500), snapshot=snapshot, table=table, detail=False
     )
 
 

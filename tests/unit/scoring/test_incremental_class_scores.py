@@ -19,16 +19,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import columns, cycle, framework, model, parse, policy
+from metricsched.core import columns, framework, model, parse, policy
 from metricsched.core.plugins.kube_scores import balanced_allocation, node_resources_fit
 from metricsched.runtime import cache as cache_mod
 from tests.unit.conftest import (
     NOW,
-    SCHEDULER,
     build_metric_spec,
     build_metric_view,
     build_pod_info,
     build_policy,
+    run_cycle,
 )
 
 NODES = tuple(f"node-{index}" for index in range(6))
@@ -183,18 +183,15 @@ def test_consecutive_pods_decide_on_the_kept_columns_as_on_a_fresh_cycle(
     memo = framework.Memo()
 
     def decide(pod, snapshot, table, memo, now):
-        return cycle.schedule_one(
+        return run_cycle(
             pod=pod,
             snapshot=snapshot,
             table=table,
+            memo=memo,
+            now=now,
+            seed=seed,
             policies=policies,
             metrics=view,
-            default_fallback=Strategy.LEAST_ALLOCATED,
-            now=now,
-            scheduler_names=frozenset({SCHEDULER}),
-            rr_counter=0,
-            seed=seed,
-            memo=memo,
         )
 
     def check(pod, snapshot, table, now):
