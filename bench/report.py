@@ -538,6 +538,9 @@ def readme(results: dict[str, Any], images: dict[str, str]) -> str:
         "",
         *cycle_table(results),
         "",
+        "This table is the results file's run. A change to the cycle made since is measured "
+        "against the code before it, interleaved in one run, in the analysis below.",
+        "",
         f"![cycle cost]({images['cycle']})",
         "",
         "## Profile of the operator during a backlog drain",
