@@ -51,13 +51,19 @@ class Memo:
     by the object's identity and hold the object, so an id cannot be reused by another
     object while the entry lives. Bounded, since it holds the objects: a full memo is
     cleared and refills (the default keeps a few entries per node of a 5,000-node
-    cluster without holding on to many superseded node states).
+    cluster without holding on to many superseded node states). The columns kept row by
+    row (``per_row``, ``per_rows``: one per pod class and meaning, as long as the table)
+    are bounded by their cells too, the least recently used going first: many classes of
+    pods (say, each with its own requests) cost at most ``row_cells`` numbers, 32 MB by
+    default, and a class whose column went is computed in full again.
     """
 
-    __slots__ = ("_by_row", "_by_table", "_entries", "_limit")
+    __slots__ = ("_by_row", "_by_table", "_entries", "_limit", "_row_cells", "_row_cells_held")
 
-    def __init__(self, *, limit: int = 50_000) -> None:
+    def __init__(self, *, limit: int = 50_000, row_cells: int = 4_000_000) -> None:
         self._limit = limit
+        self._row_cells = row_cells
+        self._row_cells_held = 0
         self._entries: dict[tuple[str, int], tuple[object, object]] = {}
         # (kind, key) -> (table, its node_version, source, value)
         self._by_table: dict[tuple[str, Hashable], tuple[object, int, object, object]] = {}
@@ -139,16 +145,22 @@ class Memo:
         the pod the score reads) is the same for every replica and changes only on the
         node where the previous one was placed. The array is the memo's: read it, do not
         keep it."""
-        entry = self._by_row.get((kind, key))
+        # Taken out and put back last: the dictionary's order is the order of last use.
+        entry = self._by_row.pop((kind, key), None)
         if entry is not None and entry[0] is table:
             _, stamp, values = entry
             if stamp != table.stamp:
                 changed = np.flatnonzero(table.row_stamp > stamp)
                 values[changed] = compute(changed)
         else:
+            if entry is not None:
+                self._row_cells_held -= len(entry[2])
             values = compute(np.arange(len(table), dtype=np.intp))
-            if len(self._by_row) >= self._limit:
-                self._by_row.clear()
+            self._row_cells_held += len(values)
+            while self._by_row and (
+                self._row_cells_held > self._row_cells or len(self._by_row) >= self._limit
+            ):
+                self._row_cells_held -= len(self._by_row.pop(next(iter(self._by_row)))[2])
         self._by_row[(kind, key)] = (table, table.stamp, values)
         return values
 

@@ -166,13 +166,15 @@ def test_a_class_columns_kept_row_by_row_equal_the_columns_computed_in_full(size
     latencies=st.lists(st.sampled_from([0.1, 0.2, 0.2, 0.5]), min_size=6, max_size=6),
     by_metrics=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
+    row_cells=st.sampled_from([4_000_000, 8]),
 )
 def test_consecutive_pods_decide_on_the_kept_columns_as_on_a_fresh_cycle(
-    sizes, steps, latencies, by_metrics, seed
+    *, sizes, steps, latencies, by_metrics, seed, row_cells
 ):
     """Replicas placed one after another, each assumed where it went: the cycle with the
     scheduler's memo and the cache's table decides every pod, and scores every node,
-    exactly as a cycle that starts from nothing."""
+    exactly as a cycle that starts from nothing (also with a memo that can keep about one
+    column: classes evict each other)."""
     policies: list[model.Policy] = []
     view: model.MetricView = {}
     if by_metrics:  # the policy's metric blended with kube-scheduler's default scores
@@ -182,7 +184,7 @@ def test_consecutive_pods_decide_on_the_kept_columns_as_on_a_fresh_cycle(
         )
         policies = [chosen]
         view = build_metric_view(chosen, {"latency": dict(zip(NODES, latencies, strict=True))})
-    memo = framework.Memo()
+    memo = framework.Memo(row_cells=row_cells)
 
     def decide(pod, snapshot, table, memo, now):
         return run_cycle(
@@ -203,3 +205,29 @@ def test_consecutive_pods_decide_on_the_kept_columns_as_on_a_fresh_cycle(
         return kept.node if kept.outcome is model.Outcome.BIND else None
 
     _run(_cluster(sizes), steps, check)
+
+
+def test_many_classes_keep_at_most_the_memos_cells_and_compute_again_what_went():
+    cache = _cluster([(4, 16)] * 6)
+    snapshot = cache.snapshot(now=NOW)
+    table = cache.table(snapshot)
+    memo = framework.Memo(row_cells=12)  # two columns of six nodes
+    computed: list[int] = []
+
+    def column(key: int) -> list[float]:
+        def compute(rows):
+            computed.append(key)
+            return rows.astype(np.float64) * key
+
+        return memo.per_rows("test/scaled-rows", key, table, compute).tolist()
+
+    for key in (1, 2, 3):
+        column(key)
+    assert computed == [1, 2, 3]  # the third evicted the first
+    assert column(3) == [3.0 * row for row in range(6)]
+    assert column(2) == [2.0 * row for row in range(6)]
+    assert computed == [1, 2, 3]  # the last two are kept
+    assert column(1) == [1.0 * row for row in range(6)]
+    assert computed == [1, 2, 3, 1]  # the least recently used went: computed again
+    assert column(2) == [2.0 * row for row in range(6)]
+    assert computed == [1, 2, 3, 1]
