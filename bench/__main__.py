@@ -1,7 +1,7 @@
 """Command line of the benchmark.
 
     python -m bench run [--plan full|smoke] [--nodes 100,1000] [--systems metricsched,null]
-    python -m bench cycle [--into FILE]  # cycle cost vs nodes only (no cluster)
+    python -m bench cycle [--into FILE] [--sizes 1000,5000]  # cycle cost vs nodes (no cluster)
     python -m bench report [FILE]    # plots and bench/README.md from a results file
     python -m bench kopf [--pods N]  # kopf's CPU per pod event: baseline vs tuned settings
     python -m bench memory [--shape realistic|bench]  # what holds RSS with a full cache
@@ -267,7 +267,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_cycle(args: argparse.Namespace) -> int:
-    rows = cycle_cost.measure()
+    sizes = tuple(int(n) for n in args.sizes.split(",")) if args.sizes else cycle_cost.SIZES
+    rows = cycle_cost.measure(sizes)
     if args.into:
         path = Path(args.into)
         results = json.loads(path.read_text()) if path.exists() else {"trials": []}
@@ -308,6 +309,7 @@ def main() -> int:
     run.add_argument("--no-cycle", action="store_true", help="skip the cycle-cost measurement")
     cyc = sub.add_parser("cycle", help="cycle cost vs node count (no cluster)")
     cyc.add_argument("--into", help="store the rows in this results file")
+    cyc.add_argument("--sizes", help="comma-separated node counts (default: 100 to 5000)")
     rep = sub.add_parser("report", help="render plots and README from a results file")
     rep.add_argument("file", nargs="?")
     rep.add_argument("--publish", action="store_true", help="write bench/README.md and bench/*.png")

@@ -11,7 +11,9 @@ weights, blended since the kubescores branch) add. Two more shapes of pending po
 Deployment's replica (default spreading scored too), and pods each of its own class
 (a fresh memo and a nodeSelector no earlier pod had): the first are what a backlog is
 made of and should cost about the same at any node count; the second show the linear
-cost of work that cannot be shared. Median of up to 200 runs per size.
+cost of work that cannot be shared. And a pod no SchedulingPolicy governs (the operator's
+default policy, LeastAllocated: the path of stale metrics too). Median of up to 200 runs
+per size.
 """
 
 from __future__ import annotations
@@ -104,22 +106,24 @@ def setup(n: int, now: float) -> dict[str, Any]:
             values=samples, last_refresh=now, error=None, error_message=""
         )
     }
+    # As the runtime cache hands it out during a backlog: every node holding a few recent
+    # binds (the burst counts), its node table (core.columns) beside it.
+    snapshot = node_state.snapshot(nodes, bound, _backlog_binds(nodes, now))
+    # The same nodes, each labelled bench/any in 7 values, for pods of distinct classes.
+    distinct = node_state.snapshot(
+        [
+            dataclasses.replace(node, labels={**node.labels, "bench/any": f"v{i % 7}"})
+            for i, node in enumerate(nodes)
+        ],
+        bound,
+    )
     return {
-        # As the runtime cache hands it out during a backlog: with its node table
-        # (core.columns), every node holding a few recent binds (the burst counts).
-        "snapshot": _with_table(node_state.snapshot(nodes, bound, _backlog_binds(nodes, now))),
+        "snapshot": snapshot,
+        "table": columns.NodeTable.of(snapshot),
         # As the scheduler keeps it: one memo across cycles (core.framework.Memo).
         "memo": framework.Memo(),
-        # The same nodes, each labelled bench/any in 7 values, for pods of distinct classes.
-        "distinct_snapshot": _with_table(
-            node_state.snapshot(
-                [
-                    dataclasses.replace(node, labels={**node.labels, "bench/any": f"v{i % 7}"})
-                    for i, node in enumerate(nodes)
-                ],
-                bound,
-            )
-        ),
+        "distinct_snapshot": distinct,
+        "distinct_table": columns.NodeTable.of(distinct),
         "policies": [chosen],
         "metrics": view,
         "pod": _pod("pending-0"),
@@ -131,10 +135,6 @@ def _backlog_binds(
 ) -> dict[model.NodeName, Sequence[float]]:
     """Binds on every node 5, 20 and 40 s ago, as in a backlog."""
     return {node.name: (now - 40.0, now - 20.0, now - 5.0) for node in nodes}
-
-
-def _with_table(snapshot: model.ClusterSnapshot) -> model.ClusterSnapshot:
-    return dataclasses.replace(snapshot, table=columns.NodeTable.build(snapshot.nodes.values()))
 
 
 def _median_ms(fn: Callable[[], object], budget_s: float, max_runs: int) -> float:
@@ -161,6 +161,7 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             return cycle.schedule_one(
                 pod=s["pod"],
                 snapshot=s["snapshot"],
+                table=s["table"],
                 policies=policies,
                 metrics=s["metrics"],
                 default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
@@ -175,7 +176,9 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
         assert one(True).outcome is model.Outcome.BIND
 
         def filter_only(s: dict[str, Any] = s) -> object:
-            cycle_state = framework.CycleState.start(s["pod"], s["snapshot"], memo=s["memo"])
+            cycle_state = framework.CycleState.start(
+                s["pod"], s["snapshot"], table=s["table"], memo=s["memo"]
+            )
             return profile.find_feasible(cycle_state)
 
         distinct = iter(range(10**9))
@@ -187,10 +190,10 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             pod = dataclasses.replace(
                 s["pod"], uid=f"uid-distinct-{k}", node_selector={"bench/any": f"v{k % 7}"}
             )
-            snap = s["distinct_snapshot"]
             return cycle.schedule_one(
                 pod=pod,
-                snapshot=snap,
+                snapshot=s["distinct_snapshot"],
+                table=s["distinct_table"],
                 policies=s["policies"],
                 metrics=s["metrics"],
                 default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
@@ -202,13 +205,15 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
                 memo=framework.Memo(),
             )
 
-        def replica(s: dict[str, Any] = s) -> model.Decision:
-            # One Deployment's pods: default spreading (hostname and zone) is scored too.
-            pod = dataclasses.replace(s["pod"], controller="ReplicaSet/bench-web")
+        def hot(
+            pod: model.PodInfo, policies: list[model.Policy], s: dict[str, Any] = s
+        ) -> model.Decision:
+            # As the operator calls it: detail off, the scheduler's memo across cycles.
             return cycle.schedule_one(
                 pod=pod,
                 snapshot=s["snapshot"],
-                policies=s["policies"],
+                table=s["table"],
+                policies=policies,
                 metrics=s["metrics"],
                 default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
                 now=now,
@@ -217,6 +222,16 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
                 seed=1,
                 detail=False,
                 memo=s["memo"],
+            )
+
+        def default_policy(s: dict[str, Any] = s) -> model.Decision:
+            # No SchedulingPolicy selects the pod: the default policy's LeastAllocated.
+            return hot(s["pod"], [])
+
+        def replica(s: dict[str, Any] = s) -> model.Decision:
+            # One Deployment's pods: default spreading (hostname and zone) is scored too.
+            return hot(
+                dataclasses.replace(s["pod"], controller="ReplicaSet/bench-web"), s["policies"]
             )
 
         row: dict[str, Any] = {
@@ -229,6 +244,7 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             ),
             "schedule_one_replica_ms": _median_ms(replica, budget_s, 200),
             "schedule_one_distinct_ms": _median_ms(one_of_a_kind, budget_s, 50),
+            "schedule_one_default_policy_ms": _median_ms(default_policy, budget_s, 200),
         }
         row["us_per_node"] = round(1000 * row["schedule_one_no_detail_ms"] / n, 2)
         print(f"[bench] cycle cost {row}", flush=True)

@@ -699,9 +699,11 @@ def stage_operator(
         pod = pending[k % len(pending)] if pending else None
         if pod is None or pod.uid not in op.cache.pending:
             continue
+        snapshot = op.cache.snapshot(now=now + k * 0.01)
         decision = cycle.schedule_one(
             pod=pod,
-            snapshot=op.cache.snapshot(now=now + k * 0.01),
+            snapshot=snapshot,
+            table=op.cache.table(snapshot),
             policies=list(op.cache.policies.values()),
             metrics=op.store.view(),
             default_fallback=config.default_fallback,

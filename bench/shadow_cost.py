@@ -32,7 +32,12 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             s: dict[str, Any] = s, pod: model.PodInfo = pod, trial: model.Policy = trial
         ) -> shadow.Evaluation:
             return shadow.evaluate(
-                pod=pod, policy=trial, snapshot=s["snapshot"], metrics=s["metrics"], now=now
+                pod=pod,
+                policy=trial,
+                snapshot=s["snapshot"],
+                table=s["table"],
+                metrics=s["metrics"],
+                now=now,
             )
 
         assert one().policy_node is not None

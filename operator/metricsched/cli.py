@@ -272,9 +272,11 @@ def explain_pod(
             # Another scheduler's pod: decide as the shadow policy that evaluates it would.
             print(f"note: deciding as shadow policy {trial.key} (mode Shadow) would")
             policies = [dataclasses.replace(trial, mode=model.PolicyMode.ACTIVE)]
+    snapshot = op.cache.snapshot(now=now)
     decision = cycle.schedule_one(
         pod=pod,
-        snapshot=op.cache.snapshot(now=now),
+        snapshot=snapshot,
+        table=op.cache.table(snapshot),
         policies=policies,
         metrics=op.store.view(),
         default_fallback=config.default_fallback,

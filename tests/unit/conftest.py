@@ -425,13 +425,20 @@ def run_cycle(
     rr_counter: int = 0,
     seed: int = 0,
     elsewhere: Sequence[Any] = (),
+    table: Any = None,
+    detail: bool = True,
+    memo: Any = None,
 ) -> model.Decision:
-    """``cycle.schedule_one`` with the test clock and ``metricsched`` as the scheduler."""
+    """``cycle.schedule_one`` with the test clock and ``metricsched`` as the scheduler
+    (``table``, ``detail`` and ``memo`` as the operator may pass them)."""
     from metricsched.core import cycle  # late: tests that never decide need not import it
 
     return cycle.schedule_one(
         pod=pod,
         snapshot=snapshot,
+        table=table,
+        detail=detail,
+        memo=memo,
         policies=policies,
         metrics=metrics or {},
         default_fallback=default_fallback,

@@ -7,9 +7,16 @@ of their last bind, each as one array. Filters and scores that are arithmetic ov
 columns, the burst counts) are vector operations on these arrays; what needs a node's
 labels or pods (affinity, spread) reads ``states[row]``.
 
-The runtime cache keeps one table up to date as nodes and pods change (``update`` rewrites
-one row in place; a node added or removed rebuilds the table at the next ``refresh``);
-``table_of`` builds one from a snapshot for callers without a cache (tests, ``explain``).
+A table sits beside the snapshot it was made for, never inside it: it names the mapping
+of node states it mirrors (``source``, the snapshot's ``nodes``) and that mapping's version
+(``version``, the snapshot's ``nodes_version``), and ``table_of`` hands the cycle a table
+only if both are the snapshot's, else builds one. So a snapshot made with other nodes, or
+one the maker's mapping has moved past, is never read from a stale table. The runtime
+cache keeps one table up to date as nodes and pods change (``TableKeeper``: ``update``
+rewrites one row in place; a node added or removed rebuilds the table at the next read);
+``NodeTable.of`` builds one from a snapshot for callers without a cache (tests,
+``explain``), and ``replace_state`` makes a dry run's snapshot and table with one node's
+state replaced.
 
 ``node_version`` counts changes to what the node-local filters read of a node (labels,
 taints, cordon, allocatable, the set of nodes): results that depend on nothing else (a
@@ -197,6 +204,10 @@ class NodeTable:
     recent: RecentPods
     node_version: int = 0
     stamp: int = 0
+    # The node states this table mirrors (a snapshot's ``nodes``, by identity) and their
+    # version (the snapshot's ``nodes_version``); None: no snapshot's (``build`` alone).
+    source: Mapping[model.NodeName, model.NodeState] | None = None
+    version: int | None = None
     # extended resources by name -> (allocatable, requested), made on first use and then
     # kept up to date with the other columns
     _scalars: dict[str, tuple[Ints, Ints]] = dataclasses.field(default_factory=dict)
@@ -236,6 +247,22 @@ class NodeTable:
             table._fill(row, state)
         return table
 
+    @classmethod
+    def of(cls, snapshot: model.ClusterSnapshot) -> NodeTable:
+        """A table of ``snapshot``'s nodes, mirroring that snapshot."""
+        table = cls.build(snapshot.nodes.values())
+        table.source, table.version = snapshot.nodes, snapshot.nodes_version
+        return table
+
+    def mirrors(self, snapshot: model.ClusterSnapshot) -> bool:
+        """Whether this table holds ``snapshot``'s node states: made (or kept up to date)
+        from the same mapping, at the same version."""
+        return (
+            self.source is snapshot.nodes
+            and self.version == snapshot.nodes_version
+            and len(self.names) == len(snapshot.nodes)
+        )
+
     def __len__(self) -> int:
         return len(self.names)
 
@@ -252,10 +279,19 @@ class NodeTable:
             allocatable[row] = state.node.allocatable.scalar.get(name, 0)
             requested[row] = state.requested.scalar.get(name, 0)
 
-    def with_state(self, state: model.NodeState) -> NodeTable:
-        """A copy of this table with one existing node's row replaced (dry runs)."""
+    def with_state(
+        self,
+        state: model.NodeState,
+        *,
+        source: Mapping[model.NodeName, model.NodeState] | None = None,
+        version: int | None = None,
+    ) -> NodeTable:
+        """A copy of this table with one existing node's row replaced (dry runs), mirroring
+        ``source`` at ``version`` (see ``replace_state``)."""
         copy = dataclasses.replace(
             self,
+            source=source,
+            version=version,
             rows=self.rows,
             states=list(self.states),
             allocatable=self.allocatable.copy(),
@@ -369,22 +405,28 @@ class Picked(Sequence[_Item]):
 
 
 class TableKeeper:
-    """Keeps a ``NodeTable`` in step with a changing set of node states (the runtime
-    cache's): ``changed`` for a rebuilt state, ``removed``/new nodes rebuild lazily."""
+    """Keeps a ``NodeTable`` in step with a changing mapping of node states (the runtime
+    cache's): ``changed`` for a rebuilt state, ``removed``/new nodes rebuild lazily.
+    ``version`` counts the changes: the snapshots made from the mapping carry it as their
+    ``nodes_version``, and the table handed out mirrors it."""
 
     def __init__(self) -> None:
         self._table: NodeTable | None = None
         self._stale = True
         self._node_version = 0
+        self.version = 0
 
     def changed(self, state: model.NodeState) -> None:
+        self.version += 1
         table = self._table
         if table is None or self._stale or state.node.name not in table.rows:
             self._stale = True
         else:
             table.update(state)
+            table.version = self.version
 
     def removed(self) -> None:
+        self.version += 1
         self._stale = True
 
     def table(self, states: Mapping[model.NodeName, model.NodeState]) -> NodeTable:
@@ -394,12 +436,26 @@ class TableKeeper:
                 self._node_version = self._table.node_version + 1
             self._table = NodeTable.build(states.values(), node_version=self._node_version)
             self._stale = False
+        self._table.source, self._table.version = states, self.version
         return self._table
 
 
-def table_of(snapshot: model.ClusterSnapshot) -> NodeTable:
-    """The snapshot's table: the one its maker keeps, else one built now."""
-    table = snapshot.table
-    if isinstance(table, NodeTable) and len(table) == len(snapshot.nodes):
+def table_of(snapshot: model.ClusterSnapshot, table: NodeTable | None = None) -> NodeTable:
+    """The node table of ``snapshot``: ``table`` (handed out beside it) if it mirrors the
+    snapshot, else one built now. Never a table of other nodes or another state of them."""
+    if table is not None and table.mirrors(snapshot):
         return table
-    return NodeTable.build(snapshot.nodes.values())
+    return NodeTable.of(snapshot)
+
+
+def replace_state(
+    snapshot: model.ClusterSnapshot, table: NodeTable | None, state: model.NodeState
+) -> tuple[model.ClusterSnapshot, NodeTable | None]:
+    """``snapshot`` with one existing node's state replaced (dry runs), and beside it
+    ``table`` with that row rewritten (None when ``table`` does not mirror ``snapshot``:
+    the cycle then builds one)."""
+    nodes = {**snapshot.nodes, state.node.name: state}
+    trial = dataclasses.replace(snapshot, nodes=nodes, nodes_version=None)
+    if table is None or not table.mirrors(snapshot):
+        return trial, None
+    return trial, table.with_state(state, source=nodes)

@@ -156,11 +156,15 @@ def _infeasible(
 
 
 def filter_nodes(
-    pod: model.PodInfo, snapshot: model.ClusterSnapshot, *, memo: framework.Memo | None = None
+    pod: model.PodInfo,
+    snapshot: model.ClusterSnapshot,
+    *,
+    table: columns.NodeTable | None = None,
+    memo: framework.Memo | None = None,
 ) -> tuple[str, dict[model.NodeName, tuple[str, ...]]]:
     """kube-scheduler's PreFilter and Filter for ``pod``: a refusal that rules out every
     node ("" when none) or, without one, each node's reasons (empty: it passes them all)."""
-    cycle = framework.CycleState.start(pod, snapshot, memo=memo)
+    cycle = framework.CycleState.start(pod, snapshot, table=table, memo=memo)
     found = profile.find_feasible(cycle)
     if found.refusal:
         return found.refusal, {}
@@ -171,6 +175,7 @@ def schedule_one(
     *,
     pod: model.PodInfo,
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None = None,
     policies: Sequence[model.Policy],
     metrics: model.MetricView,
     default_fallback: model.FallbackStrategy,
@@ -191,12 +196,16 @@ def schedule_one(
     SchedulingPolicy governs). ``rr_counter`` and ``seed`` drive the RoundRobin and Random
     fallback strategies; ``now`` is the time that decides freshness and recent binds.
     ``memo`` carries work derived from unchanged pods and nodes across cycles (the
-    runtime passes its own; without one the cycle starts from nothing).
+    runtime passes its own; without one the cycle starts from nothing). ``table`` is the
+    snapshot's node table as its maker hands it out beside it (the runtime cache's
+    ``table``); one that does not mirror the snapshot is never read (``columns.table_of``),
+    and without one the cycle builds its own.
 
     Every node gets a verdict. With ``detail`` off (the operator's hot path), a pod that
-    is placed by its metrics carries the verdicts of the winner and the runner-up only
-    (all the event message and the log need): at thousands of nodes the others cost more
-    than the decision itself. ``metricsched explain`` keeps it on.
+    is placed by its metrics or by a fallback strategy carries the verdicts of the winner
+    and the runner-up only (all the event message, the decision record and the log need),
+    and a pod left waiting by the strategy Wait none: at thousands of nodes the others
+    cost more than the decision itself. ``metricsched explain`` keeps it on.
 
     ``namespace_labels`` (namespace name -> labels) lets pod (anti-)affinity terms with a
     namespaceSelector be decided as kube-scheduler decides them; without it, the
@@ -210,6 +219,7 @@ def schedule_one(
     decision = _decide(
         pod=pod,
         snapshot=snapshot,
+        table=table,
         policies=policies,
         metrics=metrics,
         default_fallback=default_fallback,
@@ -237,6 +247,7 @@ def _decide(
     *,
     pod: model.PodInfo,
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None,
     policies: Sequence[model.Policy],
     metrics: model.MetricView,
     default_fallback: model.FallbackStrategy,
@@ -283,7 +294,7 @@ def _decide(
             message=too_expensive,
         )
 
-    cycle = framework.CycleState.start(pod, snapshot, memo=memo)
+    cycle = framework.CycleState.start(pod, snapshot, table=table, memo=memo)
     table = cycle.table
     if not len(table):
         return _decision(
@@ -299,7 +310,7 @@ def _decide(
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
             message=profile.fit_error_message(len(table), {}, pre_filter_msg=found.refusal)
-            + preemption.suffix(pod=pod, snapshot=snapshot, reasons={}),
+            + preemption.suffix(pod=pod, snapshot=snapshot, table=table, reasons={}),
         )
     bursts = scoring.burst_counts(table, now=now, window_s=chosen.burst_window_s)
     verdicts = _Verdicts(table=table, rejected=found.rejected, bursts=bursts)
@@ -310,7 +321,7 @@ def _decide(
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
             message=profile.fit_error_message(len(table), found.rejected)
-            + preemption.suffix(pod=pod, snapshot=snapshot, reasons=found.rejected),
+            + preemption.suffix(pod=pod, snapshot=snapshot, table=table, reasons=found.rejected),
             verdicts=verdicts.all(),
         )
     return _score_and_select(
@@ -416,6 +427,8 @@ def _score_and_select(
             verdicts=verdicts,
             rr_counter=rr_counter,
             seed=seed,
+            detail=detail,
+            memo=cycle.memo,
         )
 
     # Thresholds and onMissing: Exclude.
@@ -438,7 +451,9 @@ def _score_and_select(
             policy_key=policy_key,
             outcome=model.Outcome.UNSCHEDULABLE,
             message=profile.fit_error_message(len(table), verdicts.rejected, extra)
-            + preemption.suffix(pod=pod, snapshot=cycle.snapshot, reasons=verdicts.rejected),
+            + preemption.suffix(
+                pod=pod, snapshot=cycle.snapshot, table=table, reasons=verdicts.rejected
+            ),
             verdicts=verdicts.all(),
         )
 
@@ -460,7 +475,6 @@ def _score_and_select(
     top = scoring.ranking(
         totals=scores.totals,
         burst_counts=scored_bursts,
-        names=columns.Picked(table.names, scored_rows),
         seed=seed,
     )
 
@@ -559,14 +573,20 @@ def _fallback(
     verdicts: _Verdicts,
     rr_counter: int,
     seed: int,
+    detail: bool,
+    memo: framework.Memo,
 ) -> model.Decision:
     """Let the policy's strategy decide among the filter-feasible nodes (thresholds are
-    not applied: there is no data to trust)."""
+    not applied: there is no data to trust).
+
+    With ``detail`` off only the verdicts the decision record and the log read are made:
+    the pick's and the runner-up's (the record's rule: best score, then fewest recent
+    binds, then name); none for a pod left waiting."""
     strategy = chosen.fallback
     table = verdicts.table
     bursts = verdicts.bursts[feasible]
     if strategy is model.FallbackStrategy.WAIT:
-        scores: list[float] = [0.0] * len(feasible)
+        scores: columns.Floats = np.zeros(len(feasible))
         picked: int | None = None
     else:
         picked, scores = fallback.pick(
@@ -577,17 +597,28 @@ def _fallback(
             burst_counts=bursts,
             rr_counter=rr_counter,
             seed=seed,
+            memo=memo,
         )
-    for position, row in enumerate(feasible.tolist()):
-        verdicts.given[row] = model.NodeVerdict(
-            node=table.names[row],
+
+    def verdict(position: int) -> model.NodeVerdict:
+        return model.NodeVerdict(
+            node=table.names[feasible[position]],
             feasible=True,
             reason="",
             metrics=(),
             burst_count=int(bursts[position]),
-            score=scores[position],
+            score=float(scores[position]),
         )
-    final = verdicts.all()
+
+    final: tuple[model.NodeVerdict, ...] = ()
+    if detail:
+        for position, row in enumerate(feasible.tolist()):
+            verdicts.given[row] = verdict(position)
+        final = verdicts.all()
+    elif picked is not None:
+        runner_up = scoring.next_best(totals=scores, burst_counts=bursts, taken=(picked,))
+        shown = [picked] if runner_up is None else sorted((picked, runner_up))
+        final = tuple(verdict(position) for position in shown)
     if picked is None:
         return _decision(
             pod=pod,

@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from metricsched.core import columns, model
 
 _Value = TypeVar("_Value")
+_Column = TypeVar("_Column", columns.Ints, columns.Floats)
 
 # Nodes a PreFilter left out (NodeAffinity's matchFields on metadata.name).
 REASON_NOT_IN_PREFILTER_RESULT: Final = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
@@ -49,18 +51,24 @@ class Memo:
     by the object's identity and hold the object, so an id cannot be reused by another
     object while the entry lives. Bounded, since it holds the objects: a full memo is
     cleared and refills (the default keeps a few entries per node of a 5,000-node
-    cluster without holding on to many superseded node states).
+    cluster without holding on to many superseded node states). The columns kept row by
+    row (``per_row``, ``per_rows``: one per pod class and meaning, as long as the table)
+    are bounded by their cells too, the least recently used going first: many classes of
+    pods (say, each with its own requests) cost at most ``row_cells`` numbers, 32 MB by
+    default, and a class whose column went is computed in full again.
     """
 
-    __slots__ = ("_by_row", "_by_table", "_entries", "_limit")
+    __slots__ = ("_by_row", "_by_table", "_entries", "_limit", "_row_cells", "_row_cells_held")
 
-    def __init__(self, *, limit: int = 50_000) -> None:
+    def __init__(self, *, limit: int = 50_000, row_cells: int = 4_000_000) -> None:
         self._limit = limit
+        self._row_cells = row_cells
+        self._row_cells_held = 0
         self._entries: dict[tuple[str, int], tuple[object, object]] = {}
         # (kind, key) -> (table, its node_version, source, value)
         self._by_table: dict[tuple[str, Hashable], tuple[object, int, object, object]] = {}
         # (kind, key) -> (table, the table's stamp when last brought up to date, values)
-        self._by_row: dict[tuple[str, Hashable], tuple[object, int, columns.Ints]] = {}
+        self._by_row: dict[tuple[str, Hashable], tuple[object, int, npt.NDArray[Any]]] = {}
 
     def derived(self, kind: str, source: object, compute: Callable[[], _Value]) -> _Value:
         """``compute()``'s value for ``source`` under ``kind``, computed once per source.
@@ -113,17 +121,46 @@ class Memo:
         only rows updated since the last call are computed again (pods matching one
         workload's selector, per node: the same answer for every replica, changed only
         where a pod landed). The array is the memo's: read it, do not keep it."""
-        entry = self._by_row.get((kind, key))
         states = table.states
+        return self.per_rows(
+            kind,
+            key,
+            table,
+            lambda rows: np.fromiter(
+                (compute(states[row]) for row in rows.tolist()), dtype=np.int64, count=len(rows)
+            ),
+        )
+
+    def per_rows(
+        self,
+        kind: str,
+        key: Hashable,
+        table: columns.NodeTable,
+        compute: Callable[[columns.Rows], _Column],
+    ) -> _Column:
+        """A column over every row of ``table``, ``compute(rows)`` giving its values for
+        the rows asked (in that order) from the table's arrays, kept up to date
+        incrementally: the first call for a table computes every row, later ones only the
+        rows updated since (``row_stamp``). A pod class's score column (``key``: what of
+        the pod the score reads) is the same for every replica and changes only on the
+        node where the previous one was placed. The array is the memo's: read it, do not
+        keep it."""
+        # Taken out and put back last: the dictionary's order is the order of last use.
+        entry = self._by_row.pop((kind, key), None)
         if entry is not None and entry[0] is table:
             _, stamp, values = entry
             if stamp != table.stamp:
-                for row in np.flatnonzero(table.row_stamp > stamp).tolist():
-                    values[row] = compute(states[row])
+                changed = np.flatnonzero(table.row_stamp > stamp)
+                values[changed] = compute(changed)
         else:
-            values = np.fromiter(map(compute, states), dtype=np.int64, count=len(states))
-            if len(self._by_row) >= self._limit:
-                self._by_row.clear()
+            if entry is not None:
+                self._row_cells_held -= len(entry[2])
+            values = compute(np.arange(len(table), dtype=np.intp))
+            self._row_cells_held += len(values)
+            while self._by_row and (
+                self._row_cells_held > self._row_cells or len(self._by_row) >= self._limit
+            ):
+                self._row_cells_held -= len(self._by_row.pop(next(iter(self._by_row)))[2])
         self._by_row[(kind, key)] = (table, table.stamp, values)
         return values
 
@@ -144,9 +181,18 @@ class CycleState:
 
     @classmethod
     def start(
-        cls, pod: model.PodInfo, snapshot: model.ClusterSnapshot, *, memo: Memo | None = None
+        cls,
+        pod: model.PodInfo,
+        snapshot: model.ClusterSnapshot,
+        *,
+        table: columns.NodeTable | None = None,
+        memo: Memo | None = None,
     ) -> CycleState:
-        return cls(pod, snapshot, columns.table_of(snapshot), Memo() if memo is None else memo)
+        """The cycle of ``pod`` on ``snapshot``, read through ``table`` (the node table
+        handed out beside the snapshot) if it mirrors the snapshot, else a table built now."""
+        return cls(
+            pod, snapshot, columns.table_of(snapshot, table), Memo() if memo is None else memo
+        )
 
     @property
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]] | None:

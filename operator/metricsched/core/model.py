@@ -11,10 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal, NewType
-
-if TYPE_CHECKING:
-    from metricsched.core import columns
+from typing import Any, Final, Literal, NewType
 
 NodeName = NewType("NodeName", str)
 PodKey = NewType("PodKey", str)  # "namespace/name"
@@ -248,9 +245,11 @@ class ClusterSnapshot:
     csi_nodes: Mapping[str, CSINodeInfo] | None = None
     # VolumeAttachments by the node they are for (NodeVolumeLimits); None: none known
     volume_attachments: Mapping[str, tuple[VolumeAttachmentInfo, ...]] | None = None
-    # ``nodes`` as columns (core.columns.NodeTable), kept by the runtime cache; None: the
-    # cycle builds one. A snapshot made with other ``nodes`` must not carry its table.
-    table: columns.NodeTable | None = None
+    # Which state of ``nodes`` this is, when its maker changes the mapping in place (the
+    # runtime cache: a new number with every change); None: ``nodes`` never changes. A
+    # node table (core.columns), handed out beside the snapshot, names the mapping and the
+    # version it mirrors, so a table of another state is never read as this one's.
+    nodes_version: int | None = None
 
 
 # --- policies --------------------------------------------------------------------------
@@ -522,7 +521,8 @@ class Decision:
     node: NodeName | None
     fallback_reason: str  # "" unless fallback decided; says why
     # every node in name order; with schedule_one(detail=False) a pod placed by its
-    # metrics carries only the winner's and the runner-up's
+    # metrics or a fallback strategy carries only the winner's and the runner-up's (one
+    # left waiting by Wait, none)
     verdicts: tuple[NodeVerdict, ...]
     message: str  # the event message (Scheduled or FailedScheduling), <= 1024 chars
     fallback_kind: FallbackKind | None = None  # set with fallback_reason

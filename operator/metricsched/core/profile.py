@@ -18,7 +18,7 @@ from typing import Final
 
 import numpy as np
 
-from metricsched.core import framework, model
+from metricsched.core import columns, framework, model
 from metricsched.core.plugins import (
     dynamic_resources,
     inter_pod_affinity,
@@ -70,11 +70,15 @@ def find_feasible(cycle: framework.CycleState) -> framework.FilterOutcome:
 
 
 def node_reasons(
-    pod: model.PodInfo, snapshot: model.ClusterSnapshot, *, memo: framework.Memo | None = None
+    pod: model.PodInfo,
+    snapshot: model.ClusterSnapshot,
+    *,
+    table: columns.NodeTable | None = None,
+    memo: framework.Memo | None = None,
 ) -> dict[model.NodeName, tuple[str, ...]]:
     """Every node's reasons for rejecting ``pod`` (empty: it passes every filter); a
     PreFilter refusal is every node's reason. For tests, ``explain`` and dry runs."""
-    cycle = framework.CycleState.start(pod, snapshot, memo=memo)
+    cycle = framework.CycleState.start(pod, snapshot, table=table, memo=memo)
     found = find_feasible(cycle)
     if found.refusal:
         return dict.fromkeys(cycle.table.names, (found.refusal,))

@@ -35,7 +35,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from metricsched.core import cycle, model, node_state, scoring, shadow
+from metricsched.core import columns, cycle, model, node_state, scoring, shadow
 
 MAX_DRY_RUNS: Final = 64
 """Dry runs of the cycle per policy per pass at most: each costs a scheduling cycle, and
@@ -165,18 +165,23 @@ def _eligible(
 
 
 def with_pod(
-    snapshot: model.ClusterSnapshot, pod: model.PodInfo, node: model.NodeName, *, now: float
-) -> model.ClusterSnapshot:
+    snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None,
+    pod: model.PodInfo,
+    node: model.NodeName,
+    *,
+    now: float,
+) -> tuple[model.ClusterSnapshot, columns.NodeTable | None]:
     """``snapshot`` with ``pod`` placed on ``node`` as if bound at ``now`` (so the estimates
-    and the burst penalty count it there until the metrics show it)."""
+    and the burst penalty count it there until the metrics show it), and its node table
+    (see ``shadow.without_pod``)."""
     state = snapshot.nodes.get(node)
     if state is None:
-        return snapshot
+        return snapshot, table
     placed = dataclasses.replace(pod, node_name=node, bound_at=now)
     pods = (*state.pods, placed)
     rebuilt = node_state.build(state.node, pods, recent_binds=(*state.recent_binds, now))
-    table = None if snapshot.table is None else snapshot.table.with_state(rebuilt)
-    return dataclasses.replace(snapshot, nodes={**snapshot.nodes, node: rebuilt}, table=table)
+    return columns.replace_state(snapshot, table, rebuilt)
 
 
 def dry_run(
@@ -185,18 +190,20 @@ def dry_run(
     policy: model.Policy,
     policies: Sequence[model.Policy],
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None,
     metrics: model.MetricView,
     default_fallback: model.FallbackStrategy,
     scheduler_names: frozenset[str],
     now: float,
-) -> tuple[model.Decision, model.ClusterSnapshot]:
+) -> tuple[model.Decision, model.ClusterSnapshot, columns.NodeTable | None]:
     """The cycle's decision for ``pod`` as if it were pending, on ``snapshot`` without it;
-    and that snapshot."""
-    before = shadow.without_pod(snapshot, pod)
+    and that snapshot with its node table."""
+    before, before_table = shadow.without_pod(snapshot, table, pod)
     pending = dataclasses.replace(pod, node_name="", bound_at=0.0)
     decision = cycle.schedule_one(
         pod=pending,
         snapshot=before,
+        table=before_table,
         policies=policies,
         metrics=metrics,
         default_fallback=default_fallback,
@@ -206,7 +213,7 @@ def dry_run(
         seed=zlib.crc32(pod.uid.encode()),
         detail=False,
     )
-    return decision, before
+    return decision, before, before_table
 
 
 def _target_value(decision: model.Decision, metric: str) -> float | None:
@@ -222,6 +229,7 @@ def plan(
     policy: model.Policy,
     policies: Sequence[model.Policy],
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None = None,
     metrics: model.MetricView,
     outside_since: Mapping[model.NodeName, float],
     values: Mapping[model.NodeName, float],
@@ -232,7 +240,8 @@ def plan(
 ) -> Plan:
     """The pods ``policy`` moves now (see the module docstring); ``values`` are the
     trigger's fresh values (``trigger_values``), ``outside_since`` from ``track_outside``,
-    ``history`` the policy's evictions (older ones than window and interval are ignored)."""
+    ``history`` the policy's evictions (older ones than window and interval are ignored);
+    ``table`` the snapshot's node table, as its maker hands it out beside it."""
     spec = policy.rebalance
     if spec is None:
         return Plan(moves=(), nodes_outside=0, nodes_due=0, skipped=())
@@ -254,7 +263,7 @@ def plan(
     )
     moves: list[Move] = []
     skipped: list[tuple[model.PodKey, Skip]] = []
-    working = snapshot
+    working, working_table = snapshot, table
     dry_runs = 0
     for node in due:
         for pod in _running_candidates(snapshot.nodes[node], policy):
@@ -267,11 +276,12 @@ def plan(
                 reason = Skip.BUDGET
             if reason is None:
                 dry_runs += 1
-                decision, without = dry_run(
+                decision, without, without_table = dry_run(
                     pod=pod,
                     policy=policy,
                     policies=policies,
                     snapshot=working,
+                    table=working_table,
                     metrics=metrics,
                     default_fallback=default_fallback,
                     scheduler_names=scheduler_names,
@@ -284,7 +294,9 @@ def plan(
                     moves.append(move)
                     per_node[node] = per_node.get(node, 0) + 1
                     total += 1
-                    working = with_pod(without, pod, move.target, now=now)
+                    working, working_table = with_pod(
+                        without, without_table, pod, move.target, now=now
+                    )
             if reason is not None:
                 skipped.append((pod.key, reason))
     return Plan(

@@ -358,42 +358,58 @@ def ranking(
     *,
     totals: Sequence[float] | columns.Floats,
     burst_counts: Sequence[int] | columns.Ints,
-    names: Sequence[str],
     seed: int,
     count: int = 2,
 ) -> list[int]:
-    """Indices of the ``count`` best nodes, best first.
+    """Indices of the ``count`` best nodes, best first; the nodes are in name order (rows
+    of the node table, as the cycle scores them).
 
     Highest score first; ties go to the fewest recent binds, and the winner is drawn at
     random among the nodes still tied (kube-scheduler's selectHost draws uniformly among
     the top scores), seeded by ``seed`` so a decision can be reproduced. The others
-    follow in score, binds, name order.
+    follow in score, binds, name order: the first index of those tied, since index order
+    is name order (no walk over the tied nodes' names).
     """
     scores = np.asarray(totals, dtype=np.float64)
     bursts = np.asarray(burst_counts, dtype=np.int64)
     if not len(scores):
         return []
-    tied = _best(scores, bursts, np.arange(len(scores)))
-    winner = tied[0] if len(tied) == 1 else tied[random.Random(seed).randrange(len(tied))]
-    chosen = [winner]
-    left = np.ones(len(scores), dtype=np.bool_)
-    left[winner] = False
-    while len(chosen) < count and left.any():
-        # The rest in (score, binds, name) order: the first of the best by name.
-        best = _best(scores, bursts, np.flatnonzero(left))
-        following = min(best, key=lambda index: names[index])
+    tied = _best(scores, bursts, None)
+    pick = 0 if len(tied) == 1 else random.Random(seed).randrange(len(tied))
+    chosen = [int(tied[pick])]
+    while len(chosen) < count:
+        following = next_best(totals=scores, burst_counts=bursts, taken=chosen)
+        if following is None:
+            break
         chosen.append(following)
-        left[following] = False
     return chosen
 
 
-def _best(scores: columns.Floats, bursts: columns.Ints, among: columns.Rows) -> list[int]:
-    """Of the nodes ``among``, those with the highest score and, of those, the fewest
-    recent binds, in index order."""
-    top = scores[among].max()
-    highest = among[scores[among] == top]
+def next_best(
+    *,
+    totals: columns.Floats,
+    burst_counts: columns.Ints,
+    taken: Sequence[int],
+) -> int | None:
+    """The index of the best node not ``taken`` in (score, binds, name) order: the first
+    index of the best, the nodes being in name order (None when every node is taken)."""
+    left = np.ones(len(totals), dtype=np.bool_)
+    left[list(taken)] = False
+    if not left.any():
+        return None
+    return int(_best(totals, burst_counts, left)[0])
+
+
+def _best(scores: columns.Floats, bursts: columns.Ints, left: columns.Bools | None) -> columns.Rows:
+    """Of the nodes ``left`` (None: all), those with the highest score and, of those, the
+    fewest recent binds, in index order."""
+    if left is None:
+        highest = np.flatnonzero(scores == scores.max())
+    else:
+        highest = np.flatnonzero(left & (scores == scores[left].max()))
     fewest = bursts[highest].min()
-    return highest[bursts[highest] == fewest].tolist()  # type: ignore[no-any-return]
+    found: columns.Rows = highest[bursts[highest] == fewest]
+    return found
 
 
 # --- formatting (shared by cycle messages and explain) ---------------------------------

@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from metricsched.core import cycle, model, node_state, parse, scoring
+from metricsched.core import columns, cycle, model, node_state, parse, scoring
 
 SHADOW_SCHEDULER: Final = "metricsched-shadow"
 """The schedulerName a shadowed pod is given for the cycle (never sent anywhere)."""
@@ -45,19 +45,20 @@ class Evaluation:
     time: float
 
 
-def without_pod(snapshot: model.ClusterSnapshot, pod: model.PodInfo) -> model.ClusterSnapshot:
-    """``snapshot`` with ``pod`` taken off its node: the cluster before it was bound."""
+def without_pod(
+    snapshot: model.ClusterSnapshot, table: columns.NodeTable | None, pod: model.PodInfo
+) -> tuple[model.ClusterSnapshot, columns.NodeTable | None]:
+    """``snapshot`` with ``pod`` taken off its node: the cluster before it was bound; and
+    beside it its node table (``table`` with the node's row rewritten, when it mirrors
+    ``snapshot``; else None, and the cycle builds one)."""
     state = snapshot.nodes.get(model.NodeName(pod.node_name))
     if state is None or all(p.uid != pod.uid for p in state.pods):
-        return snapshot
+        return snapshot, table
     pods = tuple(p for p in state.pods if p.uid != pod.uid)
     rebuilt = node_state.build(state.node, pods, recent_binds=state.recent_binds)
-    # dataclasses.replace keeps the namespace labels, claims and volumes the filters read;
-    # the node table (if the snapshot has one) is copied with the node's row rewritten.
-    table = None if snapshot.table is None else snapshot.table.with_state(rebuilt)
-    return dataclasses.replace(
-        snapshot, nodes={**snapshot.nodes, state.node.name: rebuilt}, table=table
-    )
+    # The namespace labels, claims and volumes the filters read are kept; the node table
+    # (if given) is copied with the node's row rewritten.
+    return columns.replace_state(snapshot, table, rebuilt)
 
 
 def _values(
@@ -84,16 +85,19 @@ def evaluate(
     pod: model.PodInfo,
     policy: model.Policy,
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None = None,
     metrics: model.MetricView,
     now: float,
 ) -> Evaluation:
     """What ``policy`` (a shadow policy) would have done with ``pod``, bound by another
-    scheduler to ``pod.node_name``; ``snapshot`` may or may not count the pod there."""
+    scheduler to ``pod.node_name``; ``snapshot`` may or may not count the pod there.
+    ``table``: the snapshot's node table, as its maker hands it out beside it."""
     actual = model.NodeName(pod.node_name)
-    before = without_pod(snapshot, pod)
+    before, before_table = without_pod(snapshot, table, pod)
     decision = cycle.schedule_one(
         pod=dataclasses.replace(pod, node_name="", scheduler_name=SHADOW_SCHEDULER),
         snapshot=before,
+        table=before_table,
         policies=[dataclasses.replace(policy, mode=model.PolicyMode.ACTIVE)],
         metrics=metrics,
         default_fallback=policy.fallback,

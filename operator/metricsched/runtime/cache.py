@@ -551,8 +551,13 @@ class ClusterCache:
             storage_classes=self._storage_classes,
             csi_nodes=self._csi_nodes,
             volume_attachments=self._attachments_on,
-            table=self._table.table(self._states),
+            nodes_version=self._table.version,
         )
+
+    def table(self, snapshot: model.ClusterSnapshot) -> columns.NodeTable:
+        """The node table to hand the cycle beside ``snapshot``: the one kept in step with
+        the nodes while ``snapshot`` is their latest state, else one built for it."""
+        return columns.table_of(snapshot, self._table.table(self._states))
 
 
 _HOLD_SUFFIX = "/hold"

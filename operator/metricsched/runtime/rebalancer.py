@@ -159,6 +159,7 @@ class Rebalancer:
             policy=chosen,
             policies=policies,
             snapshot=snapshot,
+            table=self.cache.table(snapshot),
             metrics=view,
             outside_since=state.outside_since,
             values=values,

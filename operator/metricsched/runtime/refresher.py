@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from metricsched.core import columns, estimate, model
+from metricsched.core import estimate, model
 from metricsched.edges import metric_store, observe, query_rounds
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
@@ -195,7 +195,8 @@ class Refresher:
         learning = [(p, m) for p, m in members if estimate.learns(m)]
         if not learning:
             return
-        table = columns.table_of(self._cache.snapshot())
+        snapshot = self._cache.snapshot()
+        table = self._cache.table(snapshot)
         after = self._store.view()
         for policy, metric in learning:
             key = model.MetricKey(policy.key, metric.name)

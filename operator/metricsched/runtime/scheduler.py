@@ -203,9 +203,11 @@ class Scheduler:
     def attempt(self, pod: model.PodInfo, *, now: float) -> model.Decision:
         """Decide for ``pod`` at wall time ``now``; bind, or requeue with backoff."""
         started = time.perf_counter()
+        snapshot = self.cache.snapshot(now=now)
         decision = cycle.schedule_one(
             pod=pod,
-            snapshot=self.cache.snapshot(now=now),
+            snapshot=snapshot,
+            table=self.cache.table(snapshot),
             policies=list(self.cache.policies.values()),
             metrics=self.store.view(),
             default_fallback=self.config.default_fallback,

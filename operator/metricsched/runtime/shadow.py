@@ -134,10 +134,12 @@ class ShadowEvaluator:
         chosen = self._cache.policies.get(key)
         if chosen is None or chosen.mode is not model.PolicyMode.SHADOW:
             return None
+        snapshot = self._cache.snapshot(now=self._clock())
         evaluation = shadow.evaluate(
             pod=pod,
             policy=chosen,
-            snapshot=self._cache.snapshot(now=self._clock()),
+            snapshot=snapshot,
+            table=self._cache.table(snapshot),
             metrics=self._store.view(),
             now=now,
         )

@@ -1,5 +1,5 @@
 """The node table the cache keeps row by row equals one built from scratch, after any
-sequence of node and pod events, binds and failed binds."""
+sequence of node and pod events, binds and failed binds, and mirrors the latest snapshot."""
 
 from __future__ import annotations
 
@@ -132,7 +132,10 @@ def test_the_kept_table_equals_one_built_from_the_snapshot(events):
         elif kind == "forget" and event[1] in pods:
             cache.forget(pods[event[1]])
         elif kind == "snapshot":
-            cache.snapshot(now=now)  # the table is brought up to date here, row by row
+            # the table is brought up to date here, row by row
+            cache.table(cache.snapshot(now=now))
     snapshot = cache.snapshot(now=now)
-    assert snapshot.table is not None
-    _same(snapshot.table, columns.NodeTable.build(snapshot.nodes.values()))
+    kept = cache.table(snapshot)
+    assert kept.mirrors(snapshot)
+    assert cache.table(snapshot) is kept  # the kept table, not one built for the snapshot
+    _same(kept, columns.NodeTable.build(snapshot.nodes.values()))

@@ -98,7 +98,8 @@ def test_the_pod_is_taken_off_its_node_before_the_policy_decides(
         now=NOW,
     )
     assert (evaluation.policy_node, evaluation.agree) == ("node-2", True)
-    assert shadow.without_pod(snapshot, pod).nodes["node-2"].requested.milli_cpu == 0
+    before, _ = shadow.without_pod(snapshot, None, pod)
+    assert before.nodes["node-2"].requested.milli_cpu == 0
 
 
 def test_a_pod_the_policy_would_not_place_is_unplaceable(

@@ -16,7 +16,7 @@ from typing import Final
 
 import numpy as np
 
-from metricsched.core import columns, model, scoring
+from metricsched.core import columns, framework, model, scoring
 from metricsched.core.plugins.kube_scores import node_resources_fit
 
 NAME: Final = "Fallback"
@@ -31,7 +31,8 @@ def pick(
     burst_counts: columns.Ints,
     rr_counter: int,
     seed: int,
-) -> tuple[int, list[float]]:
+    memo: framework.Memo,
+) -> tuple[int, columns.Floats]:
     """The position in ``rows`` of the node ``strategy`` picks, and the strategy's score
     of each (0 for RoundRobin and Random). LeastAllocated and MostAllocated are
     kube-scheduler's NodeResourcesFit scores."""
@@ -39,18 +40,17 @@ def pick(
         model.FallbackStrategy.LEAST_ALLOCATED,
         model.FallbackStrategy.MOST_ALLOCATED,
     ):
-        scores = node_resources_fit.allocation_scores(
-            pod=pod, table=table, rows=rows, strategy=strategy
-        ).astype(np.float64)
+        scores = node_resources_fit.class_scores(
+            pod=pod, table=table, memo=memo, strategy=strategy
+        )[rows]
         best = scoring.ranking(
             totals=scores,
             burst_counts=burst_counts,
-            names=columns.Picked(table.names, rows),
             seed=seed,
             count=1,
         )
-        return best[0], scores.tolist()
-    zeros = [0.0] * len(rows)
+        return best[0], scores
+    zeros = np.zeros(len(rows))
     if strategy is model.FallbackStrategy.ROUND_ROBIN:
         return rr_counter % len(rows), zeros
     if strategy is model.FallbackStrategy.RANDOM:

@@ -6,7 +6,9 @@ fails reports one reason per shortfall, in kube-scheduler's order (Too many pods
 memory, ephemeral-storage, then extended resources by name). Only what the pod asks for
 is checked, so an over-committed node (allocatable shrank below what is requested) still
 takes pods that do not need it. Vector: each check is one comparison over the rows; a
-node's reasons are the bits of a code, rendered once per distinct code.
+node's reasons are the bits of a code, rendered once per distinct code. A node's code
+reads only its row and the pod's requests: in the cycle the codes are a pod class's
+column, kept in the memo per node table and computed again only for the rows updated since.
 
 Its score half (LeastAllocated) is ``kube_scores.node_resources_fit``.
 """
@@ -55,12 +57,30 @@ class NodeResourcesFit:
         return framework.PASS
 
     def filter(self, cycle: framework.CycleState, rows: columns.Rows) -> framework.Filtered:
-        return _fit(cycle.pod.requests, cycle.table, rows)
+        request = cycle.pod.requests
+        table = cycle.table
+        # A node's code reads only its row and the request: a pod class's column, kept per
+        # table and computed again only for the rows updated since.
+        key = (
+            request.milli_cpu,
+            request.memory,
+            request.ephemeral_storage,
+            tuple(sorted(request.scalar.items())),
+        )
+        codes = cycle.memo.per_rows(
+            f"{NAME}/codes", key, table, lambda changed: _codes(request, table, changed)
+        )
+        return _filtered(request, codes[rows], rows)
 
 
 def _fit(
     request: model.Resources, table: columns.NodeTable, rows: columns.Rows
 ) -> framework.Filtered:
+    return _filtered(request, _codes(request, table, rows), rows)
+
+
+def _codes(request: model.Resources, table: columns.NodeTable, rows: columns.Rows) -> columns.Ints:
+    """Each row's shortfalls as the bits of a code (0: the pod fits), in ``_reasons`` order."""
     allocatable, used = table.allocatable, table.requested
     code = (used.pods[rows] + 1 > allocatable.pods[rows]).astype(np.int64)
     checks = (
@@ -68,18 +88,29 @@ def _fit(
         (request.memory, allocatable.memory, used.memory),
         (request.ephemeral_storage, allocatable.ephemeral_storage, used.ephemeral_storage),
     )
-    names = [REASON_TOO_MANY_PODS, REASON_INSUFFICIENT_CPU, REASON_INSUFFICIENT_MEMORY]
-    names.append(REASON_INSUFFICIENT_EPHEMERAL)
     for bit, (amount, have, taken) in enumerate(checks, start=1):
         if amount > 0:
             code |= (amount > have[rows] - taken[rows]).astype(np.int64) << bit
     for bit, scalar in enumerate(requested_scalars(request), start=len(checks) + 1):
         have, taken = table.scalar(scalar)
         code |= (request.scalar[scalar] > have[rows] - taken[rows]).astype(np.int64) << bit
-        names.append(insufficient_reason(scalar))
+    return code
+
+
+def _reasons(request: model.Resources) -> list[str]:
+    names = [REASON_TOO_MANY_PODS, REASON_INSUFFICIENT_CPU, REASON_INSUFFICIENT_MEMORY]
+    names.append(REASON_INSUFFICIENT_EPHEMERAL)
+    names.extend(insufficient_reason(scalar) for scalar in requested_scalars(request))
+    return names
+
+
+def _filtered(
+    request: model.Resources, code: columns.Ints, rows: columns.Rows
+) -> framework.Filtered:
     failed = code != 0
     if not failed.any():
         return framework.all_pass(rows)
+    names = _reasons(request)
     rendered: dict[int, tuple[str, ...]] = {}
     each = []
     for value in code[failed].tolist():

@@ -19,7 +19,6 @@ metricsched says that it does not, instead of pretending preemption would not he
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -65,6 +64,7 @@ def suffix(
     *,
     pod: model.PodInfo,
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None = None,
     reasons: Mapping[model.NodeName, Sequence[str]],
 ) -> str:
     """The PostFilter text to append to the FitError text of ``pod``:
@@ -76,13 +76,16 @@ def suffix(
     change, such as a metric threshold).
     """
     claims = "" if pod.resource_claims else dynamic_resources.POST_FILTER_NO_CLAIMS + ", "
-    return " " + claims + PREFIX + _message(pod=pod, snapshot=snapshot, reasons=reasons)
+    return (
+        " " + claims + PREFIX + _message(pod=pod, snapshot=snapshot, table=table, reasons=reasons)
+    )
 
 
 def _message(
     *,
     pod: model.PodInfo,
     snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None,
     reasons: Mapping[model.NodeName, Sequence[str]],
 ) -> str:
     if pod.preemption_policy == PREEMPT_NEVER:
@@ -90,7 +93,7 @@ def _message(
     statuses: dict[model.NodeName, tuple[str, ...]] = {}
     would_fit = 0
     budget = [MAX_CLUSTER_DRY_RUNS]
-    table = columns.table_of(snapshot)
+    table = columns.table_of(snapshot, table)
     memo = framework.Memo()
     for name, state in snapshot.nodes.items():
         node_reasons = reasons.get(name, ())
@@ -179,7 +182,5 @@ def _dry_run(
     if budget[0] <= 0:
         return ()
     budget[0] -= 1
-    nodes = dict(snapshot.nodes)
-    nodes[name] = emptied
-    trial = dataclasses.replace(snapshot, nodes=nodes, table=table.with_state(emptied))
-    return profile.node_reasons(pod, trial, memo=memo).get(name, ())
+    trial, trial_table = columns.replace_state(snapshot, table, emptied)
+    return profile.node_reasons(pod, trial, table=trial_table, memo=memo).get(name, ())

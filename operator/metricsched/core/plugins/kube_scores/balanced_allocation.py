@@ -7,6 +7,10 @@ the requests as the filter counts them (no 100m / 200Mi defaults: the plugin sco
 standard deviation is ``|f1 - f2| / 2``; the score is ``int((1 - std) * 100)``. A pod that
 requests neither cpu nor memory (best effort) is not scored at all (kube's PreScore Skip,
 so a burst of such pods does not pile onto one balanced node). No normalisation.
+
+A node's score reads only its row and the pod's cpu and memory requests: the scores of
+every node are a pod class's column, kept in the memo per node table and scored again
+only for the rows updated since.
 """
 
 from __future__ import annotations
@@ -27,13 +31,25 @@ def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | N
     if request.milli_cpu == 0 and request.memory == 0:
         return None
     table = cycle.table
+    column = cycle.memo.per_rows(
+        f"{NAME}/scores",
+        (request.milli_cpu, request.memory),
+        table,
+        lambda changed: _scores(table, changed, cpu=request.milli_cpu, memory=request.memory),
+    )
+    return column[rows]
+
+
+def _scores(
+    table: columns.NodeTable, rows: columns.Rows, *, cpu: int, memory: int
+) -> columns.Floats:
     allocatable, used = table.allocatable, table.requested
     cpu_capacity = allocatable.milli_cpu[rows]
     memory_capacity = allocatable.memory[rows]
     with np.errstate(divide="ignore", invalid="ignore"):
-        cpu = np.minimum((used.milli_cpu[rows] + request.milli_cpu) / cpu_capacity, 1.0)
-        memory = np.minimum((used.memory[rows] + request.memory) / memory_capacity, 1.0)
+        cpu_share = np.minimum((used.milli_cpu[rows] + cpu) / cpu_capacity, 1.0)
+        memory_share = np.minimum((used.memory[rows] + memory) / memory_capacity, 1.0)
     # Two fractions: std = |f1 - f2| / 2; one (the other resource has no allocatable): 0.
     both = (cpu_capacity > 0) & (memory_capacity > 0)
-    std = np.where(both, np.abs(cpu - memory) / 2, 0.0)
+    std = np.where(both, np.abs(cpu_share - memory_share) / 2, 0.0)
     return np.trunc((1 - std) * 100)  # type: ignore[no-any-return]

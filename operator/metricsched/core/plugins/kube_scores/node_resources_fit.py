@@ -10,6 +10,10 @@ gate). The node's score is the integer mean over the resources the node has: one
 no allocatable is left out, and a node with neither scores 0. No normalisation: the
 scores are already 0..100. The fallback strategies LeastAllocated and MostAllocated
 (``core.cycle``) use the same function.
+
+In the cycle the scores of every node are a pod class's column (``class_scores``): they
+read only the node's row and the pod's score request, so the column is kept in the memo
+per node table and only the rows updated since are scored again.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ def _resource_scores(
     requested: columns.Ints, capacity: columns.Ints, *, most: bool
 ) -> columns.Ints:
     # leastRequestedScore / mostRequestedScore: integer arithmetic, as kube-scheduler's
-    # (a resource without allocatable scores 0 here; allocation_scores leaves it out).
+    # (a resource without allocatable scores 0 here; _scores leaves it out).
     safe = np.maximum(capacity, 1)
     if most:
         scores = np.minimum(requested, capacity) * 100 // safe
@@ -63,8 +67,15 @@ def allocation_scores(
     kube-scheduler's scores count them: every container (of the pod and of the pods on
     the node) without a cpu or memory request counts 100m / 200Mi (NonZeroRequested).
     """
-    most = strategy is model.FallbackStrategy.MOST_ALLOCATED
     cpu, memory = score_request(pod)
+    return _scores(
+        table, rows, cpu=cpu, memory=memory, most=strategy is model.FallbackStrategy.MOST_ALLOCATED
+    )
+
+
+def _scores(
+    table: columns.NodeTable, rows: columns.Rows, *, cpu: int, memory: int, most: bool
+) -> columns.Ints:
     cpu_capacity = table.allocatable.milli_cpu[rows]
     memory_capacity = table.allocatable.memory[rows]
     cpu_scores = _resource_scores(table.nonzero_cpu[rows] + cpu, cpu_capacity, most=most)
@@ -76,11 +87,31 @@ def allocation_scores(
     return (cpu_scores + memory_scores) // np.maximum(counted, 1)
 
 
+def class_scores(
+    *,
+    pod: model.PodInfo,
+    table: columns.NodeTable,
+    memo: framework.Memo,
+    strategy: model.FallbackStrategy,
+) -> columns.Floats:
+    """``allocation_scores`` of every row of ``table`` for ``pod``'s class (its score
+    request), kept in ``memo`` and brought up to date for the rows updated since (the
+    node the previous pod of the class was placed on). Read it; do not keep it."""
+    cpu, memory = score_request(pod)
+    most = strategy is model.FallbackStrategy.MOST_ALLOCATED
+    return memo.per_rows(
+        f"{NAME}/allocation-scores",
+        (most, cpu, memory),
+        table,
+        lambda rows: _scores(table, rows, cpu=cpu, memory=memory, most=most).astype(np.float64),
+    )
+
+
 def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats:
     """LeastAllocated for each node of ``rows``."""
-    return allocation_scores(
+    return class_scores(
         pod=cycle.pod,
         table=cycle.table,
-        rows=rows,
+        memo=cycle.memo,
         strategy=model.FallbackStrategy.LEAST_ALLOCATED,
-    ).astype(np.float64)
+    )[rows]

@@ -178,8 +178,9 @@ def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | N
             weight = math.log(len(kept) + 2)
             count = counts[kept]
         else:
-            # Domains: the values among the scored nodes ("no label" is one of them).
-            weight = math.log(len(np.unique(kept_ids)) + 2)
+            # Domains: the values among the scored nodes ("no label" is one of them),
+            # counted by bincount (label numbers are small): no sort or hash per pod.
+            weight = math.log(np.count_nonzero(np.bincount(kept_ids)) + 2)
             eligible = has_all & _included(cycle, constraint, affinity)
             sums = np.bincount(
                 ids[eligible], weights=counts[eligible], minlength=int(ids.max()) + 1
