@@ -112,6 +112,13 @@ class TestPrometheusErrorsAreScrubbed:
         scrubbed = prometheus.scrub_prometheus_error(
             error_type=error_type, error=template.format(v=value)
         )
+        # A value that is part of the scrubber's own words (e.g. "executio" of
+        # "execution: ...") says nothing about a leak: the same message with a value
+        # outside the alphabet shows which words are the scrubber's.
+        own = prometheus.scrub_prometheus_error(
+            error_type=error_type, error=template.format(v="Q" * len(value))
+        )
+        hypothesis.assume(value not in own)
         if template != "{v}" or error_type != "bad_data":
             assert value not in scrubbed
 
