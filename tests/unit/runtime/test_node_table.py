@@ -127,7 +127,8 @@ def test_the_kept_table_equals_one_built_from_the_snapshot(events):
             cache.upsert_pod(pods[index], ours=True)
         elif kind == "delete" and event[1] in pods:
             cache.remove_pod(pods.pop(event[1]).uid)
-        elif kind == "assume" and event[1] in pods and not pods[event[1]].node_name:
+        elif kind == "assume" and event[1] in pods and pods[event[1]].uid in cache.pending:
+            # as the scheduler does: only a pending pod is assumed (never one twice)
             cache.assume(pods[event[1]], model.NodeName(event[2]), now=now)
         elif kind == "forget" and event[1] in pods:
             cache.forget(pods[event[1]])
