@@ -171,6 +171,7 @@ class Operator:
             on_pod_seen=self.shadow.on_pod,
         )
         self.scheduler.consistent = self.watches.consistent
+        self.scheduler.metrics_ready = self.refresher.first_round
         # Rebalancing runs while this replica schedules, on a consistent cache.
         self.rebalancer.active = self.scheduler.active
         self.rebalancer.consistent = self.watches.consistent

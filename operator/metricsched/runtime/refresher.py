@@ -75,6 +75,11 @@ class Refresher:
         self._in_flight: dict[query_rounds.QueryKey, asyncio.Task[None]] = {}
         self._down: prom.QueryReport | None = None
         self.now = asyncio.Event()  # set to refresh at once (a policy's metrics changed)
+        # Set once the first round since this replica began leading has answered (or run
+        # out of time): the scheduler waits for it, so that the first pods are not placed
+        # by a fallback only because the operator started faster than its first query.
+        self.first_round = asyncio.Event()
+        self._first: asyncio.Task[None] | None = None
         self._learner = learner_mod.Learner()  # how binds moved the metrics that learn
 
     async def run(self, *, stop: asyncio.Event, leading: asyncio.Event) -> None:
@@ -85,10 +90,23 @@ class Refresher:
                 self.round()
             except Exception:
                 logger.exception("metric refresh round failed; retrying at the next tick")
+            if self._first is None:
+                self._first = asyncio.get_running_loop().create_task(
+                    self._first_round_done(list(self._in_flight.values())), name="first round"
+                )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.now.wait(), timeout=self._interval)
         for task in self._in_flight.values():
             task.cancel()
+        if self._first is not None:
+            self._first.cancel()
+
+    async def _first_round_done(self, tasks: list[asyncio.Task[None]]) -> None:
+        """``first_round`` once ``tasks`` (the first round's queries) have answered, or
+        after the deadline (a query that hangs delays the first decisions no longer)."""
+        if tasks:
+            await asyncio.wait(tasks, timeout=self._deadline)
+        self.first_round.set()
 
     async def refresh_once(self) -> None:
         """One round, and wait for all its answers (``metricsched explain``, which decides

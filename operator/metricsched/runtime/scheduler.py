@@ -107,6 +107,10 @@ class Scheduler:
         # reconciliation): decisions wait for it.
         self.consistent = asyncio.Event()
         self.consistent.set()
+        # Set once the metrics have had their first refresh (the refresher's first_round):
+        # decisions wait for it at start.
+        self.metrics_ready = asyncio.Event()
+        self.metrics_ready.set()
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -114,6 +118,7 @@ class Scheduler:
         while not stop.is_set():
             await self.active.wait()
             await self.consistent.wait()
+            await self.metrics_ready.wait()
             now = self._monotonic()
             self._wake_on_changes(now)
             await self.queue.wait(now=now, max_wait=1.0)

@@ -76,3 +76,31 @@ class TestABatchOfSlowAttemptsLetsTheLoopRun:
         rig.run(go)
         assert len(seen) == 6
         assert all(later > earlier for earlier, later in itertools.pairwise(seen))
+
+
+class TestDecisionsWaitForTheFirstMetrics:
+    def test_no_pod_is_decided_before_the_first_refresh_round(self, rig: bind_rig.Rig) -> None:
+        rig.cache.upsert_pod(rig.pod, ours=True)
+        rig.queue.add(rig.pod.uid)
+        decided: list[str] = []
+        real = rig.scheduler.attempt
+
+        def attempt(pod: model.PodInfo, *, now: float) -> model.Decision:
+            decided.append(pod.uid)
+            stop.set()
+            return real(pod, now=now)
+
+        async def go() -> None:
+            rig.scheduler.attempt = attempt  # type: ignore[method-assign]
+            rig.scheduler.metrics_ready = asyncio.Event()  # the refresher's first_round
+            rig.scheduler.active.set()
+            task = asyncio.create_task(rig.scheduler.run(stop))
+            await asyncio.sleep(0.2)
+            assert decided == []  # leading, consistent, a pod ready: still waiting
+            rig.scheduler.metrics_ready.set()
+            await asyncio.wait_for(task, 5)
+            await rig.scheduler.drain()
+
+        stop = asyncio.Event()
+        rig.run(go)
+        assert decided == [rig.pod.uid]

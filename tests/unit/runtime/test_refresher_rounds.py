@@ -198,3 +198,27 @@ def test_an_overdue_query_is_reported_unreachable_and_its_late_answer_still_coun
     assert "no answer within 0.1s" in overdue.error_message
     assert rig.events[:2] == ["MetricQueryFailed", "MetricsRecovered"]
     assert rig.store.view()[key].error is None
+
+
+def test_the_first_round_is_marked_once_its_queries_answer_or_the_deadline_passes() -> None:
+    rig = Rig(deadline_s=0.3)
+    rig.add("fast", "fast_query")
+    rig.add("slow", "slow_query")
+    rig.source.slow.add("slow_query")
+
+    async def go() -> None:
+        stop, leading = asyncio.Event(), asyncio.Event()
+        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=leading))
+        await asyncio.sleep(0.1)
+        assert not rig.refresher.first_round.is_set()  # a standby: no round yet
+        leading.set()
+        await asyncio.sleep(0.1)
+        assert rig.has_values("fast")
+        assert not rig.refresher.first_round.is_set()  # the slow query has not answered
+        await asyncio.wait_for(rig.refresher.first_round.wait(), 1.0)  # the deadline
+        assert not rig.source.release.is_set()  # ... while the slow query still hangs
+        rig.source.release.set()
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(go())
