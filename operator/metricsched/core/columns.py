@@ -306,7 +306,9 @@ class NodeTable:
 
     def binds_since(self, since: float) -> Ints:
         """Each row's recent binds at or after ``since``."""
-        counts: Ints = (self.bind_times >= since).sum(axis=0, dtype=np.int64)
+        # an empty slot holds -inf: never counted, even for since = -inf
+        floor = max(since, float(np.finfo(np.float64).min))
+        counts: Ints = (self.bind_times >= floor).sum(axis=0, dtype=np.int64)
         return counts
 
     def label_ids(self, key: str) -> tuple[Ints, Mapping[str, int]]:
