@@ -123,6 +123,20 @@ class Replica:
                 return
             self._spawn()
 
+    def rss_mib(self) -> float | None:
+        """The running process's resident memory (VmRSS), or None if it is not running."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return None
+        try:
+            with open(f"/proc/{proc.pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        return round(int(line.split()[1]) / 1024, 1)
+        except OSError:
+            return None
+        return None
+
     def sigkill(self) -> None:
         """Kill the process on purpose (the supervisor restarts it; not a crash)."""
         with self._lock:

@@ -33,9 +33,15 @@ ORDER = [
     "prom-refuse",
     "prom-refused-query",
     "prom-huge",
+    "tenant-hostile",
 ]
 # What each scenario does, in the order of the list (tests/faults/test_*.py).
 WHAT = {
+    "tenant-hostile": "With the admin's query rules on, one tenant applies a policy whose "
+    "query is nested 300 deep and creates pods with 1,000 required anti-affinity terms and "
+    "pods with 10,000 tolerations, while 250 ordinary pods arrive over 40 s: they must keep "
+    "binding (no gap over 10 s), the Lease must not move, /healthz must not fail three "
+    "probes in a row, and RSS stays under 400 MiB",
     "le-blip": "The leader's proxy refuses (resets open and new connections) for 3 s while "
     "pods are queued and arriving; pods keep arriving for 30 s after, long enough for a "
     "leader that silently stopped renewing to be replaced while it still binds",
