@@ -12,6 +12,10 @@ What this loop guarantees, all on the monotonic clock:
   of the loop. The loop itself is supervised by the operator (it ends the process).
 - A standby takes the lease only after it has seen the same record for a whole lease
   duration on its own clock (it does not trust the holder's ``renewTime``).
+- A write whose answer is lost may still have landed. A record that names this replica
+  while it is not leading is therefore its own acquisition (identities are unique per
+  process), and the next attempt renews it with its resourceVersion and leads, unless this
+  replica already gave up a lease it held (then it never resumes; the process exits).
 - **Fencing**: :meth:`Elector.fence` is the time left during which this replica may
   still send a write as leader: ``renew_deadline`` after the *sending* of its last
   successful renewal. A standby can take over no earlier than ``lease_duration`` after
@@ -107,6 +111,7 @@ class Elector:
         self.timing = timing
         self._clock = clock
         self._leading = False
+        self._lost = False  # led once and stepped down: never lead again (the process exits)
         self._renewed_at = -float("inf")  # monotonic time the last good renewal was sent
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
@@ -144,7 +149,7 @@ class Elector:
             await asyncio.sleep(self.timing.retry_period_s)
             await self.try_acquire_or_renew()
             if self.fence() <= 0.0:
-                self._leading = False
+                self._leading, self._lost = False, True
                 logger.error(
                     "lease %s/%s not renewed within %gs: stepping down",
                     self.namespace,
@@ -201,8 +206,17 @@ class Elector:
             return True
         record = LeaseRecord.from_body(current)
         if record.holder == self.identity:
-            if not self._leading:
+            if self._lost:
                 return False  # our record, but we gave it up: never resume a lost lease
+            if not self._leading:
+                # Our acquiring write landed but its answer was lost: the lease is ours,
+                # and renewing it (with its resourceVersion) is what makes us lead.
+                logger.info(
+                    "lease %s/%s names us (%s): our acquiring write landed unanswered",
+                    self.namespace,
+                    self.name,
+                    self.identity,
+                )
         else:
             if record != self._observed:
                 self._observed, self._observed_at = record, sent_at

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes.client
@@ -32,6 +33,10 @@ class FakeLeases:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         self.fail: BaseException | None = None
+        # Each write lands, then raises this instead of answering (the answer is lost).
+        self.lose_answers: BaseException | None = None
+        # Runs while a read is on the wire, before the API server serves it.
+        self.while_reading: Callable[[], None] | None = None
         self.writes: list[str] = []
 
     def _check(self) -> None:
@@ -40,6 +45,8 @@ class FakeLeases:
 
     def read_namespaced_lease(self, name: str, namespace: str, **_: Any) -> _Raw:
         self._check()
+        if self.while_reading is not None:
+            self.while_reading()
         if self.lease is None:
             raise kubernetes.client.exceptions.ApiException(status=404, reason="NotFound")
         return _Raw(self.lease)
@@ -67,6 +74,8 @@ class FakeLeases:
             "spec": dict(spec),
         }
         self.writes.append(spec["holderIdentity"])
+        if self.lose_answers is not None:
+            raise self.lose_answers
         return _Raw(self.lease)
 
 
@@ -199,6 +208,53 @@ def test_a_lost_lease_is_never_resumed(leases: FakeLeases) -> None:
     assert a.fence() == 0.0
     leases.fail = None
     assert not _attempt(a)  # our identity is still on the record, but we gave it up
+
+
+@pytest.mark.parametrize("lease_exists", [False, True], ids=["create", "replace"])
+def test_an_acquiring_write_whose_answer_was_lost_leads_at_the_next_attempt(
+    leases: FakeLeases, clock: Clock, lease_exists: bool
+) -> None:
+    """Regression: the write landed, its answer timed out, and the replica read its own
+    record as "a lease we gave up": it never led, and stayed Ready (one replica: an
+    outage)."""
+    if lease_exists:  # a free Lease (a holder that released it): taken with a PUT
+        leases.lease = {"metadata": {"resourceVersion": "7"}, "spec": {"holderIdentity": ""}}
+    a = _elector(leases, clock, "a")
+    leases.lose_answers = urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out")  # type: ignore[arg-type]
+    assert not _attempt(a)
+    assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == "a"
+    assert not a.leading and a.fence() == 0.0  # no answer: not leading yet
+    leases.lose_answers = None
+    clock.now += 2.0
+    assert _attempt(a)
+    assert a.leading
+    assert a.fence() == pytest.approx(10.0)
+    assert leases.writes == ["a", "a"]  # renewed with the resourceVersion it read
+
+
+def test_the_election_loop_leads_after_a_lost_acquire_answer(leases: FakeLeases) -> None:
+    a = leader.Elector(
+        leases,  # type: ignore[arg-type]
+        namespace="ms",
+        name="metricsched",
+        identity="a",
+        timing=leader.Timing(lease_duration_s=0.6, renew_deadline_s=0.4, retry_period_s=0.05),
+    )
+    leases.lose_answers = TimeoutError("answer lost")
+    started = asyncio.Event()
+
+    def on_started() -> None:
+        started.set()
+
+    async def run() -> None:
+        task = asyncio.create_task(a.run(on_started=on_started, on_lost=lambda: None))
+        await asyncio.sleep(0.2)
+        leases.lose_answers = None  # the network is back; the Lease already names us
+        await asyncio.wait_for(started.wait(), 5)
+        task.cancel()
+
+    asyncio.run(run())
+    assert a.leading
 
 
 def test_timing_must_leave_a_margin() -> None:
