@@ -11,7 +11,9 @@ What this loop guarantees, all on the monotonic clock:
 - Every API call has a timeout, and every exception is a failed attempt, never the end
   of the loop. The loop itself is supervised by the operator (it ends the process).
 - A standby takes the lease only after it has seen the same record for a whole lease
-  duration on its own clock (it does not trust the holder's ``renewTime``).
+  duration on its own clock (it does not trust the holder's ``renewTime``), counted from
+  when the *answer* that showed the record arrived: a slow read that the API server served
+  after the holder's renewal must not date that renewal earlier than it was.
 - A write whose answer is lost may still have landed. A record that names this replica
   while it is not leading is therefore its own acquisition (identities are unique per
   process), and the next attempt renews it with its resourceVersion and leads, unless this
@@ -21,7 +23,10 @@ What this loop guarantees, all on the monotonic clock:
   successful renewal. A standby can take over no earlier than ``lease_duration`` after
   that moment, so every write a leader sends within the fence, with a request timeout
   no longer than the fence, ends ``lease_duration - renew_deadline`` (5 s) before any
-  successor can begin. The binder checks the fence right before each Binding.
+  successor can begin. The binder checks the fence right before each Binding, before
+  connecting: a request whose bytes leave with ``x`` seconds of fence left lands safely
+  if the network delivers it within ``5 + x`` s (9 s on a reused connection at the 4-s
+  minimum; a fresh TCP/TLS connect spends part of ``x``, down to 5 s in the worst case).
 - A leader that cannot renew within ``renew_deadline`` stops leading: ``on_lost`` is
   called once and the operator exits, as kube-scheduler does, so Kubernetes restarts it
   clean (and a restarted process re-lists instead of trusting a cache that missed events).
@@ -169,7 +174,7 @@ class Elector:
         try:
             ok = await asyncio.wait_for(
                 asyncio.get_running_loop().run_in_executor(
-                    self._executor, functools.partial(self._attempt, sent_at, budget)
+                    self._executor, functools.partial(self._attempt, budget)
                 ),
                 timeout=budget + 1.0,
             )
@@ -186,7 +191,7 @@ class Elector:
 
     # --- one attempt (blocking; in a worker thread) ----------------------------------------
 
-    def _attempt(self, sent_at: float, budget: float) -> bool:
+    def _attempt(self, budget: float) -> bool:
         timeout = (min(2.0, budget), budget)
         try:
             current = kube.read_json(
@@ -204,6 +209,9 @@ class Elector:
                 )
             )
             return True
+        # The record is as the API server read it somewhere between sending and now: date
+        # it by the answer's arrival, so that a slow read never makes it look older.
+        received_at = self._clock()
         record = LeaseRecord.from_body(current)
         if record.holder == self.identity:
             if self._lost:
@@ -219,9 +227,9 @@ class Elector:
                 )
         else:
             if record != self._observed:
-                self._observed, self._observed_at = record, sent_at
+                self._observed, self._observed_at = record, received_at
             free = not record.holder
-            expired = sent_at - self._observed_at >= max(
+            expired = received_at - self._observed_at >= max(
                 record.duration_s, self.timing.lease_duration_s
             )
             if not (free or expired):

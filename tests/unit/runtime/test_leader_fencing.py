@@ -257,6 +257,37 @@ def test_the_election_loop_leads_after_a_lost_acquire_answer(leases: FakeLeases)
     assert a.leading
 
 
+def test_a_slow_read_dates_the_record_by_its_answer_not_its_sending(
+    leases: FakeLeases, clock: Clock
+) -> None:
+    """The standby's read is sent, the leader renews, then the read is served and its
+    answer arrives 3 s after it was sent. Dated by sending, that renewal would look 3 s
+    older than it is and the standby would take over 2 s after the leader's fence closed,
+    not the documented lease duration - renew deadline (5 s)."""
+    a, b = _elector(leases, clock, "a"), _elector(leases, clock, "b")
+    assert _attempt(a)
+    assert not _attempt(b)
+    clock.now += 1.0
+
+    def leader_renews_meanwhile() -> None:
+        leases.while_reading = None
+        clock.now += 1.0
+        assert asyncio.run(a.try_acquire_or_renew())  # a renews while b's read is in flight
+        clock.now += 2.0  # b's answer arrives
+
+    leases.while_reading = leader_renews_meanwhile
+    assert not _attempt(b)
+    leases.fail = OSError("partition: a cannot renew")
+    while a.fence() > 0:
+        clock.now += 0.25
+        _attempt(a)
+    closed_at = clock.now
+    leases.fail = None
+    while not _attempt(b):
+        clock.now += 0.25
+    assert clock.now - closed_at >= 5.0 - 0.25
+
+
 def test_timing_must_leave_a_margin() -> None:
     with pytest.raises(ValueError, match="renew deadline"):
         leader.Timing(lease_duration_s=10, renew_deadline_s=10, retry_period_s=2)
