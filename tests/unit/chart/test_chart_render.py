@@ -345,11 +345,22 @@ def test_an_existing_service_account_gets_the_bindings():
 # --- replicas and leader election ------------------------------------------------------
 
 
-def test_one_replica_runs_without_leader_election_and_is_recreated_on_upgrade():
+def test_one_replica_elects_by_default_and_is_recreated_on_upgrade():
+    """Regression: the default ran unfenced; a replacement pod made while the old process
+    still ran (dead kubelet, forced delete) bound pods beside it."""
     objs = ch.render()
     deployment = ch.one(objs, "Deployment")
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    env = ch.env(objs)
+    assert env["METRICSCHED_LEADER_ELECT"] == "true"
+    assert env["METRICSCHED_LEADER_ELECTION_ID"] == "metricsched"
+    assert "Role" in ch.kinds(objs)
+    assert "RoleBinding" in ch.kinds(objs)
+
+
+def test_one_replica_may_opt_out_of_leader_election():
+    objs = ch.render("leaderElection.enabled=false")
     assert ch.env(objs)["METRICSCHED_LEADER_ELECT"] == "false"
     assert "Role" not in ch.kinds(objs)
     assert "RoleBinding" not in ch.kinds(objs)
@@ -373,10 +384,9 @@ def test_the_operator_knows_its_own_pod_to_report_failing_watches_on_it():
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
 
 
-def test_leader_election_can_be_asked_for_with_one_replica():
-    objs = ch.render("leaderElection.enabled=true")
+def test_more_than_one_replica_elects_even_when_election_is_switched_off():
+    objs = ch.render("replicaCount=2", "leaderElection.enabled=false")
     assert ch.env(objs)["METRICSCHED_LEADER_ELECT"] == "true"
-    assert ch.one(objs, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
     assert "Role" in ch.kinds(objs)
 
 
@@ -467,6 +477,8 @@ def test_the_extras_are_off_by_default():
         "ClusterRole",  # the metrics reader: bound to no one unless metrics.readers says so
         "ClusterRoleBinding",
         "Deployment",
+        "Role",  # the Lease: leader election is not an extra
+        "RoleBinding",
         "Service",
         "ServiceAccount",
     ]

@@ -66,7 +66,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (include "metricsched.imageTag" .) }}
 {{- end }}
 
-{{/* "true" when leader election runs: asked for, or more than one replica. */}}
+{{/* "true" when leader election runs: on by default, and always with more than one replica. */}}
 {{- define "metricsched.leaderElection" -}}
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ else }}false{{ end }}
 {{- end }}
