@@ -15,6 +15,12 @@ What parses is read with an explicit stack, each node once, under a node budget.
 ``Guard`` keeps the verdicts of a fixed set of rules, so an unchanged query is checked
 once, not every refresh round.
 
+The rules also bound what a query may cost Prometheus, not only what it selects: a range
+(``[5m]``) or subquery window longer than ``MAX_RANGE_S``, or subqueries that evaluate
+their inner query more than ``MAX_SUBQUERY_STEPS`` times (range / step, multiplied when
+nested: ``[30d:1s]`` is 2,592,000), are refused. Without them one tenant's policy can keep
+Prometheus's query slots busy for every other tenant.
+
 Pure: no I/O, no clocks, no module-level state. It never sends or logs a query; a
 ``Guard`` keeps verdicts by a digest of the query, never the text.
 """
@@ -61,6 +67,11 @@ _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 MAX_QUERY_CHARS = 4096  # the CRD's maxLength for a query
 MAX_STRUCTURE = 128  # operators plus opening brackets
 MAX_NODES = 1024  # AST nodes read after parsing (leaves included)
+# What one query may cost Prometheus (with rules on). A subquery with no step runs at
+# Prometheus's global evaluation interval, 1m unless its configuration says otherwise.
+MAX_RANGE_S = 24 * 3600  # a range selector's or a subquery's window
+MAX_SUBQUERY_STEPS = 1000  # evaluations of a subquery's inner query, nested ones multiplied
+DEFAULT_SUBQUERY_STEP_S = 60.0
 _WORD_OPERATORS = frozenset({"and", "or", "unless", "atan2"})
 _ARITHMETIC = frozenset("+-*/%^")
 _COMPARISON = frozenset("=!<>")
@@ -150,6 +161,35 @@ def check(query: str, *, namespace: str, rules: Rules) -> str | None:
             problem = _check_selector(node, namespace=namespace, rules=rules)
             if problem is not None:
                 return problem
+    return cost_problem(expr)
+
+
+def cost_problem(expr: promql_parser.Expr) -> str | None:
+    """Why ``expr`` would cost Prometheus too much (``MAX_RANGE_S``,
+    ``MAX_SUBQUERY_STEPS``); None if it is within the bounds. Each node is read once."""
+    stack: list[tuple[object, float]] = [(expr, 1.0)]
+    while stack:
+        node, evaluations = stack.pop()
+        if isinstance(node, promql_parser.MatrixSelector | promql_parser.SubqueryExpr):
+            window = node.range.total_seconds() if node.range is not None else 0.0
+            if window > MAX_RANGE_S:
+                return (
+                    f"the range [{_duration(window)}] is longer than the"
+                    f" {_duration(MAX_RANGE_S)} the cluster's query rules allow"
+                )
+        if isinstance(node, promql_parser.SubqueryExpr):
+            window = node.range.total_seconds() if node.range is not None else 0.0
+            step = node.step.total_seconds() if node.step else DEFAULT_SUBQUERY_STEP_S
+            evaluations *= max(1.0, window / max(step, 0.001))
+            if evaluations > MAX_SUBQUERY_STEPS:
+                shown = _duration(step) if node.step else ""
+                default = "" if node.step else f" at a {_duration(step)} step"
+                return (
+                    f"the subquery [{_duration(window)}:{shown}] evaluates its inner query"
+                    f" {evaluations:.0f} times{default} (the limit is {MAX_SUBQUERY_STEPS},"
+                    " nested subqueries multiplied): use a larger step or a shorter range"
+                )
+        stack.extend((child, evaluations) for child in _children(node))
     return None
 
 
@@ -164,22 +204,24 @@ def nodes(expr: promql_parser.Expr) -> Iterator[object]:
     while stack:
         node = stack.pop()
         yield node
-        children: list[object]
-        if isinstance(node, promql_parser.BinaryExpr):
-            children = [node.lhs, node.rhs]
-        elif isinstance(node, promql_parser.AggregateExpr):
-            children = [node.expr] if node.param is None else [node.param, node.expr]
-        elif isinstance(node, promql_parser.Call):
-            children = list(node.args)
-        elif isinstance(
-            node, (promql_parser.ParenExpr, promql_parser.UnaryExpr, promql_parser.SubqueryExpr)
-        ):
-            children = [node.expr]
-        elif isinstance(node, promql_parser.MatrixSelector):
-            children = [node.vector_selector]
-        else:
-            children = []
-        stack.extend(reversed(children))
+        stack.extend(reversed(_children(node)))
+
+
+def _children(node: object) -> list[object]:
+    """The sub-expressions of a node the check knows (none for any other)."""
+    if isinstance(node, promql_parser.BinaryExpr):
+        return [node.lhs, node.rhs]
+    if isinstance(node, promql_parser.AggregateExpr):
+        return [node.expr] if node.param is None else [node.param, node.expr]
+    if isinstance(node, promql_parser.Call):
+        return list(node.args)
+    if isinstance(
+        node, (promql_parser.ParenExpr, promql_parser.UnaryExpr, promql_parser.SubqueryExpr)
+    ):
+        return [node.expr]
+    if isinstance(node, promql_parser.MatrixSelector):
+        return [node.vector_selector]
+    return []
 
 
 def structure(query: str) -> int:
@@ -323,6 +365,14 @@ def _over_budget(query: str) -> str | None:
             f" {MAX_STRUCTURE}); simplify it, or split it into several metrics"
         )
     return None
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as PromQL writes a duration (``30d``, ``90s``)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds * 1000)}ms"
 
 
 def _string_end(query: str, start: int) -> int:

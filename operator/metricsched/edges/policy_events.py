@@ -6,8 +6,14 @@ second recorder with a small budget of its own and remembers, per policy and top
 metric, the fallback, the spec), which warning holds now. A warning is posted when it
 starts and again every ``resend_interval_s`` while it lasts: the same Event's count grows
 ("x4 over 15m" in ``kubectl describe``), so a reader of the policy sees that it still
-holds. A post the budget dropped, or the API refused, is tried again after ``retry_s``.
-When the condition ends, one resolving event (``MetricsRecovered``) may be posted.
+holds. A post the API refused is tried again after ``retry_s``. When the condition ends,
+one resolving event (``MetricsRecovered``) may be posted.
+
+The budget is shared fairly across namespaces: due posts go round-robin by namespace,
+the namespace served least recently first, and a pump stops at the first post the budget
+drops (the rest stay due). One namespace with a thousand failing policies therefore
+cannot keep another namespace's only warning unposted: it waits one post per other
+namespace with something due, not behind all of them.
 
 Non-blocking for callers: ``warn``, ``resolve`` and ``forget`` only change state under a
 lock (they may be called from a worker thread too); ``pump`` posts, on the event loop,
@@ -79,6 +85,8 @@ class PolicyEvents:
         self._clock = clock
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str], _Pending] = {}  # (policy, topic) -> next post
+        self._served: dict[str, int] = {}  # namespace -> sequence number of its last post
+        self._sequence = 0
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -173,12 +181,14 @@ class PolicyEvents:
         """Post what is due; return how many posts went through."""
         now = self._clock()
         with self._lock:
-            due = [(key, p) for key, p in self._pending.items() if p.due <= now]
-            for _, p in due:
-                p.attempts += 1
-                p.due = now + self._retry  # until the post below says otherwise
+            due = self._in_turn([(key, p) for key, p in self._pending.items() if p.due <= now])
         posted = 0
         for key, p in due:
+            with self._lock:
+                if self._pending.get(key) is not p:
+                    continue  # replaced or forgotten meanwhile
+                p.attempts += 1
+                p.due = now + self._retry  # until the post below says otherwise
             outcome = await self.recorder.record(
                 p.ref,
                 event_type=p.event_type,
@@ -186,9 +196,19 @@ class PolicyEvents:
                 message=p.message,
                 action=p.action,
             )
+            if outcome is events.Recorded.DROPPED:
+                # The budget is spent: this and the rest stay due, for the next pump to
+                # take in turn (not a failed attempt: the API was never asked).
+                with self._lock:
+                    p.attempts -= 1
+                    p.due = now
+                break
             ok = outcome in _POSTED
             posted += ok
             with self._lock:
+                if ok:
+                    self._sequence += 1
+                    self._served[p.ref.namespace] = self._sequence
                 if self._pending.get(key) is not p:
                     continue  # replaced or forgotten while posting
                 if p.lasting:
@@ -198,6 +218,23 @@ class PolicyEvents:
                     del self._pending[key]
         await self.recorder.flush()  # merges the budget held back earlier
         return posted
+
+    def _in_turn(
+        self, due: list[tuple[tuple[str, str], _Pending]]
+    ) -> list[tuple[tuple[str, str], _Pending]]:
+        """``due`` round-robin by namespace: each namespace's first post, then each one's
+        second, ...; namespaces served least recently first. Called under the lock."""
+        by_namespace: dict[str, list[tuple[tuple[str, str], _Pending]]] = {}
+        for item in due:
+            by_namespace.setdefault(item[1].ref.namespace, []).append(item)
+        # Forget namespaces with nothing pending (bounded by what is pending now).
+        pending = {p.ref.namespace for p in self._pending.values()}
+        self._served = {ns: seq for ns, seq in self._served.items() if ns in pending}
+        turn = sorted(by_namespace, key=lambda ns: self._served.get(ns, 0))
+        ordered: list[tuple[tuple[str, str], _Pending]] = []
+        for rank in range(max((len(v) for v in by_namespace.values()), default=0)):
+            ordered.extend(by_namespace[ns][rank] for ns in turn if rank < len(by_namespace[ns]))
+        return ordered
 
     def start(self, *, interval_s: float = 1.0) -> None:
         """Post due events from a task on the running loop (at once when a new one

@@ -2,7 +2,9 @@
 
 - Only the leader refreshes (``leading`` is awaited before each round); standbys send no
   query and write no status.
-- Queries run in worker threads, at most ``concurrency`` at once. A round never waits
+- Queries run in worker threads, at most ``concurrency`` at once, the slots shared
+  round-robin across namespaces (``runtime.fair_slots``): a namespace with many slow
+  queries cannot make another's wait behind all of them. A round never waits
   for a slow query: each query's answer is stored when it arrives, and a query still in
   flight at the next tick is not sent again. A slow query therefore delays only its own
   metrics, whose values age out by the policy's ``maxMetricAge`` (the cycle then uses
@@ -38,6 +40,7 @@ from metricsched.core import estimate, model
 from metricsched.edges import metric_store, observe, query_rounds
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import fair_slots
 from metricsched.runtime import learner as learner_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
@@ -71,7 +74,7 @@ class Refresher:
         self._post_event = post_event
         self._interval = interval_s
         self._deadline = deadline_s
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = fair_slots.FairSlots(concurrency)
         self._in_flight: dict[query_rounds.QueryKey, asyncio.Task[None]] = {}
         self._down: prom.QueryReport | None = None
         self.now = asyncio.Event()  # set to refresh at once (a policy's metrics changed)
@@ -148,7 +151,7 @@ class Refresher:
     ) -> None:
         query, node_label = key.query, key.node_label
         late: asyncio.Future[prom.QueryReport] | None = None
-        async with self._slots:
+        async with self._slots.slot(key.namespace):
             now = time.time()
             down = self._down
             if down is not None and key.refusal is None:

@@ -227,3 +227,53 @@ async def _until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate() and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.01)
+
+
+class TestFairAcrossNamespaces:
+    """Regression (issue 24, finding 9): the budget went to due posts in the order they
+    were first warned, so one namespace's thousand failing policies kept another
+    namespace's only warning unposted."""
+
+    def test_each_namespace_gets_a_post_before_any_gets_a_second(
+        self,
+        events: policy_events.PolicyEvents,
+        run: fakes.Runner,
+        fake_kube: fakes.FakeServer,
+        clock: fakes.FakeClock,
+    ) -> None:
+        for i in range(40):
+            ref = events_mod.ObjectRef.policy(namespace="team-a", name=f"p{i}", uid=f"a{i}")
+            warn(events, ref)
+        warn(events, events_mod.ObjectRef.policy(namespace="team-b", name="only", uid="b"))
+        warn(events, events_mod.ObjectRef.policy(namespace="team-c", name="only", uid="c"))
+        assert run(events.pump()) == 3  # the burst
+        namespaces = [r.path.split("/")[4] for r in fake_kube.received("POST")]
+        assert sorted(namespaces) == ["team-a", "team-b", "team-c"]
+
+    def test_a_namespace_served_last_waits_for_the_others(
+        self,
+        writes_api: kube_http.AsyncApi,
+        run: fakes.Runner,
+        fake_kube: fakes.FakeServer,
+        clock: fakes.FakeClock,
+    ) -> None:
+        events = policy_events.PolicyEvents(
+            writes_api,
+            component="metricsched",
+            rate_per_s=0.01,
+            burst=3,
+            resend_interval_s=3600.0,  # no re-send within the test
+            clock=clock,
+            wall_clock=clock,
+        )
+        for ns in ("team-a", "team-b"):
+            for i in range(5):
+                warn(
+                    events, events_mod.ObjectRef.policy(namespace=ns, name=f"p{i}", uid=f"{ns}{i}")
+                )
+        run(events.pump())  # the burst of 3: a, b, a
+        for _ in range(4):
+            clock.advance(100)  # one token each
+            assert run(events.pump()) == 1
+        namespaces = [r.path.split("/")[4] for r in fake_kube.received("POST")]
+        assert namespaces == ["team-a", "team-b", "team-a", "team-b", "team-a", "team-b", "team-a"]

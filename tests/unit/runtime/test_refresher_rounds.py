@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 from metricsched.core import model, policy, promql_guard
@@ -26,6 +27,7 @@ class FakeSource:
         self.slow: set[str] = set()
         self.boom: set[str] = set()
         self.release = threading.Event()
+        self.delay: dict[str, float] = {}  # query -> seconds its answer takes
 
     def query_nodes_report(self, query: str, **_: Any) -> prom.QueryReport:
         self.sent.append(query)
@@ -33,6 +35,7 @@ class FakeSource:
             raise RuntimeError("bug")
         if query in self.slow:
             self.release.wait(10)
+        time.sleep(self.delay.get(query, 0.0))
         return prom.QueryReport(
             series=model.MetricSeries(
                 values={model.NodeName("n1"): model.MetricSample(value=1.0, refreshed_at=0.0)},
@@ -49,10 +52,10 @@ class FakeSource:
         )
 
 
-def _policy(name: str, query: str) -> model.Policy:
+def _policy(name: str, query: str, namespace: str = "shop") -> model.Policy:
     return policy.policy_from_body(
         {
-            "metadata": {"name": name, "namespace": "shop", "uid": name, "generation": 1},
+            "metadata": {"name": name, "namespace": namespace, "uid": name, "generation": 1},
             "spec": {
                 "metrics": [
                     {
@@ -95,8 +98,8 @@ class Rig:
             deadline_s=deadline_s,
         )
 
-    def add(self, name: str, query: str) -> None:
-        p = _policy(name, query)
+    def add(self, name: str, query: str, namespace: str = "shop") -> None:
+        p = _policy(name, query, namespace)
         self.cache.upsert_policy(p)
         self.status.records[p.key] = status_mod.PolicyRecord()
 
@@ -222,3 +225,25 @@ def test_the_first_round_is_marked_once_its_queries_answer_or_the_deadline_passe
         await asyncio.wait_for(task, 5)
 
     asyncio.run(go())
+
+
+def test_a_namespace_with_many_slow_queries_does_not_starve_another_namespace() -> None:
+    """Regression (issue 24, finding 9): one FIFO of 4 slots for every namespace; 40 slow
+    queries of one namespace delayed another namespace's only query behind all of them."""
+    rig = Rig()
+    for i in range(40):
+        rig.add(f"a{i}", f"a_query_{i}", namespace="team-a")
+        rig.source.delay[f"a_query_{i}"] = 0.05
+    rig.add("b", "b_query", namespace="team-b")
+
+    async def go() -> None:
+        rig.refresher.round()
+        for _ in range(200):
+            await asyncio.sleep(0.02)
+            if "b_query" in rig.source.sent:
+                break
+
+    asyncio.run(go())
+    # 4 of team-a's queries hold the slots; the first slot to free is team-a's turn (it
+    # waited first), the second team-b's: sent 6th at the latest, not 41st.
+    assert rig.source.sent.index("b_query") <= 5
