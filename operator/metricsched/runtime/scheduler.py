@@ -111,6 +111,10 @@ class Scheduler:
         # decisions wait for it at start.
         self.metrics_ready = asyncio.Event()
         self.metrics_ready.set()
+        # The cache's node names, rebuilt when its generation moves (a node added or
+        # deleted always moves it): the check right before each Binding.
+        self._node_names: frozenset[str] = frozenset()
+        self._node_names_generation = -1
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -275,6 +279,13 @@ class Scheduler:
         assert decision.node is not None
         node = decision.node
         async with self._binds:
+            if not self._node_exists(node):
+                # Deleted since the decision (the Binding may have waited for a slot):
+                # the API server would accept it, and PodGC delete the pod ~40 s later.
+                logger.info("binding %s to %s: not sent, the node was deleted", pod.key, node)
+                self.cache.forget(pod)
+                self.queue.retry_later(pod.uid, now=self._monotonic(), policy=decision.policy or "")
+                return
             result = await binder.bind(
                 self.http,
                 namespace=pod.namespace,
@@ -294,6 +305,12 @@ class Scheduler:
             )
             result = await self._read_back(pod, node)
         await self._settle(pod, decision, result)
+
+    def _node_exists(self, node: str) -> bool:
+        if self._node_names_generation != self.cache.generation:
+            self._node_names = frozenset(n.name for n in self.cache.nodes())
+            self._node_names_generation = self.cache.generation
+        return node in self._node_names
 
     async def _read_back(self, pod: model.PodInfo, node: str) -> binder.BindResult:
         """Read the pod until we know whether the Binding landed. Meanwhile the pod stays

@@ -255,3 +255,21 @@ def test_losing_the_lease_cancels_binds_in_flight(rig: Rig) -> None:
     assert rig.run(go) == 1
     assert not rig.scheduler.active.is_set()
     assert "event Scheduled" not in rig.api.calls
+
+
+def test_a_node_deleted_after_the_decision_gets_no_binding(rig: Rig) -> None:
+    """Regression (issue 24, finding 12): the Binding went to the deleted node, which the
+    API server accepts; PodGC then deleted the pod (a bare pod was lost)."""
+
+    async def go() -> model.Decision:
+        decision = rig.scheduler.attempt(rig.pod, now=1.0)
+        assert decision.node is not None
+        rig.cache.remove_node(decision.node)  # before the bind task got its turn
+        await rig.scheduler.drain()
+        return decision
+
+    asyncio.run(go())
+    assert rig.api.calls == []
+    assert not rig.cache.is_assumed("uid-web")
+    assert "uid-web" in rig.cache.pending
+    assert "uid-web" in rig.queue  # decided again, among the nodes that are left
