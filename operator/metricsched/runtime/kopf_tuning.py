@@ -11,8 +11,11 @@ the progress storage stays kopf's default.
 
 The allocations of each event (JSON decoding, kopf's wrappers) also trigger the cyclic
 garbage collector, whose full collections walked every object the process holds:
-``gc.freeze()`` at kopf's start-up leaves what exists by then (imports, the initial
-LIST's cache) out of them. ``python -m bench kopf`` measures each tuning (bench/analysis.md).
+``gc.freeze()`` at kopf's first start-up leaves what exists by then (imports, the initial
+LIST's cache) out of them. Once per process: kopf runs its start-up handlers again when
+it restarts its watches (after ~7 s of API errors), and a freeze then would pin the
+failed run's cyclic garbage for good. ``python -m bench kopf`` measures each tuning
+(bench/analysis.md).
 
 Nothing here changes what a handler receives: the body of every event, in order.
 """
@@ -54,7 +57,10 @@ def _gc_freeze(settings: kopf.OperatorSettings) -> None:
     # Everything built before the watches start (imports: kopf, the kubernetes client's
     # models; the initial LIST's cache) is long-lived: moved out of the cyclic GC's
     # reach, the full collections that per-event allocations trigger stop walking it.
-    gc.freeze()
+    # Only the first time: at a kopf restart, what is new is mostly the failed run's
+    # garbage, which a freeze would keep forever.
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
 
 
 # Each tuning by name: ``python -m bench kopf`` measures them one by one against none.

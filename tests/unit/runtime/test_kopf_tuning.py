@@ -61,16 +61,45 @@ def test_kopf_default_diffbase_would_copy_the_pod_spec() -> None:
     assert essence["spec"] == _pod_body()["spec"]
 
 
+class FakeGc:
+    """``gc.freeze`` and ``gc.get_freeze_count``, counting freezes (a real freeze in a
+    test would pin the test run's objects)."""
+
+    def __init__(self) -> None:
+        self.freezes = 0
+        self.frozen_objects = 0
+
+    def freeze(self) -> None:
+        self.freezes += 1
+        self.frozen_objects += 1000
+
+    def get_freeze_count(self) -> int:
+        return self.frozen_objects
+
+
+@pytest.fixture
+def fake_gc(monkeypatch: pytest.MonkeyPatch) -> FakeGc:
+    fake = FakeGc()
+    monkeypatch.setattr(kopf_tuning, "gc", fake)
+    return fake
+
+
 def test_operator_settings_use_the_null_diffbase_and_freeze_start_up_objects(
-    monkeypatch: pytest.MonkeyPatch,
+    fake_gc: FakeGc,
 ) -> None:
-    frozen: list[bool] = []
-    monkeypatch.setattr(kopf_tuning.gc, "freeze", lambda: frozen.append(True))
     settings = kopf.OperatorSettings()
     watches_mod.configure_kopf(settings)
     assert isinstance(settings.persistence.diffbase_storage, kopf_tuning.NoDiffBase)
-    assert frozen == [True]
+    assert fake_gc.freezes == 1
     assert settings.posting.enabled is False
+
+
+def test_a_kopf_restart_does_not_freeze_again(fake_gc: FakeGc) -> None:
+    """Regression (issue 24, finding 12): every kopf restart froze the failed run's
+    cyclic garbage out of the collector's reach for good."""
+    for _ in range(3):  # start-up, then two restarts of kopf after API errors
+        watches_mod.configure_kopf(kopf.OperatorSettings())
+    assert fake_gc.freezes == 1
 
 
 def _webhook_watches(*argv: str) -> watches_mod.Watches:
@@ -91,7 +120,7 @@ def _started_settings(registry: kopf.OperatorRegistry) -> kopf.OperatorSettings:
 def test_without_the_webhook_there_is_no_admission_handler_nor_server(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(kopf_tuning.gc, "freeze", lambda: None)
+    monkeypatch.setattr(kopf_tuning, "gc", FakeGc())
     registry = watches_mod.build_registry(_webhook_watches())
     assert not registry._webhooks.get_all_handlers()
     assert _started_settings(registry).admission.server is None
@@ -100,7 +129,7 @@ def test_without_the_webhook_there_is_no_admission_handler_nor_server(
 def test_the_webhook_is_one_mutating_handler_for_created_pods_served_by_kopf(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(kopf_tuning.gc, "freeze", lambda: None)
+    monkeypatch.setattr(kopf_tuning, "gc", FakeGc())
     w = _webhook_watches(
         "--webhook", "--webhook-cert-file", "/c/tls.crt", "--webhook-key-file", "/c/tls.key"
     )
