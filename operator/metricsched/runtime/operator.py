@@ -142,6 +142,7 @@ class Operator:
             interval_s=config.refresh_interval_s,
             shadow=self.shadow.status_block,
             rebalance=self.rebalancer.status_block,
+            on_forget=self.scheduler.forget_policy,
         )
         self.refresher = refresher_mod.Refresher(
             source=self.source,

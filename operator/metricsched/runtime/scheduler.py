@@ -253,6 +253,11 @@ class Scheduler:
             self.cache.pending.pop(pod.uid, None)
         return decision
 
+    def forget_policy(self, key: model.PolicyKey) -> None:
+        """A policy is gone (deleted, or re-created under its name): a new one starts at
+        zero, not with the old one's counts."""
+        self.counters.pop(key, None)
+
     def _strategy(self, decision: model.Decision) -> model.FallbackStrategy:
         chosen = self.cache.policies.get(decision.policy) if decision.policy else None
         return chosen.fallback if chosen is not None else self.config.default_fallback

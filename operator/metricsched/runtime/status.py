@@ -73,6 +73,7 @@ class PolicyStatus:
         clock: Callable[[], float] = time.monotonic,
         shadow: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
         rebalance: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
+        on_forget: Callable[[model.PolicyKey], None] | None = None,
     ) -> None:
         self._api = api
         self._policies = policies
@@ -84,6 +85,9 @@ class PolicyStatus:
         self._clock = clock
         self._shadow = shadow  # status.shadow of shadow-mode policies (runtime/shadow.py)
         self._rebalance = rebalance  # status.rebalance (runtime/rebalancer.py)
+        # Told when a policy is gone (deleted, or re-created under the same name), so that
+        # what others count per policy (the scheduler's counters) is not inherited.
+        self._on_forget = on_forget
         self.records: dict[model.PolicyKey, PolicyRecord] = {}
         self._dirty: set[model.PolicyKey] = set()
         self._wake = asyncio.Event()
@@ -95,6 +99,10 @@ class PolicyStatus:
         """A policy event: returns its record and whether it is new or its spec changed."""
         meta = body.get("metadata") or {}
         record = self.records.get(key)
+        if record is not None and record.uid and meta.get("uid") and record.uid != meta["uid"]:
+            # Deleted and created again while the deletion went unseen: a new policy.
+            self.forget(key)
+            record = None
         fresh = record is None
         if record is None:
             record = self.records[key] = PolicyRecord()
@@ -118,6 +126,8 @@ class PolicyStatus:
     def forget(self, key: model.PolicyKey) -> None:
         self.records.pop(key, None)
         self._dirty.discard(key)
+        if self._on_forget is not None:
+            self._on_forget(key)
 
     def mark(self, key: model.PolicyKey | None = None) -> None:
         """Something this policy's status shows may have changed (None: every policy)."""
