@@ -6,19 +6,26 @@
 #                         wheels fetched on the host (hack/image.py; see the README)
 #   docker build -t <registry>/metricsched:0.1.0 .      python:3.11-slim, wheels from PyPI
 #
+# Both build exactly the versions of constraints.txt (hack/lock.py writes it). The base is
+# pinned by digest: a tag moves, a digest does not. To move to a newer base, read the
+# tag's digest (`skopeo inspect --format '{{.Digest}}' docker://python:3.11-slim-bookworm`)
+# and replace it here.
+#
 # The Helm chart runs it with a read-only root filesystem and a writable /tmp.
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:2e32f7d302adc1c37428355c1e646897c0c53f4fd60b6a551245fb90ee129f91
 
 # --- builder: the package and its dependencies, installed into /opt/metricsched ---------
 FROM ${PYTHON_IMAGE} AS builder
 # pip's configuration: none by default (PyPI). `make image` passes a file that sends pip to
 # the wheels it mounts at /mnt/wheels and forbids any index: that build has no network.
 ARG PIP_CONFIG_FILE=/dev/null
+# Every pip step (the build backend's isolated environment too) takes the exact versions.
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1
+    PIP_NO_CACHE_DIR=1 \
+    PIP_CONSTRAINT=/src/constraints.txt
 WORKDIR /src
 # setup.cfg reads the version from the package and the long description from README.md.
-COPY pyproject.toml setup.cfg README.md ./
+COPY pyproject.toml setup.cfg README.md constraints.txt ./
 COPY operator/ operator/
 # A virtual environment without pip (the base's pip installs into it), no compiled caches
 # (the root filesystem is read-only, so Python compiles in memory either way), no tests of

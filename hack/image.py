@@ -14,9 +14,9 @@ Five steps, each reported on one line, their output in ``build/image/build.log``
    recipe, so a changed recipe builds a new base; a base is used only when its label
    carries that hash, and its root filesystem tarball is renamed into the cache only
    once mmdebstrap succeeded, so an interrupted build is never half-used.
-3. Wheels of the dependencies, fetched on the host for the base's Python (cp311, manylinux,
-   binary only) with their shared objects stripped, plus a pip.conf that sends the
-   image's pip to them with no index.
+3. Wheels of the dependencies at the versions of constraints.txt, fetched on the host for
+   the base's Python (cp311, manylinux, binary only) with their shared objects stripped,
+   plus a pip.conf that sends the image's pip to them with no index.
 4. The repository's Dockerfile, built with ``podman build --pull=never --network=none``
    over that base, the wheels mounted at /mnt/wheels.
 5. An ``oci-archive`` of the image (skopeo) in ``build/image/`` for inspection.
@@ -347,8 +347,11 @@ def requirements() -> list[str]:
     return reqs
 
 
+CONSTRAINTS = ROOT / "constraints.txt"  # the exact versions (hack/lock.py)
+
+
 def wheels_key() -> str:
-    text = json.dumps([requirements(), BASE_PYTHON, platform_tags()])
+    text = json.dumps([requirements(), CONSTRAINTS.read_text(), BASE_PYTHON, platform_tags()])
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -383,6 +386,8 @@ def fetch_wheels() -> str:
             *(f"--platform={tag}" for tag in platform_tags()),
             "--dest",
             str(partial),
+            "--constraint",
+            str(CONSTRAINTS),
             *requirements(),
         ],
         step="pip download (wheels)",
@@ -469,7 +474,15 @@ def git(*args: str) -> str:
 def revision() -> str:
     """HEAD, with -dirty when a file the image is built from differs from it."""
     head = git("rev-parse", "HEAD") or "unknown"
-    inputs = ["Dockerfile", ".dockerignore", "pyproject.toml", "setup.cfg", "README.md", "operator"]
+    inputs = [
+        "Dockerfile",
+        ".dockerignore",
+        "pyproject.toml",
+        "setup.cfg",
+        "constraints.txt",
+        "README.md",
+        "operator",
+    ]
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", *inputs)
     return head + ("-dirty" if dirty else "")
 

@@ -125,3 +125,54 @@ def test_the_build_context_keeps_everything_the_builder_copies():
     cfg.read(ROOT / "setup.cfg")
     assert cfg["metadata"]["long_description"] == "file: README.md"
     assert "README.md" in kept
+
+
+# --- pinned inputs (issue 24, finding 12: the base by tag only, dependencies by range) ----
+
+
+def test_the_default_base_is_pinned_by_digest():
+    words = [word for word, _ in instructions()]
+    image = build_args(instructions()[: words.index("FROM")])["PYTHON_IMAGE"]
+    assert re.fullmatch(r"python:[0-9.]+-slim-bookworm@sha256:[0-9a-f]{64}", image), image
+
+
+def test_the_builder_installs_the_exact_versions_of_the_constraints_file():
+    (builder, _) = stages()
+    env = " ".join(args for word, args in builder if word == "ENV")
+    assert "PIP_CONSTRAINT=/src/constraints.txt" in env
+    copied = " ".join(args for word, args in builder if word == "COPY")
+    assert "constraints.txt" in copied.split()
+
+
+def test_the_constraints_pin_every_dependency_exactly_within_its_range():
+    from packaging.requirements import Requirement
+
+    pins: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, sep, version = line.partition("==")
+            assert sep and version, f"not an exact pin: {line}"
+            pins[name] = version
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    build = re.search(r"requires\s*=\s*\[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.S)
+    assert build is not None
+    needed = [
+        *cfg["options"]["install_requires"].split("\n"),
+        *(r.strip().strip("\"'") for r in build.group(1).split(",")),
+    ]
+    for text in filter(None, (t.strip() for t in needed)):
+        req = Requirement(text)
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        assert name in pins, f"{req.name} is not pinned in constraints.txt"
+        assert req.specifier.contains(pins[name]), f"{name}=={pins[name]} is outside {text}"
+
+
+def test_the_constraints_are_what_hack_lock_writes_from_the_installed_versions():
+    lock = subprocess.run(
+        [sys.executable, str(ROOT / "hack" / "lock.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lock.returncode == 0, lock.stderr

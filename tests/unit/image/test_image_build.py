@@ -151,3 +151,15 @@ def test_wheels_are_fetched_for_the_bases_python_not_the_hosts(image_py: ModuleT
     assert image_py.BASE_PYTHON == "3.11"
     assert "kopf>=1.45.2,<1.46" in image_py.requirements()
     assert any(r.startswith("setuptools") for r in image_py.requirements())
+
+
+def test_wheels_are_fetched_at_the_versions_of_the_constraints_file(
+    image_py: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    commands: list[list[str]] = []
+    monkeypatch.setattr(image_py, "WHEELS", tmp_path / "wheels")
+    monkeypatch.setattr(image_py, "run", lambda cmd, **_: commands.append(list(cmd)))
+    monkeypatch.setattr(image_py, "strip_wheels", lambda _: 0)
+    image_py.fetch_wheels()
+    (download,) = commands
+    assert download[download.index("--constraint") + 1] == str(image_py.ROOT / "constraints.txt")
