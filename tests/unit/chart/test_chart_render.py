@@ -631,3 +631,55 @@ def test_the_network_policy_admits_the_metrics_port_only():
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
     assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}]
+
+
+# --- API Priority and Fairness ------------------------------------------------------------
+
+
+def test_flow_schemas_put_the_lease_and_the_bindings_above_workload_low():
+    """Issue 24, finding 12: without them the Lease renewals and Bindings sat in
+    workload-low with every ServiceAccount, where a busy API server delays a renewal past
+    the fence."""
+    objs = ch.render("flowSchema.enabled=true")
+    account = {
+        "kind": "ServiceAccount",
+        "serviceAccount": {"name": "metricsched", "namespace": "metricsched"},
+    }
+    lease = ch.one(objs, "FlowSchema", "metricsched-leader-election")["spec"]
+    assert lease["priorityLevelConfiguration"] == {"name": "leader-election"}
+    assert lease["rules"] == [
+        {
+            "subjects": [account],
+            "resourceRules": [
+                {
+                    "verbs": ["get", "create", "update"],
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "namespaces": ["metricsched"],
+                }
+            ],
+        }
+    ]
+    binding = ch.one(objs, "FlowSchema", "metricsched-binding")["spec"]
+    assert binding["priorityLevelConfiguration"] == {"name": "workload-high"}
+    (rule,) = binding["rules"]
+    assert rule["subjects"] == [account]
+    assert rule["resourceRules"] == [
+        {"verbs": ["create"], "apiGroups": [""], "resources": ["pods/binding"], "namespaces": ["*"]}
+    ]
+    for spec in (lease, binding):
+        assert spec["matchingPrecedence"] == 1000  # after the control plane's, before 9000
+        assert spec["distinguisherMethod"] == {"type": "ByUser"}
+
+
+def test_flow_schemas_are_opt_in_and_follow_the_service_account():
+    assert "FlowSchema" not in ch.kinds(ch.render())
+    objs = ch.render(
+        "flowSchema.enabled=true", "serviceAccount.create=false", "serviceAccount.name=sched"
+    )
+    for fs in (m for m in objs if m["kind"] == "FlowSchema"):
+        (rule,) = fs["spec"]["rules"]
+        assert rule["subjects"][0]["serviceAccount"]["name"] == "sched"
+    without_election = ch.render("flowSchema.enabled=true", "leaderElection.enabled=false")
+    names = [m["metadata"]["name"] for m in without_election if m["kind"] == "FlowSchema"]
+    assert names == ["metricsched-binding"]
