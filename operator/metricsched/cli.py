@@ -6,6 +6,15 @@ node, its filter verdict and its per-metric values and scores. For a pod that is
 bound it first shows the decision recorded on the pod (``metricsched.io/decision``), then
 where the policy would place it now and what changed.
 
+What ``explain`` sends to Prometheus is what the operator would: only the queries of the
+policy that decides the pod (not every namespace's), checked by the admin's query rules.
+The rules are the operator's when ``--operator NAMESPACE/DEPLOYMENT`` names its Deployment
+(read from its container's ``METRICSCHED_QUERY_*``), else those of this command's own
+flags and variables; without any, explain says on stderr that the queries go as written.
+The decision annotation it prints comes from the pod, whose author can rewrite it: it is
+printed escaped (``core.decision_record.decode``). A user who may not read what the
+scheduler reads cluster-wide gets one line saying so, not a traceback.
+
 ``shadow NAMESPACE/POLICY`` reads a shadow policy's status (one GET) and prints the
 latest evaluated pods and the summary.
 
@@ -36,7 +45,7 @@ import metricsched
 from metricsched import config as config_mod
 from metricsched.core import cycle, decision_record, explain, model, parse, policy, scoring
 from metricsched.core import shadow as shadow_mod
-from metricsched.edges import kube, metrics_auth
+from metricsched.edges import kube, kube_http, metrics_auth
 from metricsched.runtime import operator as operator_mod
 
 CLUSTER_ENV_NAMES = {
@@ -89,6 +98,12 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int
         "names; --scheduler-name overrides that name.",
     )
     ex.add_argument("pod", metavar="NAMESPACE/POD")
+    ex.add_argument(
+        "--operator",
+        metavar="NAMESPACE/DEPLOYMENT",
+        help="apply the query rules of this operator Deployment (its METRICSCHED_QUERY_* "
+        "variables), as the operator would [METRICSCHED_OPERATOR]",
+    )
     _client_arguments(ex, run_flags=True)
     sh = sub.add_parser("shadow", help="show how a shadow policy compares with live placements")
     sh.add_argument("policy", metavar="NAMESPACE/POLICY")
@@ -115,6 +130,12 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int
         except operator_mod.KubeconfigError as e:
             print(f"metricsched: {e}", file=sys.stderr)
             return 1
+    if args.command == "explain":
+        try:
+            env = _with_operator_rules(args, env)
+        except _ExplainError as e:
+            print(f"metricsched explain: {e}", file=sys.stderr)
+            return 1
     try:
         config = config_mod.from_args(args, env=env)
     except config_mod.ConfigError as e:
@@ -135,6 +156,12 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int
             print(f"metricsched: {e}", file=sys.stderr)
             return 1
         return 0
+    if not config.query_rules.enabled:
+        print(
+            "note: no query rules: the deciding policy's queries go to Prometheus as written,"
+            " with your credentials (--operator NAMESPACE/DEPLOYMENT applies the operator's)",
+            file=sys.stderr,
+        )
     try:
         override = [n.strip() for v in args.scheduler_names or () for n in v.split(",")]
         return explain_pod(
@@ -146,6 +173,91 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "metricsched") -> int
     except (operator_mod.CrdMissingError, operator_mod.KubeconfigError) as e:
         print(f"metricsched: {e}", file=sys.stderr)
         return 1
+    except EXPLAIN_ERRORS as e:
+        print(f"metricsched explain: {explain_failure(e)}", file=sys.stderr)
+        return 1
+
+
+class _ExplainError(Exception):
+    """A reason explain cannot start, said in one line."""
+
+
+# The operator's variables that decide what it may query (its container's env).
+OPERATOR_RULE_VARIABLES = (
+    "METRICSCHED_QUERY_ALLOWED_METRICS",
+    "METRICSCHED_QUERY_REQUIRED_MATCHERS",
+)
+
+
+def operator_rules_env(deployment: Mapping[str, Any]) -> dict[str, str]:
+    """The query-rule variables of the operator's container (``metricsched``, else the
+    only one) in a Deployment body; a variable it does not set is "" (no such rule)."""
+    pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers = [c for c in pod_spec.get("containers") or () if isinstance(c, Mapping)]
+    named = [c for c in containers if c.get("name") == "metricsched"]
+    if len(named) != 1 and len(containers) != 1:
+        raise _ExplainError("the Deployment has no container named metricsched")
+    container = (named or containers)[0]
+    values = {
+        str(e.get("name")): e
+        for e in container.get("env") or ()
+        if isinstance(e, Mapping) and e.get("name") in OPERATOR_RULE_VARIABLES
+    }
+    found: dict[str, str] = {}
+    for name in OPERATOR_RULE_VARIABLES:
+        entry = values.get(name)
+        if entry is not None and "value" not in entry:
+            raise _ExplainError(f"{name} of the operator is not a plain value")
+        found[name] = str(entry.get("value") or "") if entry is not None else ""
+    return found
+
+
+def _with_operator_rules(args: argparse.Namespace, env: Mapping[str, str]) -> Mapping[str, str]:
+    """``env`` with the query rules of the operator ``--operator`` names, if any."""
+    target = args.operator or env.get("METRICSCHED_OPERATOR")
+    if not target:
+        return env
+    namespace, sep, name = target.partition("/")
+    if not sep or not namespace or not name:
+        raise _ExplainError("give the operator as NAMESPACE/DEPLOYMENT")
+    kubeconfig = args.kubeconfig or env.get("METRICSCHED_KUBECONFIG")
+    try:
+        api_client = operator_mod.load_api_client(_kubeconfig(kubeconfig), context=args.context)
+        body = kube.read_json(
+            kubernetes.client.AppsV1Api(api_client).read_namespaced_deployment(
+                name, namespace, _preload_content=False, _request_timeout=(5.0, 30.0)
+            )
+        )
+    except operator_mod.KubeconfigError as e:
+        raise _ExplainError(str(e)) from e
+    except kube.API_ERRORS as e:
+        raise _ExplainError(
+            f"cannot read the operator's query rules from deployment {target}: "
+            f"{kube.describe_error(e)}"
+        ) from e
+    rules = operator_rules_env(body)
+    print(f"note: applying the query rules of deployment {target}", file=sys.stderr)
+    return {**env, **rules}
+
+
+# What explain's API calls raise: the kubernetes client's (reads) and the asynchronous
+# client's (the informers' LISTs).
+EXPLAIN_ERRORS = (*kube.API_ERRORS, kube_http.ApiStatusError, *kube_http.TRANSPORT_ERRORS)
+
+
+def explain_failure(e: BaseException) -> str:
+    """One line for an API call explain could not make (no traceback)."""
+    text = kube.describe_error(e)
+    status = getattr(e, "status", None)
+    if isinstance(e, kube_http.ApiStatusError):
+        text = f"HTTP {e.status}: {e.message}"[:1024]
+    if status in (401, 403):
+        return (
+            f"not allowed: {text}. explain reads what the scheduler reads, cluster-wide: "
+            "nodes, the pods of every namespace, storage objects and SchedulingPolicies. "
+            "Ask a cluster admin to run it, or for read access to those"
+        )
+    return f"the API server could not be read: {text}"
 
 
 def kubectl_main(argv: Sequence[str] | None = None) -> int:
@@ -232,7 +344,10 @@ def explain_pod(
             )
         )
     except Exception as e:
-        print(f"metricsched explain: cannot read pod {target}: {e}", file=sys.stderr)
+        print(
+            f"metricsched explain: cannot read pod {target}: {kube.describe_error(e)}",
+            file=sys.stderr,
+        )
         return 1
     pod = parse.pod_from_body(body)
     scope = explain.scope(pod, _namespace_policies(api_client, namespace), override=scheduler_names)
@@ -265,13 +380,17 @@ def explain_pod(
         pod = dataclasses.replace(pod, node_name="")
     now = time.time()
     policies = list(op.cache.policies.values())
-    asyncio.run(op.refresher.refresh_once())  # the operator's own round, read-only here
     if pod.scheduler_name not in config.scheduler_names:
         trial = policy.shadow_policy_for(pod, policies)
         if trial is not None:
             # Another scheduler's pod: decide as the shadow policy that evaluates it would.
             print(f"note: deciding as shadow policy {trial.key} (mode Shadow) would")
             policies = [dataclasses.replace(trial, mode=model.PolicyMode.ACTIVE)]
+    chosen = policy.select_policy(pod, policies)
+    # The operator's own round, read-only here, for the deciding policy only: explain
+    # sends no query of another policy, nor of another namespace.
+    deciding = {chosen.policy.key} if chosen.policy is not None else set()
+    asyncio.run(op.refresher.refresh_once(only=deciding))
     snapshot = op.cache.snapshot(now=now)
     decision = cycle.schedule_one(
         pod=pod,
@@ -285,7 +404,6 @@ def explain_pod(
         rr_counter=0,
         seed=zlib.crc32(pod.uid.encode()),
     )
-    chosen = policy.select_policy(pod, policies)
     names = [m.name for m in chosen.policy.metrics] if chosen.policy else []
     print(explain.render(decision, policy_metrics=names))
     if record is not None and bound_to:

@@ -22,6 +22,11 @@ that order.
 
 ``encode`` builds the text from a ``model.Decision``; ``decode`` reads it back for
 ``metricsched explain``. No I/O here: no clients, no clocks (the time is an argument).
+
+Whoever may edit the pod may rewrite the annotation, so ``decode`` trusts nothing in it:
+every text comes back printable (control and format characters, terminal escapes
+included, as ``\x1b``-style escapes), each cut to ``MAX_TEXT`` characters, at most
+``MAX_ENTRIES`` values per placement, and numbers that are not finite floats are missing.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from metricsched.core import model, parse
 ANNOTATION: Final = "metricsched.io/decision"
 MAX_BYTES: Final = 1024
 VERSION: Final = 1
+MAX_TEXT: Final = 256  # characters of any text read back (a node name is at most 253)
+MAX_ENTRIES: Final = 32  # metric values, kube scores or estimates read back per placement
 MAX_REASON_CHARS: Final = 200
 DEFAULT_POLICY_REASON: Final = "no SchedulingPolicy selects the pod (default policy)"
 
@@ -179,10 +186,16 @@ def annotation(
 def _metrics(raw: object) -> dict[str, float | None]:
     if not isinstance(raw, dict):
         return {}
-    return {
-        str(k): float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-        for k, v in raw.items()
-    }
+    return {printable(k): _number(v) for k, v in list(raw.items())[:MAX_ENTRIES]}
+
+
+def _number(value: object) -> float | None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # a JSON integer beyond any float
+        return None
 
 
 def _placement_from(raw: Mapping[str, Any]) -> Placement:
@@ -193,15 +206,14 @@ def _placement_from(raw: Mapping[str, Any]) -> Placement:
         raise ValueError("no score")
     kube = raw.get("kube")
     estimates = {k: v for k, v in _metrics(raw.get("estimates")).items() if v is not None}
+    score_value = _number(score)
+    if score_value is None:
+        raise ValueError("no score")
     return Placement(
-        node=node,
-        score=float(score),
+        node=printable(node),
+        score=score_value,
         metrics=_metrics(raw.get("metrics")),
-        kube={
-            str(k): float(v)
-            for k, v in (kube.items() if isinstance(kube, dict) else ())
-            if isinstance(v, int | float) and not isinstance(v, bool)
-        },
+        kube={k: v for k, v in _metrics(kube).items() if v is not None},
         estimates=estimates,
     )
 
@@ -235,10 +247,31 @@ def decode(text: str) -> DecisionRecord:
     except ValueError as e:
         raise ValueError(f"bad time: {e}") from e
     return DecisionRecord(
-        policy=policy if isinstance(policy, str) else None,
+        policy=printable(policy) if isinstance(policy, str) else None,
         winner=_placement_from(body),
         runner_up=_placement_from(runner) if isinstance(runner, dict) else None,
-        fallback_strategy=str(fallback.get("strategy", "")) if isinstance(fallback, dict) else "",
-        fallback_reason=str(fallback.get("reason", "")) if isinstance(fallback, dict) else "",
+        fallback_strategy=(
+            printable(fallback.get("strategy", "")) if isinstance(fallback, dict) else ""
+        ),
+        fallback_reason=(
+            printable(fallback.get("reason", ""), limit=4 * MAX_TEXT)
+            if isinstance(fallback, dict)
+            else ""
+        ),
         time=moment.timestamp(),
+    )
+
+
+def printable(value: object, *, limit: int = MAX_TEXT) -> str:
+    """``value`` as text safe to print on a terminal: every character that is not
+    printable (control, format, line and paragraph separators) escaped, cut to ``limit``
+    characters (with ``...``)."""
+    text = str(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        for c in text
     )

@@ -171,7 +171,11 @@ def _values_text(
 def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) -> str:
     """The decision the pod's ``metricsched.io/decision`` annotation recorded."""
     when = datetime.datetime.fromtimestamp(record.time, datetime.UTC)
-    lines = [f"Decision at bind time ({when:%Y-%m-%dT%H:%M:%SZ}, recorded on the pod):"]
+    # Whoever may edit the pod may have written it: say so (decode escaped its texts).
+    lines = [
+        f"Decision at bind time ({when:%Y-%m-%dT%H:%M:%SZ}, as recorded on the pod,"
+        " which its author can edit):"
+    ]
     fields = [("Policy", record.policy or "default policy")]
     winner = record.winner
     fields.append(

@@ -34,7 +34,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from metricsched.core import estimate, model
 from metricsched.edges import metric_store, observe, query_rounds
@@ -111,15 +111,17 @@ class Refresher:
             await asyncio.wait(tasks, timeout=self._deadline)
         self.first_round.set()
 
-    async def refresh_once(self) -> None:
+    async def refresh_once(self, *, only: Collection[model.PolicyKey] | None = None) -> None:
         """One round, and wait for all its answers (``metricsched explain``, which decides
-        with values as fresh as the operator's)."""
-        self.round()
+        with values as fresh as the operator's, and queries only the policies ``only``
+        names: the one that decides the pod, not every namespace's)."""
+        self.round(only=only)
         while self._in_flight:
             await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
 
-    def round(self) -> int:
-        """Start the queries of one round (those not still in flight); returns how many."""
+    def round(self, *, only: Collection[model.PolicyKey] | None = None) -> int:
+        """Start the queries of one round (those not still in flight); returns how many.
+        ``only``: query the metrics of these policies only (None: every policy)."""
         policies = list(self._cache.policies.values())
         self._store.retain(model.MetricKey(p.key, m.name) for p in policies for m in p.metrics)
         self._learner.retain({model.MetricKey(p.key, m.name) for p in policies for m in p.metrics})
@@ -127,7 +129,8 @@ class Refresher:
         self._down = None
         started = 0
         nodes = self._cache.nodes()
-        for key, members in query_rounds.guarded_query_groups(policies, guard=self._source.guard):
+        queried = policies if only is None else [p for p in policies if p.key in only]
+        for key, members in query_rounds.guarded_query_groups(queried, guard=self._source.guard):
             if key in self._in_flight:
                 continue
             task = asyncio.get_running_loop().create_task(

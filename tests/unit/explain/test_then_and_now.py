@@ -45,7 +45,8 @@ def then(decide):
 def test_the_recorded_decision_shows_policy_winner_and_runner_up(then):
     text = explain.render_recorded(then, bound_to="node-1")
     assert text.splitlines() == [
-        "Decision at bind time (2023-11-14T22:13:20Z, recorded on the pod):",
+        "Decision at bind time (2023-11-14T22:13:20Z, as recorded on the pod,"
+        " which its author can edit):",
         "  Policy:    shop/web-latency",
         "  Placed on: node-1  score 100  [latency 0.1]",
         "  Runner-up: node-2  score 75  [latency 0.2]",

@@ -247,3 +247,13 @@ def test_a_namespace_with_many_slow_queries_does_not_starve_another_namespace() 
     # 4 of team-a's queries hold the slots; the first slot to free is team-a's turn (it
     # waited first), the second team-b's: sent 6th at the latest, not 41st.
     assert rig.source.sent.index("b_query") <= 5
+
+
+def test_a_round_for_explain_queries_only_the_policies_it_names() -> None:
+    """explain decides one pod: it must not send every namespace's queries with the
+    caller's credentials (issue 24, finding 12)."""
+    rig = Rig()
+    rig.add("mine", "my_query", namespace="shop")
+    rig.add("theirs", "their_query", namespace="other-team")
+    asyncio.run(rig.refresher.refresh_once(only={model.PolicyKey("shop/mine")}))
+    assert rig.source.sent == ["my_query"]
