@@ -34,6 +34,7 @@ ORDER = [
     "prom-refused-query",
     "prom-huge",
     "tenant-hostile",
+    "tenant-starve",
 ]
 # What each scenario does, in the order of the issue's list (tests/faults/test_*.py).
 WHAT = {
@@ -79,6 +80,10 @@ WHAT = {
     "prom-refused-query": "The replicas run with an allow-list the policy's query is "
     "outside of: the policy reports BadQuery, pods are placed by the fallback, and the "
     "proxy in front of Prometheus saw no connection at all (the query was never sent)",
+    "tenant-starve": "Namespace A has 40 policies whose queries a shim in front of "
+    "Prometheus answers in 2 s each; namespace B has one policy whose pods wait unless its "
+    "metric is at most 8 s old (fallback Wait). B's query must be answered at least every "
+    "10 s and each of B's 30 pods, created one a second, must bind within 10 s",
     "prom-huge": 'A shim in front of Prometheus answers one policy\'s query ("huge", a '
     "metric without its by (node)) with 500,000 series, streamed; each replica runs in a "
     "memory cgroup limited to the chart's 512 MiB where the machine has one (see memory "
