@@ -206,7 +206,11 @@ def test_improving_a_nodes_value_never_lowers_its_score(
         )
         return scores.totals[node]
 
-    assert total(better) >= total(column)
+    # Monotone up to floating-point rounding: with values 1.8e16 apart, a 1.0 step moves the
+    # normalised total by less than one ulp of the range, and the two roundings of the
+    # same total can differ in its last bits (found by hypothesis: 16.66666666666677 vs
+    # ...785). A drop of 1e-9 on a 0..100 score is rounding, not a lower score.
+    assert total(better) >= total(column) - 1e-9
 
 
 @settings(max_examples=200)
