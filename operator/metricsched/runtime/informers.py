@@ -13,7 +13,9 @@ attach slot). An assumed pod is dropped only once the API confirmed its Binding 
 the LIST was sent (``ClusterCache.bound_ghosts``).
 
 ``consistent`` (the scheduler's and the rebalancer's gate) is set once every kind has
-been listed, and clear from the start of a re-list until it has been applied. A kind whose
+been listed, and clear from the start of a re-list until it has been applied. A re-list
+here also asks the reconciler to compare kopf's kinds (the policies, our pending pods)
+with a fresh LIST: the gap was kopf's too, whatever kopf made of it. A kind whose
 LIST or WATCH keeps failing makes ``/readyz`` false with the reason until it delivers
 again.
 """
@@ -109,6 +111,10 @@ class ClusterState:
     def relisting(self, kind: str) -> None:
         self._unlisted.add(kind)
         self.consistent.clear()
+        # A gap the informer had to re-list after is a gap for kopf's watches too (the
+        # same API server): whether or not kopf re-lists (it may resume its watch and
+        # still miss a deletion), its kinds (policies, our pending pods) are reconciled.
+        self._watches.relisted.set()
 
     def failing(self, kind: str, reason: str) -> None:
         self._failing[kind] = reason

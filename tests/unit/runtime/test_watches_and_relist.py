@@ -185,8 +185,10 @@ def test_scheduling_waits_until_every_kind_is_listed_and_during_a_relist() -> No
     assert not w.consistent.is_set()
     state.listed("Pod", set(), "5", 0.0)
     assert w.consistent.is_set()
+    assert not w.relisted.is_set()
     state.relisting("Pod")
     assert not w.consistent.is_set()
+    assert w.relisted.is_set()  # kopf's kinds are reconciled after an informer's gap too
     state.listed("Pod", set(), "9", 1.0)
     assert w.consistent.is_set()
 
