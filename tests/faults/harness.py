@@ -65,6 +65,17 @@ def nodes_for(pods: int, *, pod_cpu_m: int = POD_CPU_M, node_cpu_m: int = NODE_C
     return max(1, math.ceil(pods / (per_node * FILL)))
 
 
+def wait_until(check: Callable[[], bool], *, timeout: float, interval: float = 0.5) -> bool:
+    """Poll ``check`` until it is true (True) or ``timeout`` passes (False, no failure):
+    for a scenario that records what it saw and fails on it in ``verify``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(interval)
+    return bool(check())
+
+
 def retry(fn: Callable[[], Any], *, attempts: int = 60, pause: float = 1.0) -> Any:
     """The harness's own API calls ride out the outages it causes (409 = done)."""
     for i in range(attempts):

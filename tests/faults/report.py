@@ -35,6 +35,7 @@ ORDER = [
     "prom-huge",
     "tenant-hostile",
     "tenant-starve",
+    "poison-annotation",
 ]
 # What each scenario does, in the order of the issue's list (tests/faults/test_*.py).
 WHAT = {
@@ -84,6 +85,11 @@ WHAT = {
     "Prometheus answers in 2 s each; namespace B has one policy whose pods wait unless its "
     "metric is at most 8 s old (fallback Wait). B's query must be answered at least every "
     "10 s and each of B's 30 pods, created one a second, must bind within 10 s",
+    "poison-annotation": "Two pods of another scheduler (bound at creation, another "
+    "scheduler's name) carry a metricsched.io/decision annotation 3,000 arrays deep from "
+    "before the replicas start: both replicas must become Ready, 50 of our pods must bind "
+    "within 30 s, and after the leader is SIGKILLed the 20 pods created then must bind "
+    "within 60 s and the killed replica must be Ready again",
     "prom-huge": 'A shim in front of Prometheus answers one policy\'s query ("huge", a '
     "metric without its by (node)) with 500,000 series, streamed; each replica runs in a "
     "memory cgroup limited to the chart's 512 MiB where the machine has one (see memory "

@@ -23,8 +23,11 @@ that order.
 ``encode`` builds the text from a ``model.Decision``; ``decode`` reads it back for
 ``metricsched explain``. No I/O here: no clients, no clocks (the time is an argument).
 
-Whoever may edit the pod may rewrite the annotation, so ``decode`` trusts nothing in it:
-every text comes back printable (control and format characters, terminal escapes
+Whoever may edit the pod may rewrite the annotation, and every bound pod of the cluster
+is read (``policy_of``), so nothing in it is trusted: ``policy_of`` (every pod) does not decode
+text longer than ``MAX_READ_CHARS``, and JSON nested past the decoder's depth is "not ours", never a
+``RecursionError`` (one pod's annotation must not end the informer that reads every
+pod); every text ``decode`` returns is printable (control and format characters, terminal escapes
 included, as ``\x1b``-style escapes), each cut to ``MAX_TEXT`` characters, at most
 ``MAX_ENTRIES`` values per placement, and numbers that are not finite floats are missing.
 """
@@ -42,6 +45,7 @@ from metricsched.core import model, parse
 
 ANNOTATION: Final = "metricsched.io/decision"
 MAX_BYTES: Final = 1024
+MAX_READ_CHARS: Final = 4 * MAX_BYTES  # ``policy_of`` does not decode longer text: not ours
 VERSION: Final = 1
 MAX_TEXT: Final = 256  # characters of any text read back (a node name is at most 253)
 MAX_ENTRIES: Final = 32  # metric values, kube scores or estimates read back per placement
@@ -222,7 +226,7 @@ def policy_of(text: str) -> str:
     """The policy a record names ("namespace/name"); "" for the default policy or for
     text that is not one of our records (read for every bound pod: no full decode)."""
     try:
-        body = json.loads(text)
+        body = _load(text, limit=MAX_READ_CHARS)
     except ValueError:
         return ""
     if not isinstance(body, dict) or body.get("v") != VERSION:
@@ -231,12 +235,22 @@ def policy_of(text: str) -> str:
     return policy if isinstance(policy, str) else ""
 
 
+def _load(text: str, *, limit: int | None = None) -> object:
+    """``text`` as JSON: ``ValueError`` for text longer than ``limit``, for text that is
+    not JSON and for JSON nested deeper than the decoder recurses."""
+    if limit is not None and len(text) > limit:
+        raise ValueError(f"longer than {limit} characters: not a decision record")
+    try:
+        return json.loads(text)
+    except RecursionError as e:
+        raise ValueError("nested too deeply: not a decision record") from e
+    except ValueError as e:
+        raise ValueError(f"not JSON: {e}") from e
+
+
 def decode(text: str) -> DecisionRecord:
     """Read an annotation back; raises ``ValueError`` when it is not one of ours."""
-    try:
-        body = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not JSON: {e}") from e
+    body = _load(text)
     if not isinstance(body, dict) or body.get("v") != VERSION:
         raise ValueError(f"not a version {VERSION} decision record")
     runner = body.get("runnerUp")

@@ -25,9 +25,10 @@ Purely computational: no I/O, no clocks, no clients.
 from __future__ import annotations
 
 import datetime
+import functools
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from metricsched.core import decision_record, model, quantity
 
@@ -55,9 +56,42 @@ class ParseError(ValueError):
         self.problem = problem
 
 
+_Parsed = TypeVar("_Parsed")
+
+
+def _boundary(
+    read: Callable[[Mapping[str, Any]], _Parsed],
+) -> Callable[[Mapping[str, Any]], _Parsed]:
+    """The parsing boundary of one kind: a body from the API is untrusted input (any pod
+    author writes it), so whatever it holds ends as a ``ParseError`` for that one object,
+    never as another exception that would end the watch or informer reading every object
+    of its kind (a ``RecursionError`` from deep nesting, a ``TypeError`` from a field of
+    an unexpected type that a reader missed)."""
+
+    @functools.wraps(read)
+    def bounded(body: Mapping[str, Any]) -> _Parsed:
+        try:
+            return read(body)
+        except ParseError:
+            raise
+        except (
+            RecursionError,
+            ArithmeticError,
+            AttributeError,
+            LookupError,
+            TypeError,
+            ValueError,
+        ) as e:
+            kind = read.__name__.removesuffix("_from_body")
+            raise ParseError(f"<{kind}>", f"unreadable ({type(e).__name__}: {str(e)[:200]})") from e
+
+    return bounded
+
+
 # --- pods ------------------------------------------------------------------------------
 
 
+@_boundary
 def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
     """The typed view of a raw pod body; raises ``ParseError`` naming the bad field."""
     if not isinstance(body, Mapping):
@@ -588,6 +622,7 @@ def _score_fields(
     return fields
 
 
+@_boundary
 def claim_from_body(body: Mapping[str, Any]) -> model.ClaimInfo:
     """A PersistentVolumeClaim as VolumeBinding reads it."""
     meta = _mapping(body, "metadata", "metadata")
@@ -630,6 +665,7 @@ _ZONE_LABELS: Final = frozenset(
 )
 
 
+@_boundary
 def volume_from_body(body: Mapping[str, Any]) -> model.VolumeInfo:
     """A PersistentVolume as VolumeBinding (node affinity) and VolumeZone (labels) read it."""
     meta = _mapping(body, "metadata", "metadata")
@@ -651,6 +687,7 @@ def volume_from_body(body: Mapping[str, Any]) -> model.VolumeInfo:
     )
 
 
+@_boundary
 def storage_class_from_body(body: Mapping[str, Any]) -> model.StorageClassInfo:
     """A StorageClass: its provisioner and binding mode (the API server defaults the mode
     to Immediate)."""
@@ -664,6 +701,7 @@ def storage_class_from_body(body: Mapping[str, Any]) -> model.StorageClassInfo:
     )
 
 
+@_boundary
 def volume_attachment_from_body(body: Mapping[str, Any]) -> model.VolumeAttachmentInfo:
     """A VolumeAttachment: which driver attaches which PersistentVolume to which node."""
     meta = _mapping(body, "metadata", "metadata")
@@ -677,6 +715,7 @@ def volume_attachment_from_body(body: Mapping[str, Any]) -> model.VolumeAttachme
     )
 
 
+@_boundary
 def csi_node_from_body(body: Mapping[str, Any]) -> model.CSINodeInfo:
     """A CSINode: the attach limit (allocatable.count) of each of its drivers that has one."""
     meta = _mapping(body, "metadata", "metadata")
@@ -696,6 +735,7 @@ def csi_node_from_body(body: Mapping[str, Any]) -> model.CSINodeInfo:
 # --- nodes -----------------------------------------------------------------------------
 
 
+@_boundary
 def node_from_body(body: Mapping[str, Any]) -> model.NodeInfo:
     """The typed view of a raw node body; raises ``ParseError`` naming the bad field."""
     if not isinstance(body, Mapping):

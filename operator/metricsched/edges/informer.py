@@ -13,8 +13,10 @@ There is no local store here: the sink (the operator's cluster cache, through
 ``runtime.informers``) is the store, so an object is parsed once and kept once. Pages are
 decoded with orjson and never held all at once.
 
-Failures are retried with backoff and reported to the sink (``failing``), never raised:
-the informer keeps trying until ``stop``.
+Failures are retried with jittered backoff and reported to the sink (``failing``),
+never raised, whatever raised them: the informer keeps trying until ``stop``. A watch
+that delivers nothing, not even a bookmark, for ``IDLE_TIMEOUT_S`` is stalled: the kind
+is listed again (a re-list clears the operator's ``consistent`` gate until it is applied).
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ PAGE = 500
 # spread), so that many informers do not re-watch at once.
 WATCH_TIMEOUT_S = (300, 600)
 BACKOFF_S = (0.5, 30.0)
+# The watchdog: the API server's watch cache sends a bookmark to every watch that asks
+# for them about once a minute, so a watch silent for this long is stalled (a half-open
+# connection after a NAT or load balancer dropped it, a hung proxy), not quiet. It is
+# treated as a gap: the kind is listed again, and the operator does not schedule on it
+# meanwhile (``Sink.relisting``).
+IDLE_TIMEOUT_S = 90.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,9 +83,16 @@ class Sink(Protocol):
     def failing(self, kind: str, reason: str) -> None:
         """LIST or WATCH keeps failing (retried with backoff)."""
 
+    def alive(self, kind: str) -> None:
+        """The watch delivered a line (an event or a bookmark): the connection works."""
+
 
 class GoneError(Exception):
     """410 Gone: the resourceVersion to watch from is too old."""
+
+
+class StalledError(Exception):
+    """The watch delivered nothing, not even a bookmark, for ``IDLE_TIMEOUT_S``."""
 
 
 class Reflector:
@@ -89,18 +104,35 @@ class Reflector:
         *,
         page: int = PAGE,
         clock: Callable[[], float] = time.monotonic,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         self._api = api
         self.resource = resource
         self._sink = sink
         self._page = page
         self._clock = clock
+        self._idle_timeout_s = idle_timeout_s
         self.synced = asyncio.Event()  # the first LIST is complete
         self.lists = 0
         self.watches = 0
+        self.stalls = 0
         self.version = ""
+        self.running = False
 
     async def run(self, stop: asyncio.Event) -> None:
+        """LIST and WATCH until ``stop``. Every failure is retried here with jittered
+        backoff and reported to the sink, whatever raised it: only cancellation ends a
+        run. A reflector runs once at a time (a second ``run`` raises), so a restart by
+        a supervisor can never double its watches."""
+        if self.running:
+            raise RuntimeError(f"the {self.resource.kind} reflector is already running")
+        self.running = True
+        try:
+            await self._run(stop)
+        finally:
+            self.running = False
+
+    async def _run(self, stop: asyncio.Event) -> None:
         delay, cap = BACKOFF_S
         version = ""
         while not stop.is_set():
@@ -117,24 +149,36 @@ class Reflector:
                 logger.info("%s: watch version too old; listing again", self.resource.kind)
                 version = ""
                 continue
+            except StalledError:
+                self.stalls += 1
+                logger.warning(
+                    "%s: watch silent for %gs (no event, no bookmark): stalled; listing again",
+                    self.resource.kind,
+                    self._idle_timeout_s,
+                )
+                version = ""
+                continue
             except asyncio.CancelledError:
                 raise
-            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
-                reason = _describe(e)
             except kube_http.ApiStatusError as e:
                 reason = str(e)
+            except Exception as e:  # retried and reported, whatever it is
+                reason = _describe(e)
+                if not isinstance(e, aiohttp.ClientError | TimeoutError | OSError | ValueError):
+                    logger.error("%s: unexpected error", self.resource.kind, exc_info=e)
             if version:
                 version = self.version  # resume after the last event the watch delivered
+            pause = delay * random.uniform(0.8, 1.2)  # jitter: restarts do not align
             logger.warning(
-                "%s: %s failed (%s); retrying in %gs",
+                "%s: %s failed (%s); retrying in %.1fs",
                 self.resource.kind,
                 "watch" if version else "list",
                 reason,
-                delay,
+                pause,
             )
             self._sink.failing(self.resource.kind, reason)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=delay)
+                await asyncio.wait_for(stop.wait(), timeout=pause)
             delay = min(cap, delay * 2)
 
     # --- LIST ----------------------------------------------------------------------------
@@ -198,7 +242,10 @@ class Reflector:
         }
         if self.resource.field_selector:
             params["fieldSelector"] = self.resource.field_selector
-        timeout = aiohttp.ClientTimeout(total=seconds + 30, sock_connect=5, sock_read=seconds + 30)
+        # sock_read is the watchdog: any line (a bookmark included) resets it.
+        timeout = aiohttp.ClientTimeout(
+            total=seconds + 30, sock_connect=5, sock_read=self._idle_timeout_s
+        )
         self.watches += 1
         try:
             stream = self._api.lines(self.resource.path, params=params, timeout=timeout)
@@ -206,6 +253,7 @@ class Reflector:
                 event = orjson.loads(line)
                 kind = event.get("type")
                 obj = event.get("object") or {}
+                self._sink.alive(self.resource.kind)
                 if kind == "ERROR":
                     code = obj.get("code")
                     if code == 410:
@@ -223,6 +271,8 @@ class Reflector:
             if e.status == 410:
                 raise GoneError from e
             raise
+        except aiohttp.SocketTimeoutError as e:  # sock_read: nothing for the idle bound
+            raise StalledError from e
         return version
 
 

@@ -154,6 +154,13 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.objects_skipped = prometheus_client.Counter(
+            "metricsched_objects_skipped_total",
+            "Objects from the API the operator could not read and left out, by kind "
+            "(logged with the reason; the watch goes on).",
+            ["kind"],
+            registry=r,
+        )
         self.relists = prometheus_client.Counter(
             "metricsched_reconcile_removed_total",
             "Objects removed by the re-list reconciliation (deleted while nobody watched).",
@@ -392,8 +399,11 @@ class HealthState:
 
     Liveness: the operator loop calls ``beat()`` regularly; a heartbeat older than
     ``max_heartbeat_age_s`` means the loop is stuck and the pod should be restarted.
-    Readiness: ``set_ready(True)`` once caches are synced and this replica leads (or
-    stands by ready to take over); anything else answers 503 with the reason.
+    Readiness is per subsystem (the operator's start-up, kopf's watches, each informer
+    kind, the cluster state's sync): ``set_ready(False, reason, subsystem=...)`` blocks it
+    until the same subsystem calls ``set_ready(True)``, so one subsystem recovering never
+    hides another that still fails (no last writer wins). /readyz answers 503 with every
+    blocking reason while any is set.
     """
 
     def __init__(
@@ -406,17 +416,20 @@ class HealthState:
         self._clock = clock
         self._max_age = max_heartbeat_age_s
         self._last_beat = clock()  # start-up counts as a beat: a grace period
-        self._ready = False
-        self._reason = "starting: caches not synced yet"
+        self._blocked: dict[str, str] = {"operator": "starting: caches not synced yet"}
+        self._ready_reason = "ready"
 
     def beat(self) -> None:
         with self._lock:
             self._last_beat = self._clock()
 
-    def set_ready(self, ready: bool, reason: str = "") -> None:
+    def set_ready(self, ready: bool, reason: str = "", *, subsystem: str = "operator") -> None:
         with self._lock:
-            self._ready = ready
-            self._reason = reason or ("ready" if ready else "not ready")
+            if ready:
+                self._blocked.pop(subsystem, None)
+                self._ready_reason = reason or "ready"
+            else:
+                self._blocked[subsystem] = reason or "not ready"
 
     def liveness(self) -> tuple[bool, str]:
         with self._lock:
@@ -427,7 +440,9 @@ class HealthState:
 
     def readiness(self) -> tuple[bool, str]:
         with self._lock:
-            return self._ready, self._reason
+            if not self._blocked:
+                return True, self._ready_reason
+            return False, "; ".join(self._blocked[k] for k in sorted(self._blocked))
 
 
 # --- HTTP server -----------------------------------------------------------------------

@@ -13,11 +13,14 @@ attach slot). An assumed pod is dropped only once the API confirmed its Binding 
 the LIST was sent (``ClusterCache.bound_ghosts``).
 
 ``consistent`` (the scheduler's and the rebalancer's gate) is set once every kind has
-been listed, and clear from the start of a re-list until it has been applied. A re-list
+been listed, and clear from the start of a re-list until it has been applied; a state
+not whole for ``SYNC_BOUND_S`` makes ``/readyz`` false with the kinds missing and why.
+One object that cannot be read or handled is logged, counted
+(``metricsched_objects_skipped_total``) and left out: it never ends a reflector. A re-list
 here also asks the reconciler to compare kopf's kinds (the policies, our pending pods)
 with a fresh LIST: the gap was kopf's too, whatever kopf made of it. A kind whose
 LIST or WATCH keeps failing makes ``/readyz`` false with the reason until it delivers
-again.
+again (an event or a bookmark); each kind is its own readiness subsystem.
 """
 
 from __future__ import annotations
@@ -31,11 +34,16 @@ from typing import Any
 from metricsched.core import model
 from metricsched.edges import informer, kube_http, observe
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import supervise
 from metricsched.runtime import watches as watches_mod
 
 logger = logging.getLogger("metricsched.informers")
 
 Handler = Callable[[str | None, Mapping[str, Any]], None]
+
+SYNC_BOUND_S = 60.0
+"""How long the cluster state may stay unlisted (at start, or re-listing) before /readyz
+turns false with the reason: a LIST that cannot complete is said, not waited on silently."""
 
 RESOURCES = (
     informer.Resource("Node", "/api/v1/nodes"),
@@ -62,6 +70,8 @@ class ClusterState:
         metrics: observe.Metrics,
         health: observe.HealthState,
         resources: tuple[informer.Resource, ...] = RESOURCES,
+        sync_bound_s: float = SYNC_BOUND_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._cache = cache
         self._watches = watches
@@ -81,20 +91,74 @@ class ClusterState:
         self._unlisted = {r.kind for r in resources}  # not listed yet, or re-listing
         self._failing: dict[str, str] = {}
         self.consistent = watches.consistent
+        self._clock = clock
+        self._sync_bound_s = sync_bound_s
+        self._inconsistent_since: float | None = clock()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Every reflector until ``stop`` (each retries its own failures)."""
-        await asyncio.gather(*(r.run(stop) for r in self.reflectors))
+        """Every reflector until ``stop`` (each retries its own failures), and the sync
+        watchdog. One task group: if this run ends (cancelled by a supervisor, or a
+        reflector raised past its own guard), every reflector of it ends with it, so a
+        restarted run never runs beside its predecessor (the reflectors refuse a second
+        concurrent run besides)."""
+        async with asyncio.TaskGroup() as group:
+            for reflector in self.reflectors:
+                group.create_task(reflector.run(stop), name=f"informer-{reflector.resource.kind}")
+            group.create_task(self._watch_sync(stop), name="informer-sync-watchdog")
 
     async def synced(self) -> None:
         """Until every kind has been listed once."""
         await asyncio.gather(*(r.synced.wait() for r in self.reflectors))
 
+    def waiting_for(self) -> str:
+        """Why the cluster state is not consistent: the kinds not listed (yet, or again)
+        and the last failure of each; "" when it is."""
+        if not self._unlisted:
+            return ""
+        parts = [
+            f"{kind} ({self._failing[kind]})" if kind in self._failing else kind
+            for kind in sorted(self._unlisted)
+        ]
+        return "not listed: " + ", ".join(parts)
+
+    async def _watch_sync(self, stop: asyncio.Event) -> None:
+        """Scheduling waits for a consistent cluster state, but never silently: past
+        ``sync_bound_s`` without one, /readyz is false with what is missing and why, an
+        ERROR is logged (again each bound), until the state is whole again."""
+        reported = 0.0
+        while not stop.is_set():
+            await supervise.pause(min(5.0, self._sync_bound_s / 4), stop)
+            since = self._inconsistent_since
+            if since is None or self.consistent.is_set():
+                if reported:
+                    self._health.set_ready(True, "cluster state listed", subsystem="sync")
+                    reported = 0.0
+                continue
+            waited = self._clock() - since
+            if waited >= self._sync_bound_s and self._clock() - reported >= self._sync_bound_s:
+                reason = f"cluster state not synced for {waited:.0f}s: {self.waiting_for()}"
+                logger.error("%s; not scheduling until it is", reason)
+                self._health.set_ready(False, reason, subsystem="sync")
+                reported = self._clock()
+
     # --- informer.Sink -------------------------------------------------------------------
 
     def event(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
         self._delivered(kind)
-        self._handlers[kind]("ADDED" if event_type == "LISTED" else event_type, body)
+        try:
+            self._handlers[kind]("ADDED" if event_type == "LISTED" else event_type, body)
+        except Exception as e:  # one object never ends the informer
+            meta = body.get("metadata") if isinstance(body, Mapping) else None
+            name = (
+                f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+                if isinstance(meta, Mapping)
+                else "<unnamed>"
+            )
+            logger.error("%s %s: handling it failed; left out", kind, name, exc_info=e)
+            self._watches.skipped(kind, name, f"{type(e).__name__}: {e}")
+
+    def alive(self, kind: str) -> None:
+        self._delivered(kind)
 
     def listed(self, kind: str, keys: set[str], version: str, started: float) -> None:
         removed = self._remove_ghosts(kind, keys, version, started)
@@ -107,10 +171,13 @@ class ClusterState:
         if not self._unlisted and not self.consistent.is_set():
             logger.info("cluster state listed: scheduling")
             self.consistent.set()
+            self._inconsistent_since = None
 
     def relisting(self, kind: str) -> None:
         self._unlisted.add(kind)
         self.consistent.clear()
+        if self._inconsistent_since is None:
+            self._inconsistent_since = self._clock()
         # A gap the informer had to re-list after is a gap for kopf's watches too (the
         # same API server): whether or not kopf re-lists (it may resume its watch and
         # still miss a deletion), its kinds (policies, our pending pods) are reconciled.
@@ -119,11 +186,11 @@ class ClusterState:
     def failing(self, kind: str, reason: str) -> None:
         self._failing[kind] = reason
         self._metrics.watch_restarts.inc()
-        self._health.set_ready(False, f"{kind} watch failing: {reason}")
+        self._health.set_ready(False, f"{kind} watch failing: {reason}", subsystem=kind)
 
     def _delivered(self, kind: str) -> None:
-        if self._failing.pop(kind, None) is not None and not self._failing:
-            self._health.set_ready(True, "watches delivering again")
+        if self._failing.pop(kind, None) is not None:
+            self._health.set_ready(True, "watches delivering again", subsystem=kind)
 
     def _remove_ghosts(self, kind: str, keys: set[str], version: str, started: float) -> int:
         cache = self._cache
@@ -192,4 +259,7 @@ class _OneShot:
         pass
 
     def failing(self, kind: str, reason: str) -> None:
+        pass
+
+    def alive(self, kind: str) -> None:
         pass

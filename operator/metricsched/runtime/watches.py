@@ -159,6 +159,7 @@ class Watches:
         try:
             pod = parse.pod_from_body(body)
         except parse.ParseError as e:
+            self.skipped("Pod", f"{meta.get('namespace', '')}/{meta.get('name', '')}", str(e))
             if ours and not spec.get("nodeName"):
                 # A pod we cannot read is reported, not dropped: it stays Pending with a reason.
                 self._record(
@@ -199,7 +200,7 @@ class Watches:
         try:
             self.cache.upsert_node(parse.node_from_body(body), resource_version=version)
         except parse.ParseError as e:
-            logger.warning("ignoring node %s: %s", name, e)
+            self.skipped("Node", name, str(e))
 
     def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Namespace labels only, for namespaceSelector in pod (anti-)affinity."""
@@ -290,7 +291,13 @@ class Watches:
         try:
             upsert(read(body))
         except parse.ParseError as e:
-            logger.warning("ignoring %s %s: %s", kind, meta.get("name"), e)
+            self.skipped(kind, str(meta.get("name", "")), str(e))
+
+    def skipped(self, kind: str, name: str, reason: str) -> None:
+        """An object the operator cannot read is left out, logged and counted: one
+        object (written by any user) never stops the watch that reads its kind."""
+        self.metrics.objects_skipped.labels(kind=kind).inc()
+        logger.warning("ignoring %s %s: %s", kind, name[:300], reason[:500])
 
     def on_policy(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -414,7 +421,7 @@ class Watches:
             reclaim.cancel()
             self.metrics.watch_restarts.inc()
             logger.error("watches failed (%s); restarting them in %gs", reason, delay)
-            self.health.set_ready(False, f"watches failing: {reason}")
+            self.health.set_ready(False, f"watches failing: {reason}", subsystem="kopf")
             self._record_self(reason)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=delay)
@@ -430,7 +437,7 @@ class Watches:
             return_when=asyncio.FIRST_COMPLETED,
         )
         if self.delivering.is_set():
-            self.health.set_ready(True, "watches delivering again")
+            self.health.set_ready(True, "watches delivering again", subsystem="kopf")
 
     def _record_self(self, reason: str) -> None:
         name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")

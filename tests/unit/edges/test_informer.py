@@ -61,6 +61,7 @@ class Recorder:
         self.lists: list[tuple[set[str], str]] = []
         self.relists = 0
         self.failures: list[str] = []
+        self.alive_lines = 0
 
     def event(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
         self.events.append((event_type, body["metadata"]["name"]))
@@ -73,6 +74,9 @@ class Recorder:
 
     def failing(self, kind: str, reason: str) -> None:
         self.failures.append(reason)
+
+    def alive(self, kind: str) -> None:
+        self.alive_lines += 1
 
 
 def run(api: FakeApi, sink: Recorder, *, until: Any, page: int = 2) -> informer.Reflector:
@@ -170,3 +174,55 @@ def test_pods_are_keyed_by_uid_and_namespaced_objects_by_namespace_and_name() ->
     assert informer.Resource("Pod", "/api/v1/pods").key(pod) == "u-1"
     assert informer.Resource("PersistentVolumeClaim", "/x").key(claim) == "ns/c"
     assert informer.Resource("Node", "/api/v1/nodes").key(_node("n", 1)) == "n"
+
+
+def test_a_watch_silent_past_the_idle_bound_is_a_stall_and_the_kind_is_listed_again() -> None:
+    api = FakeApi([_node("n1", 1)], version=10)
+    api.streams.append(([], aiohttp.SocketTimeoutError("Timeout on reading data from socket")))
+    sink = Recorder()
+    reflector = run(api, sink, until=lambda: len(sink.lists) >= 2)
+    assert reflector.stalls == 1
+    assert sink.relists == 1 and len(sink.lists) == 2  # listed again, not resumed
+    assert api.watches[0]["resourceVersion"] == "10"
+
+
+def test_the_watch_asks_for_an_idle_bound_not_the_server_timeout() -> None:
+    seen: list[aiohttp.ClientTimeout] = []
+    api = FakeApi([], version=10)
+    lines = api.lines
+
+    def recording(path: str, *, params: Mapping[str, str], timeout: aiohttp.ClientTimeout) -> Any:
+        seen.append(timeout)
+        return lines(path, params=params, timeout=timeout)
+
+    api.lines = recording  # type: ignore[method-assign]
+    run(api, Recorder(), until=lambda: bool(seen))
+    assert seen[0].sock_read == informer.IDLE_TIMEOUT_S < 300
+
+
+def test_a_bookmark_tells_the_sink_the_watch_is_alive() -> None:
+    api = FakeApi([], version=10)
+    api.streams.append(
+        ([{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}}], None)
+    )
+    sink = Recorder()
+    run(api, sink, until=lambda: sink.alive_lines >= 1)
+    assert sink.alive_lines >= 1 and not sink.events
+
+
+def test_any_error_from_the_sink_is_retried_and_reported_never_the_end_of_the_run() -> None:
+    api = FakeApi([_node("n1", 1)], version=10)
+    sink = Recorder()
+    calls = {"n": 0}
+    record = sink.event
+
+    def event(kind: str, event_type: str, body: Mapping[str, Any]) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise KeyError("a bug in a handler")
+        record(kind, event_type, body)
+
+    sink.event = event  # type: ignore[method-assign]
+    run(api, sink, until=lambda: bool(sink.lists))
+    assert sink.failures and "KeyError" in sink.failures[0]
+    assert sink.lists == [({"n1"}, "10")]
