@@ -1,5 +1,6 @@
 """The load model's arithmetic (hack/loadmodel.py): what a pod uses, how a node's
-utilisation and latency follow, and the record lines.
+utilisation and latency follow, the counters node-exporter and cAdvisor would serve of
+them, and the record lines.
 
 Pure: no I/O, no clocks, no logging. A problem with an input (an annotation that does not
 parse, unreadable requests) is returned as text beside a usable value; the process logs it.
@@ -219,12 +220,110 @@ class Node:
 
 
 @dataclasses.dataclass(frozen=True)
+class Container:
+    """A container as cAdvisor labels it, and its shares of its pod's cpu and memory."""
+
+    name: str
+    image: str
+    cpu_share: float
+    memory_share: float
+
+
+@dataclasses.dataclass(frozen=True)
 class Pod:
     key: str
     node: str
     scheduler: str
     usage: Usage
     seen: float  # when first seen bound (unix seconds): its ramp starts here
+    uid: str = ""
+    containers: tuple[Container, ...] = ()
+    owner_kind: str = ""  # its controller's, as kube-state-metrics' created_by_kind
+    owner_name: str = ""
+
+    @property
+    def namespace(self) -> str:
+        return self.key.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.key.split("/", 1)[-1]
+
+
+def containers_of(body: Mapping[str, Any]) -> tuple[tuple[Container, ...], list[str]]:
+    """The containers that run for the pod's life (its containers, and its sidecars: init
+    containers with ``restartPolicy: Always``), each with its share of the pod's cpu and
+    of its memory, in proportion to its requests of each (its limits where it states no
+    request, as the API server defaults them; evenly where none requests the resource);
+    and the problems with quantities that did not parse (counted as 0)."""
+    spec = body.get("spec") or {}
+    running = [
+        c
+        for c in spec.get("initContainers") or []
+        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
+    ]
+    running += [c for c in spec.get("containers") or [] if isinstance(c, Mapping)]
+    problems: list[str] = []
+    weights: dict[str, list[float]] = {"cpu": [], "memory": []}
+    for container in running:
+        resources = container.get("resources") or {}
+        for resource, amounts in weights.items():
+            text = (resources.get("requests") or {}).get(resource)
+            if text is None:
+                text = (resources.get("limits") or {}).get(resource)
+            try:
+                amounts.append(amount(str(text)) if text is not None else 0.0)
+            except quantity.QuantityError as e:
+                problems.append(f"container {container.get('name')!r} {resource}: {e}")
+                amounts.append(0.0)
+    shares = {r: _shares(w) for r, w in weights.items()}
+    containers = tuple(
+        Container(
+            name=str(c.get("name") or ""),
+            image=str(c.get("image") or "unknown"),  # cAdvisor's rules drop image=""
+            cpu_share=shares["cpu"][i],
+            memory_share=shares["memory"][i],
+        )
+        for i, c in enumerate(running)
+    )
+    return containers, problems
+
+
+def _shares(weights: list[float]) -> list[float]:
+    total = sum(w for w in weights if w > 0)
+    if total <= 0:
+        return [1 / len(weights)] * len(weights)
+    return [max(0.0, w) / total for w in weights]
+
+
+def _controller(meta: Mapping[str, Any]) -> tuple[str, str]:
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return str(ref.get("kind") or ""), str(ref.get("name") or "")
+    return "", ""
+
+
+def pod_from_body(body: Mapping[str, Any], *, seed: int, seen: float) -> tuple[Pod, list[str]]:
+    """A bound pod as the model holds it from ``seen`` on: its usage drawn (draw_usage),
+    its containers and controller; and any problems with its body (each one ignored)."""
+    requests, problem = pod_requests(body)
+    usage, problems = draw_usage(body, seed=seed, requests=requests)
+    containers, more = containers_of(body)
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    kind, name = _controller(meta)
+    pod = Pod(
+        key=pod_key(body),
+        node=str(spec.get("nodeName")),
+        scheduler=str(spec.get("schedulerName")),
+        usage=usage,
+        seen=seen,
+        uid=str(meta.get("uid") or ""),
+        containers=containers,
+        owner_kind=kind,
+        owner_name=name,
+    )
+    return pod, ([problem] if problem else []) + problems + more
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,3 +423,47 @@ def advance(counters: NodeCounters, *, node: Node, cpu: float, dt: float) -> Non
         ("lo", LO_RX_BYTES),
     ):
         counters.rx_bytes[device] = counters.rx_bytes.get(device, 0.0) + per_s * dt
+
+
+# --- cAdvisor-shaped counters --------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class PodCounters:
+    """What cAdvisor would report of a pod: the cpu seconds its containers used in all
+    (each container's are its share), and its cpu (cores) and memory (bytes) at the last
+    tick. The seconds grow at that tick's cpu until the next tick (advance_pod), as the
+    node's do, so a rate over two scrapes is the usage the ticks modelled in between."""
+
+    cpu_seconds: float = 0.0
+    cpu: float = 0.0
+    memory: float = 0.0
+
+
+def advance_pod(counters: PodCounters, *, dt: float) -> None:
+    """Add ``dt`` seconds at the last tick's cpu."""
+    counters.cpu_seconds += max(0.0, counters.cpu) * max(0.0, dt)
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerSample:
+    container: str  # "" for the pod's own cgroup
+    image: str
+    cpu_seconds: float
+    memory: float
+
+
+def cadvisor_samples(
+    containers: tuple[Container, ...], counters: PodCounters, *, since: float
+) -> list[ContainerSample]:
+    """cAdvisor's series of one pod ``since`` seconds after the last tick: one per container
+    (its shares of the pod's cpu seconds and memory) and the pod's own cgroup
+    (``container=""``, ``image=""``), which holds all of them, as cAdvisor reports it: so
+    a sum over a pod's series without ``container!=""`` counts it twice."""
+    total = counters.cpu_seconds + max(0.0, counters.cpu) * max(0.0, since)
+    samples = [
+        ContainerSample(c.name, c.image, total * c.cpu_share, counters.memory * c.memory_share)
+        for c in containers
+    ]
+    samples.append(ContainerSample("", "", total, counters.memory))
+    return samples
