@@ -13,11 +13,16 @@ A pod's usage is the simulator's own, independent of its requests: the annotatio
 ``loadmodel.metricsched.io/cpu`` (cores: ``"0.4"``, ``"uniform(0.2,0.6)"``,
 ``"normal(0.4,0.1)"``, drawn once per pod from the seed and the pod's uid, clipped at 0),
 ``.../memory`` (a quantity or a distribution of quantities) and ``.../ramp`` (seconds from
-being seen bound to full usage, linear; default ``uniform(10,30)``). Without a usage
+being seen bound to full usage, linear; default ``uniform(10,30)``). Once ramped up, a
+pod's cpu follows ``.../cpu-pattern``: ``constant`` (the default), ``bursty(period, width,
+peak[, offset])`` (``peak`` times its usage for ``width`` seconds every ``period``) or
+``diurnal(period, amplitude)`` (a sinusoid in step with the clock). Without a usage
 annotation a pod uses its requests; an annotation that does not parse is logged and
 ignored. Usage carries multiplicative noise per pod per tick (``--noise``). A node's
 background load comes from its annotations ``.../background-cpu`` and
-``.../background-memory`` (fractions of allocatable), or from a run-time override.
+``.../background-memory`` (fractions of allocatable), the cpu drifting by
+``.../background-cpu-drift`` (``sine(period, amplitude)`` or ``walk(step, every,
+bound)``, seeded), or from a run-time override (exact, without drift).
 
     GET    /metrics                  node_cpu_utilisation, node_memory_utilisation,
                                      node_latency_seconds, loadmodel_node_pods
@@ -99,6 +104,8 @@ class Model:
         self.samples: dict[str, core.NodeSample] = {}
         self.counters: dict[str, core.NodeCounters] = {}  # by node: node-exporter's view
         self.pod_counters: dict[str, core.PodCounters] = {}  # by uid, on modelled nodes
+        self.origins: dict[str, float] = {}  # by node: first sampled (its drift starts)
+        self.walks: dict[str, core.Walk] = {}  # by node: its background walk so far
 
     def write(self, line: Mapping[str, Any]) -> None:
         if self.record is not None:
@@ -109,8 +116,9 @@ class Model:
         return self.overrides.get(node.name, (node.background_cpu, node.background_memory))
 
     def eventual_cpu(self, node: core.Node) -> float:
-        """The node's cpu utilisation with every pod at full usage and no noise."""
-        used = sum(p.usage.cpu for p in self.pods.values() if p.node == node.name)
+        """The node's cpu utilisation with every pod at full usage (its pattern's mean), no
+        noise and the background without drift."""
+        used = sum(p.usage.mean_cpu for p in self.pods.values() if p.node == node.name)
         return core.utilisation(self.background(node)[0], node.cpu, used)
 
     # Nodes -----------------------------------------------------------------------------
@@ -210,7 +218,8 @@ class Model:
                     continue
                 share = core.ramp_fraction(now - pod.seen, pod.usage.ramp)
                 share *= 1 + self.noise_rng.uniform(-self.noise, self.noise)
-                now_used[uid] = (pod.usage.cpu * share, pod.usage.memory * share)
+                pattern = pod.usage.pattern.factor(t=now, seen=pod.seen)
+                now_used[uid] = (pod.usage.cpu * share * pattern, pod.usage.memory * share)
                 acc = used[pod.node]
                 acc[0] += now_used[uid][0]
                 acc[1] += now_used[uid][1]
@@ -218,7 +227,7 @@ class Model:
             samples = {}
             for name, (cpu_used, mem_used, pods) in used.items():
                 node = self.nodes[name]
-                bg_cpu, bg_mem = self.background(node)
+                bg_cpu, bg_mem = self.background_now(node, now)
                 cpu = core.utilisation(bg_cpu, node.cpu, cpu_used)
                 samples[name] = core.NodeSample(
                     cpu=cpu,
@@ -229,6 +238,9 @@ class Model:
             # A node or pod gone and back restarts its counters, as the exporters' do.
             for name in [n for n in self.counters if n not in samples]:
                 del self.counters[name]
+            for name in [n for n in self.origins if n not in samples]:
+                del self.origins[name]
+                self.walks.pop(name, None)
             for name in samples:
                 self.counters.setdefault(name, core.NodeCounters())
             for uid in [u for u in self.pod_counters if u not in now_used]:
@@ -238,6 +250,23 @@ class Model:
                 pod_counters.cpu, pod_counters.memory = cpu, memory
             self.t, self.samples = now, samples
             self.write(core.tick_record(now, samples))
+
+    def background_now(self, node: core.Node, now: float) -> tuple[float, float]:
+        """The node's background at ``now``: an override exactly (a test's hot spot), else
+        its annotations' with the cpu's drift since the node was first sampled."""
+        origin = self.origins.setdefault(node.name, now)
+        if node.name in self.overrides:
+            return self.overrides[node.name]
+        cpu, walk = core.drifted(
+            node.drift,
+            base=node.background_cpu,
+            seed=self.seed,
+            node=node.name,
+            elapsed=now - origin,
+            walk=self.walks.get(node.name, core.Walk()),
+        )
+        self.walks[node.name] = walk
+        return cpu, node.background_memory
 
     def truth(self, now: float) -> dict[str, Any]:
         with self.lock:
