@@ -548,7 +548,7 @@ def loadmodel_scrape_interval() -> str:
     return os.environ.get(LOADMODEL_SCRAPE_ENV) or DEFAULT_LOADMODEL_SCRAPE
 
 
-# kube-prometheus's node recording rules, over the load model's node-exporter series.
+# kube-prometheus's node and container recording rules, over the load model's series.
 RULES = ROOT / "hack" / "prometheus-rules.yml"
 
 
@@ -569,6 +569,20 @@ def prometheus_config_text() -> str:
         "    honor_labels: true\n"
         f"    scrape_interval: {loadmodel_scrape_interval()}\n"
         "    metrics_path: /node-exporter/metrics\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{PORTS['loadmodel']}']}}]\n"
+        # Its pods as the kubelets' cAdvisor shows them, labelled as kube-prometheus-stack's
+        # kubelet ServiceMonitor labels them (job "kubelet", the path as metrics_path), and
+        # kube_pod_info as kube-state-metrics serves it: the k8s.rules join the two.
+        "  - job_name: kubelet\n"
+        "    honor_labels: true\n"
+        f"    scrape_interval: {loadmodel_scrape_interval()}\n"
+        "    metrics_path: /metrics/cadvisor\n"
+        "    relabel_configs: [{source_labels: [__metrics_path__], target_label: metrics_path}]\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{PORTS['loadmodel']}']}}]\n"
+        "  - job_name: kube-state-metrics\n"
+        "    honor_labels: true\n"
+        f"    scrape_interval: {loadmodel_scrape_interval()}\n"
+        "    metrics_path: /kube-state-metrics/metrics\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{PORTS['loadmodel']}']}}]\n"
         "  - job_name: metricsched\n"
         "    file_sd_configs: [{files: ['" + str(STATE / "scrape-operator.json") + "']}]\n"

@@ -13,11 +13,16 @@ A pod's usage is the simulator's own, independent of its requests: the annotatio
 ``loadmodel.metricsched.io/cpu`` (cores: ``"0.4"``, ``"uniform(0.2,0.6)"``,
 ``"normal(0.4,0.1)"``, drawn once per pod from the seed and the pod's uid, clipped at 0),
 ``.../memory`` (a quantity or a distribution of quantities) and ``.../ramp`` (seconds from
-being seen bound to full usage, linear; default ``uniform(10,30)``). Without a usage
+being seen bound to full usage, linear; default ``uniform(10,30)``). Once ramped up, a
+pod's cpu follows ``.../cpu-pattern``: ``constant`` (the default), ``bursty(period, width,
+peak[, offset])`` (``peak`` times its usage for ``width`` seconds every ``period``) or
+``diurnal(period, amplitude)`` (a sinusoid in step with the clock). Without a usage
 annotation a pod uses its requests; an annotation that does not parse is logged and
 ignored. Usage carries multiplicative noise per pod per tick (``--noise``). A node's
 background load comes from its annotations ``.../background-cpu`` and
-``.../background-memory`` (fractions of allocatable), or from a run-time override.
+``.../background-memory`` (fractions of allocatable), the cpu drifting by
+``.../background-cpu-drift`` (``sine(period, amplitude)`` or ``walk(step, every,
+bound)``, seeded), or from a run-time override (exact, without drift).
 
     GET    /metrics                  node_cpu_utilisation, node_memory_utilisation,
                                      node_latency_seconds, loadmodel_node_pods
@@ -29,6 +34,15 @@ background load comes from its annotations ``.../background-cpu`` and
                                      node_network_receive_bytes_total{device,instance} (eth0
                                      and veth0 at 1 MB/s per core in use, lo at a constant
                                      50 MB/s); labels instance="<InternalIP>:9100" only
+    GET    /metrics/cadvisor         the kubelets' cAdvisor series of the pods on modelled
+                                     nodes: container_cpu_usage_seconds_total and
+                                     container_memory_working_set_bytes, per container (the
+                                     pod's usage split by requests) and per pod
+                                     (container="", image=""); labels container, image,
+                                     namespace, pod, node, instance="<InternalIP>:10250"
+    GET    /kube-state-metrics/metrics
+                                     kube_pod_info{namespace,pod,uid,node,created_by_kind,
+                                     created_by_name} of every pod the model counts
     GET    /truth                    {"t": unix, "nodes": {name: {"cpu", "memory", "latency",
                                      "pods", "eventual_cpu", "ramping"}}}
     POST   /background {"node": "n1", "cpu": 0.6, "memory": 0.2}   a hot spot
@@ -89,6 +103,9 @@ class Model:
         self.t = 0.0
         self.samples: dict[str, core.NodeSample] = {}
         self.counters: dict[str, core.NodeCounters] = {}  # by node: node-exporter's view
+        self.pod_counters: dict[str, core.PodCounters] = {}  # by uid, on modelled nodes
+        self.origins: dict[str, float] = {}  # by node: first sampled (its drift starts)
+        self.walks: dict[str, core.Walk] = {}  # by node: its background walk so far
 
     def write(self, line: Mapping[str, Any]) -> None:
         if self.record is not None:
@@ -99,8 +116,9 @@ class Model:
         return self.overrides.get(node.name, (node.background_cpu, node.background_memory))
 
     def eventual_cpu(self, node: core.Node) -> float:
-        """The node's cpu utilisation with every pod at full usage and no noise."""
-        used = sum(p.usage.cpu for p in self.pods.values() if p.node == node.name)
+        """The node's cpu utilisation with every pod at full usage (its pattern's mean), no
+        noise and the background without drift."""
+        used = sum(p.usage.mean_cpu for p in self.pods.values() if p.node == node.name)
         return core.utilisation(self.background(node)[0], node.cpu, used)
 
     # Nodes -----------------------------------------------------------------------------
@@ -129,14 +147,9 @@ class Model:
         with self.lock:
             if uid in self.pods:
                 return
-        requests, problem = core.pod_requests(body)
-        usage, problems = core.draw_usage(body, seed=self.seed, requests=requests)
-        for text in [problem, *problems] if problem else problems:
-            log.warning("pod %s: %s", core.pod_key(body), text)
-        spec = body.get("spec") or {}
-        pod = core.Pod(
-            core.pod_key(body), str(spec["nodeName"]), str(spec.get("schedulerName")), usage, now
-        )
+        pod, problems = core.pod_from_body(body, seed=self.seed, seen=now)
+        for text in problems:
+            log.warning("pod %s: %s", pod.key, text)
         with self.lock:
             if uid in self.pods:
                 return
@@ -188,20 +201,33 @@ class Model:
 
     def tick(self, now: float) -> None:
         with self.lock:
+            # The counters first, at the rates of the last tick: a counter's slope is what
+            # the gauges showed since, and a scrape between ticks (which carries the counter
+            # on at that slope) never reads more than the next tick's value.
+            dt = now - self.t if self.t else 0.0
+            for name, counters in self.counters.items():
+                if name in self.samples and name in self.nodes:
+                    cpu = self.samples[name].cpu
+                    core.advance(counters, node=self.nodes[name], cpu=cpu, dt=dt)
+            for pod_counters in self.pod_counters.values():
+                core.advance_pod(pod_counters, dt=dt)
             used: dict[str, list[float]] = {n: [0.0, 0.0, 0] for n in self.nodes}
-            for _, pod in sorted(self.pods.items()):
+            now_used: dict[str, tuple[float, float]] = {}  # by uid: cores, bytes
+            for uid, pod in sorted(self.pods.items()):
                 if pod.node not in used:
                     continue
                 share = core.ramp_fraction(now - pod.seen, pod.usage.ramp)
                 share *= 1 + self.noise_rng.uniform(-self.noise, self.noise)
+                pattern = pod.usage.pattern.factor(t=now, seen=pod.seen)
+                now_used[uid] = (pod.usage.cpu * share * pattern, pod.usage.memory * share)
                 acc = used[pod.node]
-                acc[0] += pod.usage.cpu * share
-                acc[1] += pod.usage.memory * share
+                acc[0] += now_used[uid][0]
+                acc[1] += now_used[uid][1]
                 acc[2] += 1
             samples = {}
             for name, (cpu_used, mem_used, pods) in used.items():
                 node = self.nodes[name]
-                bg_cpu, bg_mem = self.background(node)
+                bg_cpu, bg_mem = self.background_now(node, now)
                 cpu = core.utilisation(bg_cpu, node.cpu, cpu_used)
                 samples[name] = core.NodeSample(
                     cpu=cpu,
@@ -209,14 +235,38 @@ class Model:
                     latency=core.latency(self.service_time, cpu),
                     pods=int(pods),
                 )
-            dt = now - self.t if self.t else 0.0
+            # A node or pod gone and back restarts its counters, as the exporters' do.
             for name in [n for n in self.counters if n not in samples]:
-                del self.counters[name]  # a node gone and back restarts, as node-exporter does
-            for name, sample in samples.items():
-                counters = self.counters.setdefault(name, core.NodeCounters())
-                core.advance(counters, node=self.nodes[name], cpu=sample.cpu, dt=dt)
+                del self.counters[name]
+            for name in [n for n in self.origins if n not in samples]:
+                del self.origins[name]
+                self.walks.pop(name, None)
+            for name in samples:
+                self.counters.setdefault(name, core.NodeCounters())
+            for uid in [u for u in self.pod_counters if u not in now_used]:
+                del self.pod_counters[uid]
+            for uid, (cpu, memory) in now_used.items():
+                pod_counters = self.pod_counters.setdefault(uid, core.PodCounters())
+                pod_counters.cpu, pod_counters.memory = cpu, memory
             self.t, self.samples = now, samples
             self.write(core.tick_record(now, samples))
+
+    def background_now(self, node: core.Node, now: float) -> tuple[float, float]:
+        """The node's background at ``now``: an override exactly (a test's hot spot), else
+        its annotations' with the cpu's drift since the node was first sampled."""
+        origin = self.origins.setdefault(node.name, now)
+        if node.name in self.overrides:
+            return self.overrides[node.name]
+        cpu, walk = core.drifted(
+            node.drift,
+            base=node.background_cpu,
+            seed=self.seed,
+            node=node.name,
+            elapsed=now - origin,
+            walk=self.walks.get(node.name, core.Walk()),
+        )
+        self.walks[node.name] = walk
+        return cpu, node.background_memory
 
     def truth(self, now: float) -> dict[str, Any]:
         with self.lock:
@@ -453,6 +503,78 @@ class NodeExporterCollector(prometheus_client.registry.Collector):
         yield from (cpu, rx, available, total)
 
 
+def kubelet_instance(node: core.Node) -> str:
+    """The kubelet's address as Prometheus labels its targets: the node's, port 10250."""
+    return node.instance.rsplit(":", 1)[0] + ":10250"
+
+
+class CadvisorCollector(prometheus_client.registry.Collector):
+    """What the kubelets of the modelled nodes serve on /metrics/cadvisor, scraped as job
+    "kubelet" with the label metrics_path="/metrics/cadvisor" (kube-prometheus-stack's
+    kubelet ServiceMonitor): per container of each pod bound to a modelled node,
+    ``container_cpu_usage_seconds_total`` (the pod's modelled usage integrated, split over
+    its containers) and ``container_memory_working_set_bytes``, and the same for the pod's
+    own cgroup with container="" and image="". Labelled container, image, namespace, pod,
+    and node and instance="<InternalIP>:10250" (which Prometheus adds per kubelet target;
+    here one target serves every node). Recording rules (hack/prometheus-rules.yml) join
+    them to kube_pod_info, as kube-prometheus-stack's do."""
+
+    LABELS = ("container", "image", "namespace", "pod", "node", "instance")
+
+    def __init__(self, model: Model, clock: Callable[[], float] = time.time) -> None:
+        self.model = model
+        self.clock = clock
+
+    def collect(self) -> Iterator[prometheus_client.core.Metric]:
+        with self.model.lock:
+            since = max(0.0, self.clock() - self.model.t) if self.model.t else 0.0
+            served = []
+            for uid, counters in sorted(self.model.pod_counters.items()):
+                pod = self.model.pods.get(uid)
+                node = self.model.nodes.get(pod.node) if pod else None
+                if pod is not None and node is not None:
+                    samples = core.cadvisor_samples(pod.containers, counters, since=since)
+                    served.append((pod, kubelet_instance(node), samples))
+        cpu = prometheus_client.core.CounterMetricFamily(
+            "container_cpu_usage_seconds_total",
+            "Cumulative cpu time consumed in seconds.",
+            labels=self.LABELS,
+        )
+        memory = prometheus_client.core.GaugeMetricFamily(
+            "container_memory_working_set_bytes",
+            "Current working set in bytes.",
+            labels=self.LABELS,
+        )
+        for pod, instance, samples in served:
+            for s in samples:
+                labels = [s.container, s.image, pod.namespace, pod.name, pod.node, instance]
+                cpu.add_metric(labels, s.cpu_seconds)
+                memory.add_metric(labels, s.memory)
+        yield from (cpu, memory)
+
+
+class KubeStateMetricsCollector(prometheus_client.registry.Collector):
+    """kube-state-metrics' ``kube_pod_info`` of every pod the model counts (bound, on any
+    node), scraped as job "kube-state-metrics": kube-prometheus-stack's recording rules
+    take a pod's node from it."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+
+    def collect(self) -> Iterator[prometheus_client.core.Metric]:
+        with self.model.lock:
+            pods = sorted(self.model.pods.values(), key=lambda p: p.key)
+        info = prometheus_client.core.GaugeMetricFamily(
+            "kube_pod_info",
+            "Information about pod.",
+            labels=["namespace", "pod", "uid", "node", "created_by_kind", "created_by_name"],
+        )
+        for pod in pods:
+            labels = [pod.namespace, pod.name, pod.uid, pod.node, pod.owner_kind, pod.owner_name]
+            info.add_metric(labels, 1.0)
+        yield info
+
+
 def optional_fraction(req: Mapping[str, Any], key: str) -> float | None:
     if req.get(key) is None:
         return None
@@ -463,10 +585,10 @@ def optional_fraction(req: Mapping[str, Any], key: str) -> float | None:
 
 
 def make_handler(
-    model: Model,
-    registry: prometheus_client.CollectorRegistry,
-    node_exporter: prometheus_client.CollectorRegistry,
+    model: Model, registries: Mapping[str, prometheus_client.CollectorRegistry]
 ) -> type:
+    """The HTTP API; ``registries`` by the path each is served on."""
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             return
@@ -481,11 +603,8 @@ def make_handler(
 
         def do_GET(self) -> None:
             path = urllib.parse.urlparse(self.path).path
-            if path == "/metrics":
-                text = prometheus_client.generate_latest(registry)
-                self.reply(200, text, prometheus_client.CONTENT_TYPE_LATEST)
-            elif path == "/node-exporter/metrics":
-                text = prometheus_client.generate_latest(node_exporter)
+            if path in registries:
+                text = prometheus_client.generate_latest(registries[path])
                 self.reply(200, text, prometheus_client.CONTENT_TYPE_LATEST)
             elif path == "/truth":
                 self.reply(200, model.truth(time.time()))
@@ -536,13 +655,16 @@ def main() -> None:
     client = kube.load_api_client(args.kubeconfig, pool_size=4)
     start_watches(model, client, args.node_selector)
     threading.Thread(target=run_ticks, args=(model, args.tick), daemon=True).start()
-    registry = prometheus_client.CollectorRegistry(auto_describe=False)
-    registry.register(Collector(model))
-    node_exporter = prometheus_client.CollectorRegistry(auto_describe=False)
-    node_exporter.register(NodeExporterCollector(model))
-    server = ThreadingHTTPServer(
-        ("127.0.0.1", args.port), make_handler(model, registry, node_exporter)
-    )
+    registries = {}
+    for path, collector in (
+        ("/metrics", Collector(model)),
+        ("/node-exporter/metrics", NodeExporterCollector(model)),
+        ("/metrics/cadvisor", CadvisorCollector(model)),
+        ("/kube-state-metrics/metrics", KubeStateMetricsCollector(model)),
+    ):
+        registries[path] = prometheus_client.CollectorRegistry(auto_describe=False)
+        registries[path].register(collector)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(model, registries))
     log.info("serving on 127.0.0.1:%d (nodes: %s)", args.port, args.node_selector)
     server.serve_forever()
 

@@ -245,9 +245,11 @@ def _loadmodel_scraped_as_tests_want() -> bool:
         config = (STATE / "prometheus.yml").read_text()
     except OSError:
         return False
+    # The kubelet job too: a cluster started before it existed gets its Prometheus reloaded.
     return (
         f"job_name: loadmodel\n    honor_labels: true\n    scrape_interval: {LOADMODEL_SCRAPE}\n"
         in config
+        and "job_name: kubelet\n" in config
     )
 
 

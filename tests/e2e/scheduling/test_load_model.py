@@ -2,7 +2,8 @@
 
 On the real control plane, the real Prometheus (scraping hack/loadmodel.py every
 LOADMODEL_SCRAPE) and the operator: pods bound to modelled kwok nodes move those nodes'
-``node_cpu_utilisation`` by the usage their annotations declare, whatever they request.
+``node_cpu_utilisation`` by the usage their annotations declare, whatever they request,
+and show that usage per pod in the cAdvisor series kube-prometheus-stack records.
 
 The burst test asserts the invariant of issue 19 with the policy's estimate on. To see it
 fail with the estimate off, run it with another estimate (a JSON object, or ``omit`` to
@@ -162,6 +163,25 @@ def test_binding_pods_raises_the_nodes_cpu_utilisation_by_their_usage_in_prometh
         timeout=3 * SCRAPE_S + 10,
     )[node]
     assert after - before == pytest.approx(expected - 0.2, abs=tolerance)
+
+    # The same pods as the kubelets' cAdvisor shows them, through kube-prometheus-stack's
+    # recording rule: each pod's usage (the unreadable one's requests) on its node.
+    usage = {b["metadata"]["name"]: 0.5 for b in bodies} | {"unreadable": 0.2}
+    rule = "node_namespace_pod_container:container_cpu_usage_seconds_total:sum_irate"
+    query = f'sum by (pod, node) ({rule}{{namespace="{namespace}"}})'
+
+    def per_pod() -> dict[str, tuple[str, float]] | None:
+        got = {
+            s["metric"]["pod"]: (s["metric"].get("node"), float(s["value"][1]))
+            for s in cluster.promql(query)
+        }
+        # irate over two scrapes: the mean of their ticks' noise, within ±3 % of the usage.
+        matches = set(got) == set(usage) and all(
+            n == node and abs(v - usage[p]) <= NOISE * usage[p] + 0.001 for p, (n, v) in got.items()
+        )
+        return got if matches else None
+
+    wait_for("cAdvisor's per-pod series in Prometheus", per_pod, timeout=3 * SCRAPE_S + 10)
 
     records = {r["bind"]: r for r in bind_records(cluster, namespace)}
     assert set(records) == {f"{namespace}/{b['metadata']['name']}" for b in bodies}

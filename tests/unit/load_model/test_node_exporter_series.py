@@ -67,3 +67,23 @@ def test_a_node_gone_loses_its_counters() -> None:
     m.nodes_listed([node("n2", ip="10.0.0.2")])
     m.tick(T0 + 1)
     assert set(m.counters) == {"n2"}
+
+
+def test_a_scrape_between_ticks_never_reads_more_than_the_next_tick_counts() -> None:
+    """The seconds grow at the rate the last tick sampled, the one the gauges show until
+    the next tick, so a drop in utilisation never makes a counter go down (a reset)."""
+    m = loadmodel.Model(seed=1, noise=0.0, service_time=0.05, record=None)
+    m.nodes_listed([node("n1", cpu="2", background_cpu="0.9")])
+    collector = loadmodel.NodeExporterCollector(m, clock=lambda: T0 + 1.99)
+    m.tick(T0)
+    m.tick(T0 + 1)
+
+    def user() -> float:
+        (family,) = [f for f in collector.collect() if f.name == "node_cpu_seconds"]
+        return float(next(s.value for s in family.samples if s.labels["mode"] == "user"))
+
+    before = user()  # just before the next tick, still at 0.9
+    m.set_background("n1", 0.1, None)
+    m.tick(T0 + 2)
+    assert m.counters["n1"].user >= before
+    assert m.counters["n1"].user == pytest.approx(2 * 0.9)
