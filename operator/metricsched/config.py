@@ -20,6 +20,20 @@ class ConfigError(ValueError):
     """A flag or environment value the operator cannot start with."""
 
 
+# cAdvisor's series as kube-prometheus-stack scrapes them (container!="" drops the pod-level
+# sums cAdvisor also exports; max by container drops a second scrape of the same series);
+# the 5m window matches the recipes' node metric (instance:node_cpu_utilisation:rate5m), so
+# that what a pod shows here is what the node's sample shows of it. Cores and bytes.
+DEFAULT_POD_CPU_QUERY = (
+    "sum by (namespace, pod) (max by (namespace, pod, container) "
+    '(rate(container_cpu_usage_seconds_total{container!="", image!=""}[5m])))'
+)
+DEFAULT_POD_MEMORY_QUERY = (
+    "sum by (namespace, pod) (max by (namespace, pod, container) "
+    '(container_memory_working_set_bytes{container!="", image!=""}))'
+)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Config:
     kubeconfig: str | None
@@ -48,6 +62,11 @@ class Config:
     # Tenant safety (README "Security"): what namespaced policies may query, answer caps.
     query_rules: promql_guard.Rules = dataclasses.field(default_factory=promql_guard.Rules)
     max_result_series: int = 10_000
+    # Measured per-pod usage (the Measured estimate, README "Placement on real load"): the
+    # operator's own queries, one answer per refresh each; "" turns one off.
+    pod_usage_cpu_query: str = DEFAULT_POD_CPU_QUERY
+    pod_usage_memory_query: str = DEFAULT_POD_MEMORY_QUERY
+    pod_usage_max_pods: int = 50_000
     max_result_bytes: int = 8 * 1024 * 1024
     # More Prometheus credentials (README "Operator flags"): extra headers such as a
     # Mimir/Cortex tenant's X-Scope-OrgID, basic auth, a client certificate. Only the
@@ -267,6 +286,24 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: 10000) [METRICSCHED_MAX_RESULT_SERIES]",
     )
     a(
+        "--pod-usage-cpu-query",
+        help="PromQL giving each running pod's cpu use in cores, labelled namespace and pod "
+        "(the Measured estimate; '' turns it off; default: cAdvisor's "
+        "container_cpu_usage_seconds_total as a 5m rate) [METRICSCHED_POD_USAGE_CPU_QUERY]",
+    )
+    a(
+        "--pod-usage-memory-query",
+        help="PromQL giving each running pod's memory use in bytes, labelled namespace and "
+        "pod ('' turns it off; default: cAdvisor's container_memory_working_set_bytes) "
+        "[METRICSCHED_POD_USAGE_MEMORY_QUERY]",
+    )
+    a(
+        "--pod-usage-max-pods",
+        type=int,
+        help="pods one per-pod usage answer may hold; more is an error and the last answer "
+        "is kept (default: 50000) [METRICSCHED_POD_USAGE_MAX_PODS]",
+    )
+    a(
         "--max-result-bytes",
         help="bytes one query's answer may take, read incrementally; more is a "
         "ResultTooLarge error (default: 8Mi) [METRICSCHED_MAX_RESULT_BYTES]",
@@ -456,6 +493,13 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         events_burst=max(1, int(events_rate * 2)),
         query_rules=rules,
         max_result_series=pick_int("max_result_series", "MAX_RESULT_SERIES", 10_000, 1, 10**7),
+        pod_usage_cpu_query=pick(
+            "pod_usage_cpu_query", "POD_USAGE_CPU_QUERY", DEFAULT_POD_CPU_QUERY
+        ),
+        pod_usage_memory_query=pick(
+            "pod_usage_memory_query", "POD_USAGE_MEMORY_QUERY", DEFAULT_POD_MEMORY_QUERY
+        ),
+        pod_usage_max_pods=pick_int("pod_usage_max_pods", "POD_USAGE_MAX_PODS", 50_000, 1, 10**7),
         max_result_bytes=_byte_size(
             pick("max_result_bytes", "MAX_RESULT_BYTES", "8Mi"), name="MAX_RESULT_BYTES"
         ),

@@ -40,6 +40,7 @@ Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
 Rows = npt.NDArray[np.intp]
+Objects = npt.NDArray[np.object_]
 
 RECENT_HORIZON_S = 3600.0
 """Pods bound this long before a node's newest are not kept as recent (the longest
@@ -108,6 +109,10 @@ class RecentPods:
     workload: Ints
     workloads: dict[str, int]  # workload -> number, growing while the table lives
     workload_names: list[str]  # number -> workload
+    # the pod's "namespace/name" and its ``usage_workload`` (object arrays of str, "" past
+    # the last): what ``estimate.from: Measured`` looks up in the measured usage
+    key: Objects
+    usage_workload: Objects
 
     @classmethod
     def empty(cls, depth: int, size: int) -> RecentPods:
@@ -121,6 +126,8 @@ class RecentPods:
             workload=np.zeros((depth, size), dtype=np.int64),
             workloads={"": 0},
             workload_names=[""],
+            key=np.full((depth, size), "", dtype=object),
+            usage_workload=np.full((depth, size), "", dtype=object),
         )
 
     def copy(self) -> RecentPods:
@@ -133,6 +140,8 @@ class RecentPods:
             self.workload.copy(),
             self.workloads,
             self.workload_names,
+            self.key.copy(),
+            self.usage_workload.copy(),
         )
 
     def fill(self, row: int, pods: Sequence[model.PodInfo]) -> None:
@@ -141,9 +150,10 @@ class RecentPods:
         depth = self.at.shape[0]
         if len(recent) > depth:
             grown = max(len(recent), min(2 * depth, RECENT_DEPTH))
-            for name in ("at", "cpu", "cpu_limit", "memory", "memory_limit", "workload"):
+            for name in _RECENT_COLUMNS:
                 old = getattr(self, name)
-                new = np.full((grown, old.shape[1]), _NEVER if name == "at" else 0, old.dtype)
+                blank = _NEVER if name == "at" else ("" if old.dtype == object else 0)
+                new = np.full((grown, old.shape[1]), blank, old.dtype)
                 new[:depth] = old
                 setattr(self, name, new)
         self.at[:, row] = _NEVER
@@ -154,6 +164,8 @@ class RecentPods:
             self.memory[k, row] = pod.requests.memory
             self.memory_limit[k, row] = pod.limits.memory
             self.workload[k, row] = self.number(pod.workload)
+            self.key[k, row] = pod.key
+            self.usage_workload[k, row] = pod.usage_workload
 
     def number(self, workload: str) -> int:
         found = self.workloads.get(workload)
@@ -161,6 +173,18 @@ class RecentPods:
             found = self.workloads[workload] = len(self.workload_names)
             self.workload_names.append(workload)
         return found
+
+
+_RECENT_COLUMNS = (
+    "at",
+    "cpu",
+    "cpu_limit",
+    "memory",
+    "memory_limit",
+    "workload",
+    "key",
+    "usage_workload",
+)
 
 
 def _recent(pods: Sequence[model.PodInfo]) -> list[model.PodInfo]:

@@ -97,9 +97,11 @@ def _scored_message(
     winner: model.NodeVerdict,
     runner_up: model.NodeVerdict | None,
     penalty: float,
+    basis: Mapping[str, str],
 ) -> str:
     parts = [
-        f"{metric.metric} {scoring.format_sample(metric)} → {scoring.format_score(metric.score)}"
+        f"{metric.metric} {scoring.format_sample(metric, basis=basis.get(metric.metric, ''))}"
+        f" → {scoring.format_score(metric.score)}"
         for metric in winner.metrics
     ]
     if penalty:
@@ -404,6 +406,7 @@ def _score_and_select(
             rows=feasible,
             refreshed=refreshed,
             learned=_learned(metrics, chosen, metric),
+            usage=_usage(metrics, chosen, metric),
         )
         for metric, (_, refreshed) in zip(chosen.metrics, samples, strict=True)
     ]
@@ -531,6 +534,11 @@ def _score_and_select(
             winner=winner,
             runner_up=runner_up,
             penalty=float(scores.penalties[top[0]]),
+            basis={
+                metric.name: estimate.basis(metric, pod, _usage(metrics, chosen, metric))
+                for metric in chosen.metrics
+                if metric.estimate.source is model.EstimateFrom.MEASURED
+            },
         ),
         verdicts=final,
     )
@@ -560,6 +568,13 @@ def _learned(
 ) -> model.LearnedEffect | None:
     series = metrics.get(model.MetricKey(policy=chosen.key, metric=metric.name))
     return None if series is None else series.learned
+
+
+def _usage(
+    metrics: model.MetricView, chosen: model.Policy, metric: model.MetricSpec
+) -> model.PodUsage | None:
+    series = metrics.get(model.MetricKey(policy=chosen.key, metric=metric.name))
+    return None if series is None else series.usage
 
 
 def _fallback(

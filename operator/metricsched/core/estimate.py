@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from metricsched.core import columns, model
+from metricsched.core import usage as usage_mod
 
 MIN_RATIO, MAX_RATIO = 0.1, 20.0
 """Bounds of one observed correction of a declared amount."""
@@ -46,10 +47,15 @@ MIN_WORKLOAD_OBSERVATIONS = 2
 
 
 def replaces_burst_penalty(policy: model.Policy) -> bool:
-    """True when every Prometheus metric of ``policy`` declares an estimate: the binds
-    are then counted exactly and the burst penalty is not applied."""
+    """True when every Prometheus metric of ``policy`` declares an estimate or counts
+    measured usage (``Measured``, the default of a cpu or memory threshold): the binds
+    are then counted and the burst penalty is not applied."""
     found = [m for m in policy.metrics if isinstance(m.source, model.PrometheusSource)]
-    return bool(found) and all(m.estimate.declared and m.estimate.active for m in found)
+    return bool(found) and all(
+        m.estimate.active
+        and (m.estimate.declared or m.estimate.source is model.EstimateFrom.MEASURED)
+        for m in found
+    )
 
 
 def _sign(metric: model.MetricSpec) -> float:
@@ -131,15 +137,21 @@ def estimates(
     rows: columns.Rows,
     refreshed: columns.Floats,
     learned: model.LearnedEffect | None,
+    usage: model.PodUsage | None = None,
 ) -> columns.Floats:
     """What to add to each row's sample of ``metric``: the pods bound to it that its sample
     does not reflect yet, and ``pod`` itself. ``refreshed`` is each row's sample time
     (-inf: none; such rows are missing anyway). Zeros when the metric has no estimate.
-    Only the recent pods still counted are visited (few, outside a burst)."""
+    Only the recent pods still counted are visited (few, outside a burst). ``usage`` is
+    the measured per-pod usage (``estimate.from: Measured``)."""
     spec = metric.estimate
     size = len(rows)
     if not spec.active or not size:
         return np.zeros(size)
+    if spec.source is model.EstimateFrom.MEASURED:
+        return _measured(
+            metric=metric, pod=pod, table=table, rows=rows, refreshed=refreshed, usage=usage
+        )
     if spec.source is model.EstimateFrom.LEARNED and (learned is None or learned.per_pod is None):
         return np.zeros(size)  # nothing learned yet
     recent = table.recent
@@ -167,6 +179,90 @@ def estimates(
         share = np.where(available > 0, (pending_amount + own_amount) / available, np.inf)
     signed: columns.Floats = _sign(metric) * share
     return signed
+
+
+SAME_ROUND_S = 2.0
+"""A per-pod usage answer sent this much later than a node's sample still counts as
+showing no more than the sample (both queries of one refresh round)."""
+
+
+def _measured(
+    *,
+    metric: model.MetricSpec,
+    pod: model.PodInfo,
+    table: columns.NodeTable,
+    rows: columns.Rows,
+    refreshed: columns.Floats,
+    usage: model.PodUsage | None,
+) -> columns.Floats:
+    """``estimate.from: Measured``: each pod bound within ``settleTime`` of its node's
+    sample counts its estimated usage (``core.usage.pod_amount``) less what it measurably
+    uses already, when that measurement is no newer than the node's sample (the sample
+    shows at least that much of it): a pod whose usage is in the sample is not counted
+    twice, and one that shows only part of it (ramping up, or a rate window filling)
+    counts the rest. The pod being placed counts its whole estimate."""
+    spec = metric.estimate
+    assert spec.resource is not None
+    size = len(rows)
+    cpu = spec.resource is model.EstimateResource.CPU
+    recent = table.recent
+    live_slots, live_at = np.nonzero(recent.at[:, rows] > (refreshed - spec.settle_s))
+    live_rows = rows[live_at]
+    requested = recent.cpu if cpu else recent.memory
+    limits = recent.cpu_limit if cpu else recent.memory_limit
+    measured = (usage.cpu if cpu else usage.memory) if usage is not None else {}
+    shown = (
+        usage.at <= refreshed[live_at] + SAME_ROUND_S
+        if usage is not None
+        else np.zeros(len(live_at), dtype=bool)
+    )
+    amounts = np.zeros(len(live_slots))
+    for i, (slot, row) in enumerate(zip(live_slots.tolist(), live_rows.tolist(), strict=True)):
+        estimated = usage_mod.pod_amount(
+            resource=spec.resource,
+            usage=usage,
+            workload=str(recent.usage_workload[slot, row]),
+            requested=float(requested[slot, row]),
+            limit=float(limits[slot, row]),
+            declared=float(spec.amount),
+            factor=spec.measured_factor,
+        ).value
+        seen = measured.get(str(recent.key[slot, row]), 0.0) if shown[i] else 0.0
+        amounts[i] = max(0.0, estimated - seen)
+    pending = np.bincount(live_at, weights=amounts, minlength=size)
+    own = own_amount(spec, pod, usage).value
+    available = allocatable(spec, table)[rows].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(available > 0, (pending + own) / available, np.inf)
+    signed: columns.Floats = _sign(metric) * share
+    return signed
+
+
+def own_amount(
+    spec: model.EstimateSpec, pod: model.PodInfo, usage: model.PodUsage | None
+) -> usage_mod.Amount:
+    """The Measured estimate of ``pod`` (the pod being placed), with its source."""
+    assert spec.resource is not None
+    cpu = spec.resource is model.EstimateResource.CPU
+    return usage_mod.pod_amount(
+        resource=spec.resource,
+        usage=usage,
+        workload=pod.usage_workload,
+        requested=float(pod.requests.milli_cpu if cpu else pod.requests.memory),
+        limit=float(pod.limits.milli_cpu if cpu else pod.limits.memory),
+        declared=float(spec.amount),
+        factor=spec.measured_factor,
+    )
+
+
+def basis(metric: model.MetricSpec, pod: model.PodInfo, usage: model.PodUsage | None) -> str:
+    """What the Measured estimate of ``pod`` (the pod being placed) rests on, for people:
+    "web's measured 0.31 cores (p90 of 4 pods)"."""
+    spec = metric.estimate
+    assert spec.resource is not None
+    return usage_mod.describe(
+        own_amount(spec, pod, usage), resource=spec.resource, workload=pod.usage_workload
+    )
 
 
 # --- learning ----------------------------------------------------------------------------

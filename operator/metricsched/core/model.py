@@ -151,6 +151,22 @@ class PodInfo:
         return f"{self.namespace}/{app}" if app else ""
 
     @property
+    def usage_workload(self) -> str:
+        """Whose measured usage estimates this pod (``estimate.from: Measured``): the
+        Deployment across its revisions (a ReplicaSet named after it with the
+        pod-template-hash), else the controller (StatefulSet, Job, DaemonSet, ...), else
+        the namespace's bare pods with the same labels."""
+        kind, _, name = self.owner.partition("/")
+        if kind == "ReplicaSet":
+            template = self.labels.get("pod-template-hash")
+            if template and name.endswith("-" + template):
+                return f"{self.namespace}/Deployment/{name[: -len(template) - 1]}"
+        if kind:
+            return f"{self.namespace}/{self.owner}"
+        labels = ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()))
+        return f"{self.namespace}/Pod/{{{labels}}}"
+
+    @property
     def key(self) -> PodKey:
         return PodKey(f"{self.namespace}/{self.name}")
 
@@ -299,6 +315,9 @@ class EstimateFrom(enum.StrEnum):
     REQUESTS = "Requests"  # the pod's requests of ``resource`` x factor / allocatable
     LIMITS = "Limits"  # its limits (requests where none) x factor / allocatable
     AMOUNT = "Amount"  # a stated amount per pod / allocatable
+    # what the pod's workload's running pods measurably use (per-pod usage from
+    # Prometheus), else a declared amount, else max(requests, limits) x factor, else a floor
+    MEASURED = "Measured"
     LEARNED = "Learned"  # a per-pod increment learned from how past binds moved it
     NONE = "None"  # no estimate: the burst penalty stands in
 
@@ -320,6 +339,13 @@ class EstimateSpec:
     amount: int = 0  # Amount: millicores (cpu) or bytes (memory) per pod
     learn: bool = False  # correct a declared amount from past binds (per workload)
     declared: bool = True  # written in the policy (not the default for a threshold)
+    factor_declared: bool = False  # ``factor`` written in the policy (Measured's fallback)
+
+    @property
+    def measured_factor(self) -> float | None:
+        """Measured's factor of max(requests, limits) for a workload not measured yet:
+        the stated one, else None (the resource's default, ``core.usage``)."""
+        return self.factor if self.factor_declared else None
 
     @property
     def active(self) -> bool:
@@ -463,6 +489,21 @@ class MetricSeries:
     error: QueryErrorKind | None  # error of the last attempt, None if it succeeded
     error_message: str  # human-readable, secrets removed; "" if none
     learned: LearnedEffect | None = None  # what the learner knows of binds' effect
+    usage: PodUsage | None = None  # running pods' measured usage (estimate.from Measured)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodUsage:
+    """Running pods' measured usage from one answer of the operator's per-pod queries
+    (cAdvisor's series by default), and what each workload's settled pods use (a high
+    quantile of them, ``Pod.usage_workload``): what ``estimate.from: Measured`` reads."""
+
+    at: float  # unix time the queries were sent
+    cpu: Mapping[str, float]  # "namespace/name" -> millicores
+    memory: Mapping[str, float]  # "namespace/name" -> bytes
+    workload_cpu: Mapping[str, float]  # usage_workload -> millicores
+    workload_memory: Mapping[str, float]  # usage_workload -> bytes
+    workload_pods: Mapping[str, int]  # usage_workload -> settled pods measured
 
 
 # Everything the refresher knows, by metric.

@@ -389,14 +389,57 @@ def _scale(
     return tolerance, percent, value_range
 
 
+MEASURED_SETTLE_S: Final = 300.0
+"""A Measured estimate's settleTime when unset: an upper bound only (a pod stops counting
+once its usage shows in the samples), long enough for a 5-minute rate window."""
+_RESOURCE_WORDS: Final = (
+    (model.EstimateResource.CPU, re.compile(r"cpu", re.IGNORECASE)),
+    (model.EstimateResource.MEMORY, re.compile(r"memory|\bmem_|_mem_", re.IGNORECASE)),
+)
+_NOT_USAGE: Final = re.compile(r"temp|thrott|pressure|psi|freq|hz\b|cores?_count", re.IGNORECASE)
+
+
+def inferred_resource(
+    source: model.PrometheusSource | model.AnnotationSource | None,
+    threshold: tuple[float | None, float | None],
+) -> model.EstimateResource | None:
+    """The resource a threshold-only metric measures the utilisation of, read from its
+    query: "cpu" or "memory" in it (one of them, not both), nothing that says otherwise
+    (temperature, throttling, pressure, frequency), and a threshold within 0..1 (a
+    ratio). None: not a utilisation metric we can model (latency, errors, price)."""
+    if not isinstance(source, model.PrometheusSource):
+        return None
+    if any(bound is not None and not 0.0 <= bound <= 1.0 for bound in threshold):
+        return None
+    query = source.query
+    if _NOT_USAGE.search(query):
+        return None
+    found = [resource for resource, words in _RESOURCE_WORDS if words.search(query)]
+    return found[0] if len(found) == 1 else None
+
+
 def _estimate(
-    raw: object, *, path: str, has_threshold: bool, problems: _Problems
+    raw: object,
+    *,
+    path: str,
+    has_threshold: bool,
+    problems: _Problems,
+    inferred: model.EstimateResource | None = None,
 ) -> model.EstimateSpec | None:
     """``estimate`` of a metric; ``settle_s`` is -1 when unset (the policy's burstWindow
-    fills it in). Without one, a thresholded metric learns (``Learned``), others have none."""
+    fills it in; ``MEASURED_SETTLE_S`` for Measured). Without one, a thresholded metric
+    whose query names the utilisation of cpu or memory (``inferred``) counts what pods
+    measurably use (``Measured``); other metrics have none (the burst penalty stands in;
+    ``Learned`` is opt-in)."""
     if raw is None:
-        default = model.EstimateFrom.LEARNED if has_threshold else model.EstimateFrom.NONE
-        return model.EstimateSpec(source=default, settle_s=-1.0, declared=False)
+        if has_threshold and inferred is not None:
+            return model.EstimateSpec(
+                source=model.EstimateFrom.MEASURED,
+                settle_s=MEASURED_SETTLE_S,
+                resource=inferred,
+                declared=False,
+            )
+        return model.EstimateSpec(source=model.EstimateFrom.NONE, settle_s=-1.0, declared=False)
     estimate = _mapping(raw, path=path, problems=problems)
     if estimate is None:
         return None
@@ -419,17 +462,24 @@ def _estimate(
     learn = estimate.get("learn", DEFAULT_ESTIMATE_LEARN)
     if not isinstance(learn, bool):
         problems.add(f"{path}.learn", f"must be true or false, got {learn!r}")
+    elif learn and source not in _DECLARED:
+        problems.add(f"{path}.learn", "applies to from: Requests, Limits or Amount only")
     resource = None
     declared = source in _DECLARED
-    if estimate.get("resource") is not None or declared:
+    measured = source is model.EstimateFrom.MEASURED
+    if measured and settle < 0:
+        settle = MEASURED_SETTLE_S
+    if estimate.get("resource") is not None or declared or measured:
         resource = _enum(
             estimate.get("resource"),
             kind=model.EstimateResource,
             path=f"{path}.resource",
             problems=problems,
         )
-        if resource is not None and not declared:
-            problems.add(f"{path}.resource", "applies to from: Requests, Limits or Amount only")
+        if resource is not None and not (declared or measured):
+            problems.add(
+                f"{path}.resource", "applies to from: Requests, Limits, Amount or Measured only"
+            )
     factor = _number(
         estimate.get("factor", DEFAULT_ESTIMATE_FACTOR), path=f"{path}.factor", problems=problems
     )
@@ -438,12 +488,13 @@ def _estimate(
     if "factor" in estimate and source not in (
         model.EstimateFrom.REQUESTS,
         model.EstimateFrom.LIMITS,
+        model.EstimateFrom.MEASURED,
     ):
-        problems.add(f"{path}.factor", "applies to from: Requests or Limits only")
+        problems.add(f"{path}.factor", "applies to from: Requests, Limits or Measured only")
     amount = 0
     if source is model.EstimateFrom.AMOUNT or "amount" in estimate:
-        if source is not model.EstimateFrom.AMOUNT:
-            problems.add(f"{path}.amount", "applies to from: Amount only")
+        if source not in (model.EstimateFrom.AMOUNT, model.EstimateFrom.MEASURED):
+            problems.add(f"{path}.amount", "applies to from: Amount or Measured only")
         elif "amount" not in estimate:
             problems.add(f"{path}.amount", "from: Amount needs an amount, such as 400m or 512Mi")
         else:
@@ -470,6 +521,7 @@ def _estimate(
         factor=factor,
         amount=amount,
         learn=bool(learn),
+        factor_declared="factor" in estimate,
     )
 
 
@@ -515,6 +567,7 @@ def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec 
         path=f"{path}.estimate",
         has_threshold=threshold is not None and threshold != (None, None),
         problems=problems,
+        inferred=inferred_resource(source, threshold) if threshold is not None else None,
     )
     if estimate is not None and estimate.active and not isinstance(source, model.PrometheusSource):
         if estimate.declared:

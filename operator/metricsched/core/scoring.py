@@ -428,12 +428,15 @@ def format_value(value: float) -> str:
     return text
 
 
-def format_sample(metric: model.MetricScore) -> str:
-    """A verdict's sampled value with its estimate: ``0.62 (+0.09 est.)``, or ``missing``."""
+def format_sample(metric: model.MetricScore, *, basis: str = "") -> str:
+    """A verdict's sampled value with its estimate: ``0.62 (+0.09 est.)``, or ``missing``;
+    with ``basis`` (what the placed pod was estimated by): ``0.62 (+0.09 est.; this pod:
+    web's measured 0.31 cores)``."""
     if metric.value is None:
         return "missing"
     text = format_value(metric.value)
     if metric.estimate:
         sign = "+" if metric.estimate > 0 else "-"
-        text += f" ({sign}{format_value(abs(metric.estimate))} est.)"
+        why = f"; this pod: {basis}" if basis else ""
+        text += f" ({sign}{format_value(abs(metric.estimate))} est.{why})"
     return text

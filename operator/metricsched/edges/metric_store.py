@@ -48,7 +48,8 @@ class MetricStore:
         A failed refresh keeps the previous samples with their old ``refreshed_at``, so
         they age out by ``maxMetricAge`` instead of looking fresh; it only records the
         attempt time and the error. A successful refresh replaces the values. What the
-        learner attached (``learned``) is carried forward unless ``series`` brings its own.
+        learner attached (``learned``) and the measured usage (``usage``) are carried forward
+        unless ``series`` brings its own.
         """
         with self._lock:
             previous = self._data.get(key)
@@ -61,6 +62,8 @@ class MetricStore:
                 )
             if previous is not None and series.learned is None:
                 series = dataclasses.replace(series, learned=previous.learned)
+            if previous is not None and series.usage is None:
+                series = dataclasses.replace(series, usage=previous.usage)
             changed = previous is None or _signature(previous) != _signature(series)
             self._data.set(key, series)
             if changed:
@@ -75,6 +78,15 @@ class MetricStore:
             if series is None or series.learned is learned:
                 return
             self._data.set(key, dataclasses.replace(series, learned=learned))
+
+    def set_usage(self, keys: Iterable[model.MetricKey], usage: model.PodUsage) -> None:
+        """Attach the measured per-pod usage to the series of ``keys`` (the metrics whose
+        estimate is Measured; kept by later refreshes until replaced); the version stays."""
+        with self._lock:
+            for key in keys:
+                series = self._data.get(key)
+                if series is not None and series.usage is not usage:
+                    self._data.set(key, dataclasses.replace(series, usage=usage))
 
     def retain(self, keys: Iterable[model.MetricKey]) -> int:
         """Drop every metric not in ``keys`` (deleted policies or metrics); return how many."""

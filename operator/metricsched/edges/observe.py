@@ -154,6 +154,21 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.pod_usage_errors = prometheus_client.Counter(
+            "metricsched_pod_usage_errors_total",
+            "Failed answers of the per-pod usage queries (the Measured estimate keeps the last).",
+            registry=r,
+        )
+        self.pod_usage_pods = prometheus_client.Gauge(
+            "metricsched_pod_usage_pods",
+            "Pods in the last answer of the per-pod usage queries.",
+            registry=r,
+        )
+        self.pod_usage_workloads = prometheus_client.Gauge(
+            "metricsched_pod_usage_workloads",
+            "Workloads with settled pods measured in the last answer (the Measured estimate).",
+            registry=r,
+        )
         self.objects_skipped = prometheus_client.Counter(
             "metricsched_objects_skipped_total",
             "Objects from the API the operator could not read and left out, by kind "

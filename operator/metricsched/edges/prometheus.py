@@ -20,6 +20,7 @@ import base64
 import collections
 import dataclasses
 import logging
+import math
 import pathlib
 import re
 import time
@@ -89,6 +90,10 @@ class PrometheusConfig:
             ),
             rules=config.query_rules,
         )
+
+
+class PodQueryError(Exception):
+    """A per-pod usage query failed; the message names why (secrets removed)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -351,6 +356,38 @@ class PrometheusClient:
             connect_failed=False,
         )
 
+    def query_by_pod(self, query: str, *, limits: prom_http.Limits) -> dict[str, float]:
+        """One instant query of the operator's own configuration (never a tenant's: the
+        query rules do not apply) whose series carry ``namespace`` and ``pod`` labels:
+        each pod's value by "namespace/pod" (several series of one pod are summed; values
+        that are not finite and non-negative are left out). Raises ``PodQueryError``
+        with a message safe to log."""
+        if self._metrics is not None:
+            self._metrics.prometheus_queries.inc()
+        try:
+            result = self._instant_query_with(query, limits)
+        except _QueryError as failure:
+            if self._metrics is not None:
+                self._metrics.prometheus_errors.labels(kind=failure.kind.value).inc()
+            raise PodQueryError(f"{failure.kind.value}: {self._scrub(failure.message)}") from None
+        found: dict[str, float] = {}
+        for series in result if isinstance(result, list) else ():
+            labels = series.get("metric") if isinstance(series, dict) else None
+            value = series.get("value") if isinstance(series, dict) else None
+            if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
+                continue
+            namespace, pod = labels.get("namespace"), labels.get("pod")
+            if not isinstance(namespace, str) or not isinstance(pod, str):
+                continue
+            try:
+                number = float(value[1])
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(number) and number >= 0:
+                key = f"{namespace}/{pod}"
+                found[key] = found.get(key, 0.0) + number
+        return found
+
     def ping(self) -> tuple[bool, str]:
         """Whether the query API answers (a trivial query), and a message saying why not."""
         if self._metrics is not None:
@@ -362,7 +399,9 @@ class PrometheusClient:
         return True, f"Prometheus at {self._display_url} answers queries"
 
     def _instant_query(self, query: str) -> Any:
-        limits = self._config.limits
+        return self._instant_query_with(query, self._config.limits)
+
+    def _instant_query_with(self, query: str, limits: prom_http.Limits) -> Any:
         try:
             return prom_http.instant_query(
                 self._session,

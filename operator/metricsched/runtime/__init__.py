@@ -16,6 +16,7 @@ Modules:
 - ``queue``: which pending pod next, backoff, and the hints that wake pods.
 - ``scheduler``: the loop that runs the pure cycle and hands decisions to the binder.
 - ``refresher``: one PromQL query per metric per interval, answers into the store.
+- ``pod_usage``: running pods' measured usage (the Measured estimate), once per round.
 - ``fair_slots``: the refresher's query slots, round-robin across namespaces.
 - ``learner``: how binds moved each metric whose estimate learns.
 - ``leader``: Lease election and the fence every Binding passes.

@@ -44,6 +44,7 @@ from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import informers as informers_mod
 from metricsched.runtime import leader, supervise
+from metricsched.runtime import pod_usage as pod_usage_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
 from metricsched.runtime import reconcile as reconcile_mod
@@ -156,6 +157,18 @@ class Operator:
             # A query may retry once (PrometheusConfig.retries), each attempt bounded by
             # the query timeout for connect and read.
             deadline_s=max(config.refresh_interval_s, 2 * (2 * config.query_timeout_s)),
+            pod_usage=pod_usage_mod.PodUsageReader(
+                source=self.source,
+                queries=pod_usage_mod.Queries(
+                    cpu=config.pod_usage_cpu_query,
+                    memory=config.pod_usage_memory_query,
+                    max_pods=config.pod_usage_max_pods,
+                ),
+                cache=self.cache,
+                store=self.store,
+                queue=self.queue,
+                metrics=self.metrics,
+            ),
         )
         self.watches = watches_mod.Watches(
             config=config,

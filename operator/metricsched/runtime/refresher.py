@@ -23,6 +23,9 @@
 - Metrics whose estimate learns (``core.estimate.learns``) show the learner
   (``runtime.learner``) how they moved after binds; what it learns rides on the
   metric's series to the cycle.
+- While some metric's estimate is Measured, each round also reads running pods'
+  measured usage (``runtime.pod_usage``: the operator's per-pod queries), which rides
+  on those metrics' series to the cycle.
 - A query the admin's rules refuse for a policy's namespace is never sent (the edge
   groups queries by the rules' verdict and checks each again before sending).
 """
@@ -42,11 +45,13 @@ from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import fair_slots
 from metricsched.runtime import learner as learner_mod
+from metricsched.runtime import pod_usage as pod_usage_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
 
 logger = logging.getLogger("metricsched.refresher")
 
+_POD_USAGE = query_rounds.QueryKey("", "", "", None)  # the per-pod usage queries' slot
 PolicyEvent = Callable[..., None]  # (policy key, *, topic, event_type, reason, action, message)
 
 
@@ -64,8 +69,10 @@ class Refresher:
         interval_s: float,
         deadline_s: float,
         concurrency: int = 4,
+        pod_usage: pod_usage_mod.PodUsageReader | None = None,
     ) -> None:
         self._source = source
+        self._pod_usage = pod_usage
         self._store = store
         self._cache = cache
         self._queue = queue
@@ -101,6 +108,8 @@ class Refresher:
                 await asyncio.wait_for(self.now.wait(), timeout=self._interval)
         for task in self._in_flight.values():
             task.cancel()
+        if self._pod_usage is not None:
+            self._pod_usage.cancel()
         if self._first is not None:
             self._first.cancel()
 
@@ -130,6 +139,14 @@ class Refresher:
         started = 0
         nodes = self._cache.nodes()
         queried = policies if only is None else [p for p in policies if p.key in only]
+        measured = _measured(queried)
+        if measured and self._pod_usage is not None:
+            usage_task = self._pod_usage.start(measured, {key.policy for key in measured})
+            if usage_task is not None:
+                # In flight beside the queries: the first round (and explain's) waits for
+                # it too, as the first pods are estimated by it.
+                self._in_flight[_POD_USAGE] = usage_task
+                usage_task.add_done_callback(functools.partial(self._done, _POD_USAGE))
         for key, members in query_rounds.guarded_query_groups(queried, guard=self._source.guard):
             if key in self._in_flight:
                 continue
@@ -210,6 +227,15 @@ class Refresher:
             # towards maxMetricAge (a node may become feasible as its value goes missing).
             self._queue.on_metrics_change({p.key for p, _ in members}, now=time.monotonic())
         self._learn(members, before)
+        if self._pod_usage is not None and self._pod_usage.latest is not None:
+            self._store.set_usage(
+                [
+                    model.MetricKey(p.key, m.name)
+                    for p, m in members
+                    if m.estimate.source is model.EstimateFrom.MEASURED
+                ],
+                self._pod_usage.latest,
+            )
         self.record(results)
 
     def _learn(
@@ -273,6 +299,16 @@ class Refresher:
                 )
             health.ok = ok
             self._status.mark(r.policy)
+
+
+def _measured(policies: Collection[model.Policy]) -> list[model.MetricKey]:
+    """The metrics of ``policies`` whose estimate counts measured per-pod usage."""
+    return [
+        model.MetricKey(p.key, m.name)
+        for p in policies
+        for m in p.metrics
+        if m.estimate.source is model.EstimateFrom.MEASURED
+    ]
 
 
 def _overdue(deadline_s: float, now: float) -> prom.QueryReport:

@@ -41,10 +41,56 @@ def test_settle_time_defaults_to_the_burst_window():
     assert declared.settle_s == 20.0
 
 
-def test_a_threshold_alone_learns_and_a_plain_metric_estimates_nothing():
-    learned = estimate_of(threshold={"max": 0.8})
-    assert (learned.source, learned.declared) == (model.EstimateFrom.LEARNED, False)
+def with_query(query: str, **metric):
+    body = with_metric(**metric)
+    body["spec"]["metrics"][0]["prometheus"]["query"] = query
+    return policy.policy_from_body(body).metrics[0].estimate
+
+
+def test_a_cpu_or_memory_threshold_alone_counts_measured_usage():
+    cpu = with_query("instance:node_cpu_utilisation:rate5m", threshold={"max": 0.8})
+    assert (cpu.source, cpu.resource, cpu.declared) == (
+        model.EstimateFrom.MEASURED,
+        model.EstimateResource.CPU,
+        False,
+    )
+    assert cpu.settle_s == policy.MEASURED_SETTLE_S  # an upper bound: evidence ends it sooner
+    memory = with_query("instance:node_memory_utilisation:ratio", threshold={"max": 0.9})
+    assert (memory.source, memory.resource) == (
+        model.EstimateFrom.MEASURED,
+        model.EstimateResource.MEMORY,
+    )
+
+
+def test_a_threshold_on_anything_but_utilisation_estimates_nothing_and_never_learns():
+    # Learned is opt-in: a latency, an error rate, a percentage or a temperature gets none
+    for query, threshold in (
+        ("up", {"max": 0.8}),
+        ("histogram_quantile(0.99, rate(latency_bucket[1m]))", {"max": 0.5}),
+        ("node_cpu_utilisation_percent", {"max": 80}),
+        ("node_hwmon_temp_celsius{chip='cpu'}", {"max": 0.9}),
+        ("node_cpu_utilisation + node_memory_utilisation", {"max": 0.9}),
+    ):
+        assert with_query(query, threshold=threshold).source is model.EstimateFrom.NONE, query
     assert estimate_of().source is model.EstimateFrom.NONE
+
+
+def test_measured_may_state_the_first_bursts_amount_and_factor():
+    stated = estimate_of(
+        estimate={"from": "Measured", "resource": "cpu", "amount": "400m", "factor": 1.5}
+    )
+    assert (stated.source, stated.amount, stated.measured_factor) == (
+        model.EstimateFrom.MEASURED,
+        400,
+        1.5,
+    )
+    assert estimate_of(estimate={"from": "Measured", "resource": "memory"}).measured_factor is None
+    assert problems_of(estimate={"from": "Measured"}) == (
+        "spec.metrics[0].estimate.resource: must be one of cpu, memory, got None",
+    )
+    assert problems_of(estimate={"from": "Measured", "resource": "cpu", "learn": True}) == (
+        "spec.metrics[0].estimate.learn: applies to from: Requests, Limits or Amount only",
+    )
 
 
 def test_from_none_turns_the_default_off():
@@ -60,11 +106,12 @@ def test_resource_and_amount_must_fit_the_source():
         "spec.metrics[0].estimate.amount: from: Amount needs an amount, such as 400m or 512Mi",
     )
     assert problems_of(estimate={"from": "Learned", "resource": "cpu"}) == (
-        "spec.metrics[0].estimate.resource: applies to from: Requests, Limits or Amount only",
+        "spec.metrics[0].estimate.resource: applies to from: Requests, Limits, Amount or "
+        "Measured only",
     )
     assert problems_of(
         estimate={"from": "Amount", "resource": "cpu", "amount": "400m", "factor": 2}
-    ) == ("spec.metrics[0].estimate.factor: applies to from: Requests or Limits only",)
+    ) == ("spec.metrics[0].estimate.factor: applies to from: Requests, Limits or Measured only",)
 
 
 def test_bad_values_are_reported_not_raised_as_crashes():
@@ -78,7 +125,8 @@ def test_bad_values_are_reported_not_raised_as_crashes():
         p.startswith("spec.metrics[0].estimate.settleTime: must be a duration") for p in problems
     )
     assert problems_of(estimate={"from": "Sometimes"})[0].startswith(
-        "spec.metrics[0].estimate.from: must be one of Requests, Limits, Amount, Learned, None"
+        "spec.metrics[0].estimate.from: must be one of Requests, Limits, Amount, Measured, "
+        "Learned, None"
     )
 
 

@@ -83,10 +83,9 @@ def test_design_example_parses_into_the_policy_it_describes():
         threshold_min=None,
         threshold_max=0.5,
         on_missing=model.OnMissing.NEUTRAL,
-        # a threshold without an estimate learns one, settling within the burst window
-        estimate=model.EstimateSpec(
-            source=model.EstimateFrom.LEARNED, settle_s=60.0, declared=False
-        ),
+        # a latency threshold without an estimate gets none (Learned is opt-in): the
+        # burst penalty stands in; the settle time is the burst window
+        estimate=model.EstimateSpec(source=model.EstimateFrom.NONE, settle_s=60.0, declared=False),
     )
     assert price.source == model.AnnotationSource(annotation="example.com/hourly-price")
     assert (parsed.max_metric_age_s, parsed.burst_penalty, parsed.burst_window_s) == (

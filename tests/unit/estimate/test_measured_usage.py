@@ -1,0 +1,241 @@
+"""estimate.from Measured: a pod counts what its workload's running pods measurably use,
+until its own usage shows in a sample the node's metric covers; never twice.
+
+Each scene: nodes of 4 cpu whose cpu utilisation was sampled ``SAMPLED_AT``, pods of a
+Deployment "web" (ReplicaSets web-1a and web-2b: two revisions) bound to them, and the
+per-pod usage answer (``model.PodUsage``) the runtime read in the same round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from metricsched.core import estimate, model, usage
+from tests.unit.conftest import NOW
+from tests.unit.estimate.test_estimate_arithmetic import THRESHOLD
+
+SAMPLED_AT = NOW - 5
+
+
+def measured(**fields: object) -> model.EstimateSpec:
+    defaults: dict[str, object] = {
+        "resource": model.EstimateResource.CPU,
+        "settle_s": 300.0,
+        "declared": False,
+    }
+    return model.EstimateSpec(source=model.EstimateFrom.MEASURED, **{**defaults, **fields})  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def web(make_pod):
+    """A pod of Deployment web (revision ``rs``), bound to ``node`` ``ago`` seconds before."""
+
+    def make(name: str, node: str = "", *, ago: float = 0.0, rs: str = "1a", cpu: int = 50):
+        pod = make_pod(name, cpu=cpu, labels={"app": "web", "pod-template-hash": rs})
+        return dataclasses.replace(
+            pod,
+            owner=f"ReplicaSet/web-{rs}",
+            controller=f"ReplicaSet/uid-{rs}",
+            node_name=node,
+            phase="Running" if node else "Pending",
+            bound_at=NOW - ago if node else 0.0,
+            limits=model.Resources(milli_cpu=cpu),
+        )
+
+    return make
+
+
+def answer(pods: list[model.PodInfo], cpu: dict[str, float], *, at: float = SAMPLED_AT):
+    return usage.pod_usage(at=at, cpu=cpu, memory={}, pods=pods)
+
+
+@pytest.fixture
+def cpu_policy(make_metric, make_policy):
+    def make(spec: model.EstimateSpec) -> model.Policy:
+        metric = dataclasses.replace(make_metric("cpu", threshold_max=0.8), estimate=spec)
+        return make_policy(metrics=[metric])
+
+    return make
+
+
+@pytest.fixture
+def decide(schedule, make_cluster, make_view, cpu_policy, make_node):
+    def run(nodes, values, *, pod, pod_usage, spec=None):
+        policy = cpu_policy(spec or measured())
+        view = make_view(policy, {"cpu": values}, refreshed_at=SAMPLED_AT)
+        key = model.MetricKey(policy.key, "cpu")
+        view = {key: dataclasses.replace(view[key], usage=pod_usage)}
+        states = [
+            dataclasses.replace(make_node(name, cpu=4000), pods=tuple(pods))
+            for name, pods in nodes.items()
+        ]
+        return schedule(pod=pod, snapshot=make_cluster(*states), policies=[policy], metrics=view)
+
+    return run
+
+
+# --- whose usage estimates a pod -----------------------------------------------------------
+
+
+def test_a_deployments_pods_share_one_workload_across_revisions(web, make_pod):
+    assert web("a", rs="1a").usage_workload == web("b", rs="2b").usage_workload
+    assert web("a").usage_workload == "shop/Deployment/web"
+    job = dataclasses.replace(make_pod("j-1"), owner="Job/nightly")
+    assert job.usage_workload == "shop/Job/nightly"
+    bare = make_pod("b-1", labels={"tier": "db"})
+    assert bare.usage_workload == "shop/Pod/{tier=db}"
+    assert make_pod("b-2", labels={"tier": "db"}).usage_workload == bare.usage_workload
+
+
+def test_a_workloads_estimate_is_a_high_quantile_of_its_settled_pods_only(web):
+    pods = [web(f"w{i}", "node-1", ago=600) for i in range(10)] + [web("new", "node-1", ago=5)]
+    cpu = {f"shop/w{i}": 100.0 * (i + 1) for i in range(10)} | {"shop/new": 10.0}
+    found = answer(pods, cpu, at=NOW)
+    # p90 of 100..1000 (linear): 910; the pod bound 5 s ago (still ramping) is left out
+    assert found.workload_cpu["shop/Deployment/web"] == pytest.approx(910.0)
+    assert found.workload_pods["shop/Deployment/web"] == 10
+
+
+# --- one pod's amount: measured, else declared, else requests/limits, else a floor -------
+
+
+def test_a_pod_is_estimated_by_measured_then_declared_then_requests_then_a_floor():
+    cpu = model.EstimateResource.CPU
+    seen = model.PodUsage(
+        at=NOW,
+        cpu={},
+        memory={},
+        workload_cpu={"shop/Deployment/web": 420.0},
+        workload_memory={},
+        workload_pods={"shop/Deployment/web": 3},
+    )
+
+    def amount(**kw: object) -> usage.Amount:
+        args: dict[str, object] = {
+            "resource": cpu,
+            "usage": seen,
+            "workload": "shop/Deployment/web",
+            "requested": 50.0,
+            "limit": 200.0,
+            "declared": 0.0,
+            "factor": None,
+        }
+        return usage.pod_amount(**{**args, **kw})  # type: ignore[arg-type]
+
+    assert amount() == usage.Amount(420.0, "measured", 3)
+    assert amount(workload="shop/Deployment/api", declared=400.0) == usage.Amount(400.0, "declared")
+    assert amount(usage=None).value == pytest.approx(200 * usage.CPU_FACTOR)  # max(req, lim)
+    assert amount(usage=None, factor=2.0).value == pytest.approx(400.0)
+    assert amount(usage=None, requested=0.0, limit=0.0) == usage.Amount(
+        usage.FLOOR_CPU_MILLI, "floor"
+    )
+    memory = usage.pod_amount(
+        resource=model.EstimateResource.MEMORY,
+        usage=None,
+        workload="x",
+        requested=1000.0,
+        limit=0.0,
+        declared=0.0,
+        factor=None,
+    )
+    assert memory.value == pytest.approx(1000 * usage.MEMORY_FACTOR)
+
+
+# --- what the cycle adds -------------------------------------------------------------------
+
+
+def test_a_scale_out_counts_each_new_pod_at_its_siblings_measured_usage(web, decide):
+    # Two settled pods of web measure 400m each (the sample shows them). One new pod bound
+    # 2 s ago (not in the sample, not measured): 0.4 + 0.1 (it) + 0.1 (the pod placed) = 0.6;
+    # with requests alone (50m x 0.85) the node would read 0.42.
+    old = [web("w1", "node-1", ago=900), web("w2", "node-1", ago=900)]
+    fresh = web("w3", "node-1", ago=2, rs="2b")
+    pod_usage = answer([*old, fresh], {"shop/w1": 400.0, "shop/w2": 400.0})
+    decision = decide(
+        {"node-1": [*old, fresh]}, {"node-1": 0.4}, pod=web("w4", rs="2b"), pod_usage=pod_usage
+    )
+    verdict = next(v for v in decision.verdicts if v.node == "node-1")
+    assert verdict.metrics[0].estimate == pytest.approx(0.2)
+    # the Scheduled event names what the estimate rests on
+    assert "cpu 0.4 (+0.2 est.; this pod: web's measured 0.4 cores (p90 of 2 pods))" in (
+        decision.message
+    )
+
+
+def test_a_pod_whose_usage_shows_in_the_sample_is_never_counted_twice(web, decide):
+    old = [web("w1", "node-1", ago=900), web("w2", "node-1", ago=900)]
+    shown = web("w3", "node-1", ago=60)  # within settleTime, but measured at 400m already
+    pod_usage = answer([*old, shown], {"shop/w1": 400.0, "shop/w2": 400.0, "shop/w3": 400.0})
+    decision = decide(
+        {"node-1": [*old, shown]}, {"node-1": 0.5}, pod=web("w4"), pod_usage=pod_usage
+    )
+    verdict = next(v for v in decision.verdicts if v.node == "node-1")
+    assert verdict.metrics[0].estimate == pytest.approx(0.1)  # the placed pod only
+
+
+def test_a_pod_showing_part_of_its_usage_counts_the_rest(web, decide):
+    old = [web("w1", "node-1", ago=900)]
+    ramping = web("w2", "node-1", ago=20)  # measured 100m of the workload's 400m so far
+    pod_usage = answer([*old, ramping], {"shop/w1": 400.0, "shop/w2": 100.0})
+    decision = decide(
+        {"node-1": [*old, ramping]}, {"node-1": 0.3}, pod=web("w3"), pod_usage=pod_usage
+    )
+    verdict = next(v for v in decision.verdicts if v.node == "node-1")
+    assert verdict.metrics[0].estimate == pytest.approx((300 + 400) / 4000)
+
+
+def test_a_measurement_newer_than_the_nodes_sample_is_not_subtracted(web, decide):
+    old = [web("w1", "node-1", ago=900)]
+    shown = web("w2", "node-1", ago=60)
+    later = answer([*old, shown], {"shop/w1": 400.0, "shop/w2": 400.0}, at=SAMPLED_AT + 30)
+    decision = decide({"node-1": [*old, shown]}, {"node-1": 0.3}, pod=web("w3"), pod_usage=later)
+    verdict = next(v for v in decision.verdicts if v.node == "node-1")
+    # the sample may not show w2 yet: it counts whole, beside the placed pod
+    assert verdict.metrics[0].estimate == pytest.approx(0.2)
+
+
+def test_settle_time_is_the_upper_bound_for_a_pod_never_measured(web, decide):
+    gone_quiet = web("w1", "node-1", ago=400)  # bound before settleTime (300 s), unmeasured
+    decision = decide({"node-1": [gone_quiet]}, {"node-1": 0.3}, pod=web("w2"), pod_usage=None)
+    verdict = next(v for v in decision.verdicts if v.node == "node-1")
+    assert verdict.metrics[0].estimate == pytest.approx(50 * usage.CPU_FACTOR / 4000)
+
+
+def test_other_schedulers_pods_count_by_their_own_workloads_usage(web, decide, make_pod):
+    theirs = dataclasses.replace(
+        make_pod("batch-1", cpu=100, labels={"job": "x"}),
+        owner="Job/etl",
+        scheduler_name="default-scheduler",
+        node_name="node-1",
+        phase="Running",
+        bound_at=NOW - 3,
+        limits=model.Resources(milli_cpu=100),
+    )
+    settled = dataclasses.replace(theirs, name="batch-0", bound_at=NOW - 900)
+    pod_usage = answer([settled, theirs], {"shop/batch-0": 2000.0})
+    decision = decide(
+        {"node-1": [settled, theirs]}, {"node-1": 0.55}, pod=web("w1"), pod_usage=pod_usage
+    )
+    assert decision.outcome is model.Outcome.UNSCHEDULABLE  # 0.55 + 0.5 + own
+    assert THRESHOLD in decision.message
+
+
+def test_a_brand_new_workloads_first_burst_is_protected_only_by_what_is_declared(web, decide):
+    # No sibling measured: requests (50m) understate a 400m pod; a declared amount does not.
+    busy = [web(f"w{i}", "node-1", ago=2) for i in range(7)]
+    by_requests = decide({"node-1": busy}, {"node-1": 0.1}, pod=web("w9"), pod_usage=None)
+    declared = decide(
+        {"node-1": busy},
+        {"node-1": 0.1},
+        pod=web("w9"),
+        pod_usage=None,
+        spec=measured(amount=400),
+    )
+    assert by_requests.node == "node-1"
+    assert declared.outcome is model.Outcome.UNSCHEDULABLE  # 0.1 + 8 x 0.1 > 0.8
+
+
+def test_measured_replaces_the_burst_penalty(cpu_policy):
+    assert estimate.replaces_burst_penalty(cpu_policy(measured()))
