@@ -67,6 +67,7 @@ class Config:
     pod_usage_cpu_query: str = DEFAULT_POD_CPU_QUERY
     pod_usage_memory_query: str = DEFAULT_POD_MEMORY_QUERY
     pod_usage_max_pods: int = 50_000
+    pod_usage_settled_s: float = 120.0  # a pod counts in its workload's quantile once bound so long
     max_result_bytes: int = 8 * 1024 * 1024
     # More Prometheus credentials (README "Operator flags"): extra headers such as a
     # Mimir/Cortex tenant's X-Scope-OrgID, basic auth, a client certificate. Only the
@@ -304,6 +305,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "is kept (default: 50000) [METRICSCHED_POD_USAGE_MAX_PODS]",
     )
     a(
+        "--pod-usage-settle-time",
+        help="how long a pod must have been bound before its measured usage counts in its "
+        "workload's estimate (its ramp-up and the query's rate window behind it; default: 2m) "
+        "[METRICSCHED_POD_USAGE_SETTLE_TIME]",
+    )
+    a(
         "--max-result-bytes",
         help="bytes one query's answer may take, read incrementally; more is a "
         "ResultTooLarge error (default: 8Mi) [METRICSCHED_MAX_RESULT_BYTES]",
@@ -499,6 +506,7 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         pod_usage_memory_query=pick(
             "pod_usage_memory_query", "POD_USAGE_MEMORY_QUERY", DEFAULT_POD_MEMORY_QUERY
         ),
+        pod_usage_settled_s=_duration(pick("pod_usage_settle_time", "POD_USAGE_SETTLE_TIME", "2m")),
         pod_usage_max_pods=pick_int("pod_usage_max_pods", "POD_USAGE_MAX_PODS", 50_000, 1, 10**7),
         max_result_bytes=_byte_size(
             pick("max_result_bytes", "MAX_RESULT_BYTES", "8Mi"), name="MAX_RESULT_BYTES"

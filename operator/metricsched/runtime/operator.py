@@ -163,6 +163,7 @@ class Operator:
                     cpu=config.pod_usage_cpu_query,
                     memory=config.pod_usage_memory_query,
                     max_pods=config.pod_usage_max_pods,
+                    settled_s=config.pod_usage_settled_s,
                 ),
                 cache=self.cache,
                 store=self.store,

@@ -44,6 +44,7 @@ class Queries:
     cpu: str
     memory: str
     max_pods: int
+    settled_s: float = usage.SETTLED_S  # see core.usage.pod_usage
 
 
 class PodUsageReader:
@@ -112,7 +113,9 @@ class PodUsageReader:
             logger.info("per-pod usage query answers again")
         self._failing = False
         pods = [pod for state in self._cache.snapshot().nodes.values() for pod in state.pods]
-        measured = usage.pod_usage(at=now, cpu=cpu, memory=memory, pods=pods)
+        measured = usage.pod_usage(
+            at=now, cpu=cpu, memory=memory, pods=pods, settled_s=self._queries.settled_s
+        )
         self.latest = measured
         self._metrics.pod_usage_pods.set(max(len(cpu), len(memory)))
         self._metrics.pod_usage_workloads.set(len(measured.workload_pods))
