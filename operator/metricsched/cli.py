@@ -43,7 +43,16 @@ import kubernetes.client
 
 import metricsched
 from metricsched import config as config_mod
-from metricsched.core import cycle, decision_record, explain, model, parse, policy, scoring
+from metricsched.core import (
+    cycle,
+    decision_record,
+    estimate,
+    explain,
+    model,
+    parse,
+    policy,
+    scoring,
+)
 from metricsched.core import shadow as shadow_mod
 from metricsched.edges import kube, kube_http, metrics_auth
 from metricsched.runtime import operator as operator_mod
@@ -406,6 +415,8 @@ def explain_pod(
     )
     names = [m.name for m in chosen.policy.metrics] if chosen.policy else []
     print(explain.render(decision, policy_metrics=names))
+    if chosen.policy is not None:
+        print(_counted(op, chosen.policy, snapshot=snapshot, now=now), end="")
     if record is not None and bound_to:
         print(_changes(op, record=record, decision=decision, chosen=chosen.policy, now=now), end="")
     for key, error in op.cache.policy_errors.items():
@@ -413,6 +424,28 @@ def explain_pod(
             print(f"warning: policy {key} is invalid and ignored: {error}")
     op.source.close()
     return 0 if decision.outcome is model.Outcome.BIND else 1
+
+
+def _counted(
+    op: operator_mod.Operator, chosen: model.Policy, *, snapshot: model.ClusterSnapshot, now: float
+) -> str:
+    """For each metric of ``chosen`` whose estimate is Measured, the pods still counted."""
+    view = op.store.view()
+    table = op.cache.table(snapshot)
+    out = []
+    for metric in chosen.metrics:
+        if metric.estimate.source is not model.EstimateFrom.MEASURED:
+            continue
+        series = view.get(model.MetricKey(chosen.key, metric.name))
+        refreshed = {n: s.refreshed_at for n, s in series.values.items()} if series else {}
+        counted = estimate.still_counted(
+            metric=metric,
+            table=table,
+            refreshed=refreshed,
+            usage=series.usage if series else None,
+        )
+        out.append(explain.render_counted(metric.name, counted, now=now))
+    return "\n".join(out)
 
 
 def _rebalanced_events(api_client: Any, pod: model.PodInfo) -> list[Mapping[str, Any]]:

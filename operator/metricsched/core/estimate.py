@@ -255,6 +255,71 @@ def own_amount(
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Counted:
+    """A pod its node's sample does not show yet, still counted by a Measured estimate."""
+
+    node: model.NodeName
+    pod: str  # "namespace/name"
+    share: float  # what it adds to the node's value (its sign included)
+    basis: str  # what the amount rests on, for people
+    until: float  # unix time it stops counting at the latest (settleTime after its bind)
+
+
+def still_counted(
+    *,
+    metric: model.MetricSpec,
+    table: columns.NodeTable,
+    refreshed: Mapping[model.NodeName, float],
+    usage: model.PodUsage | None,
+) -> list[Counted]:
+    """Per node (those with a sample, ``refreshed``: its time), the pods a Measured
+    estimate still adds to the sample, with what each adds and until when at the latest:
+    what ``metricsched explain`` lists (the same rule as the cycle's ``_measured``)."""
+    spec = metric.estimate
+    if spec.source is not model.EstimateFrom.MEASURED or spec.resource is None:
+        return []
+    cpu = spec.resource is model.EstimateResource.CPU
+    recent = table.recent
+    measured = (usage.cpu if cpu else usage.memory) if usage is not None else {}
+    found: list[Counted] = []
+    for node, sampled in sorted(refreshed.items()):
+        row = table.rows.get(node)
+        size = float(allocatable(spec, table)[row]) if row is not None else 0.0
+        if row is None or size <= 0:
+            continue
+        for slot in np.nonzero(recent.at[:, row] > sampled - spec.settle_s)[0].tolist():
+            workload = str(recent.usage_workload[slot, row])
+            amount = usage_mod.pod_amount(
+                resource=spec.resource,
+                usage=usage,
+                workload=workload,
+                requested=float((recent.cpu if cpu else recent.memory)[slot, row]),
+                limit=float((recent.cpu_limit if cpu else recent.memory_limit)[slot, row]),
+                declared=float(spec.amount),
+                factor=spec.measured_factor,
+            )
+            key = str(recent.key[slot, row])
+            shown = usage is not None and usage.at <= sampled + SAME_ROUND_S
+            seen = measured.get(key, 0.0) if shown else 0.0
+            left = max(0.0, amount.value - seen)
+            if left <= 0:
+                continue
+            text = usage_mod.describe(amount, resource=spec.resource, workload=workload)
+            if seen:
+                text += f", less the {usage_mod.shown(seen, spec.resource)} it shows"
+            found.append(
+                Counted(
+                    node=node,
+                    pod=key,
+                    share=_sign(metric) * left / size,
+                    basis=text,
+                    until=float(recent.at[slot, row]) + spec.settle_s,
+                )
+            )
+    return found
+
+
 def basis(metric: model.MetricSpec, pod: model.PodInfo, usage: model.PodUsage | None) -> str:
     """What the Measured estimate of ``pod`` (the pod being placed) rests on, for people:
     "web's measured 0.31 cores (p90 of 4 pods)"."""

@@ -28,7 +28,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import decision_record, model, parse, scoring
+from metricsched.core import decision_record, estimate, model, parse, scoring
 from metricsched.core import policy as policy_mod
 from metricsched.core.plugins import kube_scores
 
@@ -98,6 +98,29 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
         _GAP.join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
+
+
+def render_counted(metric: str, counted: Sequence[estimate.Counted], *, now: float) -> str:
+    """The pods a metric's Measured estimate still adds to their nodes' samples: per
+    node, each pod, what it adds, what that rests on, and when it stops counting at the
+    latest (sooner once its usage shows in a sample)."""
+    if not counted:
+        return f"Estimate of {metric}: no pod counted (every sample shows its pods).\n"
+    lines = [f"Estimate of {metric}: pods the samples do not show yet, still counted:"]
+    rows = [["NODE", "POD", "ADDS", "AT MOST UNTIL", "BECAUSE"]]
+    for c in counted:
+        left = max(0.0, c.until - now)
+        rows.append(
+            [
+                c.node,
+                decision_record.printable(c.pod),
+                f"{'+' if c.share >= 0 else '-'}{scoring.format_value(abs(c.share))}",
+                f"{left:.0f}s",
+                c.basis,
+            ]
+        )
+    lines.extend(_table(rows))
+    return "\n".join(lines) + "\n"
 
 
 def render(

@@ -123,22 +123,25 @@ def pod_amount(
 
 def describe(amount: Amount, *, resource: model.EstimateResource, workload: str) -> str:
     """``amount`` for people: "web's measured 0.31 cores (p90 of 4 pods)"."""
-    shown = (
-        f"{amount.value / 1000:.2g} cores"
-        if resource is model.EstimateResource.CPU
-        else f"{amount.value / 2**20:.0f}Mi"
-    )
+    shown_amount = shown(amount.value, resource)
     name = short_name(workload)
     if amount.source == "measured":
         return (
-            f"{name}'s measured {shown} (p{QUANTILE * 100:.0f} of {amount.pods} pod"
+            f"{name}'s measured {shown_amount} (p{QUANTILE * 100:.0f} of {amount.pods} pod"
             f"{'' if amount.pods == 1 else 's'})"
         )
     if amount.source == "declared":
-        return f"declared {shown} (no measured pods of {name} yet)"
+        return f"declared {shown_amount} (no measured pods of {name} yet)"
     if amount.source == "requests":
-        return f"{shown} from requests/limits (no measured pods of {name} yet)"
-    return f"the floor of {shown} (no requests, no measured pods of {name} yet)"
+        return f"{shown_amount} from requests/limits (no measured pods of {name} yet)"
+    return f"the floor of {shown_amount} (no requests, no measured pods of {name} yet)"
+
+
+def shown(value: float, resource: model.EstimateResource) -> str:
+    """Millicores as cores ("0.31 cores"), bytes as Mi ("512Mi")."""
+    if resource is model.EstimateResource.CPU:
+        return f"{value / 1000:.2g} cores"
+    return f"{value / 2**20:.0f}Mi"
 
 
 def short_name(workload: str) -> str:

@@ -15,7 +15,7 @@ operator of a checkout before it (it lacks the per-pod flags, which the variable
 
     git worktree add /tmp/before-27 8fbc370
     METRICSCHED_E2E_BEFORE_ISSUE_27=1 PYTHONPATH=/tmp/before-27/operator \
-        make e2e PYTEST_ARGS='-k scale_out_under_a_threshold -s'
+        make e2e PYTEST_ARGS='tests/e2e/scheduling/test_default_estimate.py -s'
 
 The test bed's rules rate over [30s], not [5m] (hack/prometheus-rules.yml says why), so
 the operator's per-pod query does the same, and its settle time for siblings is 20 s

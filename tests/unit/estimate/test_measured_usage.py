@@ -12,7 +12,7 @@ import dataclasses
 
 import pytest
 
-from metricsched.core import estimate, model, usage
+from metricsched.core import columns, estimate, explain, model, usage
 from tests.unit.conftest import NOW
 from tests.unit.estimate.test_estimate_arithmetic import THRESHOLD
 
@@ -239,3 +239,36 @@ def test_a_brand_new_workloads_first_burst_is_protected_only_by_what_is_declared
 
 def test_measured_replaces_the_burst_penalty(cpu_policy):
     assert estimate.replaces_burst_penalty(cpu_policy(measured()))
+
+
+# --- what explain lists --------------------------------------------------------------------
+
+
+def test_explain_lists_the_pods_still_counted_with_their_amount_and_deadline(
+    web, make_cluster, make_node, make_metric
+):
+    old = [web("w1", "node-1", ago=900), web("w2", "node-1", ago=900)]
+    ramping = web("w3", "node-1", ago=20)
+    shown = web("w4", "node-2", ago=30)
+    pod_usage = answer(
+        [*old, ramping, shown],
+        {"shop/w1": 400.0, "shop/w2": 400.0, "shop/w3": 100.0, "shop/w4": 400.0},
+    )
+    snapshot = make_cluster(
+        dataclasses.replace(make_node("node-1", cpu=4000), pods=(*old, ramping)),
+        dataclasses.replace(make_node("node-2", cpu=4000), pods=(shown,)),
+    )
+    metric = dataclasses.replace(make_metric("cpu", threshold_max=0.8), estimate=measured())
+    counted = estimate.still_counted(
+        metric=metric,
+        table=columns.NodeTable.of(snapshot),
+        refreshed={model.NodeName("node-1"): SAMPLED_AT, model.NodeName("node-2"): SAMPLED_AT},
+        usage=pod_usage,
+    )
+    # w3 adds the 300m it does not show yet; w4 shows all of its 400m: not listed
+    assert [(c.node, c.pod) for c in counted] == [("node-1", "shop/w3")]
+    assert counted[0].share == pytest.approx(300 / 4000)
+    assert counted[0].until == pytest.approx(NOW - 20 + 300)
+    text = explain.render_counted("cpu", counted, now=NOW)
+    assert "shop/w3" in text and "+0.075" in text and "280s" in text
+    assert "web's measured 0.4 cores (p90 of 2 pods), less the 0.1 cores it shows" in text
