@@ -58,6 +58,7 @@ def _decision(
     fallback_reason: str = "",
     fallback_kind: model.FallbackKind | None = None,
     verdicts: tuple[model.NodeVerdict, ...] = (),
+    estimate_basis: Mapping[str, str] | None = None,
 ) -> model.Decision:
     return model.Decision(
         pod=pod.key,
@@ -68,6 +69,7 @@ def _decision(
         verdicts=verdicts,
         message=truncate_message(message),
         fallback_kind=fallback_kind if fallback_reason else None,
+        estimate_basis=estimate_basis or {},
     )
 
 
@@ -523,6 +525,11 @@ def _score_and_select(
         # one verdict per node would cost more than the decision at thousands of nodes.
         final = tuple(verdict(slot) for slot in top)
         winner, runner_up = final[0], (final[1] if len(final) > 1 else None)
+    basis = {
+        metric.name: estimate.basis(metric, pod, _usage(metrics, chosen, metric))
+        for metric in chosen.metrics
+        if metric.estimate.source is model.EstimateFrom.MEASURED
+    }
     return _decision(
         pod=pod,
         policy_key=policy_key,
@@ -534,13 +541,10 @@ def _score_and_select(
             winner=winner,
             runner_up=runner_up,
             penalty=float(scores.penalties[top[0]]),
-            basis={
-                metric.name: estimate.basis(metric, pod, _usage(metrics, chosen, metric))
-                for metric in chosen.metrics
-                if metric.estimate.source is model.EstimateFrom.MEASURED
-            },
+            basis=basis,
         ),
         verdicts=final,
+        estimate_basis=basis,
     )
 
 

@@ -14,7 +14,9 @@ policy's metrics decided, else ``{"strategy": ..., "reason": ...}``; a metric va
 null when the node had no fresh value. When kube-scheduler's scores were blended into a
 placement's score (spec.kubeScores), the placement also has ``"kube": {"TaintToleration":
 100, ...}``, each plugin's 0..100 score (absent otherwise); when a metric's estimate
-added to its sample (core.estimate), ``"estimates": {"cpu": 0.09}`` (absent otherwise).
+added to its sample (core.estimate), ``"estimates": {"cpu": 0.09}`` (absent otherwise); when
+a Measured estimate counted the placed pod, ``"basis": {"cpu": "web's measured 0.31 cores
+(p90 of 4 pods)"}``, what it rested on (left out first when the record would be too long).
 Values keep 4 significant digits, scores one decimal. When the record would exceed
 ``MAX_BYTES`` (long names, ten metrics), the fallback reason is cut, then the kube scores
 and estimates, the runner-up's metric values and then the winner's are left out, in
@@ -71,6 +73,8 @@ class DecisionRecord:
     fallback_strategy: str  # "" when the policy's metrics decided
     fallback_reason: str
     time: float  # unix seconds
+    # metric -> what the placed pod's Measured estimate rested on ("web's measured ...")
+    basis: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _value(value: float | None) -> float | None:
@@ -125,6 +129,7 @@ def record_of(
         fallback_strategy=str(fallback_strategy) if fallback else "",
         fallback_reason=reason,
         time=now,
+        basis=dict(decision.estimate_basis),
     )
 
 
@@ -148,6 +153,7 @@ def _as_json(record: DecisionRecord) -> dict[str, Any]:
             else None
         ),
         "time": parse.rfc3339(record.time),
+        **({"basis": dict(record.basis)} if record.basis else {}),
     }
 
 
@@ -161,6 +167,9 @@ def encode(record: DecisionRecord) -> str:
     if body["fallback"] is not None and len(body["fallback"]["reason"]) > MAX_REASON_CHARS:
         body["fallback"]["reason"] = body["fallback"]["reason"][: MAX_REASON_CHARS - 3] + "..."
     text = _dump(body)
+    if len(text.encode()) > MAX_BYTES and "basis" in body:
+        body.pop("basis")
+        text = _dump(body)
     if len(text.encode()) > MAX_BYTES:
         for placement in (body, body["runnerUp"]):
             if placement is not None:
@@ -273,7 +282,17 @@ def decode(text: str) -> DecisionRecord:
             else ""
         ),
         time=moment.timestamp(),
+        basis=_texts(body.get("basis")),
     )
+
+
+def _texts(raw: object) -> dict[str, str]:
+    """A mapping of texts read back: keys and values printable and bounded."""
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        printable(k): printable(v) for k, v in list(raw.items())[:MAX_ENTRIES] if isinstance(v, str)
+    }
 
 
 def printable(value: object, *, limit: int = MAX_TEXT) -> str:

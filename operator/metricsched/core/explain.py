@@ -221,6 +221,8 @@ def render_recorded(record: decision_record.DecisionRecord, *, bound_to: str) ->
         fields.append(
             ("Fallback", f"{record.fallback_strategy} because {record.fallback_reason or '-'}")
         )
+    for metric, why in record.basis.items():
+        fields.append(("Estimate", f"{metric}: this pod counted as {why}"))
     width = max(len(label) for label, _ in fields) + 1
     lines += [f"  {label + ':':<{width}} {value}" for label, value in fields]
     if bound_to and bound_to != winner.node:

@@ -567,3 +567,5 @@ class Decision:
     verdicts: tuple[NodeVerdict, ...]
     message: str  # the event message (Scheduled or FailedScheduling), <= 1024 chars
     fallback_kind: FallbackKind | None = None  # set with fallback_reason
+    # metric -> what the placed pod's Measured estimate rested on, for people (BIND only)
+    estimate_basis: Mapping[str, str] = dataclasses.field(default_factory=dict)

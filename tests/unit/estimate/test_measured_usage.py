@@ -12,7 +12,7 @@ import dataclasses
 
 import pytest
 
-from metricsched.core import columns, estimate, explain, model, usage
+from metricsched.core import columns, decision_record, estimate, explain, model, usage
 from tests.unit.conftest import NOW
 from tests.unit.estimate.test_estimate_arithmetic import THRESHOLD
 
@@ -272,3 +272,17 @@ def test_explain_lists_the_pods_still_counted_with_their_amount_and_deadline(
     text = explain.render_counted("cpu", counted, now=NOW)
     assert "shop/w3" in text and "+0.075" in text and "280s" in text
     assert "web's measured 0.4 cores (p90 of 2 pods), less the 0.1 cores it shows" in text
+
+
+def test_the_decision_record_keeps_what_the_estimate_rested_on(web, decide):
+    old = [web("w1", "node-1", ago=900)]
+    pod_usage = answer(old, {"shop/w1": 400.0})
+    decision = decide({"node-1": old}, {"node-1": 0.4}, pod=web("w2"), pod_usage=pod_usage)
+    assert decision.estimate_basis == {"cpu": "web's measured 0.4 cores (p90 of 1 pod)"}
+    text = decision_record.annotation(
+        decision, fallback_strategy=model.FallbackStrategy.LEAST_ALLOCATED, now=NOW
+    )
+    record = decision_record.decode(text)
+    assert record.basis == {"cpu": "web's measured 0.4 cores (p90 of 1 pod)"}
+    shown = explain.render_recorded(record, bound_to="node-1")
+    assert "Estimate:  cpu: this pod counted as web's measured 0.4 cores (p90 of 1 pod)" in shown
