@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -97,6 +98,22 @@ def ssl_context(cfg: Any) -> ssl.SSLContext | bool:
     return context
 
 
+def _tls_files(cfg: Any) -> tuple[tuple[str, float, int], ...]:
+    """Path, modification time and size of each TLS file ``cfg`` names (what to watch
+    for a rotation); a file that cannot be read counts as changed once it can."""
+    found = []
+    for path in (cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file):
+        if not path:
+            continue
+        try:
+            stat = os.stat(path)
+        except OSError:
+            found.append((str(path), -1.0, -1))
+            continue
+        found.append((str(path), stat.st_mtime, stat.st_size))
+    return tuple(found)
+
+
 class AsyncApi:
     """Requests and watch streams to the API server, on the running event loop."""
 
@@ -104,6 +121,8 @@ class AsyncApi:
         self._cfg = api_client.configuration
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
+        self._tls_files: tuple[tuple[str, float, int], ...] = ()
+        self.tls_reloads = 0
 
     @property
     def host(self) -> str:
@@ -133,7 +152,19 @@ class AsyncApi:
         return headers
 
     def session(self) -> aiohttp.ClientSession:
+        """The connection pool, rebuilt when the CA or client certificate files changed on
+        disk (a rotated cluster CA, a renewed client certificate: the mounted files are
+        replaced, and a pool built with the old ones could no longer connect while the
+        Lease, renewed over another pool, still succeeds). Open streams of the old pool
+        end and are resumed by their readers."""
+        files = _tls_files(self._cfg)
+        if self._session is not None and not self._session.closed and files != self._tls_files:
+            self.tls_reloads += 1
+            old = self._session
+            self._session = None
+            asyncio.get_running_loop().create_task(old.close(), name="kube pool: old TLS")
         if self._session is None or self._session.closed:
+            self._tls_files = files
             connector = aiohttp.TCPConnector(
                 ssl=ssl_context(self._cfg), limit=self._limit, enable_cleanup_closed=True
             )

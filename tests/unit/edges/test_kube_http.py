@@ -5,9 +5,12 @@ error statuses returned or raised, and watch lines split across chunks put back.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import certifi
 import kubernetes
 import orjson
 import pytest
@@ -147,3 +150,28 @@ def test_a_watch_refused_raises_with_its_status() -> None:
         assert raised.value.status == 410
 
     serve({"/w": gone}, body)
+
+
+# --- a rotated CA or client certificate (issue 28, N11) -----------------------------------
+
+
+def test_a_ca_file_replaced_on_disk_gives_a_new_pool_built_with_it(tmp_path: Any) -> None:
+    ca = tmp_path / "ca.crt"
+    shutil.copy(certifi.where(), ca)
+    cfg = kubernetes.client.Configuration()
+    cfg.host = "https://127.0.0.1:1"
+    cfg.ssl_ca_cert = str(ca)
+    api = kube_http.AsyncApi(kubernetes.client.ApiClient(cfg))
+
+    async def go() -> None:
+        first = api.session()
+        assert api.session() is first  # unchanged files: the same pool
+        stat = ca.stat()
+        os.utime(ca, (stat.st_atime, stat.st_mtime + 60))  # the kubelet swapped the file
+        second = api.session()
+        assert second is not first and api.tls_reloads == 1
+        await asyncio.sleep(0.05)
+        assert first.closed
+        await second.close()
+
+    asyncio.run(go())
