@@ -208,27 +208,34 @@ def _measured(
     recent = table.recent
     live_slots, live_at = np.nonzero(recent.at[:, rows] > (refreshed - spec.settle_s))
     live_rows = rows[live_at]
-    requested = recent.cpu if cpu else recent.memory
-    limits = recent.cpu_limit if cpu else recent.memory_limit
-    measured = (usage.cpu if cpu else usage.memory) if usage is not None else {}
-    shown = (
-        usage.at <= refreshed[live_at] + SAME_ROUND_S
-        if usage is not None
-        else np.zeros(len(live_at), dtype=bool)
-    )
-    amounts = np.zeros(len(live_slots))
-    for i, (slot, row) in enumerate(zip(live_slots.tolist(), live_rows.tolist(), strict=True)):
-        estimated = usage_mod.pod_amount(
-            resource=spec.resource,
-            usage=usage,
-            workload=str(recent.usage_workload[slot, row]),
-            requested=float(requested[slot, row]),
-            limit=float(limits[slot, row]),
-            declared=float(spec.amount),
-            factor=spec.measured_factor,
-        ).value
-        seen = measured.get(str(recent.key[slot, row]), 0.0) if shown[i] else 0.0
-        amounts[i] = max(0.0, estimated - seen)
+    count = len(live_slots)
+    # Vectorised (a backlog puts thousands of recent pods in one cycle): the fallback of
+    # each pod (core.usage.pod_amount's order, for arrays), then its workload's measured
+    # quantile where there is one, less what the pod itself shows already.
+    requested = (recent.cpu if cpu else recent.memory)[live_slots, live_rows]
+    limits = (recent.cpu_limit if cpu else recent.memory_limit)[live_slots, live_rows]
+    base = np.maximum(requested, limits)
+    if spec.amount > 0:
+        estimated = np.full(count, float(spec.amount))
+    else:
+        scale = spec.measured_factor
+        if scale is None:
+            scale = usage_mod.CPU_FACTOR if cpu else usage_mod.MEMORY_FACTOR
+        floor = usage_mod.FLOOR_CPU_MILLI if cpu else usage_mod.FLOOR_MEMORY_BYTES
+        estimated = np.where(base > 0, base * scale, floor)
+    amounts = estimated
+    if usage is not None and count:
+        by_workload = usage.workload_cpu if cpu else usage.workload_memory
+        workloads = recent.usage_workload[live_slots, live_rows]
+        found = np.fromiter(
+            (by_workload.get(w, np.nan) for w in workloads), dtype=np.float64, count=count
+        )
+        estimated = np.where(np.isnan(found), estimated, found)
+        measured = usage.cpu if cpu else usage.memory
+        keys = recent.key[live_slots, live_rows]
+        seen = np.fromiter((measured.get(k, 0.0) for k in keys), dtype=np.float64, count=count)
+        shown = usage.at <= refreshed[live_at] + SAME_ROUND_S
+        amounts = np.maximum(0.0, estimated - np.where(shown, seen, 0.0))
     pending = np.bincount(live_at, weights=amounts, minlength=size)
     own = own_amount(spec, pod, usage).value
     available = allocatable(spec, table)[rows].astype(np.float64)
