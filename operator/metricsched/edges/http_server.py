@@ -135,9 +135,11 @@ class Server:
         self._reading: dict[asyncio.StreamWriter, _Reader] = {}  # in order of acceptance
         self._tasks: set[asyncio.Task[None]] = set()
         self._admitted = 0  # requests of blocking routes running, waiting or being written
-        self.dropped: collections.Counter[DropReason] = collections.Counter()
+        # Every key from the start: other threads read it while the loop counts.
+        self.dropped = collections.Counter[DropReason]({r: 0 for r in DROP_REASONS})
         self._logged_drops = 0
-        self._logged_at = time.monotonic()
+        self._logged_at = time.monotonic() - DROP_LOG_INTERVAL_S  # the first drop is logged
+        self._error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._serving = threading.Event()
@@ -150,6 +152,8 @@ class Server:
         self._thread.start()
         if not self._serving.wait(timeout=10.0):  # pragma: no cover - a stuck interpreter
             raise RuntimeError(f"the HTTP server of port {self.port} did not start")
+        if self._error is not None:
+            raise RuntimeError(f"the HTTP server of port {self.port} failed") from self._error
 
     def close(self) -> None:
         """Stop serving, close every connection and release the port; idempotent."""
@@ -168,7 +172,8 @@ class Server:
         loop = asyncio.new_event_loop()
         try:
             loop.run_until_complete(self._serve())
-        except Exception:
+        except Exception as e:
+            self._error = e
             logger.exception("the HTTP server of port %d failed", self.port)
         finally:
             self._serving.set()  # start() must not wait for a server that ended
@@ -291,11 +296,11 @@ class Server:
         if now - self._logged_at >= DROP_LOG_INTERVAL_S:
             total = sum(self.dropped.values())
             logger.warning(
-                "http: port %d dropped %d connection(s) in %.0f s (%s): a client holds idle "
-                "connections or floods the port; the probes are still answered",
+                "http: port %d dropped %d connection(s) since the last report (%s so far): "
+                "a client opens connections and sends no request, or floods /metrics; the "
+                "probes are still answered",
                 self.port,
                 total - self._logged_drops,
-                now - self._logged_at,
                 ", ".join(f"{r} {n}" for r, n in sorted(self.dropped.items())),
             )
             self._logged_drops, self._logged_at = total, now

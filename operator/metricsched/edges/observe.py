@@ -484,7 +484,7 @@ class Closer:
         total: collections.Counter[http_server.DropReason] = collections.Counter()
         for server in self._servers:
             total.update(server.dropped)
-        return dict(total)
+        return {reason: n for reason, n in total.items() if n}
 
     def close(self) -> None:
         """Stop serving and release the ports; idempotent."""
