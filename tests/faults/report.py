@@ -36,6 +36,7 @@ ORDER = [
     "tenant-hostile",
     "tenant-starve",
     "poison-annotation",
+    "port-flood",
 ]
 # What each scenario does, in the order of the issue's list (tests/faults/test_*.py).
 WHAT = {
@@ -90,6 +91,12 @@ WHAT = {
     "before the replicas start: both replicas must become Ready, 50 of our pods must bind "
     "within 30 s, and after the leader is SIGKILLed the 20 pods created then must bind "
     "within 60 s and the killed replica must be Ready again",
+    "port-flood": "From the harness, 80 TCP connections that never send a byte are held to "
+    "the leader's health port for 90 s, each re-opened as soon as the operator closes it, "
+    "while 200 pods arrive in waves; every replica's /healthz is probed every 2 s with a "
+    "2-s timeout (the chart's livenessProbe). No replica may fail 3 probes in a row (the "
+    "kubelet would restart it) or exit, the Lease must not move, and the pods must keep "
+    "binding with no gap over 10 s",
     "prom-huge": 'A shim in front of Prometheus answers one policy\'s query ("huge", a '
     "metric without its by (node)) with 500,000 series, streamed; each replica runs in a "
     "memory cgroup limited to the chart's 512 MiB where the machine has one (see memory "

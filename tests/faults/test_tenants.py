@@ -83,18 +83,22 @@ def _create(s: harness.Scenario, body: dict[str, Any]) -> None:
 
 
 class Probes:
-    """``/healthz`` of every replica once a second: the longest run of failures each."""
+    """``/healthz`` of every replica every ``interval_s`` (2-s timeout, as the chart's
+    livenessProbe): the longest run of failures each, and how many probes and failures."""
 
-    def __init__(self, reps: list[replicas.Replica]) -> None:
+    def __init__(self, reps: list[replicas.Replica], *, interval_s: float = 1.0) -> None:
         self.reps = reps
         self.worst = {r.name: 0 for r in reps}
+        self.made = 0
+        self.failed = 0
+        self._interval_s = interval_s
         self._run = {r.name: 0 for r in reps}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(1.0):
+        while not self._stop.wait(self._interval_s):
             for r in self.reps:
                 ok = False
                 try:
@@ -104,6 +108,8 @@ class Probes:
                         ok = answer.status == 200
                 except OSError:
                     ok = False
+                self.made += 1
+                self.failed += not ok
                 self._run[r.name] = 0 if ok else self._run[r.name] + 1
                 self.worst[r.name] = max(self.worst[r.name], self._run[r.name])
 

@@ -3,11 +3,12 @@
 Every blocking client call here is plain synchronous code meant to run in a worker thread
 (``asyncio.to_thread``), never on kopf's event loop; ``kube_http`` is the exception, made
 for the loop (aiohttp), and so are the writers on it (``binder``, ``eviction``,
-``pod_status``, ``events``, ``policy_events``). Objects that share state between threads
-(``metric_store.MetricStore``, ``observe.HealthState``) guard it with locks. Errors of the
-outside world are classified and returned (or counted), not raised: the operator decides
-what to retry. Nothing here imports ``metricsched.runtime`` (``make lint`` checks it with
-import-linter).
+``pod_status``, ``events``, ``policy_events``). ``http_server`` runs a loop of its own on
+its own thread, so that the probes never wait for the operator's. Objects that share state
+between threads (``metric_store.MetricStore``, ``observe.HealthState``) guard it with
+locks. Errors of the outside world are classified and returned (or counted), not raised:
+the operator decides what to retry. Nothing here imports ``metricsched.runtime``
+(``make lint`` checks it with import-linter).
 
 Modules:
 - ``kube``: the kubernetes client's credentials and one ``Api`` for every call but the
@@ -30,7 +31,10 @@ Modules:
 - ``snapshot_map``: the store's mapping: O(1) updates, views that never change.
 - ``prometheus_http``: the query API read incrementally under byte and series caps.
 - ``prometheus_series``: result series mapped to nodes, counts of what was left out.
-- ``observe``: Prometheus metrics of the scheduler itself and the health/metrics server.
+- ``observe``: Prometheus metrics of the scheduler itself, and which of /healthz,
+  /readyz and /metrics each port serves.
+- ``http_server``: the server of those ports: requests read under a deadline, the probes
+  answered at once whatever else holds the port, /metrics in a small bounded pool.
 - ``metrics_auth``: /metrics behind TokenReview and SubjectAccessReview.
 - ``logs``: structured logging setup and the one-line-per-decision log.
 - ``webhook``: the namespace opt-in admission webhook (kopf's server, one mutate handler).

@@ -2,23 +2,20 @@
 
 Metrics live on a dedicated ``prometheus_client.CollectorRegistry`` held by a ``Metrics``
 object (one per operator; tests make their own), so nothing leaks into the client
-library's global registry. ``serve`` runs a stdlib ``HTTPServer`` on a daemon thread (two
-when the metrics and health ports differ), each handing connections to a bounded pool of
-``MAX_HANDLER_THREADS`` threads with at most ``MAX_WAITING`` connections waiting for one;
-past that a connection is closed at once (counted), so a flood of connections costs a
-bounded number of threads. The listen backlog is ``LISTEN_BACKLOG``; a connection that
-sends nothing is let go after ``IDLE_TIMEOUT_S``. With ``secure`` (see
+library's global registry. ``serve`` puts the three paths on one or two ports, each an
+``http_server.Server``: its own loop on its own thread answers the probes at once, so the
+scheduling loop's stalls show in /healthz only through the heartbeat, and no client of the
+port (idle connections, slow ones, a flood of /metrics) can make a probe wait or fail;
+/metrics runs in that server's small bounded pool and is shed first. With ``secure`` (see
 ``metrics_auth``), /metrics is served over HTTPS to authenticated, authorised callers only,
 and the probes stay plain HTTP on the health port.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import http.server
 import logging
-import queue
-import socket
 import ssl
 import threading
 import time
@@ -29,7 +26,7 @@ import prometheus_client
 import prometheus_client.core
 import prometheus_client.registry
 
-from metricsched.edges import metrics_auth
+from metricsched.edges import http_server, metrics_auth
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +245,16 @@ class Metrics:
             ["policy", "reason"],
             registry=r,
         )
+        self.http_dropped = prometheus_client.Counter(
+            "metricsched_http_dropped_total",
+            "Connections to the operator's own ports (health, metrics) not served, by port "
+            "and reason: deadline (no complete request within 2 s of connecting), evicted "
+            "(the oldest connection still being read, closed for a new one past 256), busy "
+            "(/metrics answered 503: its threads and waiting places all taken). The probes "
+            "are never answered busy.",
+            ["port", "reason"],
+            registry=r,
+        )
         self._rebalance_policies: set[str] = set()
         self._rebalance_skips: dict[str, set[str]] = {}
         # Known label values start at 0 so rate() and absent() behave from the first scrape.
@@ -261,6 +268,15 @@ class Metrics:
         self._policy_lock = threading.Lock()
         self._policy_metrics: set[tuple[str, str]] = set()
         self._fallback_policies: set[str] = set()
+
+    def start_http_drops(self, port: int) -> None:
+        """Start a served port's drop series at 0, so that rate() sees the first drop."""
+        for reason in http_server.DROP_REASONS:
+            self.http_dropped.labels(port=str(port), reason=reason)
+
+    def count_http_drop(self, port: int, reason: http_server.DropReason) -> None:
+        """One connection or request of a port not served (``http_server.DROP_REASONS``)."""
+        self.http_dropped.labels(port=str(port), reason=reason).inc()
 
     def set_shadow_summary(
         self, *, policy: str, agreement: float, advantages: Mapping[str, float]
@@ -460,187 +476,51 @@ class HealthState:
             return False, "; ".join(self._blocked[k] for k in sorted(self._blocked))
 
 
-# --- HTTP server -----------------------------------------------------------------------
-
-MAX_HANDLER_THREADS = 8  # per server (port)
-MAX_WAITING = 64  # accepted connections waiting for a handler thread, per server
-LISTEN_BACKLOG = 128
-IDLE_TIMEOUT_S = 10.0  # per read or write: a probe answers in milliseconds
-
-_Response = tuple[int, str, bytes]  # status, content type, body
-_Route = Callable[[], _Response]
-
-_TEXT = "text/plain; charset=utf-8"
+# --- the endpoints ---------------------------------------------------------------------
 
 
-def _probe(check: Callable[[], tuple[bool, str]]) -> _Route:
-    def route() -> _Response:
+def _probe(check: Callable[[], tuple[bool, str]]) -> http_server.Route:
+    def route(_request: http_server.Request) -> http_server.Response:
         ok, reason = check()
-        return (200 if ok else 503), _TEXT, (reason + "\n").encode()
+        return http_server.text(200 if ok else 503, reason)
 
-    return route
-
-
-def _handler_class(
-    routes: Mapping[str, _Route], guard: metrics_auth.Guard | None = None
-) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        server_version = "metricsched"
-        timeout = IDLE_TIMEOUT_S  # a client that stalls (or never finishes a TLS handshake)
-
-        def setup(self) -> None:
-            super().setup()
-            if isinstance(self.request, ssl.SSLSocket):
-                self.request.do_handshake()
-
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            route = routes.get(path)
-            denial = guard(self.headers.get("Authorization"), path) if guard and route else None
-            if denial is not None:
-                status, ctype, body = denial.status, _TEXT, (denial.reason + "\n").encode()
-            elif route is None:
-                status, ctype, body = 404, _TEXT, b"not found\n"
-            else:
-                try:
-                    status, ctype, body = route()
-                except Exception:
-                    logger.exception("HTTP handler for %s failed", self.path)
-                    status, ctype, body = 500, _TEXT, b"internal error\n"
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            logger.debug("http: " + format, *args)
-
-    return Handler
+    return http_server.Route(route)  # answered on the server's loop: it never waits
 
 
-class _Server(http.server.HTTPServer):
-    """Connections are handled by at most ``max_threads`` threads (started as needed);
-    at most ``max_waiting`` wait for one, and any more are closed at once."""
+def _guarded(route: http_server.Route, guard: metrics_auth.Guard) -> http_server.Route:
+    """``route`` behind ``guard``; blocking, as the guard may ask the API server."""
 
-    request_queue_size = LISTEN_BACKLOG
-    max_threads = MAX_HANDLER_THREADS
-    max_waiting = MAX_WAITING
+    def guarded(request: http_server.Request) -> http_server.Response:
+        denial = guard(request.headers.get("authorization"), request.path)
+        if denial is not None:
+            return http_server.text(denial.status, denial.reason)
+        return route.handle(request)
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        # Bounded by admission (``_admitted``), not by the queue: a connection counts from
-        # its acceptance until its handler is done, whether a thread has taken it yet.
-        # Set before binding: a port in use closes the server inside ``__init__``.
-        self._waiting: queue.SimpleQueue[tuple[socket.socket, object] | None] = queue.SimpleQueue()
-        self._pool_lock = threading.Lock()
-        self._workers: list[threading.Thread] = []
-        self._admitted = 0  # connections being handled or waiting
-        self.shed = 0  # connections closed unserved because the pool was full
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-
-    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        with self._pool_lock:
-            admit = self._admitted < self.max_threads + self.max_waiting
-            if admit:
-                self._admitted += 1
-                if len(self._workers) < min(self.max_threads, self._admitted):
-                    worker = threading.Thread(
-                        target=self._work,
-                        name=f"metricsched-http-{self.server_address[1]}-{len(self._workers)}",
-                        daemon=True,
-                    )
-                    self._workers.append(worker)
-                    worker.start()
-            else:
-                self.shed += 1
-        if not admit:
-            logger.debug("http: %s dropped: every handler thread is busy", client_address)
-            self.shutdown_request(request)
-            return
-        self._waiting.put((request, client_address))
-
-    def _work(self) -> None:
-        while True:
-            item = self._waiting.get()
-            if item is None:
-                return
-            request, client_address = item
-            try:
-                self.finish_request(request, client_address)
-            except Exception:
-                self.handle_error(request, client_address)
-            finally:
-                self.shutdown_request(request)
-                with self._pool_lock:
-                    self._admitted -= 1
-
-    @property
-    def handler_threads(self) -> int:
-        with self._pool_lock:
-            return len(self._workers)
-
-    def server_close(self) -> None:
-        super().server_close()
-        with self._pool_lock:
-            workers = list(self._workers)
-        for _ in workers:
-            self._waiting.put(None)
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        logger.debug("http: request from %s failed", client_address, exc_info=True)
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-def _tls(server_class: type[_Server], certificates: metrics_auth.Certificates) -> type[_Server]:
-    """The server class wrapping accepted connections in TLS; handshakes on request threads."""
-
-    class TlsServer(server_class):  # type: ignore[valid-type,misc]
-        def get_request(self) -> tuple[socket.socket, object]:
-            conn, addr = self.socket.accept()
-            tls = certificates.context.wrap_socket(
-                conn, server_side=True, do_handshake_on_connect=False
-            )
-            return tls, addr
-
-    return TlsServer
+    return http_server.Route(guarded, blocking=True)
 
 
 class Closer:
     """The running endpoint servers: their bound ports (useful with port 0) and a stop."""
 
     def __init__(
-        self,
-        *,
-        metrics_port: int,
-        health_port: int,
-        servers: list[http.server.HTTPServer],
-        threads: list[threading.Thread],
+        self, *, metrics_port: int, health_port: int, servers: list[http_server.Server]
     ) -> None:
         self.metrics_port = metrics_port
         self.health_port = health_port
         self._servers = servers
-        self._threads = threads
 
-    def handler_threads(self) -> int:
-        """Handler threads started, all servers together (bounded by the pool size)."""
-        return sum(s.handler_threads for s in self._servers if isinstance(s, _Server))
-
-    def shed(self) -> int:
-        """Connections closed unserved because every handler thread was busy."""
-        return sum(s.shed for s in self._servers if isinstance(s, _Server))
+    def dropped(self) -> dict[http_server.DropReason, int]:
+        """Connections closed unanswered and requests shed, all servers together, by reason."""
+        total: collections.Counter[http_server.DropReason] = collections.Counter()
+        for server in self._servers:
+            total.update(server.dropped)
+        return {reason: n for reason, n in total.items() if n}
 
     def close(self) -> None:
         """Stop serving and release the ports; idempotent."""
         for server in self._servers:
-            server.shutdown()
-            server.server_close()
-        for thread in self._threads:
-            thread.join(timeout=5.0)
+            server.close()
         self._servers.clear()
-        self._threads.clear()
 
 
 def serve(
@@ -656,56 +536,45 @@ def serve(
 
     Equal ports (0 included) share one server answering all three paths, unless ``secure``:
     then /metrics is HTTPS behind its guard and the probes need a port of their own. Port 0
-    binds an ephemeral port; the ``Closer`` reports the ports actually bound.
+    binds an ephemeral port; the ``Closer`` reports the ports actually bound. The probes
+    are answered on each server's own loop; /metrics (the exposition, the reviews) in its
+    bounded pool (``http_server``).
     """
 
-    def metrics_route() -> _Response:
-        return 200, prometheus_client.CONTENT_TYPE_LATEST, metrics.exposition()
+    def metrics_route(_request: http_server.Request) -> http_server.Response:
+        body = metrics.exposition()
+        return http_server.Response(200, prometheus_client.CONTENT_TYPE_LATEST, body)
 
-    metrics_routes: dict[str, _Route] = {"/metrics": metrics_route}
-    health_routes: dict[str, _Route] = {
-        "/healthz": _probe(health.liveness),
-        "/readyz": _probe(health.readiness),
-    }
-    server_class: type[_Server] = _Server6 if ":" in host else _Server
-    plan: list[tuple[int, dict[str, _Route], type[_Server], metrics_auth.Guard | None]]
+    metrics_routes = {"/metrics": http_server.Route(metrics_route, blocking=True)}
+    health_routes = {"/healthz": _probe(health.liveness), "/readyz": _probe(health.readiness)}
+    plan: list[tuple[int, dict[str, http_server.Route], Callable[[], ssl.SSLContext] | None]]
     if secure is not None:
         if metrics_port == health_port and metrics_port != 0:
             raise ValueError("secure /metrics needs a health port of its own for the probes")
+        guarded = {path: _guarded(route, secure.guard) for path, route in metrics_routes.items()}
+        certificates = secure.certificates
         plan = [
-            (metrics_port, metrics_routes, _tls(server_class, secure.certificates), secure.guard),
-            (health_port, health_routes, server_class, None),
+            (metrics_port, guarded, lambda: certificates.context),  # the renewed one, if any
+            (health_port, health_routes, None),
         ]
     elif metrics_port == health_port:
-        plan = [(metrics_port, {**metrics_routes, **health_routes}, server_class, None)]
+        plan = [(metrics_port, {**metrics_routes, **health_routes}, None)]
     else:
-        plan = [
-            (metrics_port, metrics_routes, server_class, None),
-            (health_port, health_routes, server_class, None),
-        ]
+        plan = [(metrics_port, metrics_routes, None), (health_port, health_routes, None)]
 
-    servers: list[http.server.HTTPServer] = []
-    threads: list[threading.Thread] = []
+    servers: list[http_server.Server] = []
     try:
-        for port, routes, cls, guard in plan:
-            servers.append(cls((host, port), _handler_class(routes, guard)))
-    except OSError:
+        for port, routes, tls in plan:
+            servers.append(
+                http_server.Server(
+                    host=host, port=port, routes=routes, tls=tls, on_drop=metrics.count_http_drop
+                )
+            )
         for server in servers:
-            server.server_close()
+            metrics.start_http_drops(server.port)
+            server.start()
+    except BaseException:
+        for server in servers:
+            server.close()
         raise
-    for server in servers:
-        thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.1},  # how fast close() returns
-            name=f"metricsched-http-{server.server_address[1]}",
-            daemon=True,
-        )
-        thread.start()
-        threads.append(thread)
-    bound = [int(server.server_address[1]) for server in servers]
-    return Closer(
-        metrics_port=bound[0],
-        health_port=bound[-1],
-        servers=servers,
-        threads=threads,
-    )
+    return Closer(metrics_port=servers[0].port, health_port=servers[-1].port, servers=servers)

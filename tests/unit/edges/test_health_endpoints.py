@@ -182,3 +182,62 @@ def test_a_failing_max_age_source_leaves_the_ages_exported(metrics: observe.Metr
     metrics.set_metric_age_source(lambda: {("shop/web", "latency"): 9.0}, max_ages=broken)
     labels = {"policy": "shop/web", "metric": "latency"}
     assert metrics.registry.get_sample_value("metricsched_metric_age_seconds", labels) == 9.0
+
+
+def test_a_health_port_in_use_fails_serve_and_releases_the_metrics_port(
+    health: observe.HealthState, metrics: observe.Metrics
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = int(taken.getsockname()[1])
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            free = int(s.getsockname()[1])
+        with pytest.raises(OSError):
+            observe.serve(
+                host="127.0.0.1",
+                metrics_port=free,
+                health_port=busy,
+                health=health,
+                metrics=metrics,
+            )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", free))  # released: the metrics server was closed
+
+
+def exchange(port: int, request: bytes) -> bytes:
+    """Send raw bytes; everything the server answers before closing."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(request)
+        answer = b""
+        while chunk := conn.recv(4096):
+            answer += chunk
+        return answer
+
+
+def test_a_malformed_request_is_answered_400(shared: observe.Closer) -> None:
+    assert exchange(shared.health_port, b"HELLO\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    bad_header = b"GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n"
+    assert exchange(shared.health_port, bad_header).startswith(b"HTTP/1.1 400 ")
+
+
+def test_a_request_head_over_the_limit_is_answered_431(shared: observe.Closer) -> None:
+    huge = b"GET /healthz HTTP/1.1\r\nX-Big: " + b"x" * 40_000 + b"\r\n\r\n"
+    assert exchange(shared.health_port, huge).startswith(b"HTTP/1.1 431 ")
+
+
+def test_only_get_is_served(shared: observe.Closer) -> None:
+    answer = exchange(shared.health_port, b"POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 405 ")
+
+
+def test_a_probe_is_answered_with_a_length_and_the_connection_closed(
+    shared: observe.Closer,
+) -> None:
+    answer = exchange(shared.health_port, b"GET /healthz?verbose=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"\r\nContent-Length: %d\r\n" % len(body) in head
+    assert b"\r\nConnection: close" in head
+    assert body.startswith(b"ok: last heartbeat")

@@ -6,7 +6,7 @@ import asyncio
 import os
 import signal
 
-from metricsched.edges import observe
+from metricsched.edges import http_server
 from metricsched.runtime import watches
 
 
@@ -32,14 +32,14 @@ def test_sigterm_sets_the_operators_stop_once_kopf_has_started():
 
 
 def test_a_port_in_use_is_an_os_error_not_a_crash_in_cleanup():
-    first = observe._Server(("127.0.0.1", 0), observe.http.server.BaseHTTPRequestHandler)
+    first = http_server.Server(host="127.0.0.1", port=0, routes={})
     try:
-        port = first.server_address[1]
+        port = first.port
         try:
-            observe._Server(("127.0.0.1", port), observe.http.server.BaseHTTPRequestHandler)
+            http_server.Server(host="127.0.0.1", port=port, routes={})
         except OSError:
             pass
         else:  # pragma: no cover - the port was free after all
             raise AssertionError("binding a port in use succeeded")
     finally:
-        first.server_close()
+        first.close()
