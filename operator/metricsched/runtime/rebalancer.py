@@ -87,6 +87,10 @@ class Rebalancer:
         self.active = asyncio.Event()  # the scheduler's: set while this replica leads
         self.consistent = asyncio.Event()  # the watches': set while the cache is trusted
         self.consistent.set()
+        # The watches': set while the cached policies are confirmed after a gap (a policy
+        # deleted in the gap moves no pod).
+        self.policies_confirmed = asyncio.Event()
+        self.policies_confirmed.set()
         self.fence: Callable[[], float] | None = None  # the elector's, as for Bindings
 
     # --- the loop ------------------------------------------------------------------------
@@ -95,6 +99,7 @@ class Rebalancer:
         while not stop.is_set():
             await self.active.wait()
             await self.consistent.wait()
+            await self.policies_confirmed.wait()
             try:
                 await self.run_pass(self._clock())
             except Exception:
@@ -118,7 +123,7 @@ class Rebalancer:
             return 0
         moved = 0
         for chosen in rebalancing:
-            if not (self.active.is_set() and self.consistent.is_set()):
+            if not self._may_move():
                 break
             # A snapshot per policy, taken right before its plan: the cache's (and its node
             # table's) state moves on while a previous policy's evictions are awaited.
@@ -177,7 +182,7 @@ class Rebalancer:
             self.metrics.count_rebalance_skip(policy=key, reason=reason.name)
         moved = 0
         for move in found.moves:
-            if not (self.active.is_set() and self.consistent.is_set()):
+            if not self._may_move():
                 break
             result = await self._move(chosen, state, move, now=now)
             if result is eviction.EvictOutcome.FENCED:
@@ -185,6 +190,11 @@ class Rebalancer:
             if result in (eviction.EvictOutcome.EVICTED, None):
                 moved += 1
         return moved
+
+    def _may_move(self) -> bool:
+        return (
+            self.active.is_set() and self.consistent.is_set() and self.policies_confirmed.is_set()
+        )
 
     async def _move(
         self, chosen: model.Policy, state: PolicyState, move: rebalance.Move, *, now: float
