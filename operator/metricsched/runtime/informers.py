@@ -18,7 +18,8 @@ not whole for ``SYNC_BOUND_S`` makes ``/readyz`` false with the kinds missing an
 One object that cannot be read or handled is logged, counted
 (``metricsched_objects_skipped_total``) and left out: it never ends a reflector. A re-list
 here also asks the reconciler to compare kopf's kinds (the policies, our pending pods)
-with a fresh LIST: the gap was kopf's too, whatever kopf made of it. A kind whose
+with a fresh LIST: the gap was kopf's too, whatever kopf made of it; until that LIST has
+confirmed the policies, no pod is placed (``Watches.policies_confirmed``). A kind whose
 LIST or WATCH keeps failing makes ``/readyz`` false with the reason until it delivers
 again (an event or a bookmark); each kind is its own readiness subsystem.
 """
