@@ -26,6 +26,8 @@ from metricsched.edges import kube, kube_http, observe, wire
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = wire.DEFAULT_TIMEOUT_S
+# How far back a namespace's spending counts against its share of the event budget.
+_SHARE_WINDOW_S = 10.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -136,6 +138,12 @@ class EventRecorder:
       a new event beyond the budget is dropped and counted, with no body built and no
       task made; the scheduler never waits on events. A merge beyond the budget is kept
       and written later.
+    - The bucket is shared fairly across namespaces: once it is below half full, a token
+      goes only to a namespace that has recently spent no more than the mean of the
+      namespaces that posted (spending decays over ``_SHARE_WINDOW_S``), so one
+      namespace's flood of FailedScheduling events cannot drop another namespace's
+      Scheduled events: the flood gets the upper half of the bucket and what the others
+      leave. Alone, a namespace has the whole budget.
     - ``post`` decides at once and leaves the write, if any, to a task of the recorder
       (``aclose`` waits for them); ``record`` waits for the write and says how it went.
       Both run on the event loop; ``post`` from another thread is handed to the loop
@@ -171,6 +179,8 @@ class EventRecorder:
         self._metrics = metrics
         self._tokens = float(burst)
         self._refilled = clock()
+        # namespace -> tokens spent recently (decaying with time constant _SHARE_WINDOW_S)
+        self._spent: dict[str, float] = {}
         self._entries: collections.OrderedDict[_EventKey, _Entry] = collections.OrderedDict()
         self._last_suffix = 0
         self._drop_logged = -math.inf
@@ -339,7 +349,7 @@ class EventRecorder:
             self._entries.move_to_end(key)
             patch = self._due_patch(key, entry, now, force=False, what=what)
             return Recorded.DEFERRED if patch is None else patch
-        if not self._take_token(now):
+        if not self._take_token(now, obj.namespace):
             self._dropped += 1
             if self._metrics is not None:
                 self._metrics.events_dropped.inc()
@@ -384,14 +394,25 @@ class EventRecorder:
             return again if isinstance(again, Recorded) else await self._write(again)
         return Recorded.MERGED if outcome == "ok" else Recorded.FAILED
 
-    def _take_token(self, now: float) -> bool:
+    def _take_token(self, now: float, namespace: str) -> bool:
         elapsed = max(now - self._refilled, 0.0)
         self._tokens = min(self._burst, self._tokens + elapsed * self._rate)
         self._refilled = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
+        if elapsed:
+            decay = math.exp(-elapsed / _SHARE_WINDOW_S)
+            self._spent = {ns: v * decay for ns, v in self._spent.items() if v * decay >= 0.01}
+        if self._tokens < 1.0:
+            return False
+        spent = self._spent.get(namespace, 0.0)
+        if self._tokens < self._burst / 2:
+            # Low on tokens: keep them for namespaces that spent less (see the class
+            # docstring); a namespace alone is its own mean, never held back.
+            active = len(self._spent) + (namespace not in self._spent)
+            if spent > sum(self._spent.values()) / active:
+                return False
+        self._tokens -= 1.0
+        self._spent[namespace] = spent + 1.0
+        return True
 
     def _due_patch(
         self, key: _EventKey, entry: _Entry, now: float, *, force: bool, what: _Occurrence | None
@@ -400,7 +421,7 @@ class EventRecorder:
             return None  # being created or patched: the later write will carry the count
         if not force and now - entry.last_write < self._patch_interval:
             return None
-        if not self._take_token(now):
+        if not self._take_token(now, entry.namespace):
             return None
         entry.busy = True
         return _Patch(key=key, entry=entry, count=entry.count, last_seen=entry.last_seen, what=what)

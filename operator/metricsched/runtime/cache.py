@@ -55,7 +55,9 @@ class ClusterCache:
         self._dirty: set[model.NodeName] = set()
         self._table = columns.TableKeeper()  # self._states as columns, kept in step
         self._pod_node: dict[str, model.NodeName] = {}  # uid -> node, for bound/assumed pods
-        self._orphans: dict[str, model.PodInfo] = {}  # bound to a node we do not know (yet)
+        # uid -> pod the API shows bound (or that we assumed, if its Binding may land) to a
+        # node we do not know (yet). Never also in _pod_node: see _attach and _detach.
+        self._orphans: dict[str, model.PodInfo] = {}
         self._assumed: dict[str, float] = {}  # uid -> time assumed
         # uid -> when (time.monotonic()) the API confirmed our Binding of an assumed pod
         self._confirmed: dict[str, float] = {}
@@ -123,11 +125,14 @@ class ClusterCache:
         if node is None:
             node = _Node(info=info, pods={}, recent=collections.deque())
             self._nodes[info.name] = node
+            # Only what is still bound here: an orphan leaves _orphans as soon as its pod
+            # is bound elsewhere, forgotten or deleted (_attach, _detach), and a hold is
+            # never filed as one, so whatever is left names this node as its nodeName.
             for uid, pod in list(self._orphans.items()):
-                if pod.node_name == info.name:
+                if pod.node_name == info.name and uid not in self._pod_node:
+                    del self._orphans[uid]
                     node.pods[uid] = pod
                     self._pod_node[uid] = info.name
-                    del self._orphans[uid]
         else:
             node.info = info
         self._dirty.add(info.name)
@@ -146,6 +151,8 @@ class ClusterCache:
                 del self._holds[uid]
         for uid, pod in node.pods.items():
             self._pod_node.pop(uid, None)
+            # A pod bound here (or assumed here, its Binding may still land) counts here
+            # again if a node of this name comes back; a hold is room on this node only.
             if not uid.endswith(_HOLD_SUFFIX):
                 self._orphans[uid] = pod
         self._states.pop(name, None)
@@ -272,6 +279,8 @@ class ClusterCache:
         """Keep ``pod``'s resources on ``node`` until ``until`` (a Binding there may still
         land), in addition to wherever the pod goes next."""
         self._release_hold(pod.uid)
+        if node not in self._nodes:
+            return  # deleted meanwhile: no room left to keep (as remove_node drops holds)
         self._holds[pod.uid] = (node, until)
         # No labels: a hold must not satisfy another pod's affinity to a pod not there.
         placeholder = dataclasses.replace(pod, uid=_hold_uid(pod.uid), node_name=node, labels={})
@@ -308,11 +317,15 @@ class ClusterCache:
         if n is None:
             self._orphans[pod.uid] = pod
             return
+        # Counted on a node we know: any copy kept for a node that was gone is stale.
+        self._orphans.pop(pod.uid, None)
         n.pods[pod.uid] = pod
         self._pod_node[pod.uid] = node
         self._dirty.add(node)
 
     def _detach(self, uid: str) -> None:
+        # Wherever the pod was counted, a node we know or one that was gone: no longer.
+        self._orphans.pop(uid, None)
         node = self._pod_node.pop(uid, None)
         if node is None:
             return

@@ -18,7 +18,8 @@ not whole for ``SYNC_BOUND_S`` makes ``/readyz`` false with the kinds missing an
 One object that cannot be read or handled is logged, counted
 (``metricsched_objects_skipped_total``) and left out: it never ends a reflector. A re-list
 here also asks the reconciler to compare kopf's kinds (the policies, our pending pods)
-with a fresh LIST: the gap was kopf's too, whatever kopf made of it. A kind whose
+with a fresh LIST: the gap was kopf's too, whatever kopf made of it; until that LIST has
+confirmed the policies, no pod is placed (``Watches.policies_confirmed``). A kind whose
 LIST or WATCH keeps failing makes ``/readyz`` false with the reason until it delivers
 again (an event or a bookmark); each kind is its own readiness subsystem.
 """
@@ -180,8 +181,9 @@ class ClusterState:
             self._inconsistent_since = self._clock()
         # A gap the informer had to re-list after is a gap for kopf's watches too (the
         # same API server): whether or not kopf re-lists (it may resume its watch and
-        # still miss a deletion), its kinds (policies, our pending pods) are reconciled.
-        self._watches.relisted.set()
+        # still miss a deletion), its kinds (policies, our pending pods) are reconciled,
+        # and no pod is placed under a policy until that LIST confirms them.
+        self._watches.policy_gap(f"{kind} listed again")
 
     def failing(self, kind: str, reason: str) -> None:
         self._failing[kind] = reason
@@ -229,14 +231,21 @@ async def list_pending(
 async def list_policies(api: kube_http.AsyncApi, watches: watches_mod.Watches) -> int:
     """LIST the SchedulingPolicies (at start, and to reconcile kopf's after it re-lists):
     a policy deleted while kopf did not watch stops governing pods and being queried.
-    Returns how many were dropped."""
-    sink = _OneShot(lambda _type, body: watches.on_policy("ADDED", body))
+    A listed copy older than what kopf delivered meanwhile (an edit, a deletion) is not
+    applied. Once applied, the policies are confirmed if no gap began since the LIST was
+    sent (``Watches.policies_listed``). Returns how many were dropped."""
+    gaps, deletions = watches.policy_gaps, watches.policy_deletions
+    sink = _OneShot(lambda _type, body: watches.on_policy("ADDED", body, listed_since=deletions))
     path = f"/apis/{watches_mod.GROUP}/{watches_mod.VERSION}/{watches_mod.PLURAL}"
     await informer.Reflector(api, informer.Resource("SchedulingPolicy", path), sink).list_once()
     ghosts = watches.policy_ghosts(sink.keys, list_version=sink.version)
     for key in ghosts:
         namespace, _, name = key.partition("/")
-        watches.on_policy("DELETED", {"metadata": {"namespace": namespace, "name": name}})
+        record = watches.status.records.get(key)
+        # Deleted as of the LIST's version: a copy at or before it never comes back.
+        meta = {"namespace": namespace, "name": name, "resourceVersion": sink.version}
+        watches.on_policy("DELETED", {"metadata": {**meta, "uid": record.uid if record else ""}})
+    watches.policies_listed(gaps_before=gaps)
     return len(ghosts)
 
 

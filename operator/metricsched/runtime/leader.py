@@ -30,6 +30,18 @@ What this loop guarantees, all on the monotonic clock:
 - A leader that cannot renew within ``renew_deadline`` stops leading: ``on_lost`` is
   called once and the operator exits, as kube-scheduler does, so Kubernetes restarts it
   clean (and a restarted process re-lists instead of trusting a cache that missed events).
+- A Lease deleted or edited under a leader (anyone allowed to write Leases in the
+  release's namespace can) must not give two binders (issue 28, N14). The leader closes
+  its fence at once and steps down when a renewal finds the Lease gone (404), naming
+  another holder or none, or changed between its read and its write (409): it never
+  re-creates a Lease it held. A replica that acquires a Lease it did not see expire
+  (created after a 404, or taken while it named no holder) may have a previous holder
+  still inside its fence, which it cannot see: it holds the Lease but keeps its own fence
+  closed (no Binding, no eviction; ``on_started`` not called) for a whole lease duration
+  from the answer that showed the Lease gone or free, the same margin a standby keeps
+  when it takes an expired Lease. client-go leads at once in both cases; the price here
+  is that the first replica of a new install starts scheduling one lease duration (15 s)
+  after it created the Lease.
 """
 
 from __future__ import annotations
@@ -120,6 +132,12 @@ class Elector:
         self._renewed_at = -float("inf")  # monotonic time the last good renewal was sent
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
+        # Monotonic time before which this replica must not write as leader even while it
+        # holds the Lease: it acquired one it did not see expire (see the module docstring).
+        self._hold_until = -float("inf")
+        # Why the Lease is no longer ours although a renewal was not due to fail yet ("" if
+        # it is): set from the worker thread, read by ``fence`` from any thread.
+        self._revoked = ""
         # Its own threads: a renewal never queues behind Bindings and read-backs.
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=2, thread_name_prefix="lease"
@@ -133,7 +151,13 @@ class Elector:
 
     def fence(self) -> float:
         """Seconds during which this replica may still send a write as leader (0 if not)."""
-        if not self._leading:
+        if self._clock() < self._hold_until:
+            return 0.0
+        return self._renewal_left()
+
+    def _renewal_left(self) -> float:
+        """Seconds before the renew deadline passes: how long this replica holds the Lease."""
+        if not self._leading or self._revoked:
             return 0.0
         return max(0.0, self._renewed_at + self.timing.renew_deadline_s - self._clock())
 
@@ -149,27 +173,48 @@ class Elector:
                 break
             await asyncio.sleep(self.timing.retry_period_s * (1 + 0.2 * random.random()))
         logger.info("acquired lease %s/%s as %s", self.namespace, self.name, self.identity)
+        held = self._hold_until - self._clock()
+        if held > 0:
+            logger.warning(
+                "lease %s/%s was deleted or released, not seen to expire: not scheduling for"
+                " %.0fs, while a previous holder may still be inside its fence",
+                self.namespace,
+                self.name,
+                held,
+            )
+        while self._clock() < self._hold_until:
+            await asyncio.sleep(min(self.timing.retry_period_s, self._hold_until - self._clock()))
+            await self.try_acquire_or_renew()
+            if self._renewal_left() <= 0.0:
+                self._step_down(on_lost)
+                return
         on_started()
         while True:
             await asyncio.sleep(self.timing.retry_period_s)
             await self.try_acquire_or_renew()
-            if self.fence() <= 0.0:
-                self._leading, self._lost = False, True
-                logger.error(
-                    "lease %s/%s not renewed within %gs: stepping down",
-                    self.namespace,
-                    self.name,
-                    self.timing.renew_deadline_s,
-                )
-                on_lost()
+            if self._renewal_left() <= 0.0:
+                self._step_down(on_lost)
                 return
+
+    def _step_down(self, on_lost: Callable[[], None]) -> None:
+        self._leading, self._lost = False, True
+        if self._revoked:
+            logger.error("lease %s/%s %s: stepping down", self.namespace, self.name, self._revoked)
+        else:
+            logger.error(
+                "lease %s/%s not renewed within %gs: stepping down",
+                self.namespace,
+                self.name,
+                self.timing.renew_deadline_s,
+            )
+        on_lost()
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True if this replica holds the lease afterwards. Never raises."""
         sent_at = self._clock()
         # A renewal answered after the fence closed must not reopen it: the call's time
         # limit is what is left of the fence (or a retry period when not leading).
-        budget = self.fence() if self._leading else self.timing.retry_period_s
+        budget = self._renewal_left() if self._leading else self.timing.retry_period_s
         budget = max(0.5, min(budget, self.timing.retry_period_s * 2))
         try:
             ok = await asyncio.wait_for(
@@ -202,6 +247,12 @@ class Elector:
         except kubernetes.client.exceptions.ApiException as e:
             if e.status != 404:
                 raise
+            if self._leading:
+                self._revoke("was deleted")  # never re-created under a standby's feet
+                return False
+            if self._lost:
+                return False
+            self._hold(self._clock())
             body = self._body(None, acquiring=True)
             kube.read_json(
                 self._api.create_namespaced_lease(
@@ -213,6 +264,9 @@ class Elector:
         # it by the answer's arrival, so that a slow read never makes it look older.
         received_at = self._clock()
         record = LeaseRecord.from_body(current)
+        if self._leading and record.holder != self.identity:
+            self._revoke(f"now names {record.holder!r} as its holder")
+            return False
         if record.holder == self.identity:
             if self._lost:
                 return False  # our record, but we gave it up: never resume a lost lease
@@ -234,6 +288,8 @@ class Elector:
             )
             if not (free or expired):
                 return False
+            if free and not expired:
+                self._hold(received_at)
         body = self._body(record, acquiring=record.holder != self.identity)
         try:
             kube.read_json(
@@ -247,9 +303,21 @@ class Elector:
             )
         except kubernetes.client.exceptions.ApiException as e:
             if e.status == 409:  # someone else wrote first
+                if self._leading:
+                    self._revoke("was written by someone else between our read and renewal")
                 return False
             raise
         return True
+
+    def _revoke(self, why: str) -> None:
+        """The Lease is not ours any more: the fence closes now, not at the renew deadline."""
+        self._revoked = why
+        logger.error("lease %s/%s %s: fence closed", self.namespace, self.name, why)
+
+    def _hold(self, seen_at: float) -> None:
+        """Acquiring a Lease not seen to expire: no write as leader for a lease duration
+        from ``seen_at`` (when the answer showing it gone or free arrived)."""
+        self._hold_until = max(self._hold_until, seen_at + self.timing.lease_duration_s)
 
     def _body(self, record: LeaseRecord | None, *, acquiring: bool) -> dict[str, Any]:
         now = datetime.datetime.now(datetime.UTC)

@@ -186,10 +186,12 @@ class Operator:
             on_pod_seen=self.shadow.on_pod,
         )
         self.scheduler.consistent = self.watches.consistent
+        self.scheduler.policies_confirmed = self.watches.policies_confirmed
         self.scheduler.metrics_ready = self.refresher.first_round
         # Rebalancing runs while this replica schedules, on a consistent cache.
         self.rebalancer.active = self.scheduler.active
         self.rebalancer.consistent = self.watches.consistent
+        self.rebalancer.policies_confirmed = self.watches.policies_confirmed
         # The API on the event loop, for the informers and the reconciler's LISTs.
         self.http = kube_http.AsyncApi(api_client)
         self.cluster_state = informers_mod.ClusterState(
@@ -205,6 +207,7 @@ class Operator:
             watches=self.watches,
             metrics=self.metrics,
             interval_s=_RELIST_INTERVAL_S,
+            health=self.health,
         )
         self.elector: leader.Elector | None = None
         self.stop = asyncio.Event()

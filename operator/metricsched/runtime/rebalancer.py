@@ -14,6 +14,12 @@ What a pass remembers (since when nodes are outside, the evictions the limits co
 counters of ``status.rebalance``) lives in this process: a new leader starts its windows
 over, which only delays moves (never adds any sooner than a window).
 
+Two clocks, as in the scheduler: windows, intervals and the eviction history run on the
+monotonic clock, so a step of the wall clock neither ends a window early nor stalls it;
+wall time only where a value meets the API's or Prometheus's (metric ages, pod ages, the
+status's times). ``core.rebalance`` takes one ``now``: it is handed the monotonic stamps
+shifted onto the wall clock of this pass, so every duration it measures is monotonic.
+
 A failed pass is logged and the loop goes on; nothing here raises into the operator.
 """
 
@@ -72,6 +78,7 @@ class Rebalancer:
         mark: Callable[[model.PolicyKey], None],
         period_s: float | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.cache = cache
@@ -83,10 +90,15 @@ class Rebalancer:
         self._mark = mark
         self.period_s = period_s if period_s is not None else max(1.0, config.refresh_interval_s)
         self._clock = clock
+        self._monotonic = monotonic
         self.states: dict[model.PolicyKey, PolicyState] = {}
         self.active = asyncio.Event()  # the scheduler's: set while this replica leads
         self.consistent = asyncio.Event()  # the watches': set while the cache is trusted
         self.consistent.set()
+        # The watches': set while the cached policies are confirmed after a gap (a policy
+        # deleted in the gap moves no pod).
+        self.policies_confirmed = asyncio.Event()
+        self.policies_confirmed.set()
         self.fence: Callable[[], float] | None = None  # the elector's, as for Bindings
 
     # --- the loop ------------------------------------------------------------------------
@@ -95,6 +107,7 @@ class Rebalancer:
         while not stop.is_set():
             await self.active.wait()
             await self.consistent.wait()
+            await self.policies_confirmed.wait()
             try:
                 await self.run_pass(self._clock())
             except Exception:
@@ -103,8 +116,9 @@ class Rebalancer:
                 await asyncio.wait_for(stop.wait(), timeout=self.period_s)
 
     async def run_pass(self, now: float) -> int:
-        """One pass over every rebalancing policy; returns how many pods moved (or, in
-        DryRun, would have)."""
+        """One pass over every rebalancing policy at wall time ``now``; returns how many
+        pods moved (or, in DryRun, would have)."""
+        mono = self._monotonic()
         policies = list(self.cache.policies.values())
         rebalancing = sorted(
             (p for p in policies if p.rebalance is not None and p.mode is model.PolicyMode.ACTIVE),
@@ -118,7 +132,7 @@ class Rebalancer:
             return 0
         moved = 0
         for chosen in rebalancing:
-            if not (self.active.is_set() and self.consistent.is_set()):
+            if not self._may_move():
                 break
             # A snapshot per policy, taken right before its plan: the cache's (and its node
             # table's) state moves on while a previous policy's evictions are awaited.
@@ -126,7 +140,13 @@ class Rebalancer:
             view = self.store.view()
             nodes = [state.node for state in snapshot.nodes.values()]
             moved += await self._policy_pass(
-                chosen, policies=policies, snapshot=snapshot, view=view, nodes=nodes, now=now
+                chosen,
+                policies=policies,
+                snapshot=snapshot,
+                view=view,
+                nodes=nodes,
+                now=now,
+                mono=mono,
             )
             await asyncio.sleep(0)  # a pass's dry runs are cycles: let the watches in
         return moved
@@ -140,6 +160,7 @@ class Rebalancer:
         view: model.MetricView,
         nodes: list[model.NodeInfo],
         now: float,
+        mono: float,
     ) -> int:
         spec = chosen.rebalance
         assert spec is not None
@@ -150,20 +171,23 @@ class Rebalancer:
             self.metrics.rebalance_policy(key)
         values = rebalance.trigger_values(policy=chosen, nodes=nodes, metrics=view, now=now)
         state.outside_since = rebalance.track_outside(
-            spec=spec, previous=state.outside_since, values=values, now=now
+            spec=spec, previous=state.outside_since, values=values, now=mono
         )
-        horizon = now - max(spec.window_s, spec.interval_s)
+        horizon = mono - max(spec.window_s, spec.interval_s)
         while state.history and state.history[0].time <= horizon:
             state.history.popleft()
+        # Monotonic stamps as wall times of this pass: durations against ``now`` in the
+        # plan are monotonic durations, whatever the wall clock did since they were taken.
+        shift = now - mono
         found = rebalance.plan(
             policy=chosen,
             policies=policies,
             snapshot=snapshot,
             table=self.cache.table(snapshot),
             metrics=view,
-            outside_since=state.outside_since,
+            outside_since={node: since + shift for node, since in state.outside_since.items()},
             values=values,
-            history=tuple(state.history),
+            history=tuple(dataclasses.replace(e, time=e.time + shift) for e in state.history),
             default_fallback=self.config.default_fallback,
             scheduler_names=self.config.scheduler_names,
             now=now,
@@ -177,17 +201,28 @@ class Rebalancer:
             self.metrics.count_rebalance_skip(policy=key, reason=reason.name)
         moved = 0
         for move in found.moves:
-            if not (self.active.is_set() and self.consistent.is_set()):
+            if not self._may_move():
                 break
-            result = await self._move(chosen, state, move, now=now)
+            result = await self._move(chosen, state, move, now=now, mono=mono)
             if result is eviction.EvictOutcome.FENCED:
                 break  # leadership is going: the next leader decides
             if result in (eviction.EvictOutcome.EVICTED, None):
                 moved += 1
         return moved
 
+    def _may_move(self) -> bool:
+        return (
+            self.active.is_set() and self.consistent.is_set() and self.policies_confirmed.is_set()
+        )
+
     async def _move(
-        self, chosen: model.Policy, state: PolicyState, move: rebalance.Move, *, now: float
+        self,
+        chosen: model.Policy,
+        state: PolicyState,
+        move: rebalance.Move,
+        *,
+        now: float,
+        mono: float,
     ) -> eviction.EvictOutcome | None:
         """Evict (or, in DryRun, record) one move; None for a DryRun record."""
         spec = chosen.rebalance
@@ -216,7 +251,7 @@ class Rebalancer:
             rebalance.Eviction(
                 pod=pod.key,
                 node=move.node,
-                time=now,
+                time=mono,
                 blocked=outcome is eviction.EvictOutcome.BLOCKED,
             )
         )
@@ -236,7 +271,7 @@ class Rebalancer:
         if outcome is None or outcome is eviction.EvictOutcome.EVICTED:
             state.last_move = now
             state.outside_since = rebalance.restart_after_move(
-                state.outside_since, move.node, now=now
+                state.outside_since, move.node, now=mono
             )
         if outcome is None:
             state.would_evict += 1

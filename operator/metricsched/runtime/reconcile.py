@@ -8,9 +8,11 @@ answers 404, and it is dropped). The reconciler LISTs both (``informers.list_pen
 ``interval_s`` as a safety net, and drops what the LIST lacks and no newer event showed.
 
 The rest of the cluster's state is the informer's, which reconciles every kind after each
-of its own LISTs (``runtime.informers``). A failed LIST here is logged and retried at the
-next interval; it never stops the operator, and scheduling does not wait for it (what it
-removes is harmless meanwhile).
+of its own LISTs (``runtime.informers``). A failed LIST here is logged and retried: at the
+next interval while the policies are confirmed, with backoff (1 s doubling to 30 s) while
+they are not. After a gap, decisions wait for the policy LIST (``Watches.policies_confirmed``),
+but never silently: unconfirmed for ``CONFIRM_BOUND_S``, /readyz is false with the reason
+and an ERROR is logged (again each bound) until a LIST confirms them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import asyncio
 import logging
 
 from metricsched.edges import kube, kube_http, observe
-from metricsched.runtime import informers
+from metricsched.runtime import informers, supervise
 from metricsched.runtime import watches as watches_mod
 
 logger = logging.getLogger("metricsched.reconcile")
@@ -27,6 +29,11 @@ logger = logging.getLogger("metricsched.reconcile")
 # After kopf's (re-)listing, wait until it has been quiet this long before one LIST of
 # each kind serves it all (resourceVersions decide what is newer).
 SETTLE_S = 1.0
+# A failed LIST while decisions wait for it: retried after this, doubling to the max.
+RETRY_S = (1.0, 30.0)
+CONFIRM_BOUND_S = 60.0
+"""How long the policies may stay unconfirmed after a gap (decisions waiting) before
+/readyz turns false with the reason."""
 
 
 class Reconciler:
@@ -37,21 +44,68 @@ class Reconciler:
         watches: watches_mod.Watches,
         metrics: observe.Metrics,
         interval_s: float,
+        health: observe.HealthState | None = None,
+        confirm_bound_s: float = CONFIRM_BOUND_S,
     ) -> None:
         self._api = api
         self._watches = watches
         self._metrics = metrics
         self._interval = interval_s
+        self._health = health
+        self._confirm_bound_s = confirm_bound_s
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Reconcile after each gap and every interval, and say when decisions have
+        waited too long for it. One task group: both end together."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._reconcile(stop), name="reconcile")
+            group.create_task(self._watch_confirmed(stop), name="reconcile-watchdog")
+
+    async def _reconcile(self, stop: asyncio.Event) -> None:
+        retry = RETRY_S[0]
         while not stop.is_set():
+            # Decisions wait for this LIST while the policies are unconfirmed: a failed
+            # one is retried soon, not at the next interval.
+            confirmed = self._watches.policies_confirmed.is_set()
             try:
-                await asyncio.wait_for(self._watches.relisted.wait(), timeout=self._interval)
+                await asyncio.wait_for(
+                    self._watches.relisted.wait(), timeout=self._interval if confirmed else retry
+                )
                 await self._listing_done()
             except TimeoutError:
                 pass
             self._watches.relisted.clear()
-            await self.once()
+            failed = await self.once() is None
+            retry = min(RETRY_S[1], retry * 2) if failed else RETRY_S[0]
+
+    async def _watch_confirmed(self, stop: asyncio.Event) -> None:
+        """/readyz false (subsystem ``policies``) while the policies have been unconfirmed
+        for ``confirm_bound_s``, with the gap's reason; logged at ERROR each bound."""
+        clock = self._watches.clock
+        reported: float | None = None
+        while not stop.is_set():
+            await supervise.pause(min(5.0, self._confirm_bound_s / 4), stop)
+            since = self._watches.policies_unconfirmed_since
+            if since is None or self._watches.policies_confirmed.is_set():
+                if reported is not None:
+                    self._set_ready(True, "policies confirmed")
+                    reported = None
+                continue
+            waited = clock() - since
+            if waited >= self._confirm_bound_s and (
+                reported is None or clock() - reported >= self._confirm_bound_s
+            ):
+                reason = (
+                    f"policies not confirmed for {waited:.0f}s after a watch gap "
+                    f"({self._watches.policy_gap_reason}): the policy LIST does not complete"
+                )
+                logger.error("%s; not scheduling until it does", reason)
+                self._set_ready(False, reason)
+                reported = clock()
+
+    def _set_ready(self, ready: bool, reason: str) -> None:
+        if self._health is not None:
+            self._health.set_ready(ready, reason, subsystem="policies")
 
     async def _listing_done(self) -> None:
         """Wait until kopf's listing has been quiet for ``SETTLE_S``."""

@@ -107,6 +107,10 @@ class Scheduler:
         # reconciliation): decisions wait for it.
         self.consistent = asyncio.Event()
         self.consistent.set()
+        # Set while the cached policies are confirmed by a LIST sent after the last watch
+        # gap (runtime.watches): no pod is placed under a policy deleted in the gap.
+        self.policies_confirmed = asyncio.Event()
+        self.policies_confirmed.set()
         # Set once the metrics have had their first refresh (the refresher's first_round):
         # decisions wait for it at start.
         self.metrics_ready = asyncio.Event()
@@ -122,6 +126,7 @@ class Scheduler:
         while not stop.is_set():
             await self.active.wait()
             await self.consistent.wait()
+            await self.policies_confirmed.wait()
             await self.metrics_ready.wait()
             now = self._monotonic()
             self._wake_on_changes(now)
@@ -138,12 +143,11 @@ class Scheduler:
                 while len(self._tasks) >= self._max_in_flight:
                     self._capacity.clear()
                     await self._capacity.wait()
-                if not (self.active.is_set() and self.consistent.is_set()) or (
-                    self.cache.generation != self._seen_generation
-                ):
-                    # Leadership lost, a re-list began, or the cluster changed (while the
-                    # binder caught up) mid-batch: decide no more; the rest of the batch
-                    # goes back to be ordered again with the pods the change moves.
+                if not self._may_decide() or self.cache.generation != self._seen_generation:
+                    # Leadership lost, a re-list or a policy gap began, or the cluster
+                    # changed (while the binder caught up) mid-batch: decide no more; the
+                    # rest of the batch goes back to be ordered again with the pods the
+                    # change moves.
                     self.queue.add(uid)
                     continue
                 pod = self.cache.pending.get(uid)
@@ -165,6 +169,11 @@ class Scheduler:
                     last_yield = self._monotonic()
             self.export_backlog(self._wall())
             await asyncio.sleep(0)  # let the watches in between batches
+
+    def _may_decide(self) -> bool:
+        return (
+            self.active.is_set() and self.consistent.is_set() and self.policies_confirmed.is_set()
+        )
 
     def export_backlog(self, now: float) -> None:
         """Export how many pods wait and, at most once a second (it walks every pending

@@ -23,6 +23,13 @@ policies deleted while nobody watched got no DELETED event: ``relisted`` tells t
 reconciler, which compares them with its own LIST. ``consistent`` is the informer's: clear
 until every kind has been listed, and from a re-list until it is applied; the scheduler
 decides nothing meanwhile (a node deleted in the gap must not receive a Binding).
+
+``policies_confirmed`` is the same gate for the policies: any gap (kopf listing either of
+its kinds again, kopf restarted, an informer re-listing) clears it while a policy is
+cached, and only the reconciler's policy LIST sent after the last gap sets it again, so
+no pod is placed (nor evicted) under a policy deleted in the gap. Copies of a policy
+older than one already seen (a LIST in flight while kopf delivered a change or a
+deletion) are dropped: a deletion is final for the object it deleted.
 """
 
 from __future__ import annotations
@@ -64,6 +71,8 @@ def pending_selector(scheduler_names: frozenset[str]) -> str:
         return f"{PENDING_FIELD_SELECTOR},spec.schedulerName={next(iter(scheduler_names))}"
     return PENDING_FIELD_SELECTOR
 
+
+_MAX_POLICY_TOMBSTONES = 10_000
 
 # kopf's retries of a failing request before it gives up (and we restart it): short, so
 # a lasting failure shows on /readyz within seconds, not kopf's default ~54 s.
@@ -108,6 +117,18 @@ class Watches:
         # way): no decision is taken on a cache that may hold ghosts (runtime.informers).
         self.consistent = asyncio.Event()
         self._policy_rv: dict[model.PolicyKey, int] = {}  # last resourceVersion seen
+        # key -> (resourceVersion, uid, deletion count) of the policy's last deletion: no
+        # copy of that object, or older than its deletion, may bring it back.
+        self._policy_tombstones: dict[model.PolicyKey, tuple[int, str, int]] = {}
+        self._policy_deletions = 0
+        # Set while the cached policies are confirmed by a LIST sent after the last gap
+        # (see the module docstring); the scheduler and the rebalancer wait for it.
+        self.policies_confirmed = asyncio.Event()
+        self.policies_confirmed.set()  # nothing cached yet: nothing to confirm
+        self.clock: Callable[[], float] = time.monotonic
+        self.policies_unconfirmed_since: float | None = None  # self.clock()
+        self.policy_gap_reason = ""
+        self._policy_gaps = 0
         self.delivering = asyncio.Event()  # an event arrived since kopf (re)started
 
     # --- watch events ------------------------------------------------------------------
@@ -299,17 +320,36 @@ class Watches:
         self.metrics.objects_skipped.labels(kind=kind).inc()
         logger.warning("ignoring %s %s: %s", kind, name[:300], reason[:500])
 
-    def on_policy(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+    def on_policy(
+        self,
+        event_type: str | None,
+        body: Mapping[str, Any],
+        *,
+        listed_since: int | None = None,
+    ) -> None:
+        """A policy event from kopf, or (``listed_since``: ``policy_deletions`` when that
+        LIST was sent) a copy from the reconciler's LIST."""
         meta = body.get("metadata") or {}
         if self._namespaces and meta.get("namespace") not in self._namespaces:
             return
         key = model.PolicyKey(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
         self._seen(event_type)
         version = cache_mod.resource_version(meta)
+        uid = str(meta.get("uid") or "")
         if event_type == "DELETED":
             self._policy_rv.pop(key, None)
+            self._policy_deletions += 1
+            self._policy_tombstones.pop(key, None)  # re-inserted last: FIFO by deletion
+            self._policy_tombstones[key] = (version, uid, self._policy_deletions)
+            while len(self._policy_tombstones) > _MAX_POLICY_TOMBSTONES:
+                del self._policy_tombstones[next(iter(self._policy_tombstones))]
+        elif self._stale_policy(key, version=version, uid=uid, listed_since=listed_since):
+            return  # older than what was seen: applying it would undo a change
         elif version:
             self._policy_rv[key] = max(self._policy_rv.get(key, 0), version)
+            tombstone = self._policy_tombstones.get(key)
+            if tombstone is not None and version > tombstone[0]:
+                del self._policy_tombstones[key]  # created again since
         served = event_type == "DELETED" or policy.served_by(body, self.config.scheduler_names)
         # Another install's policies are kept only as an index that names them in the
         # events of the pods they select (policy.elsewhere_note).
@@ -376,6 +416,63 @@ class Watches:
                 self._policy_events.forget(key, topic_prefix="metric/")
             self._refresh_now.set()  # new metrics: query them now, not at the next tick
 
+    def _stale_policy(
+        self, key: model.PolicyKey, *, version: int, uid: str, listed_since: int | None
+    ) -> bool:
+        """A copy older than one already seen: the deleted object itself, a copy older
+        than its deletion, or (from a LIST) one deleted after the LIST was sent, unless
+        it is known to be a new object of that name; or older than the last change."""
+        tombstone = self._policy_tombstones.get(key)
+        if tombstone is not None:
+            deleted_at, deleted_uid, deletion = tombstone
+            if uid and uid == deleted_uid:
+                return True
+            if version and deleted_at and version <= deleted_at:
+                return True
+            if listed_since is not None and deletion > listed_since and not (uid and deleted_uid):
+                return True  # a DELETED seen after the LIST was sent is final
+        return bool(version) and version < self._policy_rv.get(key, 0)
+
+    @property
+    def policy_deletions(self) -> int:
+        """How many policy deletions were seen: read before a LIST is sent."""
+        return self._policy_deletions
+
+    @property
+    def policy_gaps(self) -> int:
+        """How many gaps were seen: read before the reconciler's policy LIST is sent."""
+        return self._policy_gaps
+
+    def policy_gap(self, reason: str) -> None:
+        """A gap in what kopf (or the API path) delivered: a policy deleted meanwhile got
+        no DELETED. Decisions wait until a LIST sent after it confirms the policies (as
+        long as a policy is cached: with none, no pod can be placed under a ghost)."""
+        self._policy_gaps += 1
+        self.relisted.set()
+        if not self.policies_confirmed.is_set():
+            return
+        if not (self.cache.policies or self.cache.policy_errors):
+            return
+        self.policies_confirmed.clear()
+        self.policies_unconfirmed_since = self.clock()
+        self.policy_gap_reason = reason
+        logger.info(
+            "policies unconfirmed after a watch gap (%s): no decision until a LIST confirms them",
+            reason,
+        )
+
+    def policies_listed(self, *, gaps_before: int) -> None:
+        """A policy LIST, sent when ``policy_gaps`` was ``gaps_before``, has been applied:
+        the policies are confirmed unless another gap began meanwhile."""
+        if self._policy_gaps != gaps_before or self.policies_confirmed.is_set():
+            return
+        since = self.policies_unconfirmed_since
+        waited = self.clock() - since if since is not None else 0.0
+        self.policies_unconfirmed_since = None
+        self.policy_gap_reason = ""
+        self.policies_confirmed.set()
+        logger.info("policies confirmed by a LIST after %.1fs: scheduling", waited)
+
     def policy_ghosts(self, listed: set[str], *, list_version: str) -> list[model.PolicyKey]:
         """Policies known here that a LIST taken at ``list_version`` does not have, and
         that no event newer than the LIST has shown: deleted while kopf did not watch."""
@@ -388,8 +485,10 @@ class Watches:
 
     def _seen(self, event_type: str | None) -> None:
         self.delivering.set()
-        if event_type is None:  # kopf's (re-)listing
-            self.relisted.set()
+        if event_type is None:  # kopf's (re-)listing: what it lost meanwhile is unknown
+            # Either kind: with no policy to list (or none left), kopf's listing of the
+            # policies sends nothing at all, and its pods share the gap.
+            self.policy_gap("kopf listed again")
 
     # --- kopf, supervised --------------------------------------------------------------
 
@@ -422,6 +521,7 @@ class Watches:
             self.metrics.watch_restarts.inc()
             logger.error("watches failed (%s); restarting them in %gs", reason, delay)
             self.health.set_ready(False, f"watches failing: {reason}", subsystem="kopf")
+            self.policy_gap(f"kopf's watches failed: {reason}")
             self._record_self(reason)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=delay)

@@ -206,6 +206,48 @@ def test_a_burst_beyond_the_budget_is_dropped_and_counted_without_blocking(
     ]
 
 
+def test_one_namespaces_flood_does_not_drop_another_namespaces_events(
+    fake_kube: fakes.FakeServer,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
+    clock: fakes.FakeClock,
+) -> None:
+    rec = recorder(writes_api, clock, rate_per_s=2.0, burst=10)
+
+    def flooded(i: int) -> events.ObjectRef:
+        return events.ObjectRef.pod(namespace="flood", name=f"job-{i}", uid=f"uid-flood-{i}")
+
+    def quiet(i: int) -> events.ObjectRef:
+        return events.ObjectRef.pod(namespace="shop", name=f"web-{i}", uid=f"uid-shop-{i}")
+
+    assert fail(run, rec, obj=quiet(0)) is Recorded.CREATED  # both namespaces are active
+    quiet_outcomes = []
+    for second in range(30):
+        for i in range(20):  # 20 FailedScheduling a second against a budget of 2
+            fail(run, rec, obj=flooded(second * 20 + i))
+        quiet_outcomes.append(fail(run, rec, obj=quiet(1 + second)))
+        clock.advance(1.0)
+    assert quiet_outcomes == [Recorded.CREATED] * 30
+    created = sum(
+        1 for r in fake_kube.requests if r.method == "POST" and "/namespaces/flood/" in r.path
+    )
+    assert created > 0  # the flood gets what is left, not nothing
+
+
+def test_a_namespace_alone_has_the_whole_budget(
+    fake_kube: fakes.FakeServer,
+    run: fakes.Runner,
+    writes_api: kube_http.AsyncApi,
+    clock: fakes.FakeClock,
+) -> None:
+    rec = recorder(writes_api, clock, rate_per_s=2.0, burst=10)
+    outcomes = []
+    for second in range(30):
+        outcomes.extend(fail(run, rec, obj=pod(second * 20 + i)) for i in range(20))
+        clock.advance(1.0)
+    assert outcomes.count(Recorded.CREATED) == 10 + 29 * 2
+
+
 def test_merges_over_the_budget_wait_instead_of_being_lost(
     fake_kube: fakes.FakeServer,
     run: fakes.Runner,

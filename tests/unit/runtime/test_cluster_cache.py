@@ -238,6 +238,71 @@ def test_a_hold_on_a_deleted_node_does_not_come_back_with_a_node_of_that_name() 
     assert state.pods == () and state.requested.milli_cpu == 0
 
 
+# --- pods whose node is gone (orphans) --------------------------------------------------
+
+
+def test_a_node_registered_again_never_adopts_a_pod_bound_elsewhere_meanwhile() -> None:
+    # The review's N6 path: the node is deleted after the decision (the Binding is never
+    # sent), the pod goes to n2, n1 registers again, then the pod is deleted.
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"), resource_version="5")
+    c.upsert_node(_node("n2"), resource_version="6")
+    pod = _pod("a", cpu="1")
+    c.upsert_pod(pod, ours=True, resource_version="7")
+    c.assume(pod, model.NodeName("n1"), now=0.0)
+    c.remove_node(model.NodeName("n1"), resource_version="8")
+    c.forget(pod)  # the bind path finds n1 gone and sends nothing
+    c.assume(c.pending["uid-a"], model.NodeName("n2"), now=1.0)
+    c.upsert_pod(_pod("a", node="n2", cpu="1"), ours=True, resource_version="9")
+    c.upsert_node(_node("n1"), resource_version="10")
+    assert (_cpu(c, "n1"), _cpu(c, "n2")) == (0, 1000)
+    c.remove_pod("uid-a", resource_version="11")
+    assert (_cpu(c, "n1"), _cpu(c, "n2")) == (0, 0)
+    assert c.bound_ghosts(set(), list_version="20", started=100.0) == []
+
+
+def test_a_forgotten_pod_whose_node_was_deleted_is_not_adopted_by_a_node_of_that_name() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"), resource_version="5")
+    pod = _pod("a", cpu="1")
+    c.upsert_pod(pod, ours=True, resource_version="7")
+    c.assume(pod, model.NodeName("n1"), now=0.0)
+    c.remove_node(model.NodeName("n1"), resource_version="8")
+    c.forget(pod)
+    c.upsert_node(_node("n1"), resource_version="10")
+    assert _cpu(c, "n1") == 0
+    assert "uid-a" in c.pending
+
+
+def test_a_hold_on_a_node_not_known_is_not_adopted_by_a_node_of_that_name() -> None:
+    c = cache_mod.ClusterCache()
+    c.hold(_pod("a", cpu="1"), model.NodeName("n1"), until=1e12)
+    c.upsert_node(_node("n1"), resource_version="10")
+    assert _cpu(c, "n1") == 0
+
+
+def test_a_pod_bound_to_a_deleted_node_counts_there_again_when_the_node_comes_back() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n1"), resource_version="5")
+    c.upsert_pod(_pod("a", node="n1", cpu="1"), ours=False, resource_version="7")
+    c.remove_node(model.NodeName("n1"), resource_version="8")
+    c.upsert_node(_node("n1"), resource_version="10")  # the kubelet registers again
+    assert _cpu(c, "n1") == 1000
+    c.remove_pod("uid-a", resource_version="11")
+    assert _cpu(c, "n1") == 0
+
+
+def test_an_orphan_moved_to_a_known_node_or_deleted_is_no_longer_held_for_its_old_node() -> None:
+    c = cache_mod.ClusterCache()
+    c.upsert_node(_node("n2"), resource_version="5")
+    c.upsert_pod(_pod("a", node="n1", cpu="1"), ours=False, resource_version="7")  # n1 unknown
+    c.upsert_pod(_pod("b", node="n1", cpu="1"), ours=False, resource_version="8")
+    c.upsert_pod(_pod("a", node="n2", cpu="1"), ours=False, resource_version="9")  # re-created
+    c.remove_pod("uid-b", resource_version="10")
+    c.upsert_node(_node("n1"), resource_version="11")
+    assert (_cpu(c, "n1"), _cpu(c, "n2")) == (0, 1000)
+
+
 def test_leaving_the_pending_watch_never_frees_what_an_assumed_pod_holds() -> None:
     c = cache_mod.ClusterCache()
     c.upsert_node(_node("n1"), resource_version="5")

@@ -111,11 +111,23 @@ def _attempt(e: leader.Elector) -> bool:
     return asyncio.run(e.try_acquire_or_renew())
 
 
+def _lead(e: leader.Elector, clock: Clock) -> None:
+    """``e`` creates the Lease, and leads once a lease duration has passed (it did not see
+    the Lease expire: a holder may have deleted it, see the N14 tests below)."""
+    assert _attempt(e)
+    clock.now += e.timing.lease_duration_s
+    assert _attempt(e)
+    assert e.fence() == pytest.approx(10.0)
+
+
 def test_the_first_replica_creates_the_lease_and_leads(leases: FakeLeases, clock: Clock) -> None:
     a = _elector(leases, clock, "a")
     assert _attempt(a)
     assert a.leading
     assert leases.writes == ["a"]
+    assert a.fence() == 0.0  # a Lease it did not see expire: held a lease duration first
+    clock.now += 15.0
+    assert _attempt(a)
     assert a.fence() == pytest.approx(10.0)
 
 
@@ -159,7 +171,7 @@ def test_a_failed_renewal_is_one_failed_attempt_and_the_fence_closes_on_time(
     """Regression: the client's elector died on the first transport error and the
     leader went on binding without renewing."""
     a = _elector(leases, clock, "a")
-    assert _attempt(a)
+    _lead(a, clock)
     leases.fail = error
     clock.now += 9.0
     assert not _attempt(a)
@@ -172,7 +184,7 @@ def test_the_fence_closes_before_any_successor_can_take_the_lease(
     leases: FakeLeases, clock: Clock
 ) -> None:
     a, b = _elector(leases, clock, "a"), _elector(leases, clock, "b")
-    assert _attempt(a)
+    _lead(a, clock)
     assert not _attempt(b)
     leases.fail = OSError("partition: a cannot renew")
     while a.fence() > 0:
@@ -228,8 +240,11 @@ def test_an_acquiring_write_whose_answer_was_lost_leads_at_the_next_attempt(
     clock.now += 2.0
     assert _attempt(a)
     assert a.leading
-    assert a.fence() == pytest.approx(10.0)
     assert leases.writes == ["a", "a"]  # renewed with the resourceVersion it read
+    assert a.fence() == 0.0  # gone or free, not seen to expire: held a lease duration
+    clock.now += 13.0
+    assert _attempt(a)
+    assert a.fence() == pytest.approx(10.0)
 
 
 def test_the_election_loop_leads_after_a_lost_acquire_answer(leases: FakeLeases) -> None:
@@ -265,7 +280,7 @@ def test_a_slow_read_dates_the_record_by_its_answer_not_its_sending(
     older than it is and the standby would take over 2 s after the leader's fence closed,
     not the documented lease duration - renew deadline (5 s)."""
     a, b = _elector(leases, clock, "a"), _elector(leases, clock, "b")
-    assert _attempt(a)
+    _lead(a, clock)
     assert not _attempt(b)
     clock.now += 1.0
 

@@ -100,6 +100,7 @@ class Rig:
         self.cache.upsert_pod(self.pod, ours=True)
         self.store = metric_store.MetricStore()
         self.now = NOW
+        self.mono = 500.0  # the monotonic clock: moves with the wall clock unless stepped
         self.set_latency(LATENCY)
         self.metrics = observe.Metrics()
         self.api = FakeApi()
@@ -117,6 +118,7 @@ class Rig:
                 namespace="shop", name="web-latency", uid="uid-policy"
             ),
             mark=self.marked.append,
+            monotonic=lambda: self.mono,
         )
         self.rebalancer.active.set()
         self.rebalancer.fence = lambda: self.fence_left
@@ -127,7 +129,10 @@ class Rig:
         ).items():
             self.store.update(key, series)
 
-    def run(self, at: float) -> int:
+    def run(self, at: float, *, elapsed: float | None = None) -> int:
+        """A pass at wall time ``at``, ``elapsed`` seconds after the previous one (by
+        default as much as the wall clock moved: no step)."""
+        self.mono += at - self.now if elapsed is None else elapsed
         self.now = at
         self.set_latency(LATENCY)
         return asyncio.run(self.rebalancer.run_pass(at))
@@ -226,6 +231,28 @@ def test_after_a_move_its_node_waits_a_whole_window_again():
     rig.run(NOW + 119)
     assert rig.api.evicted == ["shop/web-1"]
     rig.run(NOW + 120)
+    assert rig.api.evicted == ["shop/web-1", "shop/web-2"]
+
+
+def test_a_wall_clock_step_forward_does_not_end_a_window_early():
+    rig = Rig()
+    rig.run(NOW)
+    assert rig.run(NOW + 3600, elapsed=10) == 0  # NTP stepped the clock an hour ahead
+    assert rig.run(NOW + 3649, elapsed=49) == 0
+    assert rig.run(NOW + 3650, elapsed=1) == 1  # 60 s past the trigger, by the monotonic clock
+
+
+def test_a_wall_clock_step_back_neither_stalls_a_window_nor_an_interval():
+    rig = Rig(dataclasses.replace(SPEC, mode=model.RebalanceMode.EVICT))
+    second = dataclasses.replace(rig.pod, name="web-2", uid="uid-web-2")
+    rig.cache.upsert_pod(second, ours=True)
+    rig.rebalancer.states.clear()
+    rig.run(NOW)
+    assert rig.run(NOW - 3540, elapsed=60) == 1  # stepped an hour back: still 60 s past
+    rig.cache.remove_pod(rig.pod.uid)
+    # The node's window started over at the move: 60 s later (monotonic) it moves again.
+    assert rig.run(NOW - 3481, elapsed=59) == 0
+    assert rig.run(NOW - 3480, elapsed=1) == 1
     assert rig.api.evicted == ["shop/web-1", "shop/web-2"]
 
 
