@@ -421,13 +421,23 @@ def _pod_affinity_terms(affinity: Mapping[str, Any], kind: str) -> tuple[model.R
     )
 
 
+_POD_GROUP_FIELDS: Final = ("workloadRef", "schedulingGroup")
+"""A pod of a gang (KEP-4671's Workload API, 1.35's spec.workloadRef; KEP-5832's
+spec.schedulingGroup from 1.36): its group must be placed all or nothing, which a
+scheduler placing one pod at a time cannot promise."""
+
+
 def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
     for index, volume in enumerate(_list(spec, "volumes", "spec.volumes")):
         if not isinstance(volume, Mapping):
             raise ParseError(f"spec.volumes[{index}]", "must be an object")
         # Claim-backed volumes are read into PodInfo.volume_claims and decided by
         # core.plugins.volume_binding.
-    return ()
+    return tuple(
+        f"pod groups placed all or nothing (spec.{field})"
+        for field in _POD_GROUP_FIELDS
+        if spec.get(field) is not None
+    )
 
 
 # --- pod fields for the parity plugins (core/plugins) ---------------------------------

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import model, parse
+from metricsched.core import model, parse, profile
 
 
 def test_identity_labels_and_scheduler_are_read(pod):
@@ -310,3 +310,19 @@ def test_corrupting_any_field_of_a_full_pod_raises_only_parse_errors(pod_body, c
         assert error.field
     else:
         assert isinstance(parsed, model.PodInfo)
+
+
+def test_a_pod_of_a_gang_is_refused_not_placed_alone(pod_body):
+    # KEP-4671 (spec.workloadRef, 1.35) and KEP-5832 (spec.schedulingGroup, 1.36): a pod
+    # group is placed all or nothing; one pod at a time would break that
+    for field, value in (
+        ("workloadRef", {"name": "training", "podGroup": "workers"}),
+        ("schedulingGroup", {"podGroupName": "workers"}),
+    ):
+        body = pod_body("worker-0")
+        body["spec"][field] = value
+        found = parse.pod_from_body(body)
+        assert found.unsupported == (f"pod groups placed all or nothing (spec.{field})",)
+        assert "metricsched does not support pod groups placed all or nothing" in (
+            profile.unsupported_reason(found)
+        )
