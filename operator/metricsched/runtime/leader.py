@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -55,6 +56,7 @@ import logging
 import os
 import random
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -195,6 +197,43 @@ class Elector:
             if self._renewal_left() <= 0.0:
                 self._step_down(on_lost)
                 return
+
+    async def run_on_own_thread(
+        self, *, on_started: Callable[[], None], on_lost: Callable[[], None]
+    ) -> None:
+        """``run`` on a thread and event loop of its own, so that the Lease keeps its
+        deadline whatever the scheduling loop is doing (a long cycle, a flood of events):
+        renewals are timed and sent there; ``on_started`` and ``on_lost`` are called back
+        on the caller's loop. ``fence`` reads two floats and is safe from any thread.
+        Cancelling this coroutine stops the thread's loop (within 0.2 s) and waits for it."""
+        caller = asyncio.get_running_loop()
+        stop = threading.Event()
+
+        def started() -> None:
+            caller.call_soon_threadsafe(on_started)
+
+        def lost() -> None:
+            caller.call_soon_threadsafe(on_lost)
+
+        async def until_stopped() -> None:
+            task = asyncio.ensure_future(self.run(on_started=started, on_lost=lost))
+            while not task.done():
+                if stop.is_set():
+                    task.cancel()
+                await asyncio.wait([task], timeout=0.2)
+            if not task.cancelled():
+                task.result()  # an error of the loop is the caller's to see
+
+        worker = asyncio.ensure_future(
+            asyncio.to_thread(asyncio.run, until_stopped())  # the Lease's own loop
+        )
+        try:
+            await asyncio.shield(worker)
+        except asyncio.CancelledError:
+            stop.set()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await worker
+            raise
 
     def _step_down(self, on_lost: Callable[[], None]) -> None:
         self._leading, self._lost = False, True

@@ -425,7 +425,9 @@ class Operator:
                 specs.append(
                     supervise.Spec(
                         "leader-election",
-                        lambda: elector.run(
+                        # On its own thread and loop: the Lease keeps its deadline
+                        # whatever the scheduling loop does.
+                        lambda: elector.run_on_own_thread(
                             on_started=self._started_leading, on_lost=self._lost_leading
                         ),
                         restart=False,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -306,3 +308,40 @@ def test_a_slow_read_dates_the_record_by_its_answer_not_its_sending(
 def test_timing_must_leave_a_margin() -> None:
     with pytest.raises(ValueError, match="renew deadline"):
         leader.Timing(lease_duration_s=10, renew_deadline_s=10, retry_period_s=2)
+
+
+# --- the Lease's own deadline (issue 28, item 4) ------------------------------------------
+
+
+def test_the_lease_renews_on_its_own_thread_while_the_scheduling_loop_is_blocked(
+    leases: FakeLeases,
+) -> None:
+    e = leader.Elector(
+        leases,  # type: ignore[arg-type]
+        namespace="ms",
+        name="metricsched",
+        identity="a",
+        timing=leader.Timing(lease_duration_s=0.6, renew_deadline_s=0.4, retry_period_s=0.05),
+    )
+    started = threading.Event()
+    lost: list[str] = []
+
+    async def go() -> None:
+        task = asyncio.create_task(
+            e.run_on_own_thread(on_started=started.set, on_lost=lambda: lost.append("lost"))
+        )
+        for _ in range(200):
+            await asyncio.sleep(0.02)
+            if started.is_set():
+                break
+        assert started.is_set()
+        before = len(leases.writes)
+        time.sleep(1.5)  # the scheduling loop blocked for longer than the lease
+        assert len(leases.writes) > before + 5  # renewed meanwhile, off this loop
+        assert e.fence() > 0.0 and e.leading
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert lost == []
