@@ -569,3 +569,6 @@ class Decision:
     fallback_kind: FallbackKind | None = None  # set with fallback_reason
     # metric -> what the placed pod's Measured estimate rested on, for people (BIND only)
     estimate_basis: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # metrics whose learned estimate this decision left out: with it no node passed the
+    # thresholds that the samples (and any declared estimate) alone let some node pass
+    estimate_fail_open: tuple[str, ...] = ()
