@@ -22,7 +22,8 @@ Modules:
 - ``policy``: SchedulingPolicy parsing, defaults, validation and selection for a pod.
 - ``promql_guard``: the cluster admin's rules for what a policy may query.
 - ``scoring``: metric values, normalisation, weights, goals, onMissing, burst penalty.
-- ``estimate``: what pods bound since a sample add to it, and the learner's arithmetic.
+- ``estimate``: what pods bound since a sample add to it.
+- ``learning``: what settled binds teach a learned estimate (the learner's arithmetic).
 - ``usage``: measured per-pod usage, each workload's quantile, one pod's estimated usage.
 - ``pod_budget``: caps on what one pod may cost a cycle (terms, tolerations, ...).
 - ``opt_in``: which created pods the opt-in webhook gives this install's scheduler name.

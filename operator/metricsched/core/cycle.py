@@ -36,6 +36,7 @@ MESSAGE_LIMIT: Final = 1024
 """Bytes an event note may hold; kube-scheduler truncates to it the same way."""
 
 NO_FRESH_VALUES: Final = "no fresh metric values for any feasible node"
+FAIL_OPEN_NOTE: Final = "with it no node passes the thresholds the samples allow"
 
 
 def truncate_message(message: str, *, limit: int = MESSAGE_LIMIT) -> str:
@@ -59,6 +60,7 @@ def _decision(
     fallback_kind: model.FallbackKind | None = None,
     verdicts: tuple[model.NodeVerdict, ...] = (),
     estimate_basis: Mapping[str, str] | None = None,
+    estimate_fail_open: tuple[str, ...] = (),
 ) -> model.Decision:
     return model.Decision(
         pod=pod.key,
@@ -70,6 +72,7 @@ def _decision(
         message=truncate_message(message),
         fallback_kind=fallback_kind if fallback_reason else None,
         estimate_basis=estimate_basis or {},
+        estimate_fail_open=estimate_fail_open,
     )
 
 
@@ -100,6 +103,7 @@ def _scored_message(
     runner_up: model.NodeVerdict | None,
     penalty: float,
     basis: Mapping[str, str],
+    ignored: Sequence[str] = (),
 ) -> str:
     parts = [
         f"{metric.metric} {scoring.format_sample(metric, basis=basis.get(metric.metric, ''))}"
@@ -117,6 +121,8 @@ def _scored_message(
     )
     if runner_up is not None:
         text += f"; runner-up {runner_up.node} {scoring.format_score(runner_up.score)}"
+    if ignored:
+        text += f"; learned estimate of {', '.join(ignored)} left out: {FAIL_OPEN_NOTE}"
     return text + ")"
 
 
@@ -438,6 +444,19 @@ def _score_and_select(
 
     # Thresholds and onMissing: Exclude.
     thresholds = metric_threshold.threshold_filter(policy=chosen, values=values)
+    ignored: tuple[str, ...] = ()
+    if not thresholds.passed.any():
+        unlearned = _fail_open(
+            chosen=chosen,
+            pod=pod,
+            table=table,
+            rows=feasible,
+            samples=samples,
+            added=added,
+            metrics=metrics,
+        )
+        if unlearned is not None:
+            added, values, thresholds, ignored = unlearned
     for position, reasons in thresholds.reasons.items():
         verdicts.reject(
             int(feasible[position]),
@@ -542,9 +561,11 @@ def _score_and_select(
             runner_up=runner_up,
             penalty=float(scores.penalties[top[0]]),
             basis=basis,
+            ignored=ignored,
         ),
         verdicts=final,
         estimate_basis=basis,
+        estimate_fail_open=ignored,
     )
 
 
@@ -579,6 +600,55 @@ def _usage(
 ) -> model.PodUsage | None:
     series = metrics.get(model.MetricKey(policy=chosen.key, metric=metric.name))
     return None if series is None else series.usage
+
+
+_Unlearned = tuple[
+    list[columns.Floats], list[columns.Floats], metric_threshold.ThresholdResult, tuple[str, ...]
+]
+
+
+def _fail_open(
+    *,
+    chosen: model.Policy,
+    pod: model.PodInfo,
+    table: columns.NodeTable,
+    rows: columns.Rows,
+    samples: Sequence[tuple[columns.Floats, columns.Floats]],
+    added: Sequence[columns.Floats],
+    metrics: model.MetricView,
+) -> _Unlearned | None:
+    """No node passed the thresholds: if one does without what was learned (each learning
+    metric's estimate without its learned value; declared amounts and the other metrics'
+    estimates stay), the decision goes on without it (DESIGN "Scoring semantics" 6: a
+    learned value is a guess, and one that rules out every node would hold every pod,
+    and with no binds nothing new is learned). Returns the estimates, the values, the
+    threshold result and the metrics left out; None when the samples rule out every node
+    themselves, or nothing learned was counted."""
+    plain = list(added)
+    ignored = []
+    for index, metric in enumerate(chosen.metrics):
+        learned = _learned(metrics, chosen, metric)
+        if learned is None or not estimate.learns(metric):
+            continue
+        without = estimate.estimates(
+            metric=metric,
+            pod=pod,
+            table=table,
+            rows=rows,
+            refreshed=samples[index][1],
+            learned=None,
+            usage=_usage(metrics, chosen, metric),
+        )
+        if not np.array_equal(without, added[index]):
+            plain[index] = without
+            ignored.append(metric.name)
+    if not ignored:
+        return None
+    values = [found + extra for (found, _), extra in zip(samples, plain, strict=True)]
+    thresholds = metric_threshold.threshold_filter(policy=chosen, values=values)
+    if not thresholds.passed.any():
+        return None
+    return plain, values, thresholds, tuple(ignored)
 
 
 def _fallback(

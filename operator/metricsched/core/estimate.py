@@ -7,9 +7,12 @@ scheduler) are not in it yet, nor is the pod being placed. A metric's ``estimate
 - ``Requests`` / ``Limits``: the pod's requests (limits) of ``resource`` x ``factor``,
   over the node's allocatable, so one pod weighs more on a small node;
 - ``Amount``: a stated amount per pod, over the node's allocatable;
-- ``Learned``: a per-pod increment in the metric's units, learned from how the metric
-  moved after past binds (``LearnedEffect.per_pod``, per workload where there is
-  history); nothing until the learner has seen a bind settle.
+- ``Learned`` (opt-in): a per-pod increment learned from how the metric moved after
+  the policy's own past binds (``core.learning``: ``LearnedEffect.per_pod``, per workload
+  where there is history), in the metric's load direction and clamped to
+  ``[0, learning.cap]`` on each node; with ``resource`` it is learned in resource units
+  and applied over each node's allocatable. Nothing until ``learning.MIN_OBSERVATIONS``
+  batches have settled. It never counts in place of the burst penalty.
 
 With ``learn: true`` a declared amount is scaled by the learned ratio of what binds did
 to what was declared (per workload where there is history), so pods that use more than
@@ -22,8 +25,8 @@ placed always counts. The sum is added to the sample in the threshold filter and
 score (``core.cycle``). Policies whose every Prometheus metric declares an estimate need
 no burst penalty (``replaces_burst_penalty``).
 
-Also here, the learner's arithmetic: what one settled batch of binds says
-(``Observation``) and what recent ones say together (``summarise``: medians).
+Also here, what the learner needs to know of a metric (``learns``, ``declared_share``);
+its arithmetic is ``core.learning``.
 
 Purely computational: no I/O, no clocks (times are arguments).
 """
@@ -31,35 +34,30 @@ Purely computational: no I/O, no clocks (times are arguments).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 
-from metricsched.core import columns, model
+from metricsched.core import columns, learning, model
 from metricsched.core import usage as usage_mod
-
-MIN_RATIO, MAX_RATIO = 0.1, 20.0
-"""Bounds of one observed correction of a declared amount."""
-MIN_OBSERVATIONS = 3
-"""Settled batches seen (any workload) before anything learned is applied."""
-MIN_WORKLOAD_OBSERVATIONS = 2
-"""Settled batches of one workload before its own values replace the overall ones."""
 
 
 def replaces_burst_penalty(policy: model.Policy) -> bool:
     """True when every Prometheus metric of ``policy`` declares an estimate or counts
     measured usage (``Measured``, the default of a cpu or memory threshold): the binds
-    are then counted and the burst penalty is not applied."""
+    are then counted and the burst penalty is not applied. A ``Learned`` one does not
+    count: it adds nothing until it has learned, and nothing while it fails open."""
     found = [m for m in policy.metrics if isinstance(m.source, model.PrometheusSource)]
     return bool(found) and all(
         m.estimate.active
         and (m.estimate.declared or m.estimate.source is model.EstimateFrom.MEASURED)
+        and m.estimate.source is not model.EstimateFrom.LEARNED
         for m in found
     )
 
 
 def _sign(metric: model.MetricSpec) -> float:
-    return 1.0 if metric.goal is model.Goal.MINIMIZE else -1.0
+    return learning.direction(metric)
 
 
 def _declared_amounts(
@@ -160,13 +158,9 @@ def estimates(
     ids = recent.workload[live_slots, live_rows]
     if spec.source is model.EstimateFrom.LEARNED:
         assert learned is not None
-        by, overall = learned.per_pod_by_workload, learned.per_pod
-        per_pod = _per_workload(ids, recent.workload_names, by, overall, default=0.0)
-        pending = np.bincount(live_at, weights=per_pod, minlength=size)
-        total: columns.Floats = pending.astype(np.float64) + (
-            _workload_value(pod, by, overall) or 0.0
+        return _learned(
+            metric=metric, pod=pod, table=table, rows=rows, learned=learned, live=(ids, live_at)
         )
-        return total
     ratio = learned if spec.learn else None
     by_ratio = ratio.ratio_by_workload if ratio else {}
     overall_ratio = ratio.ratio if ratio else None
@@ -179,6 +173,40 @@ def estimates(
         share = np.where(available > 0, (pending_amount + own_amount) / available, np.inf)
     signed: columns.Floats = _sign(metric) * share
     return signed
+
+
+def _learned(
+    *,
+    metric: model.MetricSpec,
+    pod: model.PodInfo,
+    table: columns.NodeTable,
+    rows: columns.Rows,
+    learned: model.LearnedEffect,
+    live: tuple[columns.Ints, columns.Ints],
+) -> columns.Floats:
+    """``Learned``: the learned increment of each recent pod still counted (``live``: its
+    workload number and its position in ``rows``) and of ``pod``, in the metric's units
+    on each row (over the row's allocatable when learned in resource units), each within
+    ``[0, learning.cap]``, signed by the goal."""
+    spec = metric.estimate
+    ids, live_at = live
+    by, overall = learned.per_pod_by_workload, learned.per_pod
+    pending = _per_workload(ids, table.recent.workload_names, by, overall, default=0.0)
+    own = np.full(len(rows), _workload_value(pod, by, overall) or 0.0)
+    limit = learning.cap(metric)
+    if spec.resource is not None:
+        # Learned in resource units: each node counts them over its own allocatable (a
+        # node without any can take no pod anyway: it counts the cap).
+        available = allocatable(spec, table)[rows].astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pending = np.where(available[live_at] > 0, pending / available[live_at], limit)
+            own = np.where(available > 0, own / available, limit)
+    pending = np.clip(pending, 0.0, limit)
+    own = np.clip(own, 0.0, limit)
+    total: columns.Floats = _sign(metric) * (
+        np.bincount(live_at, weights=pending, minlength=len(rows)) + own
+    )
+    return total
 
 
 SAME_ROUND_S = 2.0
@@ -340,59 +368,6 @@ def basis(metric: model.MetricSpec, pod: model.PodInfo, usage: model.PodUsage | 
 # --- learning ----------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Observation:
-    """What one settled batch of binds on one node did to a metric."""
-
-    pods: int
-    workload: str  # the batch's one workload, "" when mixed or none
-    delta: float  # sample after the batch settled - sample before its first bind
-    declared: float  # the sum of the batch's declared shares (0 for Learned)
-
-
-def summarise(
-    overall: Sequence[Observation], by_workload: Mapping[str, Sequence[Observation]]
-) -> model.LearnedEffect | None:
-    """What recent observations say: the median per-pod increment (``delta / pods``) and
-    the median ratio of what happened to what was declared (bounded), overall and per
-    workload. Medians, not averages: a node whose background load jumped while its binds
-    settled is one outlier among the observations, not a new estimate for every pod.
-    Nothing until ``MIN_OBSERVATIONS`` (overall) or ``MIN_WORKLOAD_OBSERVATIONS`` (per
-    workload) have been seen."""
-    if len(overall) < MIN_OBSERVATIONS:
-        return None
-    per_pod = {
-        w: _median_per_pod(found)
-        for w, found in by_workload.items()
-        if len(found) >= MIN_WORKLOAD_OBSERVATIONS
-    }
-    ratio = {
-        w: r
-        for w, found in by_workload.items()
-        if len(found) >= MIN_WORKLOAD_OBSERVATIONS and (r := _median_ratio(found)) is not None
-    }
-    return model.LearnedEffect(
-        per_pod=_median_per_pod(overall),
-        per_pod_by_workload=per_pod,
-        ratio=_median_ratio(overall),
-        ratio_by_workload=ratio,
-        observations=len(overall),
-    )
-
-
-def _median_per_pod(found: Sequence[Observation]) -> float:
-    return float(np.median([seen.delta / seen.pods for seen in found]))
-
-
-def _median_ratio(found: Sequence[Observation]) -> float | None:
-    ratios = [
-        min(MAX_RATIO, max(MIN_RATIO, seen.delta / seen.declared))
-        for seen in found
-        if seen.declared
-    ]
-    return float(np.median(ratios)) if ratios else None
-
-
 def learns(metric: model.MetricSpec) -> bool:
     """Whether the runtime must learn from binds for ``metric``."""
     spec = metric.estimate
@@ -400,10 +375,10 @@ def learns(metric: model.MetricSpec) -> bool:
 
 
 def declared_share(
-    metric: model.MetricSpec, table: columns.NodeTable, *, row: int, slot: int
+    metric: model.MetricSpec, table: columns.NodeTable, *, row: int, pod: model.PodInfo
 ) -> float:
-    """What the declared estimate said the ``slot``-th recent pod of ``row`` would add to
-    ``metric`` (its sign included); 0 for Learned and None."""
+    """What the declared estimate said ``pod``, bound to ``row``, would add to ``metric``
+    (its sign included); 0 for Learned and None."""
     spec = metric.estimate
     if spec.source not in (
         model.EstimateFrom.REQUESTS,
@@ -414,5 +389,4 @@ def declared_share(
     size = float(allocatable(spec, table)[row])
     if size <= 0:
         return 0.0
-    amount = float(_declared_amounts(spec, table.recent, np.array([slot]), np.array([row]))[0])
-    return _sign(metric) * amount / size
+    return _sign(metric) * pod_amount(spec, pod) / size

@@ -469,9 +469,11 @@ class MetricSample:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LearnedEffect:
-    """How past binds moved one metric, as the runtime's learner measured them: a pod's
-    increment in the metric's units (``Learned``) and the ratio of what binds did to what
-    the declared estimate said (``learn: true``), overall and per workload."""
+    """How the policy's own past binds moved one metric, as the runtime's learner
+    measured them (``core.learning``): a pod's increment (``Learned``; in the metric's
+    load direction, never negative; in resource units, millicores or bytes, when the
+    estimate names a ``resource``) and the ratio of what binds did to what the declared
+    estimate said (``learn: true``), overall and per workload."""
 
     per_pod: float | None = None
     per_pod_by_workload: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -569,3 +571,6 @@ class Decision:
     fallback_kind: FallbackKind | None = None  # set with fallback_reason
     # metric -> what the placed pod's Measured estimate rested on, for people (BIND only)
     estimate_basis: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # metrics whose learned estimate this decision left out: with it no node passed the
+    # thresholds that the samples (and any declared estimate) alone let some node pass
+    estimate_fail_open: tuple[str, ...] = ()

@@ -476,9 +476,13 @@ def _estimate(
             path=f"{path}.resource",
             problems=problems,
         )
-        if resource is not None and not (declared or measured):
+        # Learned may name one: the metric is then that resource's utilisation ratio, and
+        # the learner works in resource units (core.learning).
+        learned = source is model.EstimateFrom.LEARNED
+        if resource is not None and not (declared or measured or learned):
             problems.add(
-                f"{path}.resource", "applies to from: Requests, Limits, Amount or Measured only"
+                f"{path}.resource",
+                "applies to from: Requests, Limits, Amount, Measured or Learned only",
             )
     factor = _number(
         estimate.get("factor", DEFAULT_ESTIMATE_FACTOR), path=f"{path}.factor", problems=problems

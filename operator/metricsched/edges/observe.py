@@ -110,6 +110,14 @@ class Metrics:
             ["strategy", "reason_kind"],
             registry=r,
         )
+        self.estimate_fail_open = prometheus_client.Counter(
+            "metricsched_estimate_fail_open_total",
+            "Decisions that left a metric's learned estimate out because with it no node "
+            "passed the thresholds the samples allow (the policy's EstimateRulesOutEveryNode "
+            "warning), by policy and metric.",
+            ["policy", "metric"],
+            registry=r,
+        )
         self.policy_fallback = prometheus_client.Gauge(
             "metricsched_policy_fallback_active",
             "1 while a policy's latest decision was taken by its fallback strategy (metrics "
@@ -343,6 +351,13 @@ class Metrics:
             self._fallback_policies.add(policy)
         self.policy_fallback.labels(policy=policy).set(1 if active else 0)
 
+    def count_estimate_fail_open(self, *, policy: str, metric: str) -> None:
+        """One decision of ``policy`` left ``metric``'s learned estimate out (its series is
+        remembered so that ``forget_policy`` can remove it)."""
+        with self._policy_lock:
+            self._policy_metrics.add((policy, metric))
+        self.estimate_fail_open.labels(policy=policy, metric=metric).inc()
+
     def observe_refresh(self, *, policy: str, metric: str, seconds: float) -> None:
         """Record one refresh of a policy's metric (its per-policy series is remembered
         so that ``forget_policy`` can remove it)."""
@@ -356,6 +371,8 @@ class Metrics:
             self._policy_metrics.discard((policy, metric))
         with contextlib.suppress(KeyError):
             self.metric_refresh_duration.remove(policy, metric)
+        with contextlib.suppress(KeyError):
+            self.estimate_fail_open.remove(policy, metric)
 
     def forget_policy(self, policy: str) -> int:
         """Drop every per-policy series of a deleted policy (``"namespace/name"``); return

@@ -18,7 +18,7 @@ Modules:
 - ``refresher``: one PromQL query per metric per interval, answers into the store.
 - ``pod_usage``: running pods' measured usage (the Measured estimate), once per round.
 - ``fair_slots``: the refresher's query slots, round-robin across namespaces.
-- ``learner``: how binds moved each metric whose estimate learns.
+- ``learner``: how the policy's own binds moved each metric whose estimate learns.
 - ``leader``: Lease election and the fence every Binding passes.
 - ``status``: SchedulingPolicy status, written by the leader.
 - ``rebalancer``: leader-only passes that evict what ``core.rebalance`` picks.

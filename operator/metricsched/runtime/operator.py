@@ -116,6 +116,7 @@ class Operator:
             recorder=self.recorder,
             metrics=self.metrics,
             on_fallback_change=self._fallback_changed,
+            on_fail_open_change=self._fail_open_changed,
         )
         self.shadow = shadow_mod.ShadowEvaluator(
             cache=self.cache,
@@ -144,6 +145,7 @@ class Operator:
             shadow=self.shadow.status_block,
             rebalance=self.rebalancer.status_block,
             on_forget=self.scheduler.forget_policy,
+            fail_open=self._fail_open,
         )
         self.refresher = refresher_mod.Refresher(
             source=self.source,
@@ -255,6 +257,25 @@ class Operator:
         else:
             self._post_policy_event(key, topic="fallback", event_type="Normal")
         self.status.mark(key)
+
+    def _fail_open_changed(self, key: model.PolicyKey, metric: str, active: bool) -> None:
+        """A policy's decisions start or stop leaving ``metric``'s learned estimate out."""
+        if active:
+            self._post_policy_event(
+                key,
+                topic=f"estimate/{metric}",
+                event_type="Warning",
+                reason=status_mod.FAIL_OPEN_REASON,
+                action="Schedule",
+                message=status_mod.fail_open_message(metric),
+            )
+        else:
+            self._post_policy_event(key, topic=f"estimate/{metric}", event_type="Normal")
+        self.status.mark(key)
+
+    def _fail_open(self, key: model.PolicyKey) -> frozenset[str]:
+        counters = self.scheduler.counters.get(key)
+        return counters.fail_open if counters is not None else frozenset()
 
     # Kept for callers and tests that drive the watch translation directly.
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:

@@ -53,6 +53,8 @@ class PolicyCounters:
     fallback: int = 0
     fallback_active: bool = False
     fallback_reason: str = ""
+    # metrics whose learned estimate the policy's latest scored decision left out
+    fail_open: frozenset[str] = frozenset()
 
 
 class Scheduler:
@@ -67,6 +69,7 @@ class Scheduler:
         recorder: events.EventRecorder,
         metrics: observe.Metrics,
         on_fallback_change: Callable[[model.PolicyKey, bool, str], None] | None = None,
+        on_fail_open_change: Callable[[model.PolicyKey, str, bool], None] | None = None,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -91,6 +94,7 @@ class Scheduler:
             PolicyCounters
         )
         self._on_fallback_change = on_fallback_change
+        self._on_fail_open_change = on_fail_open_change
         self._rr = 0
         self._binds = asyncio.Semaphore(config.bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -241,6 +245,7 @@ class Scheduler:
         self.metrics.attempt_duration.observe(elapsed)
         logs.log_decision(logger, decision, duration_ms=elapsed * 1000)
         self._track_fallback(decision)
+        self._track_fail_open(decision)
         if decision.outcome is model.Outcome.BIND and decision.node is not None:
             self._rr += 1
             # Built before the assume: nothing may raise between the assume and the bind.
@@ -288,6 +293,25 @@ class Scheduler:
             counters.fallback_reason = decision.fallback_reason
             if self._on_fallback_change is not None:
                 self._on_fallback_change(decision.policy, active, decision.fallback_reason)
+
+    def _track_fail_open(self, decision: model.Decision) -> None:
+        """Count each learned estimate a decision left out; tell when the set of them a
+        policy's scored decisions leave out changes (the cycle says so only on a pod its
+        metrics placed: other outcomes leave the last word standing)."""
+        if decision.policy is None:
+            return
+        for metric in decision.estimate_fail_open:
+            self.metrics.count_estimate_fail_open(policy=decision.policy, metric=metric)
+        if decision.outcome is not model.Outcome.BIND or decision.fallback_reason:
+            return
+        counters = self.counters[decision.policy]
+        now = frozenset(decision.estimate_fail_open)
+        if now == counters.fail_open:
+            return
+        before, counters.fail_open = counters.fail_open, now
+        if self._on_fail_open_change is not None:
+            for metric in sorted(now ^ before):
+                self._on_fail_open_change(decision.policy, metric, metric in now)
 
     async def _bind(self, pod: model.PodInfo, decision: model.Decision, record: str = "") -> None:
         assert decision.node is not None

@@ -25,12 +25,28 @@ from typing import Any
 
 import kubernetes.client.exceptions
 
-from metricsched.core import model, parse, policy, scoring
+from metricsched.core import estimate, model, parse, policy, scoring
 from metricsched.edges import kube, observe, query_rounds
 
 logger = logging.getLogger("metricsched.status")
 
 GROUP, VERSION, PLURAL = "metricsched.io", "v1alpha1", "schedulingpolicies"
+
+LEARNED_CONDITION = "LearnedEstimateApplied"
+"""Shown by policies with a metric whose estimate learns: False while their decisions
+leave a learned estimate out because it would rule out every node (fail-open)."""
+FAIL_OPEN_REASON = "EstimateRulesOutEveryNode"
+"""The condition's reason then, and the Warning Event's on the policy."""
+
+
+def fail_open_message(metrics: str) -> str:
+    """What the condition and the Warning Event say while ``metrics``' learned estimates
+    are left out."""
+    return (
+        f"the learned estimate of {metrics} would rule out every node whose sample is "
+        "within the thresholds: pods are placed without it (fail-open) until it no longer "
+        "does; it keeps learning from this policy's own binds, and its observations expire"
+    )
 
 
 @dataclasses.dataclass(slots=True)
@@ -74,6 +90,7 @@ class PolicyStatus:
         shadow: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
         rebalance: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
         on_forget: Callable[[model.PolicyKey], None] | None = None,
+        fail_open: Callable[[model.PolicyKey], frozenset[str]] | None = None,
     ) -> None:
         self._api = api
         self._policies = policies
@@ -88,6 +105,8 @@ class PolicyStatus:
         # Told when a policy is gone (deleted, or re-created under the same name), so that
         # what others count per policy (the scheduler's counters) is not inherited.
         self._on_forget = on_forget
+        # The metrics whose learned estimate the policy's decisions leave out now.
+        self._fail_open = fail_open
         self.records: dict[model.PolicyKey, PolicyRecord] = {}
         self._dirty: set[model.PolicyKey] = set()
         self._wake = asyncio.Event()
@@ -300,6 +319,19 @@ class PolicyStatus:
             _condition(record, "Ready", *ready),
             _condition(record, "MetricsAvailable", *available),
         ]
+        if pol is not None and any(estimate.learns(m) for m in pol.metrics):
+            left_out = sorted(self._fail_open(key)) if self._fail_open is not None else []
+            learned = (
+                ("False", FAIL_OPEN_REASON, fail_open_message(", ".join(left_out)))
+                if left_out
+                else (
+                    "True",
+                    "Applied",
+                    "learned estimates apply once enough observations agree, and never "
+                    "rule out every node the samples allow",
+                )
+            )
+            conditions.append(_condition(record, LEARNED_CONDITION, *learned))
         status: dict[str, Any] = {
             "observedGeneration": record.generation,
             "conditions": conditions,

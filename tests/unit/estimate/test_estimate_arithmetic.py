@@ -195,6 +195,35 @@ def test_learned_without_history_adds_nothing(decide, cpu_policy, bound, with_po
     assert decision.verdicts[0].metrics[0].estimate == 0.0
 
 
+def test_a_negative_learned_increment_adds_nothing(decide, cpu_policy, bound, with_pods):
+    node = with_pods("node-1", bound("a", "node-1", ago=1))
+    learned = model.LearnedEffect(per_pod=-0.2, observations=5)
+    decision = decide(cpu_policy(spec("Learned")), [node], {"node-1": 0.5}, learned=learned)
+    assert decision.verdicts[0].metrics[0].estimate == 0.0
+
+
+def test_a_learned_increment_counts_at_most_the_thresholds_range_per_pod(
+    decide, cpu_policy, with_pods
+):
+    learned = model.LearnedEffect(per_pod=5.0, observations=5)
+    decision = decide(
+        cpu_policy(spec("Learned")), [with_pods("node-1")], {"node-1": 0.0}, learned=learned
+    )
+    assert decision.node == "node-1"  # 0 + 0.8: still within max 0.8
+    assert decision.verdicts[0].metrics[0].estimate == pytest.approx(0.8)
+
+
+def test_learned_cores_count_over_each_nodes_allocatable(decide, cpu_policy, bound, with_pods):
+    policy = cpu_policy(spec("Learned", resource=model.EstimateResource.CPU))
+    learned = model.LearnedEffect(per_pod=400.0, observations=5)  # millicores per pod
+    small = with_pods("node-1", bound("a", "node-1", ago=1))
+    large = with_pods("node-2", bound("b", "node-2", ago=1), cpu=16000)
+    decision = decide(policy, [small, large], {"node-1": 0.1, "node-2": 0.1}, learned=learned)
+    added = {v.node: v.metrics[0].estimate for v in decision.verdicts}
+    # the recent pod and the new one: 800m of 4 cpu, of 16 cpu
+    assert added == {"node-1": pytest.approx(0.2), "node-2": pytest.approx(0.05)}
+
+
 def test_a_learned_ratio_corrects_a_declared_amount(decide, cpu_policy, bound, with_pods):
     policy = cpu_policy(spec("Requests", amount=0, learn=True))
     recent = bound("a", "node-1", ago=1, cpu=100)
@@ -243,6 +272,8 @@ def test_declared_estimates_on_every_metric_replace_the_burst_penalty(cpu_policy
     assert estimate.replaces_burst_penalty(cpu_policy(spec(), burst_penalty=5))
     learned_by_default = dataclasses.replace(spec("Learned"), declared=False)
     assert not estimate.replaces_burst_penalty(cpu_policy(learned_by_default, burst_penalty=5))
+    # Declared or not, a learned increment adds nothing until it has learned.
+    assert not estimate.replaces_burst_penalty(cpu_policy(spec("Learned"), burst_penalty=5))
     assert not estimate.replaces_burst_penalty(cpu_policy(spec("None"), burst_penalty=5))
 
 

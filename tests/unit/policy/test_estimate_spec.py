@@ -105,13 +105,22 @@ def test_resource_and_amount_must_fit_the_source():
     assert problems_of(estimate={"from": "Amount", "resource": "cpu"}) == (
         "spec.metrics[0].estimate.amount: from: Amount needs an amount, such as 400m or 512Mi",
     )
-    assert problems_of(estimate={"from": "Learned", "resource": "cpu"}) == (
-        "spec.metrics[0].estimate.resource: applies to from: Requests, Limits, Amount or "
-        "Measured only",
+    assert problems_of(estimate={"from": "None", "resource": "cpu"}) == (
+        "spec.metrics[0].estimate.resource: applies to from: Requests, Limits, Amount, "
+        "Measured or Learned only",
     )
     assert problems_of(
         estimate={"from": "Amount", "resource": "cpu", "amount": "400m", "factor": 2}
     ) == ("spec.metrics[0].estimate.factor: applies to from: Requests, Limits or Measured only",)
+
+
+def test_a_learned_estimate_may_name_the_resource_whose_utilisation_it_is():
+    learned = estimate_of(threshold={"max": 0.8}, estimate={"from": "Learned", "resource": "cpu"})
+    assert (learned.source, learned.resource) == (
+        model.EstimateFrom.LEARNED,
+        model.EstimateResource.CPU,
+    )
+    assert estimate_of(estimate={"from": "Learned"}).resource is None  # the metric's units
 
 
 def test_bad_values_are_reported_not_raised_as_crashes():
