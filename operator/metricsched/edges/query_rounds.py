@@ -10,7 +10,7 @@ runtime's refresher (``runtime.refresher``) runs the rounds, for the operator an
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from metricsched.core import model, promql_guard
@@ -49,10 +49,32 @@ class QueryKey(NamedTuple):
 
 
 GuardedGroup = tuple[QueryKey, Members]
+# The rules' verdict on each (query, namespace): why it is refused, None if it is allowed.
+Verdicts = Mapping[tuple[str, str], str | None]
+
+
+def verdicts(
+    policies: Sequence[model.Policy], *, guard: promql_guard.Guard
+) -> dict[tuple[str, str], str | None]:
+    """The admin's rules' verdict on every Prometheus query of ``policies``, for
+    ``guarded_query_groups``. Slow when the guard has not seen the queries: each check
+    parses its query (up to ~10 ms for a large one), so the refresher calls this in a
+    worker thread, never on the event loop (a new leader meets every query uncached)."""
+    found: dict[tuple[str, str], str | None] = {}
+    for policy in policies:
+        for spec in policy.metrics:
+            if isinstance(spec.source, model.PrometheusSource):
+                key = (spec.source.query, policy.namespace)
+                if key not in found:
+                    found[key] = guard.check(spec.source.query, namespace=policy.namespace)
+    return found
 
 
 def guarded_query_groups(
-    policies: Sequence[model.Policy], *, guard: promql_guard.Guard
+    policies: Sequence[model.Policy],
+    *,
+    guard: promql_guard.Guard,
+    known: Verdicts | None = None,
 ) -> list[GuardedGroup]:
     """The Prometheus metrics of ``policies`` grouped by distinct (query, nodeLabel) and
     by what the admin's rules (``guard``) say of the query for each policy's namespace:
@@ -62,13 +84,20 @@ def guarded_query_groups(
     The rules may depend on the namespace (``namespace={namespace}``): the same text is
     allowed in the namespace it names and refused in the others, so policies share an
     answer only when the rules allowed the query to each of them.
+
+    ``known``: verdicts computed beforehand (``verdicts``, off the loop); only a query
+    they lack (a policy that arrived meanwhile) is checked here.
     """
+    known = known or {}
     groups: dict[tuple[str, str, str | None], Members] = {}
     for policy in policies:
         for spec in policy.metrics:
             if isinstance(spec.source, model.PrometheusSource):
                 query = spec.source.query
-                refusal = guard.check(query, namespace=policy.namespace)
+                if (query, policy.namespace) in known:
+                    refusal = known[(query, policy.namespace)]
+                else:
+                    refusal = guard.check(query, namespace=policy.namespace)
                 key = (query, spec.source.node_label, refusal)
                 groups.setdefault(key, []).append((policy, spec))
     return [

@@ -27,7 +27,10 @@
   measured usage (``runtime.pod_usage``: the operator's per-pod queries), which rides
   on those metrics' series to the cycle.
 - A query the admin's rules refuse for a policy's namespace is never sent (the edge
-  groups queries by the rules' verdict and checks each again before sending).
+  groups queries by the rules' verdict and checks each again before sending). The
+  verdicts of a round are computed in a worker thread before it starts: a check parses
+  its query (up to ~10 ms), and a new leader meets every query uncached (2,000 of them
+  on the loop would stall it for 10-20 s, past the Lease's fence).
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ class Refresher:
             await leading.wait()
             self.now.clear()
             try:
-                self.round()
+                self.round(known=await self.verdicts())
             except Exception:
                 logger.exception("metric refresh round failed; retrying at the next tick")
             if self._first is None:
@@ -124,13 +127,33 @@ class Refresher:
         """One round, and wait for all its answers (``metricsched explain``, which decides
         with values as fresh as the operator's, and queries only the policies ``only``
         names: the one that decides the pod, not every namespace's)."""
-        self.round(only=only)
+        self.round(only=only, known=await self.verdicts(only=only))
         while self._in_flight:
             await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
 
-    def round(self, *, only: Collection[model.PolicyKey] | None = None) -> int:
+    async def verdicts(
+        self, *, only: Collection[model.PolicyKey] | None = None
+    ) -> query_rounds.Verdicts | None:
+        """The admin's rules' verdict on every query of the next round, computed in a
+        worker thread (the guard remembers them: later rounds find them at once, and
+        the thread sees only the queries that changed). None when no rules are set
+        (nothing to check)."""
+        guard = self._source.guard
+        if not guard.rules.enabled:
+            return None
+        policies = [p for p in self._cache.policies.values() if only is None or p.key in only]
+        return await asyncio.to_thread(query_rounds.verdicts, policies, guard=guard)
+
+    def round(
+        self,
+        *,
+        only: Collection[model.PolicyKey] | None = None,
+        known: query_rounds.Verdicts | None = None,
+    ) -> int:
         """Start the queries of one round (those not still in flight); returns how many.
-        ``only``: query the metrics of these policies only (None: every policy)."""
+        ``only``: query the metrics of these policies only (None: every policy).
+        ``known``: the rules' verdicts from ``verdicts`` (off the loop); a query they
+        lack is checked here, on the loop."""
         policies = list(self._cache.policies.values())
         self._store.retain(model.MetricKey(p.key, m.name) for p in policies for m in p.metrics)
         self._learner.retain({model.MetricKey(p.key, m.name) for p in policies for m in p.metrics})
@@ -147,7 +170,9 @@ class Refresher:
                 # it too, as the first pods are estimated by it.
                 self._in_flight[_POD_USAGE] = usage_task
                 usage_task.add_done_callback(functools.partial(self._done, _POD_USAGE))
-        for key, members in query_rounds.guarded_query_groups(queried, guard=self._source.guard):
+        for key, members in query_rounds.guarded_query_groups(
+            queried, guard=self._source.guard, known=known
+        ):
             if key in self._in_flight:
                 continue
             task = asyncio.get_running_loop().create_task(

@@ -257,3 +257,64 @@ def test_a_round_for_explain_queries_only_the_policies_it_names() -> None:
     rig.add("theirs", "their_query", namespace="other-team")
     asyncio.run(rig.refresher.refresh_once(only={model.PolicyKey("shop/mine")}))
     assert rig.source.sent == ["my_query"]
+
+
+def _complex_query(i: int, namespace: str = "shop") -> str:
+    """A legal query of 30 regex selectors (~1,300 characters): a few ms to check."""
+    selectors = " + ".join(
+        f'metric_{k}_{i}{{namespace="{namespace}",job=~"job{k}.*|exporter"}}' for k in range(30)
+    )
+    return f"sum by (node) ({selectors})"
+
+
+def test_a_new_leader_checks_two_thousand_uncached_queries_without_stalling_its_loop() -> None:
+    """Regression (issue 28, N7): with query rules on, the first round checked every
+    uncached query on the event loop (2,000 complex ones: many seconds), so the loop
+    missed the Lease's fence. The checks run off the loop; the loop keeps answering."""
+    rig = Rig()
+    rig.source.guard = promql_guard.Guard(
+        promql_guard.Rules(
+            required_matchers=(promql_guard.parse_required_matcher("namespace={namespace}"),)
+        )
+    )
+    for i in range(2000):
+        rig.add(f"p{i}", _complex_query(i))
+    # Refused for its namespace (its selectors name another one): never sent (the fake
+    # source answers whatever it is asked; the real one refuses it again).
+    rig.add("stranger", _complex_query(0, namespace="elsewhere"), namespace="shop")
+
+    async def go() -> float:
+        loop = asyncio.get_running_loop()
+        worst = 0.0
+
+        async def probe() -> None:
+            nonlocal worst
+            while True:
+                before = loop.time()
+                await asyncio.sleep(0.01)
+                worst = max(worst, loop.time() - before - 0.01)
+
+        prober = asyncio.create_task(probe())
+        await asyncio.sleep(0.05)
+        stop, leading = asyncio.Event(), asyncio.Event()
+        leading.set()
+        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=leading))
+        await asyncio.wait_for(rig.refresher.first_round.wait(), 120)
+        stop.set()
+        rig.refresher.now.set()
+        await asyncio.wait_for(task, 10)
+        prober.cancel()
+        return worst
+
+    worst_lag = asyncio.run(go())
+    # Generous: the checks on the loop stalled it ~5 s here; what remains is the round's
+    # own work on 2,000 answers, a full garbage collection (~0.1 s) and a shared host.
+    assert worst_lag < 0.5, f"the loop waited {worst_lag:.2f}s"
+    results = {key: record.metrics["m"] for key, record in rig.status.records.items()}
+    assert len(results) == 2001
+    assert not results[model.PolicyKey("shop/stranger")].queried
+    assert sum(result.queried for result in results.values()) == 2000
+    # The verdicts stay remembered: a later round finds them at once, and still refuses.
+    guard = rig.source.guard
+    assert guard.check(_complex_query(0), namespace="shop") is None
+    assert guard.check(_complex_query(0, namespace="elsewhere"), namespace="shop") is not None
