@@ -69,6 +69,10 @@ class Config:
     pod_usage_max_pods: int = 50_000
     pod_usage_settled_s: float = 120.0  # a pod counts in its workload's quantile once bound so long
     max_result_bytes: int = 8 * 1024 * 1024
+    # Memory bounds (docs/operating.md "Memory"): stored metric values across every
+    # policy (about 100 bytes each: metrics x nodes), and objects per page of a LIST.
+    max_metric_values: int = 1_000_000
+    list_page_size: int = 500
     # More Prometheus credentials (README "Operator flags"): extra headers such as a
     # Mimir/Cortex tenant's X-Scope-OrgID, basic auth, a client certificate. Only the
     # paths of the files holding secrets are kept here.
@@ -316,6 +320,21 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "ResultTooLarge error (default: 8Mi) [METRICSCHED_MAX_RESULT_BYTES]",
     )
     a(
+        "--max-metric-values",
+        type=int,
+        help="metric values (one per metric per node) the operator stores across every "
+        "policy, about 100 bytes each; an answer that would pass it is a ResultTooLarge "
+        "error of its metrics (default: 1000000, for the chart's 512Mi memory limit) "
+        "[METRICSCHED_MAX_METRIC_VALUES]",
+    )
+    a(
+        "--list-page-size",
+        type=int,
+        help="objects per page of the informers' LISTs; lower it when pods are large "
+        "(each page is read and decoded whole), at the cost of more requests per LIST "
+        "(default: 500) [METRICSCHED_LIST_PAGE_SIZE]",
+    )
+    a(
         "--webhook",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -511,6 +530,8 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         max_result_bytes=_byte_size(
             pick("max_result_bytes", "MAX_RESULT_BYTES", "8Mi"), name="MAX_RESULT_BYTES"
         ),
+        max_metric_values=pick_int("max_metric_values", "MAX_METRIC_VALUES", 1_000_000, 1, 10**9),
+        list_page_size=pick_int("list_page_size", "LIST_PAGE_SIZE", 500, 1, 10_000),
         prometheus_headers=headers,
         prometheus_username=username,
         prometheus_password_file=password_file,

@@ -131,11 +131,16 @@ def apply_report(
     sent: bool,
     metrics: observe.Metrics | None = None,
 ) -> list[RefreshResult]:
-    """Store one query's answer for every metric of its group; one result per metric."""
-    reporting = len(report.series.values)
+    """Store one query's answer for every metric of its group; one result per metric.
+    An answer the store refuses (it would pass ``--max-metric-values``) is reported as
+    the store's ``ResultTooLarge``, like any failed query."""
+    series = store.update_shared(
+        [model.MetricKey(policy=policy.key, metric=spec.name) for policy, spec in members],
+        report.series,
+    )
+    reporting = len(series.values)
     results: list[RefreshResult] = []
     for index, (policy, spec) in enumerate(members):
-        store.update(model.MetricKey(policy=policy.key, metric=spec.name), report.series)
         if metrics is not None and sent:
             metrics.observe_refresh(policy=policy.key, metric=spec.name, seconds=report.duration_s)
         results.append(
@@ -144,8 +149,8 @@ def apply_report(
                 metric=spec.name,
                 nodes_reporting=reporting,
                 nodes_missing=max(len(nodes) - reporting, 0),
-                error=report.series.error,
-                error_message=report.series.error_message,
+                error=series.error,
+                error_message=series.error_message,
                 duration_s=report.duration_s,
                 series_unknown_node=report.series_unknown_node,
                 series_duplicate=report.series_duplicate,

@@ -73,6 +73,7 @@ class ClusterState:
         resources: tuple[informer.Resource, ...] = RESOURCES,
         sync_bound_s: float = SYNC_BOUND_S,
         clock: Callable[[], float] = time.monotonic,
+        page: int = informer.PAGE,
     ) -> None:
         self._cache = cache
         self._watches = watches
@@ -88,7 +89,7 @@ class ClusterState:
             "CSINode": watches.on_csi_node,
             "VolumeAttachment": watches.on_volume_attachment,
         }
-        self.reflectors = [informer.Reflector(api, r, self) for r in resources]
+        self.reflectors = [informer.Reflector(api, r, self, page=page) for r in resources]
         self._unlisted = {r.kind for r in resources}  # not listed yet, or re-listing
         self._failing: dict[str, str] = {}
         self.consistent = watches.consistent
@@ -211,7 +212,11 @@ class ClusterState:
 
 
 async def list_pending(
-    api: kube_http.AsyncApi, watches: watches_mod.Watches, scheduler_names: frozenset[str]
+    api: kube_http.AsyncApi,
+    watches: watches_mod.Watches,
+    scheduler_names: frozenset[str],
+    *,
+    page: int = informer.PAGE,
 ) -> int:
     """LIST our unassigned pods into the cache and queue (at start, and to reconcile
     kopf's pending set after it re-lists); what the cache has pending and the LIST lacks
@@ -220,7 +225,7 @@ async def list_pending(
     resource = informer.Resource(
         "Pod", "/api/v1/pods", watches_mod.pending_selector(scheduler_names)
     )
-    await informer.Reflector(api, resource, sink).list_once()
+    await informer.Reflector(api, resource, sink, page=page).list_once()
     ghosts = watches.cache.pending_ghosts(sink.keys, list_version=sink.version)
     for uid in ghosts:
         watches.cache.leave_pending(uid)

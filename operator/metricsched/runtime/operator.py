@@ -90,7 +90,7 @@ class Operator:
         self.health = observe.HealthState()
         self.cache = cache_mod.ClusterCache()
         self.queue = queue_mod.SchedulingQueue(ordering=self._ordering)
-        self.store = metric_store.MetricStore()
+        self.store = metric_store.MetricStore(max_values=config.max_metric_values)
         self.source = prom.PrometheusClient(
             prom.PrometheusConfig.from_config(config), metrics=self.metrics
         )
@@ -202,6 +202,7 @@ class Operator:
             watches=self.watches,
             metrics=self.metrics,
             health=self.health,
+            page=config.list_page_size,
         )
         self._informers_first: asyncio.Task[None] | None = None
         self.reconciler = reconcile_mod.Reconciler(
@@ -304,7 +305,9 @@ class Operator:
                     "install it with `kubectl apply -f crds/` (the Helm chart does this)"
                 ) from e
             raise
-        await informers_mod.list_pending(self.http, self.watches, self.config.scheduler_names)
+        await informers_mod.list_pending(
+            self.http, self.watches, self.config.scheduler_names, page=self.config.list_page_size
+        )
 
     async def load_once(self) -> None:
         """Every kind listed once, without watches, then what ``initial_sync`` lists (the

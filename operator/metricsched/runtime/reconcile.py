@@ -119,7 +119,10 @@ class Reconciler:
         """One reconciliation: (pending pods, policies) removed; None if a LIST failed."""
         try:
             pods = await informers.list_pending(
-                self._api, self._watches, self._watches.config.scheduler_names
+                self._api,
+                self._watches,
+                self._watches.config.scheduler_names,
+                page=self._watches.config.list_page_size,
             )
             policies = await informers.list_policies(self._api, self._watches)
         except Exception as e:

@@ -155,3 +155,72 @@ def test_concurrent_updates_and_views_stay_consistent(store: metric_store.Metric
     assert errors == []
     assert {k: s.values[A].value for k, s in store.view().items()} == dict.fromkeys(keys, 299.0)
     assert store.version == 8 * 300
+
+
+# --- the operator-wide cap on stored values (issue 28, N8) ----------------------------
+
+WEB = model.PolicyKey("shop/web")
+OTHER = model.PolicyKey("team/other")
+
+
+def _answer(count: int, at: float = 10.0) -> model.MetricSeries:
+    return ok(at, **{f"node_{i}": float(i) for i in range(count)})
+
+
+def test_an_answer_that_would_pass_the_cap_is_refused_and_the_others_keep_theirs() -> None:
+    store = metric_store.MetricStore(max_values=10)
+    first, second = model.MetricKey(WEB, "a"), model.MetricKey(OTHER, "b")
+    assert store.update_shared([first], _answer(6)).error is None
+    refused = store.update_shared([second], _answer(6))
+    assert refused.error is model.QueryErrorKind.RESULT_TOO_LARGE
+    assert "6 values" in refused.error_message
+    assert "cap of 10 stored values" in refused.error_message
+    assert "--max-metric-values" in refused.error_message
+    view = store.view()
+    assert len(view[first].values) == 6
+    assert view[second].values == {}
+    assert view[second].error is model.QueryErrorKind.RESULT_TOO_LARGE
+    assert store.values == 6
+    assert store.update_shared([second], _answer(4)).error is None  # what fits is stored
+    assert store.values == 10
+
+
+def test_a_refused_metric_keeps_its_last_values_to_age_out() -> None:
+    store = metric_store.MetricStore(max_values=10)
+    mine, theirs = model.MetricKey(WEB, "a"), model.MetricKey(OTHER, "b")
+    store.update_shared([mine], _answer(3, at=10.0))
+    store.update_shared([theirs], _answer(6))
+    grown = store.update_shared([mine], _answer(5, at=20.0))
+    assert grown.error is model.QueryErrorKind.RESULT_TOO_LARGE
+    kept = store.view()[mine]
+    assert len(kept.values) == 3
+    assert {s.refreshed_at for s in kept.values.values()} == {10.0}
+    assert store.values == 9
+
+
+def test_a_metric_replacing_its_own_values_needs_room_only_for_the_difference() -> None:
+    store = metric_store.MetricStore(max_values=10)
+    key = model.MetricKey(WEB, "a")
+    store.update_shared([key], _answer(8))
+    assert store.update_shared([key], _answer(10, at=20.0)).error is None
+    assert store.values == 10
+
+
+def test_an_answer_shared_by_several_metrics_counts_once() -> None:
+    store = metric_store.MetricStore(max_values=10)
+    keys = [model.MetricKey(model.PolicyKey(f"shop/p{i}"), "m") for i in range(5)]
+    assert store.update_shared(keys, _answer(8)).error is None
+    assert store.values == 8
+    store.retain(keys[:2])
+    assert store.values == 8  # still held by two
+    store.retain([])
+    assert store.values == 0
+
+
+def test_learned_effects_and_usage_do_not_change_the_count() -> None:
+    store = metric_store.MetricStore(max_values=10)
+    key = model.MetricKey(WEB, "a")
+    store.update_shared([key], _answer(4))
+    store.set_learned(key, model.LearnedEffect(per_pod=1.0))
+    store.update(key, failed(30.0))
+    assert store.values == 4

@@ -318,3 +318,22 @@ def test_a_new_leader_checks_two_thousand_uncached_queries_without_stalling_its_
     guard = rig.source.guard
     assert guard.check(_complex_query(0), namespace="shop") is None
     assert guard.check(_complex_query(0, namespace="elsewhere"), namespace="shop") is not None
+
+
+def test_a_metric_whose_answer_would_pass_the_operator_wide_cap_reports_result_too_large() -> None:
+    """Regression (issue 28, N8): stored values grew as metrics x nodes with no bound, so
+    enough policies took every leader past its memory limit in turn. Past the cap, the
+    metric's answer is refused with a condition and a MetricQueryFailed event."""
+    rig = Rig()
+    rig.store.max_values = 1  # each of the fake's answers holds one node's value
+    rig.add("first", "first_query")
+    rig.add("second", "second_query")
+    asyncio.run(rig.refresher.refresh_once())
+    results = {key: record.metrics["m"] for key, record in rig.status.records.items()}
+    errors = sorted(str(r.error) for r in results.values())
+    assert errors == ["None", "ResultTooLarge"]
+    refused = next(r for r in results.values() if r.error is not None)
+    assert "--max-metric-values" in refused.error_message
+    assert refused.nodes_reporting == 0
+    assert rig.events.count("MetricQueryFailed") == 1
+    assert rig.store.values == 1
