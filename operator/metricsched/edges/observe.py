@@ -226,6 +226,24 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.webhook_serving = prometheus_client.Gauge(
+            "metricsched_webhook_serving",
+            "1 while this replica's admission webhook server listens; 0 while it does not (not "
+            "started yet, kopf restarting it, a certificate change): the API server then "
+            "creates pods unchanged (failurePolicy Ignore). 0 with the webhook off.",
+            registry=r,
+        )
+        self.metric_values = prometheus_client.Gauge(
+            "metricsched_metric_values",
+            "Metric values (one per metric per node) the operator stores across every policy "
+            "(an answer shared by several metrics counted once).",
+            registry=r,
+        )
+        self.metric_values_limit = prometheus_client.Gauge(
+            "metricsched_metric_values_limit",
+            "--max-metric-values: past it, an answer is its metrics' ResultTooLarge.",
+            registry=r,
+        )
         self.rebalance_evictions = prometheus_client.Counter(
             "metricsched_rebalance_evictions_total",
             "Rebalancing: pods a policy moved off nodes past its trigger, by policy and result "

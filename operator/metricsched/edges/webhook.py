@@ -7,6 +7,13 @@ logged, counted, and the pod goes on as it came), and the MutatingWebhookConfigu
 cannot answer at all. It reads nothing from the API: the configuration's namespaceSelector
 already sent only the pods of opted-in namespaces. Every replica serves it, leader or not:
 admission cannot wait for an election.
+
+While the server does not listen (not started yet, kopf restarting it after API errors, a
+certificate change), the API server creates pods unchanged and they go to
+default-scheduler for good (schedulerName is immutable). Nothing here can count those:
+the API server does (``apiserver_admission_webhook_fail_open_count``, the chart's
+MetricschedWebhookFailOpen alert). What this side says: ``metricsched_webhook_serving``
+and readiness (subsystem ``webhook``) are false while it does not listen.
 """
 
 from __future__ import annotations
@@ -29,19 +36,47 @@ PATH = f"/{HANDLER_ID}"
 ERROR = "Error"
 
 
+SUBSYSTEM = "webhook"  # its key in observe.HealthState's readiness
+
+
 class WebhookServer(kopf.WebhookServer):
-    """kopf's HTTPS server, which also gives each pod its request's namespace.
+    """kopf's HTTPS server, which also gives each pod its request's namespace, and says
+    whether it listens (``health``, ``metrics``).
 
     The API server fills in a new object's namespace only after admission: a pod created
     by a ReplicaSet reaches the webhook without ``metadata.namespace``, which the
     AdmissionReview carries in ``request.namespace``."""
 
+    def __init__(
+        self,
+        *,
+        health: observe.HealthState | None = None,
+        metrics: observe.Metrics | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._health = health
+        self._metrics = metrics
+        self._serving(False, "webhook: not serving yet")
+
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         async def with_namespace(request: Any, **kwargs: Any) -> Any:
             return await fn(with_request_namespace(request), **kwargs)
 
-        async for client_config in super().__call__(with_namespace):
-            yield client_config
+        try:
+            # kopf yields a client configuration once the server listens (and again on a
+            # certificate change); the generator ends when the server stops.
+            async for client_config in super().__call__(with_namespace):
+                self._serving(True, "webhook serving")
+                yield client_config
+        finally:
+            self._serving(False, "webhook: the server stopped; pods are created unchanged")
+
+    def _serving(self, serving: bool, reason: str) -> None:
+        if self._health is not None:
+            self._health.set_ready(serving, reason, subsystem=SUBSYSTEM)
+        if self._metrics is not None:
+            self._metrics.webhook_serving.set(1 if serving else 0)
 
 
 def with_request_namespace(request: Any) -> Any:
@@ -57,9 +92,17 @@ def with_request_namespace(request: Any) -> Any:
     return request
 
 
-def server(config: Config) -> WebhookServer:
-    """The server of ``--webhook``: the certificate files are re-read when they change."""
+def server(
+    config: Config,
+    *,
+    health: observe.HealthState | None = None,
+    metrics: observe.Metrics | None = None,
+) -> WebhookServer:
+    """The server of ``--webhook``: the certificate files are re-read when they change.
+    ``health``: readiness is false (subsystem ``webhook``) while it does not listen."""
     return WebhookServer(
+        health=health,
+        metrics=metrics,
         addr=config.webhook_bind_address,
         port=config.webhook_port,
         certfile=config.webhook_cert_file,

@@ -91,6 +91,8 @@ class Operator:
         self.cache = cache_mod.ClusterCache()
         self.queue = queue_mod.SchedulingQueue(ordering=self._ordering)
         self.store = metric_store.MetricStore(max_values=config.max_metric_values)
+        self.metrics.metric_values.set_function(lambda: self.store.values)
+        self.metrics.metric_values_limit.set(config.max_metric_values)
         self.source = prom.PrometheusClient(
             prom.PrometheusConfig.from_config(config), metrics=self.metrics
         )

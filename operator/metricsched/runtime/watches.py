@@ -593,7 +593,7 @@ def build_registry(w: Watches) -> kopf.OperatorRegistry:
         if w.config.webhook_enabled:
             # The chart owns the MutatingWebhookConfiguration: kopf only serves it
             # (settings.admission.managed stays None).
-            settings.admission.server = webhook.server(w.config)
+            settings.admission.server = webhook.server(w.config, health=w.health, metrics=w.metrics)
 
     if w.config.webhook_enabled:
         webhook.register(registry, config=w.config, metrics=w.metrics)
