@@ -32,6 +32,9 @@ ALERTS = {
     "MetricschedShadowDrops",
     "MetricschedRebalanceStuck",
 }
+# Only with the webhook on (webhook.enabled): the promtool tests render it so.
+WEBHOOK = "webhook.enabled=true"
+WEBHOOK_ALERTS = {"MetricschedWebhookFailOpen", "MetricschedWebhookErrors"}
 
 
 def _promtool() -> str:
@@ -49,7 +52,7 @@ def _rule(*sets: str) -> ch.Manifest:
 
 def _rules_file(directory: Path, *sets: str) -> Path:
     path = directory / "rules.yaml"
-    path.write_text(yaml.safe_dump({"groups": _rule(*sets)["spec"]["groups"]}))
+    path.write_text(yaml.safe_dump({"groups": _rule(WEBHOOK, *sets)["spec"]["groups"]}))
     return path
 
 
@@ -62,6 +65,24 @@ def test_the_rule_is_off_by_default_and_every_alert_is_on_with_it() -> None:
     assert set(_alerts(_rule())) == ALERTS
 
 
+def test_the_webhook_alerts_come_with_the_webhook() -> None:
+    assert set(_alerts(_rule(WEBHOOK))) == ALERTS | WEBHOOK_ALERTS
+    off = _rule(
+        WEBHOOK,
+        "prometheusRule.alerts.webhookFailOpen.enabled=false",
+        "prometheusRule.alerts.webhookErrors.enabled=false",
+    )
+    assert set(_alerts(off)) == ALERTS
+
+
+def test_the_fail_open_alert_reads_the_api_servers_count_for_our_webhook_only() -> None:
+    rule = _rule(WEBHOOK, 'prometheusRule.alerts.webhookFailOpen.apiserverSelector=job="kas"')
+    expr = str(_alerts(rule)["MetricschedWebhookFailOpen"]["expr"])
+    webhook = ch.one(ch.render(WEBHOOK), "MutatingWebhookConfiguration")
+    (name,) = [w["name"] for w in webhook["webhooks"]]
+    assert f'apiserver_admission_webhook_fail_open_count{{job="kas",name="{name}"}}' in expr
+
+
 def test_promtool_accepts_the_rendered_rules(tmp_path: Path) -> None:
     out = subprocess.run(
         [_promtool(), "check", "rules", str(_rules_file(tmp_path))],
@@ -70,7 +91,7 @@ def test_promtool_accepts_the_rendered_rules(tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert f"SUCCESS: {len(ALERTS)} rules found" in out.stdout
+    assert f"SUCCESS: {len(ALERTS | WEBHOOK_ALERTS)} rules found" in out.stdout
 
 
 @pytest.mark.parametrize("tests", ALERT_TESTS, ids=lambda p: p.name.removesuffix("_test.yaml"))
@@ -94,7 +115,7 @@ def test_every_alert_has_a_promtool_test_that_fires_it() -> None:
             for case in test.get("alert_rule_test", []):
                 if case.get("exp_alerts"):
                     fired.add(case["alertname"])
-    assert fired == ALERTS
+    assert fired == ALERTS | WEBHOOK_ALERTS
 
 
 def test_the_alerts_read_only_metrics_the_operator_exports() -> None:
@@ -104,7 +125,7 @@ def test_the_alerts_read_only_metrics_the_operator_exports() -> None:
     counters = {n.removesuffix("_total") for n in exported}
     used = {
         name
-        for alert in _alerts(_rule()).values()
+        for alert in _alerts(_rule(WEBHOOK)).values()
         for name in re.findall(r"\bmetricsched_\w+", str(alert["expr"]))
     }
     assert used
@@ -118,7 +139,7 @@ def test_every_alert_links_its_runbook_entry() -> None:
     headings = {
         m.lower() for m in re.findall(r"^#+\s+`?(Metricsched\w+)`?\s*$", runbook, re.MULTILINE)
     }
-    for name, alert in _alerts(_rule()).items():
+    for name, alert in _alerts(_rule(WEBHOOK)).items():
         annotations = alert["annotations"]
         assert isinstance(annotations, dict)
         assert annotations["runbook_url"] == f"docs/operating.md#{name.lower()}"
