@@ -18,14 +18,12 @@ operator of a checkout before it (it lacks the per-pod flags, which the variable
         make e2e PYTEST_ARGS='tests/e2e/scheduling/test_default_estimate.py -s'
 
 The test bed's rules rate over [30s], not [5m] (hack/prometheus-rules.yml says why), so
-the operator's per-pod query does the same, and its settle time for siblings is 20 s
-(the pods ramp in 5-10 s): the windows of the two queries are kept equal, as the docs
-tell users to.
+the session's operator runs its per-pod query over the same window, with a settle time
+of 20 s for siblings (the pods ramp in 5-10 s): ``conftest.POD_USAGE_FLAGS``.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Iterator
@@ -34,7 +32,14 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Cluster, wait_for
-from tests.e2e.scheduling.conftest import METRICS_ONLY, REFRESH_S, OperatorProcess, apply_policy
+from tests.e2e.scheduling.conftest import (
+    BEFORE_ISSUE_27,
+    METRICS_ONLY,
+    POD_USAGE_WINDOW,
+    REFRESH_S,
+    OperatorProcess,
+    apply_policy,
+)
 from tests.e2e.scheduling.pools import Pool
 from tests.e2e.scheduling.test_load_model import (
     PREFIX,
@@ -49,11 +54,7 @@ from tests.e2e.scheduling.test_load_model import (
 NODES = [("4", 0.10), ("4", 0.70), ("8", 0.10), ("16", 0.60)]
 BEFORE, AFTER = 2, 18
 THRESHOLD = 0.8
-WINDOW = "30s"
-POD_CPU_QUERY = (
-    "sum by (namespace, pod) (max by (namespace, pod, container) "
-    f'(rate(container_cpu_usage_seconds_total{{container!="", image!=""}}[{WINDOW}])))'
-)
+WINDOW = POD_USAGE_WINDOW
 
 
 class CountersPool(Pool):
@@ -85,22 +86,6 @@ def pool(cluster: Cluster, namespace: str) -> Iterator[CountersPool]:
     cluster.apps.delete_collection_namespaced_deployment(namespace)
     cluster.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
     made.delete()
-
-
-BEFORE_ISSUE_27 = os.environ.get("METRICSCHED_E2E_BEFORE_ISSUE_27") == "1"
-
-
-@pytest.fixture
-def measuring_operator(cluster: Cluster, crd: None) -> Iterator[OperatorProcess]:
-    flags = [
-        f"--pod-usage-cpu-query={POD_CPU_QUERY}",
-        "--pod-usage-memory-query=",
-        "--pod-usage-settle-time=20s",
-    ]
-    op = OperatorProcess(cluster, extra_args=[] if BEFORE_ISSUE_27 else flags)
-    op.start()
-    yield op
-    op.stop()
 
 
 def deployment(pool: Pool, replicas: int) -> dict[str, Any]:
@@ -185,7 +170,7 @@ def settled(
 
 def test_a_scale_out_under_a_threshold_alone_leaves_no_node_above_it(
     cluster: Cluster,
-    measuring_operator: OperatorProcess,
+    operator: OperatorProcess,
     namespace: str,
     pool: CountersPool,
 ) -> None:
