@@ -34,14 +34,16 @@ What this loop guarantees, all on the monotonic clock:
   release's namespace can) must not give two binders (issue 28, N14). The leader closes
   its fence at once and steps down when a renewal finds the Lease gone (404), naming
   another holder or none, or changed between its read and its write (409): it never
-  re-creates a Lease it held. A replica that acquires a Lease it did not see expire
-  (created after a 404, or taken while it named no holder) may have a previous holder
-  still inside its fence, which it cannot see: it holds the Lease but keeps its own fence
+  re-creates a Lease it held. A replica that finds no Lease (deleted, or never there)
+  creates it only after seeing it absent for a whole lease duration, on its own clock
+  from the first answer that showed it absent: a deleted Lease's holder may still be
+  inside its fence, which cannot be seen, and by then that fence has closed, so no
+  Binding of the old holder comes after the new one holds the Lease. A replica that takes
+  a Lease naming no holder (released, not seen to expire) holds it but keeps its own fence
   closed (no Binding, no eviction; ``on_started`` not called) for a whole lease duration
-  from the answer that showed the Lease gone or free, the same margin a standby keeps
-  when it takes an expired Lease. client-go leads at once in both cases; the price here
-  is that the first replica of a new install starts scheduling one lease duration (15 s)
-  after it created the Lease.
+  from the answer that showed it free, the same margin a standby keeps when it takes an
+  expired Lease. client-go leads at once in both cases; the price here is that the first
+  replica of a new install starts scheduling one lease duration (15 s) after it starts.
 """
 
 from __future__ import annotations
@@ -137,6 +139,8 @@ class Elector:
         # Monotonic time before which this replica must not write as leader even while it
         # holds the Lease: it acquired one it did not see expire (see the module docstring).
         self._hold_until = -float("inf")
+        # Monotonic time of the first answer, of those since, that showed no Lease at all.
+        self._absent_since: float | None = None
         # Why the Lease is no longer ours although a renewal was not due to fail yet ("" if
         # it is): set from the worker thread, read by ``fence`` from any thread.
         self._revoked = ""
@@ -291,7 +295,16 @@ class Elector:
                 return False
             if self._lost:
                 return False
-            self._hold(self._clock())
+            # Gone, or never there: a holder may have been inside its fence when it was
+            # deleted, and it cannot be seen. Create it only after seeing it absent for a
+            # whole lease duration (on this replica's clock, from the first answer that
+            # showed it absent): by then any previous holder's fence has closed, and no
+            # Binding of its can come after this replica holds the Lease.
+            absent_at = self._clock()
+            if self._absent_since is None:
+                self._absent_since = absent_at
+            if absent_at - self._absent_since < self.timing.lease_duration_s:
+                return False
             body = self._body(None, acquiring=True)
             kube.read_json(
                 self._api.create_namespaced_lease(
@@ -302,6 +315,7 @@ class Elector:
         # The record is as the API server read it somewhere between sending and now: date
         # it by the answer's arrival, so that a slow read never makes it look older.
         received_at = self._clock()
+        self._absent_since = None
         record = LeaseRecord.from_body(current)
         if self._leading and record.holder != self.identity:
             self._revoke(f"now names {record.holder!r} as its holder")

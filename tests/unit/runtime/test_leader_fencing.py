@@ -114,9 +114,10 @@ def _attempt(e: leader.Elector) -> bool:
 
 
 def _lead(e: leader.Elector, clock: Clock) -> None:
-    """``e`` creates the Lease, and leads once a lease duration has passed (it did not see
-    the Lease expire: a holder may have deleted it, see the N14 tests below)."""
-    assert _attempt(e)
+    """``e`` finds no Lease, creates it once it has seen it absent for a lease duration (a
+    holder may have deleted it and still be inside its fence: tests/unit/runtime/
+    test_lease_taken.py), and leads at once."""
+    assert not _attempt(e)
     clock.now += e.timing.lease_duration_s
     assert _attempt(e)
     assert e.fence() == pytest.approx(10.0)
@@ -124,12 +125,14 @@ def _lead(e: leader.Elector, clock: Clock) -> None:
 
 def test_the_first_replica_creates_the_lease_and_leads(leases: FakeLeases, clock: Clock) -> None:
     a = _elector(leases, clock, "a")
+    assert not _attempt(a)  # no Lease: absent for a lease duration before it is created
+    assert leases.writes == []
+    clock.now += 14.9
+    assert not _attempt(a)
+    clock.now += 0.1
     assert _attempt(a)
     assert a.leading
     assert leases.writes == ["a"]
-    assert a.fence() == 0.0  # a Lease it did not see expire: held a lease duration first
-    clock.now += 15.0
-    assert _attempt(a)
     assert a.fence() == pytest.approx(10.0)
 
 
@@ -137,7 +140,7 @@ def test_a_standby_takes_over_only_after_seeing_the_same_record_for_a_whole_leas
     leases: FakeLeases, clock: Clock
 ) -> None:
     a, b = _elector(leases, clock, "a"), _elector(leases, clock, "b")
-    assert _attempt(a)
+    _lead(a, clock)
     assert not _attempt(b)  # b starts watching the record now
     clock.now += 14.9
     assert not _attempt(b)
@@ -150,7 +153,7 @@ def test_a_standby_takes_over_only_after_seeing_the_same_record_for_a_whole_leas
 
 def test_renewals_keep_a_standby_out(leases: FakeLeases, clock: Clock) -> None:
     a, b = _elector(leases, clock, "a"), _elector(leases, clock, "b")
-    assert _attempt(a)
+    _lead(a, clock)
     for _ in range(20):
         assert not _attempt(b)
         clock.now += 2.0
@@ -234,6 +237,9 @@ def test_an_acquiring_write_whose_answer_was_lost_leads_at_the_next_attempt(
     if lease_exists:  # a free Lease (a holder that released it): taken with a PUT
         leases.lease = {"metadata": {"resourceVersion": "7"}, "spec": {"holderIdentity": ""}}
     a = _elector(leases, clock, "a")
+    if not lease_exists:  # no Lease: created once seen absent for a lease duration
+        assert not _attempt(a)
+        clock.now += a.timing.lease_duration_s
     leases.lose_answers = urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out")  # type: ignore[arg-type]
     assert not _attempt(a)
     assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == "a"
@@ -243,9 +249,10 @@ def test_an_acquiring_write_whose_answer_was_lost_leads_at_the_next_attempt(
     assert _attempt(a)
     assert a.leading
     assert leases.writes == ["a", "a"]  # renewed with the resourceVersion it read
-    assert a.fence() == 0.0  # gone or free, not seen to expire: held a lease duration
-    clock.now += 13.0
-    assert _attempt(a)
+    if lease_exists:
+        assert a.fence() == 0.0  # free, not seen to expire: held a lease duration
+        clock.now += 13.0
+        assert _attempt(a)
     assert a.fence() == pytest.approx(10.0)
 
 
