@@ -42,6 +42,11 @@ logger = logging.getLogger("metricsched.informers")
 
 Handler = Callable[[str | None, Mapping[str, Any]], None]
 
+SUSPECT_S = 65.0
+"""A watch that delivers nothing for this long (the API server bookmarks each about once a
+minute) is suspect: no decision until it delivers again or its kind is re-listed (at
+``informer.IDLE_TIMEOUT_S``); kopf's own pod watch reconnects at 70 s."""
+
 SYNC_BOUND_S = 60.0
 """How long the cluster state may stay unlisted (at start, or re-listing) before /readyz
 turns false with the reason: a LIST that cannot complete is said, not waited on silently."""
@@ -96,6 +101,8 @@ class ClusterState:
         self._clock = clock
         self._sync_bound_s = sync_bound_s
         self._inconsistent_since: float | None = clock()
+        self._heard: dict[str, float] = {}  # kind -> when its LIST or watch last delivered
+        self._silent: set[str] = set()  # kinds whose watch is past SUSPECT_S without a line
 
     async def run(self, stop: asyncio.Event) -> None:
         """Every reflector until ``stop`` (each retries its own failures), and the sync
@@ -129,7 +136,8 @@ class ClusterState:
         ERROR is logged (again each bound), until the state is whole again."""
         reported = 0.0
         while not stop.is_set():
-            await supervise.pause(min(5.0, self._sync_bound_s / 4), stop)
+            await supervise.pause(min(1.0, self._sync_bound_s / 4), stop)
+            self.check_silence()
             since = self._inconsistent_since
             if since is None or self.consistent.is_set():
                 if reported:
@@ -142,6 +150,35 @@ class ClusterState:
                 logger.error("%s; not scheduling until it is", reason)
                 self._health.set_ready(False, reason, subsystem="sync")
                 reported = self._clock()
+
+    def check_silence(self) -> None:
+        """No decision on a kind whose watch has been silent past ``SUSPECT_S``: the API
+        server sends every watch a bookmark about once a minute, so such a watch is
+        probably stalled (the informer re-lists it at ``informer.IDLE_TIMEOUT_S``), and a
+        pod decided meanwhile could go where another scheduler's pods already are (kopf's
+        own watch of our pending pods reconnects at 70 s, before that re-list). Decisions
+        resume once the kind delivers a line (an event or a bookmark) or is listed."""
+        now = self._clock()
+        silent = {
+            kind
+            for kind, heard in self._heard.items()
+            if kind not in self._unlisted and now - heard > SUSPECT_S
+        }
+        if silent and not self._silent:
+            logger.warning(
+                "no event or bookmark from the %s watch for %gs: not scheduling until it "
+                "delivers or is listed again",
+                ", ".join(sorted(silent)),
+                SUSPECT_S,
+            )
+            self.consistent.clear()
+            if self._inconsistent_since is None:
+                self._inconsistent_since = now
+        self._silent = silent
+        if not silent and not self._unlisted and not self.consistent.is_set():
+            logger.info("every watch delivering: scheduling")
+            self.consistent.set()
+            self._inconsistent_since = None
 
     # --- informer.Sink -------------------------------------------------------------------
 
@@ -170,7 +207,7 @@ class ClusterState:
             logger.warning("%s re-list: removed %d deleted while unwatched", kind, removed)
         self._unlisted.discard(kind)
         self._delivered(kind)
-        if not self._unlisted and not self.consistent.is_set():
+        if not self._unlisted and not self._silent and not self.consistent.is_set():
             logger.info("cluster state listed: scheduling")
             self.consistent.set()
             self._inconsistent_since = None
@@ -192,6 +229,13 @@ class ClusterState:
         self._health.set_ready(False, f"{kind} watch failing: {reason}", subsystem=kind)
 
     def _delivered(self, kind: str) -> None:
+        self._heard[kind] = self._clock()
+        if kind in self._silent:
+            self._silent.discard(kind)
+            if not self._silent and not self._unlisted and not self.consistent.is_set():
+                logger.info("the %s watch delivers again: scheduling", kind)
+                self.consistent.set()
+                self._inconsistent_since = None
         if self._failing.pop(kind, None) is not None:
             self._health.set_ready(True, "watches delivering again", subsystem=kind)
 

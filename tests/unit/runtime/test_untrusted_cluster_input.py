@@ -296,3 +296,42 @@ def test_a_bookmark_on_a_quiet_kind_clears_its_failure() -> None:
     assert not w.health.readiness()[0]
     state.alive("Node")  # the resumed watch delivered a bookmark, no event
     assert w.health.readiness()[0]
+
+
+# --- a silent watch holds decisions (issue 28, N3) -------------------------------------------
+
+
+def test_a_watch_silent_past_a_bookmark_interval_holds_decisions_until_it_delivers() -> None:
+    now = [1000.0]
+    state, _ = _state(ClusterApi({}), clock=lambda: now[0])
+    state.listed("Node", set(), "1", 0.0)
+    state.listed("Pod", set(), "1", 0.0)
+    assert state.consistent.is_set()
+    now[0] += 30.0
+    state.alive("Node")  # a bookmark
+    now[0] += 30.0  # Pod: 60 s silent, Node: 30 s
+    state.check_silence()
+    assert state.consistent.is_set()
+    now[0] += informers.SUSPECT_S - 59  # Pod: 66 s without an event or a bookmark
+    state.check_silence()
+    assert not state.consistent.is_set()  # kopf's pod watch may hand out pods: not decided
+    state.alive("Node")
+    assert not state.consistent.is_set()  # another kind delivering does not clear it
+    state.alive("Pod")  # the Pod watch was only quiet: its bookmark came
+    assert state.consistent.is_set()
+
+
+def test_a_silent_kind_listed_again_clears_the_hold() -> None:
+    now = [1000.0]
+    state, _ = _state(ClusterApi({}), clock=lambda: now[0])
+    state.listed("Node", set(), "1", 0.0)
+    state.listed("Pod", set(), "1", 0.0)
+    now[0] += 100.0
+    state.check_silence()
+    assert not state.consistent.is_set()
+    state.relisting("Node")  # the informer's watchdog (90 s): both kinds listed again
+    state.relisting("Pod")
+    state.listed("Node", set(), "2", now[0])
+    assert not state.consistent.is_set()  # Pod still being listed
+    state.listed("Pod", set(), "2", now[0])
+    assert state.consistent.is_set()
