@@ -237,6 +237,11 @@ class FaultProxy:
         if self._server is not None:
             self._server.close()
         await self._reset_all()
+        # Let each connection's task see the reset and end before the loop stops, so that
+        # none is destroyed pending (a stream held by stall_streams ends last).
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if others:
+            await asyncio.wait(others, timeout=2)
 
     def _wake(self) -> None:
         # Pumps waiting out a blackhole or a stall re-check their condition.
