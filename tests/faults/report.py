@@ -108,10 +108,11 @@ WHAT = {
     "one LIST: resync s), and it must keep the Lease (a new leader's fresh cache would "
     "hide the stall)",
     "lease-deleted": "While the leader binds a 400-pod burst (120 bound), the Lease is "
-    "deleted (CoordinationV1Api); 50 more pods arrive over 20 s. kube-apiserver's audit "
-    "logs the delete, so a Binding after it by a replica that has not written the Lease "
-    "since, or by the old leader after the new holder's write, counts as a non-holder's "
-    "(never two binders); the old leader's Bindings after the delete are listed",
+    "deleted (CoordinationV1Api); if the old leader re-creates it first, it is deleted "
+    "again with 20 more pods to bind, up to 6 times, until the standby holds it; 50 more "
+    "pods arrive over 20 s. Never two binders: once the standby has written the Lease "
+    "naming itself, a Binding by the old leader counts as a non-holder's (audit). The old "
+    "leader's Bindings after the last delete and after the takeover are listed",
     "prom-huge": 'A shim in front of Prometheus answers one policy\'s query ("huge", a '
     "metric without its by (node)) with 500,000 series, streamed; each replica runs in a "
     "memory cgroup limited to the chart's 512 MiB where the machine has one (see memory "

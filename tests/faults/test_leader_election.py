@@ -6,15 +6,24 @@ nodes, 0 Bindings by a replica that did not hold the Lease, no crash loop.
 
 from __future__ import annotations
 
+import datetime
 import time
+from typing import Any
 
-from tests.faults import harness
+import kubernetes
+
+from tests.faults import audit, harness, identity
 from tests.faults.conftest import ScenarioFactory
 
 BLIP_S = 3.0
 HANG_S = 40.0
 DELAY_MS = 4000.0
 SLOW_S = 30.0
+LEASE_BURST = 400
+LEASE_DELETE_AT = 120  # bound pods when the Lease is deleted: mid-burst
+LEASE_DELETES = 6  # the old leader wins each re-creation race about half the time
+LEASE_REBURST = 20
+NEW_HOLDER_S = 30.0
 
 
 def test_a_three_second_api_blip_on_the_leader_loses_no_pod_and_makes_no_second_binder(
@@ -98,3 +107,95 @@ def test_the_leader_killed_three_times_during_a_burst_loses_no_pod(
             s.wait_leader_change(holder)
         s.lost_leader(w.start, holder)
     s.verify(recover_from=w.start)  # the last kill: leader lost -> first bind
+
+
+def _delete_lease(coordination: Any, s: harness.Scenario) -> None:
+    try:
+        coordination.delete_namespaced_lease(s.lease, s.namespace, _request_timeout=10)
+    except kubernetes.client.exceptions.ApiException as e:
+        if e.status != 404:  # already gone: what the scenario wanted
+            raise
+
+
+def test_the_lease_deleted_while_the_leader_binds_a_burst_makes_no_second_binder(
+    scenario: ScenarioFactory,
+) -> None:
+    """Anyone who may delete the Lease (a namespace admin of the release) deletes it
+    while the leader binds a burst (issue 28, N14). A 404 lets the standby create the
+    Lease and lead at once, while the old leader's fence (up to 10 s) may still admit
+    Bindings: two binders.
+
+    Whoever writes the Lease first after the delete leads: the old leader's next renewal
+    re-creates it about as often as the standby's next try does (both every ~2 s). A
+    delete the old leader wins tests nothing, so the harness deletes again, a little
+    later each time and with a few more pods to bind, until the standby holds the Lease
+    (at most ``LEASE_DELETES`` times). A standby that never takes it is recorded, not
+    failed: an operator that lets the old leader keep a deleted Lease (a standby that
+    waits out the last holder's term after a 404) has one binder, as it should.
+
+    The invariant is the suite's audit of Bindings by a non-holder: once the standby has
+    written the Lease naming itself, a Binding by the old leader is a non-holder's (the
+    review's criterion: none after the new holder's acquireTime). Recorded besides: the
+    old leader's Bindings that landed after the (last) delete, and after the takeover.
+    """
+    s = scenario("lease-deleted", "The Lease deleted while the leader binds a 400-pod burst")
+    s.add_nodes(harness.nodes_for(LEASE_BURST + 50 + LEASE_DELETES * LEASE_REBURST + 50))
+    s.start_replicas(2)
+    s.create_pods("before", 50)
+    s.wait_bound_count(50)
+    leader = s.leader()
+    holder = s.holder()
+    coordination: Any = kubernetes.client.CoordinationV1Api(s.api)
+    s.create_pods("burst", LEASE_BURST)
+    s.wait_bound_count(50 + LEASE_DELETE_AT)
+    deletes: list[tuple[float, str | None]] = []  # (when, who held the Lease next)
+    with s.fault("the Lease deleted mid-burst") as w:
+        for attempt in range(LEASE_DELETES):
+            if attempt:
+                # Binds in flight at the next delete, at another phase of the replicas'
+                # ~2 s renew and retry loops.
+                s.create_pods(f"reburst{attempt}", LEASE_REBURST)
+                time.sleep(0.3 * attempt)
+            _delete_lease(coordination, s)
+            deleted = time.time()
+            harness.wait_until(lambda: s.holder() is not None, timeout=NEW_HOLDER_S, interval=0.1)
+            deletes.append((deleted, s.holder()))
+            if s.holder() != holder:
+                break
+    s.lost_leader(w.start, holder)
+    s.arrive("after", 50, over_s=20)  # both binders, if two, keep binding
+    time.sleep(harness.AUDIT_FLUSH_S)
+
+    last_delete = deletes[-1][0]
+    entries = list(
+        audit.since(
+            audit.read(harness.STATE / "audit"),
+            datetime.datetime.fromtimestamp(w.start, datetime.UTC),
+        )
+    )
+    takeover = next(
+        (
+            e.time.timestamp()
+            for e in audit.lease_writes(entries, namespace=s.namespace, name=s.lease)
+            if e.time.timestamp() >= last_delete and e.holder and e.holder != holder
+        ),
+        None,
+    )
+    old_user = identity.user_of(s.namespace, leader.name)
+    old_binds = [
+        e.time.timestamp()
+        for e in entries
+        if e.resource == "pods/binding" and e.user == old_user and e.ok
+    ]
+    after_delete = [t - last_delete for t in old_binds if t >= last_delete]
+    s.extra["lease_deletes"] = [f"+{t - w.start:.1f}s, then held by {h}" for t, h in deletes]
+    s.extra["holder_before_delete"] = holder
+    s.extra["standby_took_over"] = deletes[-1][1] not in (None, holder)
+    s.extra["old_leader_bindings_after_the_last_delete"] = len(after_delete)
+    s.extra["old_leader_last_binding_after_the_last_delete_s"] = (
+        round(max(after_delete), 2) if after_delete else None
+    )
+    s.extra["old_leader_bindings_after_the_takeover"] = (
+        None if takeover is None else sum(1 for t in old_binds if t >= takeover)
+    )
+    s.verify(recover_from=w.end)
