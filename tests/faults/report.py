@@ -109,7 +109,7 @@ WHAT = {
     "hide the stall)",
     "lease-deleted": "While the leader binds a 400-pod burst (120 bound), the Lease is "
     "deleted (CoordinationV1Api); if the old leader re-creates it first, it is deleted "
-    "again with 20 more pods to bind, up to 6 times, until the standby holds it; 50 more "
+    "again with 10 more pods to bind, up to 15 times, until the standby holds it; 50 more "
     "pods arrive over 20 s. Never two binders: once the standby has written the Lease "
     "naming itself, a Binding by the old leader counts as a non-holder's (audit). The old "
     "leader's Bindings after the last delete and after the takeover are listed",

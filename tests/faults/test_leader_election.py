@@ -7,6 +7,7 @@ nodes, 0 Bindings by a replica that did not hold the Lease, no crash loop.
 from __future__ import annotations
 
 import datetime
+import random
 import time
 from typing import Any
 
@@ -21,8 +22,8 @@ DELAY_MS = 4000.0
 SLOW_S = 30.0
 LEASE_BURST = 400
 LEASE_DELETE_AT = 120  # bound pods when the Lease is deleted: mid-burst
-LEASE_DELETES = 6  # the old leader wins each re-creation race about half the time
-LEASE_REBURST = 20
+LEASE_DELETES = 15  # the old leader won 6 races in a row once (2 s renewals, no jitter)
+LEASE_REBURST = 10
 NEW_HOLDER_S = 30.0
 
 
@@ -149,13 +150,14 @@ def test_the_lease_deleted_while_the_leader_binds_a_burst_makes_no_second_binder
     s.create_pods("burst", LEASE_BURST)
     s.wait_bound_count(50 + LEASE_DELETE_AT)
     deletes: list[tuple[float, str | None]] = []  # (when, who held the Lease next)
+    rng = random.Random(s.namespace)  # reproducible per run, different across runs
     with s.fault("the Lease deleted mid-burst") as w:
         for attempt in range(LEASE_DELETES):
             if attempt:
-                # Binds in flight at the next delete, at another phase of the replicas'
-                # ~2 s renew and retry loops.
+                # Binds in flight at the next delete, at a random phase of the replicas'
+                # ~2 s renew and retry loops (a fixed pause kept the old leader ahead).
                 s.create_pods(f"reburst{attempt}", LEASE_REBURST)
-                time.sleep(0.3 * attempt)
+                time.sleep(rng.uniform(0.0, 2.5))
             _delete_lease(coordination, s)
             deleted = time.time()
             harness.wait_until(lambda: s.holder() is not None, timeout=NEW_HOLDER_S, interval=0.1)
