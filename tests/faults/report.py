@@ -107,12 +107,13 @@ WHAT = {
     "bound-pod watch stalled and re-list it within 100 s of the stall (90 s of silence + "
     "one LIST: resync s), and it must keep the Lease (a new leader's fresh cache would "
     "hide the stall)",
-    "lease-deleted": "While the leader binds a 400-pod burst (120 bound), the Lease is "
-    "deleted (CoordinationV1Api); if the old leader re-creates it first, it is deleted "
-    "again with 10 more pods to bind, up to 15 times, until the standby holds it; 50 more "
+    "lease-deleted": "While pods stream in (20 a second) and the leader binds them, the "
+    "Lease is deleted (CoordinationV1Api); if the old leader re-creates it first, it is "
+    "deleted again at a random phase, up to 15 times, until the standby holds it; 50 more "
     "pods arrive over 20 s. Never two binders: once the standby has written the Lease "
     "naming itself, a Binding by the old leader counts as a non-holder's (audit). The old "
-    "leader's Bindings after the last delete and after the takeover are listed",
+    "leader's Bindings after the last delete and after the takeover, and the new "
+    "holder's first Binding, are listed",
     "prom-huge": 'A shim in front of Prometheus answers one policy\'s query ("huge", a '
     "metric without its by (node)) with 500,000 series, streamed; each replica runs in a "
     "memory cgroup limited to the chart's 512 MiB where the machine has one (see memory "
