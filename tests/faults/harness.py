@@ -212,6 +212,17 @@ class Scenario:
             if i < waves - 1:
                 time.sleep(over_s / waves)
 
+    def bind_elsewhere(self, name: str, node: str, *, cpu_m: int) -> None:
+        """A pod of another scheduler, bound at creation (``spec.nodeName``, as
+        default-scheduler's Binding would leave it): its requests count on ``node``, and
+        the operator learns of it only through its watch of bound pods. Not in
+        ``created``: the operator never places it."""
+        body = self.pod_body(name, cpu_m=cpu_m)
+        body["spec"]["schedulerName"] = "default-scheduler"
+        body["spec"]["nodeName"] = node
+        body["spec"].pop("nodeSelector")
+        retry(functools.partial(self.core.create_namespaced_pod, self.namespace, body))
+
     def delete_pods(self, names: list[str]) -> None:
         for name in names:
             retry(functools.partial(self._delete_pod, name))

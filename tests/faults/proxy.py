@@ -23,8 +23,15 @@ connections alike:
   are never picked. Seeded, so a run is reproducible.
 
 Beside the modes: ``stall_existing()`` freezes the connections open right now while new
-ones pass (a hung watch or a hung pooled connection), ``reset_all()`` resets every open
-connection.
+ones pass (a hung watch or a hung pooled connection), ``stall_streams()`` freezes only the
+server→client side of the open connections whose client has been silent for a while (the
+long-lived streams: watches), ``reset_all()`` resets every open connection.
+
+Why ``stall_streams`` tells streams apart by silence: TLS hides the request path
+(``watch=true``), but over HTTP/1.1 a watch is one request and then only the server
+talks, while the Lease renewal and Bindings write a request every few seconds. An idle
+pooled connection looks like a quiet stream until one side speaks, so a stream-stalled
+connection whose client writes again is released: it was about to carry a request.
 
 Runs its own asyncio loop in a daemon thread (``FaultProxy.start()``), or as a process:
 
@@ -71,6 +78,9 @@ class _Conn:
         self.client_w = client_w
         self.upstream_w: asyncio.StreamWriter | None = None
         self.stalled = False  # frozen by stall_existing(); independent of the mode
+        # Frozen server→client by stall_streams(); the client writing again releases it.
+        self.stream_stalled = False
+        self.client_spoke = 0.0  # loop time of the client's last chunk (or the accept)
         self.doomed = False  # reset mode: drop the next answer and reset the client
         self.sent = 0  # client→server chunks forwarded
         self.closed = False
@@ -153,6 +163,17 @@ class FaultProxy:
         """Freeze every connection open now (new ones pass); returns how many."""
         return self._call(self._stall_existing())
 
+    def stall_streams(self, *, quiet_s: float = 5.0) -> int:
+        """Freeze the server→client side of every open connection whose client has sent
+        nothing for ``quiet_s`` (a watch: one request, then only the server talks); new
+        connections pass, and a frozen one whose client writes again is released (an
+        idle pooled connection, not a stream). Returns how many were frozen."""
+        return self._call(self._stall_streams(quiet_s))
+
+    def stalled_streams(self) -> int:
+        """How many connections stall_streams() froze are still frozen and open."""
+        return sum(1 for c in list(self._conns) if c.stream_stalled and not c.closed)
+
     def reset_all(self) -> int:
         """Reset every open connection (stalled ones included); returns how many."""
         return self._call(self._reset_all())
@@ -195,6 +216,15 @@ class FaultProxy:
             c.stalled = True
         return len(self._conns)
 
+    async def _stall_streams(self, quiet_s: float) -> int:
+        now = asyncio.get_running_loop().time()
+        frozen = 0
+        for c in self._conns:
+            if c.upstream_w is not None and now - c.client_spoke >= quiet_s:
+                c.stream_stalled = True
+                frozen += 1
+        return frozen
+
     async def _reset_all(self) -> int:
         conns = list(self._conns)
         for c in conns:
@@ -207,6 +237,11 @@ class FaultProxy:
         if self._server is not None:
             self._server.close()
         await self._reset_all()
+        # Let each connection's task see the reset and end before the loop stops, so that
+        # none is destroyed pending (a stream held by stall_streams ends last).
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if others:
+            await asyncio.wait(others, timeout=2)
 
     def _wake(self) -> None:
         # Pumps waiting out a blackhole or a stall re-check their condition.
@@ -214,16 +249,19 @@ class FaultProxy:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def _held(self, conn: _Conn) -> bool:
-        return conn.stalled or self._mode == "blackhole"
+    def _held(self, conn: _Conn, *, to_client: bool = False) -> bool:
+        """Whether bytes of ``conn`` are held; ``to_client``: the server→client side,
+        the only side stall_streams() holds."""
+        return conn.stalled or self._mode == "blackhole" or (to_client and conn.stream_stalled)
 
-    async def _wait_released(self, conn: _Conn) -> None:
-        while self._held(conn) and not conn.closed:
+    async def _wait_released(self, conn: _Conn, *, to_client: bool = False) -> None:
+        while self._held(conn, to_client=to_client) and not conn.closed:
             assert self._changed is not None
             await self._changed.wait()
 
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         conn = _Conn(client_w)
+        conn.client_spoke = asyncio.get_running_loop().time()
         if self._mode == "refuse":
             self.counters.refused += 1
             conn.abort()
@@ -247,9 +285,9 @@ class FaultProxy:
             to_server: asyncio.Queue[bytes] = asyncio.Queue()
             to_client: asyncio.Queue[bytes] = asyncio.Queue()
             await asyncio.gather(
-                self._read(conn, client_r, to_server),
+                self._read(conn, client_r, to_server, client=True),
                 self._write(conn, to_server, up_w, upstream=True),
-                self._read(conn, up_r, to_client),
+                self._read(conn, up_r, to_client, client=False),
                 self._write(conn, to_client, client_w, upstream=False),
             )
         finally:
@@ -257,20 +295,32 @@ class FaultProxy:
             conn.abort()
 
     async def _read(
-        self, conn: _Conn, reader: asyncio.StreamReader, out: asyncio.Queue[bytes]
+        self,
+        conn: _Conn,
+        reader: asyncio.StreamReader,
+        out: asyncio.Queue[bytes],
+        *,
+        client: bool,
     ) -> None:
         """Read one side into a queue, also while held, so that a peer giving up is seen.
 
         A side that closes while its bytes are held (the client's request timed out, the
         server died) aborts the connection and the held bytes are dropped: the partition
-        model is "the peer's kernel gave up", not "the bytes arrive when it heals".
+        model is "the peer's kernel gave up", not "the bytes arrive when it heals". On a
+        stream-stalled connection only the client giving up aborts: the server ending
+        the watch is one more thing the client must not learn.
         """
         try:
             while not conn.closed:
                 data = await reader.read(CHUNK)
-                if not data and self._held(conn):
+                if not data and (self._held(conn) or (client and conn.stream_stalled)):
                     conn.abort()
                     break
+                if client and data:
+                    conn.client_spoke = asyncio.get_running_loop().time()
+                    if conn.stream_stalled:
+                        conn.stream_stalled = False  # a request: not a stream after all
+                        self._wake()
                 out.put_nowait(data)  # b"" = EOF, forwarded as a half-close
                 if not data:
                     return
@@ -298,7 +348,7 @@ class FaultProxy:
                     getter.cancel()
                     continue
                 data = getter.result()
-                await self._wait_released(conn)
+                await self._wait_released(conn, to_client=not upstream)
                 if conn.closed:
                     return
                 if not data:
@@ -344,12 +394,18 @@ async def _control(proxy: FaultProxy, host: str, port: int) -> None:
                 )
             elif line[:1] == ["stall"]:
                 reply = f"ok {await proxy._stall_existing()}"
+            elif line[:1] == ["stall-streams"]:
+                kw = dict(a.split("=", 1) for a in line[1:])
+                reply = f"ok {await proxy._stall_streams(float(kw.get('quiet_s', 5)))}"
             elif line[:1] == ["reset"]:
                 reply = f"ok {await proxy._reset_all()}"
             elif line[:1] == ["status"]:
                 reply = f"ok {proxy.mode} {dataclasses.asdict(proxy.counters)}"
             else:
-                reply = "error: commands are mode <m> [delay_ms=N] [p=F] | stall | reset | status"
+                reply = (
+                    "error: commands are mode <m> [delay_ms=N] [p=F] | stall | "
+                    "stall-streams [quiet_s=F] | reset | status"
+                )
         except (ValueError, IndexError) as e:
             reply = f"error: {e}"
         w.write((reply + "\n").encode())

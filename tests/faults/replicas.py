@@ -15,6 +15,8 @@ exit is counted as a crash loop.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import json
 import os
 import signal
 import socket
@@ -24,6 +26,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.faults import memcg
 from tests.faults import proxy as proxy_mod
@@ -230,3 +233,27 @@ def operator_argv(
         "--log-level=info",
         *(extra or []),
     ]
+
+
+def log_records(path: Path, *, since: float = 0.0) -> list[dict[str, Any]]:
+    """The operator's JSON log lines in ``path`` stamped at or after ``since``
+    (``time.time()``), each with ``at``: its ``time`` field as a ``time.time()`` value.
+
+    The harness's own lines (``--- r0 start #1 ...``) and anything else that is not a
+    JSON object with a readable ``time`` are skipped: a process killed mid-line leaves
+    half a record."""
+    out: list[dict[str, Any]] = []
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+            at = datetime.datetime.fromisoformat(str(record["time"])).timestamp()
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(record, dict) and at >= since:
+            record["at"] = at
+            out.append(record)
+    return out

@@ -37,6 +37,8 @@ ORDER = [
     "tenant-starve",
     "poison-annotation",
     "port-flood",
+    "watch-stall",
+    "lease-deleted",
 ]
 # What each scenario does, in the order of the issue's list (tests/faults/test_*.py).
 WHAT = {
@@ -97,6 +99,21 @@ WHAT = {
     "2-s timeout (the chart's livenessProbe). No replica may fail 3 probes in a row (the "
     "kubelet would restart it) or exit, the Lease must not move, and the pods must keep "
     "binding with no gap over 10 s",
+    "watch-stall": "The leader's proxy freezes the server→client side of its watch streams "
+    "(no close, no reset, no API server restart; the Lease renewal and Bindings still "
+    "pass) while another scheduler binds pods filling 5 nodes to 90-98 % of their cpu, and "
+    "pods of ours (250m, more than any of those nodes has left) arrive every 4 s for 125 s; "
+    "half-full spare nodes hold them. No node may be overcommitted, the leader must log its "
+    "bound-pod watch stalled and re-list it within 100 s of the stall (90 s of silence + "
+    "one LIST: resync s), and it must keep the Lease (a new leader's fresh cache would "
+    "hide the stall)",
+    "lease-deleted": "While pods stream in (20 a second) and the leader binds them, the "
+    "Lease is deleted (CoordinationV1Api); if the old leader re-creates it first, it is "
+    "deleted again at a random phase, up to 15 times, until the standby holds it; 50 more "
+    "pods arrive over 20 s. Never two binders: once the standby has written the Lease "
+    "naming itself, a Binding by the old leader counts as a non-holder's (audit). The old "
+    "leader's Bindings after the last delete and after the takeover, and the new "
+    "holder's first Binding, are listed",
     "prom-huge": 'A shim in front of Prometheus answers one policy\'s query ("huge", a '
     "metric without its by (node)) with 500,000 series, streamed; each replica runs in a "
     "memory cgroup limited to the chart's 512 MiB where the machine has one (see memory "
