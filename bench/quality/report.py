@@ -112,7 +112,11 @@ def scenario_table(results: dict[str, Any], key: str) -> list[str]:
             found = cells.values(results, key, system, field)
             return cells.show([scale * v for v in found], digits)
 
-        share = [100 * float(x["fraction_above_80"]) for x in good if x.get("fraction_above_80")]
+        share = [
+            100 * float(x["fraction_above_80"])
+            for x in good
+            if x.get("fraction_above_80") is not None
+        ]
         if t.get("hottest_end_of_burst") is None:
             end = "-"
         elif one:
@@ -348,7 +352,7 @@ def headline(results: dict[str, Any]) -> list[str]:
     counted = (
         len(seeds) or len(cells.seeds(results, _keys(results)[0], ms)) if _keys(results) else 0
     )
-    what = " (threshold only: declares nothing about pod usage)" if ms == qsys.DEFAULT else ""
+    what = " (declares nothing about pod usage)" if ms == qsys.DEFAULT else ""
     how = f"; {pipeline['title']}" if pipeline.get("title") else ""
     lines = [
         f"On the same workload, {_label(ms)}{what} vs kube-scheduler v1.35.4 "

@@ -439,9 +439,7 @@ class Run:
             for n in own
         ]
         record.update(
-            pods=sum(1 for e in sc.pods if e.node is None)
-            + sum(d.replicas for d in sc.deployments),
-            pods_scaled_to=sum(s.replicas for s in sc.scales),
+            pods=scenarios.own_pods(sc),
             pods_other_scheduler=len(other),
             created=len(own),
             bound=sum(1 for n in own if n in tracker.bound),

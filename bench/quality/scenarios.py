@@ -303,6 +303,14 @@ def scenario(key: str, *, plan: QualityPlan, seed: int) -> Scenario:
     return Scenario(key, TITLES[key], pods, hotspots, plan.steady_s + plan.tail_s, None)
 
 
+def own_pods(sc: Scenario) -> int:
+    """How many pods the scheduler under test places in ``sc``: its own events, and each
+    Deployment's replicas after its last scale."""
+    final = {d.name: d.replicas for d in sc.deployments}
+    final |= {step.deployment: step.replicas for step in sorted(sc.scales, key=lambda x: x.at)}
+    return sum(1 for e in sc.pods if e.node is None) + sum(final.values())
+
+
 def floor(sc: Scenario, node: NodeSpec, t: float) -> float:
     """``node``'s utilisation ``t`` seconds into ``sc`` from what moving the scheduler's own
     pods cannot change: its background (the hot spot's, from its time on) and the other

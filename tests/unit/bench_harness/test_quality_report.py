@@ -239,6 +239,13 @@ def test_a_cell_is_the_median_over_the_seeds_with_its_range() -> None:
     table = report.scenario_table(seeded(), "b")
     row = next(line for line in table if line.startswith(f"| {qsys.SYSTEMS[qsys.DEFAULT].label} |"))
     assert "| 50 [40 to 60] (10 %) |" in row
+    zero = report.scenario_table(seeded(), "d")
+    kube = next(line for line in zero if line.startswith("| kube-scheduler"))
+    assert "| 400 [390 to 410] (10 %) |" in kube
+    r = seeded()
+    for t in r["trials"]:
+        t["fraction_above_80"] = 0.0
+    assert "| 50 [40 to 60] (0 %) |" in report.scenario_table(r, "b")[2]
     assert "| 1,2,3 |" in row
     assert row.endswith("| nothing |")
     assert table.index(row) == 2  # the default policy is the first row
@@ -284,7 +291,7 @@ def test_a_target_of_a_system_not_run_is_not_judged() -> None:
 
 def test_the_headline_is_the_default_row_and_says_it_declares_nothing() -> None:
     lines = report.headline(seeded())
-    assert "metricsched, default (threshold only) (threshold only: declares nothing" in lines[0]
+    assert "metricsched, default (threshold only) (declares nothing about pod usage)" in lines[0]
     assert "--pipeline realistic --seeds 1,2,3" in lines[0]
     assert "counters every 15 s" in lines[0]
     assert "median [range] of 3 seed(s)" in lines[0]

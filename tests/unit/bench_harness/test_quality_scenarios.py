@@ -162,3 +162,10 @@ def test_the_smoke_plan_is_the_scale_out_on_few_nodes() -> None:
     assert smoke.scenarios == ("d",)
     assert smoke.nodes <= 6
     assert smoke.scale_at_s + smoke.scale_observe_s <= 180
+
+
+def test_the_scheduler_places_its_own_events_and_every_scaled_replica() -> None:
+    d = scenarios.scenario("d", plan=FULL, seed=1)
+    assert scenarios.own_pods(d) == FULL.scale_deployments * FULL.scale_to
+    b = scenarios.scenario("b", plan=FULL, seed=1)
+    assert scenarios.own_pods(b) == sum(1 for e in b.pods if e.node is None)
