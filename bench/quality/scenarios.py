@@ -155,9 +155,9 @@ class QualityPlan:
 
 
 PLANS: dict[str, QualityPlan] = {
-    # Per seed, 8 systems x (a 2 min + b 4 min + c 4 min + d 4.5 min + 4 resets of about
-    # 1.5 min): ~2 h 45 min a seed on the realistic pipeline, ~8 h 20 min for 3 seeds
-    # (bench/README.md, Placement quality, says how this was estimated).
+    # Per seed, 8 systems x (scenarios a 100 s + b 230 s + c 230 s + d 270 s, and 4 resets
+    # with start-up of 40-90 s each: the smoke run's were ~40 s with 30 pods): 2.3-2.6 h a
+    # seed on the realistic pipeline, 7-8 h for 3 seeds (an estimate, not yet measured).
     "full": QualityPlan(
         nodes=15,
         burst_pods=300,
