@@ -8,6 +8,7 @@ PYTEST_ARGS ?=
 NODES ?= 6
 N ?= 5000
 SEED ?= 1
+QUALITY_SEEDS ?= 1,2,3
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' operator/metricsched/__init__.py)
 # The image `make image` builds and the chart's default (image.repository:appVersion).
 IMG ?= metricsched:$(VERSION)
@@ -114,17 +115,17 @@ $(VENV)/.bench-installed: setup.cfg pyproject.toml | $(VENV)/.installed
 	@touch $@
 
 .PHONY: bench
-bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (~1.5 h on 2 cores), then placement quality (~55 min); writes bench/README.md
+bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (~1.5 h on 2 cores), then placement quality (~7-8 h, estimated); writes bench/README.md
 	$(PY) -m bench run --plan full
-	$(PY) -m bench quality --plan full --seed $(SEED) --publish
+	$(PY) -m bench quality --plan full --pipeline realistic --seeds $(QUALITY_SEEDS) --publish
 
 .PHONY: bench-quality
-bench-quality: install deps tools $(VENV)/.bench-installed ## Placement quality only: kube-scheduler, metricsched estimate on/off, random on scenarios a, b, c; metricsched rebalance off/on on c (~55 min); publishes bench/README.md's section
-	$(PY) -m bench quality --plan full --seed $(SEED) --publish
+bench-quality: install deps tools $(VENV)/.bench-installed ## Placement quality, realistic pipeline: metricsched default/Measured/amount right, half, double/off, kube-scheduler, random on scenarios a-d, seeds $(QUALITY_SEEDS) (~7-8 h on 2 cpus, estimated); publishes bench/README.md's section
+	$(PY) -m bench quality --plan full --pipeline realistic --seeds $(QUALITY_SEEDS) --publish
 
 .PHONY: bench-quality-smoke
-bench-quality-smoke: install deps tools $(VENV)/.bench-installed ## Short placement-quality run (scenario a, 9 nodes, all systems, ~6 min); report in bench/results/, fails only on harness errors
-	$(PY) -m bench quality --plan smoke --seed $(SEED)
+bench-quality-smoke: install deps tools $(VENV)/.bench-installed ## Short placement-quality run, not a result (scale-out d, 6 nodes, realistic pipeline, metricsched default + kube-scheduler, 1 seed, ~8 min); report in bench/results/, fails only on harness errors
+	$(PY) -m bench quality --plan smoke --pipeline realistic --seeds $(SEED)
 
 .PHONY: bench-smoke
 bench-smoke: install deps tools $(VENV)/.bench-installed ## Short benchmark (100 nodes, 300 pods, metricsched + null binder, < 3 min); fails only on harness errors

@@ -6,7 +6,7 @@
     python -m bench kopf [--pods N]  # kopf's CPU per pod event: baseline vs tuned settings
     python -m bench memory [--shape realistic|bench]  # what holds RSS with a full cache
     python -m bench writes [--pods N]  # CPU per Binding + Event: threads vs the event loop
-    python -m bench quality [--plan full|smoke] [--scenarios a,b,c] [--systems ...] [--seed N]
+    python -m bench quality [--plan full|smoke] [--pipeline realistic|gauge] [--seeds 1,2,3]
     python -m bench quality-report [FILE] [--publish]  # placement-quality tables and plots
 
 ``run`` brings the benchmark's own control plane up (ports 44xxx, ``.cluster-bench/``),
@@ -32,8 +32,6 @@ from bench import cycle_cost, kopf_cost, memory_cost, report, systems, trial, wr
 from bench import env as env_mod
 from bench.kube import Kube
 from bench.quality import runner as quality_runner
-from bench.quality import scenarios as quality_scenarios
-from bench.quality import systems as quality_systems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,26 +326,7 @@ def main() -> int:
     quality = sub.add_parser(
         "quality", help="placement quality vs kube-scheduler and random (bench/quality/)"
     )
-    quality.add_argument("--plan", choices=sorted(quality_scenarios.PLANS), default="full")
-    quality.add_argument("--scenarios", help="subset of a,b,c (default: the plan's)")
-    quality.add_argument("--systems", help=f"subset of {','.join(quality_systems.ORDER)}")
-    quality.add_argument("--seed", type=int, default=1)
-    quality.add_argument("--out", help="results file (default: bench/results/quality-PLAN.json)")
-    quality.add_argument(
-        "--append", action="store_true", help="merge into an existing results file"
-    )
-    quality.add_argument("--keep-cluster", action="store_true")
-    quality.add_argument(
-        "--no-backlog", action="store_true", help="skip the backlog pair (scenarios only)"
-    )
-    quality.add_argument(
-        "--rebalance-margin",
-        type=float,
-        help="the rebalance system's spec.rebalance.margin (default: bench/quality/systems.py's)",
-    )
-    quality.add_argument(
-        "--publish", action="store_true", help="write bench/quality*.png, quality.md and README"
-    )
+    quality_runner.add_arguments(quality)
     qrep = sub.add_parser("quality-report", help="render the placement-quality section")
     qrep.add_argument("file", nargs="?")
     qrep.add_argument("--publish", action="store_true")

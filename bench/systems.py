@@ -58,6 +58,7 @@ class System:
     concurrency: int = 16  # null binder / metricsched bind concurrency
     refresh_interval: str = "15s"  # metricsched's --refresh-interval
     seed: int = 1  # the random binder's
+    extra_args: tuple[str, ...] = ()  # metricsched only: flags of the plan's metric pipeline
 
 
 SYSTEMS: dict[str, System] = {
@@ -105,6 +106,7 @@ def command(system: System, cluster: env_mod.ClusterEnv, workdir: Path) -> list[
             "--log-level=warning",
             f"--refresh-interval={system.refresh_interval}",
             f"--bind-concurrency={system.concurrency}",
+            *system.extra_args,
         ]
     if system.name.startswith("kube-"):
         certs = workdir / "kube-scheduler-certs"

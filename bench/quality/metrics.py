@@ -26,6 +26,7 @@ HOT = 0.8  # the policy's threshold.max, and the issue's "above 80 %"
 OVERLOAD = 1.0
 END_WINDOW_S = 20.0  # "the hottest node at the end of the burst": mean over this window
 HEAT_COLUMNS = 240  # the heat map keeps at most this many time columns
+HELD_LIMIT_S = 60.0  # issue 27: no pod pending longer than this while a node has room
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +45,16 @@ class Bind:
     scheduler: str
     cpu_before: float
     cpu_after: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Pending:
+    """One of the system's pods: when it was created, first bound (None: never, in the
+    window) and the cores it uses at full usage."""
+
+    created: float
+    bound: float | None
+    cpu: float
 
 
 def parse(
@@ -203,6 +214,69 @@ def overruns(binds: Sequence[Bind], *, scheduler: str, threshold: float = HOT) -
     """Pods ``scheduler`` bound to a node whose true (eventual) utilisation, counting the
     pod, exceeded ``threshold``."""
     return sum(1 for b in binds if b.scheduler == scheduler and b.cpu_after > threshold)
+
+
+def room(ticks: Sequence[Tick], *, node_cpu: Mapping[str, int], level: float = HOT) -> list[float]:
+    """Per tick, the most cores one node could take and stay at or below ``level`` by its
+    true utilisation at that tick (its ramping pods as they are then)."""
+    return [
+        max(((level - u) * node_cpu.get(n, 0) for n, u in k.cpu.items()), default=0.0)
+        for k in ticks
+    ]
+
+
+def held_with_room(
+    ticks: Sequence[Tick],
+    pods: Sequence[Pending],
+    *,
+    node_cpu: Mapping[str, int],
+    t1: float,
+    level: float = HOT,
+) -> list[float]:
+    """For each pod, the longest unbroken time it waited (created, not yet bound, before
+    ``t1``) while some node had room for its full usage under ``level`` by true
+    utilisation: the wait a threshold with a wrong estimate causes."""
+    free = room(ticks, node_cpu=node_cpu, level=level)
+    ds = durations(ticks)
+    longest = []
+    for pod in pods:
+        end = pod.bound if pod.bound is not None else t1
+        best = run = 0.0
+        for k, d, r in zip(ticks, ds, free, strict=True):
+            if not pod.created <= k.t < end:
+                continue
+            run = run + min(d, end - k.t) if r >= pod.cpu else 0.0
+            best = max(best, run)
+        longest.append(best)
+    return longest
+
+
+def pending(
+    ticks: Sequence[Tick],
+    pods: Sequence[Pending],
+    *,
+    node_cpu: Mapping[str, int],
+    t1: float,
+    level: float = HOT,
+    limit: float = HELD_LIMIT_S,
+) -> dict[str, Any]:
+    """How long the system's pods waited, without a cap (a pod never bound counts until
+    ``t1``), and how long while a node had room for them (``held_with_room``)."""
+    waits = [(p.bound if p.bound is not None else t1) - p.created for p in pods]
+    held = held_with_room(ticks, pods, node_cpu=node_cpu, t1=t1, level=level)
+    last = room(ticks[-1:], node_cpu=node_cpu, level=level)
+    free_at_end = last[0] if last else 0.0
+    return {
+        "pending_p50_s": _round(weighted_percentile(((w, 1.0) for w in waits), 50), 1),
+        "pending_p99_s": _round(weighted_percentile(((w, 1.0) for w in waits), 99), 1),
+        "pending_max_s": _round(max(waits, default=None), 1),
+        "still_pending": sum(1 for p in pods if p.bound is None),
+        "held_with_room_max_s": _round(max(held, default=0.0), 1),
+        "held_with_room_over_limit": sum(1 for h in held if h > limit),
+        "pending_at_end_with_room": sum(
+            1 for p in pods if p.bound is None and free_at_end >= p.cpu
+        ),
+    }
 
 
 def heat(ticks: Sequence[Tick], *, t0: float, columns: int = HEAT_COLUMNS) -> dict[str, Any]:

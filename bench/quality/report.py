@@ -20,15 +20,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from bench import env as env_mod
-from bench.quality import metrics, owned, scenarios
+from bench.quality import cells, method, metrics, owned, scenarios
 from bench.quality import systems as qsys
 
 BENCH = env_mod.ROOT / "bench"
 BEGIN, END = "<!-- quality:begin -->", "<!-- quality:end -->"
 COLOURS = {
+    qsys.DEFAULT: "tab:blue",
     qsys.KUBE: "tab:orange",
-    qsys.ESTIMATE: "tab:blue",
-    qsys.ESTIMATE_LEARN: "tab:purple",
+    qsys.MEASURED: "tab:pink",
+    qsys.ESTIMATE: "tab:purple",
+    qsys.AMOUNT_HALF: "tab:red",
+    qsys.AMOUNT_DOUBLE: "tab:brown",
     qsys.NO_ESTIMATE: "tab:cyan",
     qsys.RANDOM: "tab:grey",
     qsys.OWNED: "tab:olive",
@@ -42,14 +45,22 @@ def _label(system: str) -> str:
 
 
 def _trial(results: dict[str, Any], key: str, system: str) -> dict[str, Any] | None:
-    return next(
-        (
-            t
-            for t in results.get("trials", [])
-            if t.get("scenario") == key and t.get("system") == system and "error" not in t
-        ),
-        None,
-    )
+    """The cell's first seed's trial (plots show one seed; tables the median of all)."""
+    found = cells.trials(results, key, system)
+    return found[0] if found else None
+
+
+def _declared(results: dict[str, Any], key: str, system: str) -> str:
+    """What the system's policy declared about pod usage in scenario ``key``."""
+    if not qsys.is_metricsched(system):
+        return "-"
+    t = _trial(results, key, system) or {}
+    stanza = t.get("estimate") if "estimate" in t else "?"
+    if stanza is None:
+        return "nothing"
+    if stanza == "?":
+        return "n/a"
+    return "`" + json.dumps(stanza, separators=(", ", ": ")).replace('"', "") + "`"
 
 
 def _keys(results: dict[str, Any]) -> list[str]:
@@ -72,62 +83,71 @@ def _ms(seconds: Any) -> str:
 
 
 def scenario_table(results: dict[str, Any], key: str) -> list[str]:
-    """One row per system: every figure of scenario ``key``."""
+    """One row per system: every figure of scenario ``key``, the median over the seeds
+    with its range in brackets when they differ."""
     lines = [
         "| system | pods bound (unplaced) | node-s > 80 % (share) | node-s > 100 % "
         "| hottest node, max | hottest at end of burst | std dev across nodes "
-        "| overruns / binds | pod latency p50 / p99 ms | create→bind p99 s | mean node util. |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| overruns / binds | pod latency p50 / p99 ms | create→bind p99 s | mean node util. "
+        "| pending, longest s (uncapped) | pending while a node had room, longest s "
+        "| seeds | estimate declared |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for system in qsys.ORDER:
-        t = next(
-            (
-                t
-                for t in results.get("trials", [])
-                if t.get("scenario") == key and t.get("system") == system
-            ),
-            None,
-        )
-        if t is None:
+        ts = [
+            t
+            for t in results.get("trials", [])
+            if t.get("scenario") == key and t.get("system") == system
+        ]
+        if not ts:
             continue
-        if "error" in t:
-            lines.append(f"| {_label(system)} | harness error: {t['error'][:80]} |" + " |" * 9)
+        good = cells.trials(results, key, system)
+        if not good:
+            lines.append(f"| {_label(system)} | harness error: {ts[0]['error'][:80]} |" + " |" * 13)
             continue
-        share = t.get("fraction_above_80")
-        end = (
-            f"{_f(t.get('hottest_end_of_burst'))} ({t.get('hottest_end_of_burst_node')})"
-            if t.get("hottest_end_of_burst") is not None
-            else "-"
-        )
-        wait = (t.get("wait_ms") or {}).get("p99")
+        one = len(good) == 1
+        t = good[0]
+
+        def c(field: str, digits: int = 0, scale: float = 1.0, *, system: str = system) -> str:
+            found = cells.values(results, key, system, field)
+            return cells.show([scale * v for v in found], digits)
+
+        share = [
+            100 * float(x["fraction_above_80"])
+            for x in good
+            if x.get("fraction_above_80") is not None
+        ]
+        if t.get("hottest_end_of_burst") is None:
+            end = "-"
+        elif one:
+            end = f"{_f(t.get('hottest_end_of_burst'))} ({t.get('hottest_end_of_burst_node')})"
+        else:
+            end = c("hottest_end_of_burst", 2)
+        waits = [
+            float(x["wait_ms"]["p99"]) / 1000 for x in good if (x.get("wait_ms") or {}).get("p99")
+        ]
+        errors = len(ts) - len(good)
+        seeds = ",".join(str(x) for x in cells.seeds(results, key, system))
         lines.append(
-            f"| {_label(system)} | {t.get('bound')}/{t.get('pods')} ({t.get('unplaced')}) "
-            f"| {_f(t.get('node_seconds_above_80'), 0)} "
-            f"({'n/a' if share is None else f'{100 * share:.0f} %'}) "
-            f"| {_f(t.get('node_seconds_above_100'), 0)} | {_f(t.get('hottest_max'))} | {end} "
-            f"| {_f(t.get('stddev_mean'), 3)} | {t.get('overruns')} / {t.get('binds')} "
-            f"| {_ms(t.get('latency_p50_s'))} / {_ms(t.get('latency_p99_s'))} "
-            f"| {'n/a' if wait is None else f'{wait / 1000:.1f}'} "
-            f"| {_f(t.get('utilisation_mean'))} |"
+            f"| {_label(system)} | {c('bound')}/{c('pods')} ({c('unplaced')}) "
+            f"| {c('node_seconds_above_80')} ({cells.show(share)} %) "
+            f"| {c('node_seconds_above_100')} | {c('hottest_max', 2)} | {end} "
+            f"| {c('stddev_mean', 3)} | {c('overruns')} / {c('binds')} "
+            f"| {c('latency_p50_s', 0, 1000.0)} / {c('latency_p99_s', 0, 1000.0)} "
+            f"| {cells.show(waits, 1)} | {c('utilisation_mean', 2)} "
+            f"| {c('pending_max_s')} | {c('held_with_room_max_s')} "
+            f"| {seeds}{f' ({errors} harness errors)' if errors else ''} "
+            f"| {_declared(results, key, system)} |"
         )
     return lines
 
 
 def backlog_figures(results: dict[str, Any]) -> tuple[float | None, float | None]:
-    """Mean binds/s of the backlog trials, estimate on and off."""
-
-    def mean(system: str) -> float | None:
-        xs = [
-            float(r["throughput"]["pods_per_s"])
-            for r in results.get("backlog", [])
-            if r.get("system") == system and (r.get("throughput") or {}).get("pods_per_s")
-        ]
-        return sum(xs) / len(xs) if xs else None
-
-    # A backlog holds nothing and moves no metric: learning changes nothing there, so the
-    # learn-on system's trials stand for "estimate on" when the other has none.
-    on = mean(qsys.ESTIMATE)
-    return (mean(qsys.ESTIMATE_LEARN) if on is None else on), mean(qsys.NO_ESTIMATE)
+    """Mean binds/s of the backlog trials, an estimate on (the default policy's, else a
+    declared amount's: results from before issue 27) and off."""
+    on = cells.backlog(results, qsys.DEFAULT)
+    on = cells.backlog(results, qsys.ESTIMATE) if on is None else on
+    return on, cells.backlog(results, qsys.NO_ESTIMATE)
 
 
 def backlog_table(results: dict[str, Any]) -> list[str]:
@@ -148,14 +168,18 @@ def backlog_table(results: dict[str, Any]) -> list[str]:
 def target_rows(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     """Issue 19's targets (same run, scenarios a and b): text, measured, holds."""
     rows: list[tuple[str, str, bool | None]] = []
+
+    def med(key: str, system: str, field: str) -> float | None:
+        return cells.median(results, key, system, field)
+
     for key in ("a", "b"):
-        k, e = _trial(results, key, qsys.KUBE), _trial(results, key, qsys.ESTIMATE)
-        ks, es = (k or {}).get("node_seconds_above_80"), (e or {}).get("node_seconds_above_80")
+        ks = med(key, qsys.KUBE, "node_seconds_above_80")
+        es = med(key, qsys.ESTIMATE, "node_seconds_above_80")
         ok = None if ks is None or es is None else es <= 0.2 * ks
         rows.append(
             (f"({key}) node-s > 80 % ≤ 0.2x kube-scheduler's", f"{_f(es, 0)} vs {_f(ks, 0)}", ok)
         )
-        over = (e or {}).get("overruns")
+        over = med(key, qsys.ESTIMATE, "overruns")
         rows.append(
             (
                 f"({key}) 0 threshold overruns, estimate on",
@@ -163,13 +187,13 @@ def target_rows(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
                 None if over is None else over == 0,
             )
         )
-        kp, ep = (k or {}).get("latency_p99_s"), (e or {}).get("latency_p99_s")
+        kp, ep = med(key, qsys.KUBE, "latency_p99_s"), med(key, qsys.ESTIMATE, "latency_p99_s")
         ok = None if kp is None or ep is None else ep <= 0.7 * kp
         rows.append(
             (f"({key}) p99 pod latency ≤ 0.7x kube-scheduler's", f"{_ms(ep)} vs {_ms(kp)} ms", ok)
         )
-    k, e = _trial(results, "a", qsys.KUBE), _trial(results, "a", qsys.ESTIMATE)
-    kh, eh = (k or {}).get("hottest_end_of_burst"), (e or {}).get("hottest_end_of_burst")
+    kh = med("a", qsys.KUBE, "hottest_end_of_burst")
+    eh = med("a", qsys.ESTIMATE, "hottest_end_of_burst")
     ok = None if kh is None or eh is None else eh <= kh - 0.15
     rows.append(
         (
@@ -184,6 +208,15 @@ def target_rows(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
         ("backlog binds/s, estimate on within 10 % of off", f"{_f(on, 1)} vs {_f(off, 1)}", ok)
     )
     return rows
+
+
+def _judged(rows: list[tuple[str, str, bool | None]], measured: str) -> list[str]:
+    lines = [f"| target | measured ({measured}) | holds |", "|---|---|---|"]
+    for text, found, ok in rows:
+        lines.append(
+            f"| {text} | {found} | {'n/a' if ok is None else ('yes' if ok else '**no**')} |"
+        )
+    return lines
 
 
 def _counter(trial: dict[str, Any], result: str) -> float | None:
@@ -299,42 +332,54 @@ def rebalance_section(results: dict[str, Any]) -> list[str]:
 
 
 def targets_table(results: dict[str, Any]) -> list[str]:
-    lines = ["| target | measured (estimate on vs baseline) | holds |", "|---|---|---|"]
-    for text, measured, ok in target_rows(results):
-        lines.append(
-            f"| {text} | {measured} | {'n/a' if ok is None else ('yes' if ok else '**no**')} |"
-        )
-    return lines
+    """Issue 19's targets: the declared amount equal to the true mean vs kube-scheduler."""
+    return _judged(target_rows(results), "amount = true mean vs kube-scheduler, medians")
+
+
+def default_targets_table(results: dict[str, Any]) -> list[str]:
+    """Issue 27's targets: the default policy vs kube-scheduler, same run."""
+    return _judged(cells.target_rows(results), "default policy vs kube-scheduler, medians")
 
 
 def headline(results: dict[str, Any]) -> list[str]:
-    """The README's headline table: on the same workload, metricsched vs kube-scheduler."""
-    ms = (
-        qsys.ESTIMATE
-        if any(t.get("system") == qsys.ESTIMATE for t in results["trials"])
-        else qsys.NO_ESTIMATE
+    """The README's headline table: on the same workload, metricsched (its default policy,
+    which declares nothing, when the run has it) vs kube-scheduler; medians [ranges]."""
+    present = {t.get("system") for t in results.get("trials", [])}
+    ms = next((s for s in (qsys.DEFAULT, qsys.ESTIMATE) if s in present), qsys.NO_ESTIMATE)
+    pipeline = results.get("pipeline") or {}
+    seeds = results.get("seeds") or ([results["seed"]] if results.get("seed") else [])
+    told = f" --seeds {','.join(str(x) for x in seeds)}" if seeds else ""
+    counted = (
+        len(seeds) or len(cells.seeds(results, _keys(results)[0], ms)) if _keys(results) else 0
     )
+    what = " (declares nothing about pod usage)" if ms == qsys.DEFAULT else ""
+    how = f"; {pipeline['title']}" if pipeline.get("title") else ""
     lines = [
-        f"On the same workload, {_label(ms)} vs kube-scheduler v1.35.4 "
-        f"(`python -m bench quality --plan {results.get('plan')}`, "
-        f"{results.get('started', '')[:10]}; bench/README.md, Placement quality):",
+        f"On the same workload, {_label(ms)}{what} vs kube-scheduler v1.35.4 "
+        f"(`python -m bench quality --plan {results.get('plan')}"
+        f"{' --pipeline ' + pipeline['name'] if pipeline.get('name') else ''}"
+        f"{told}`, {results.get('started', '')[:10]}{how}; median [range] of {counted} seed(s); "
+        "bench/README.md, Placement quality):",
         "",
         "| scenario | node-s above 80 % | threshold overruns | hottest node "
         "| p99 pod latency ms | unplaced |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for key in _keys(results):
-        k, m = _trial(results, key, qsys.KUBE), _trial(results, key, ms)
-        if k is None or m is None:
+        if not cells.trials(results, key, qsys.KUBE) or not cells.trials(results, key, ms):
             continue
-        hot = "hottest_end_of_burst" if key == "a" else "hottest_max"
+        hot = "hottest_end_of_burst" if key in ("a", "d") else "hottest_max"
+
+        def both(field: str, digits: int = 0, scale: float = 1.0, *, key: str = key) -> str:
+            return " vs ".join(
+                cells.show([scale * v for v in cells.values(results, key, s, field)], digits)
+                for s in (ms, qsys.KUBE)
+            )
+
         lines.append(
-            f"| ({key}) {scenarios.TITLES[key]} "
-            f"| {_f(m.get('node_seconds_above_80'), 0)} vs {_f(k.get('node_seconds_above_80'), 0)} "
-            f"| {m.get('overruns')} vs {k.get('overruns')} "
-            f"| {_f(m.get(hot))} vs {_f(k.get(hot))} "
-            f"| {_ms(m.get('latency_p99_s'))} vs {_ms(k.get('latency_p99_s'))} "
-            f"| {m.get('unplaced')} vs {k.get('unplaced')} |"
+            f"| ({key}) {scenarios.TITLES[key]} | {both('node_seconds_above_80')} "
+            f"| {both('overruns')} | {both(hot, 2)} | {both('latency_p99_s', 0, 1000.0)} "
+            f"| {both('unplaced')} |"
         )
     return lines
 
@@ -412,65 +457,46 @@ def plot_series(results: dict[str, Any], field: str, ylabel: str, out: Path) -> 
 
 def section(results: dict[str, Any], images: dict[str, str]) -> str:
     detail = results.get("plan_detail") or {}
-    nodes = results.get("nodes") or []
-    cpus = sum(n["cpu"] for n in nodes)
     m = results.get("machine") or {}
+    p = results.get("pipeline") or {}
+    seeds = results.get("seeds") or [results.get("seed")]
+    conditions = method.conditions(results)
     parts = [
-        "## Placement quality (issue 19)",
+        "## Placement quality",
         "",
-        f"Generated by `python -m bench quality --plan {results.get('plan')} --seed "
-        f"{results.get('seed')}` ({results.get('started')} → {results.get('finished')}, "
-        f"{results.get('wall_s')} s on {m.get('nproc')} CPUs; load average at the end "
-        f"{m.get('load_average_end')}); re-render with `python -m bench quality-report --publish`.",
+        f"Generated by `python -m bench quality --plan {results.get('plan')}"
+        f"{' --pipeline ' + p['name'] if p.get('name') else ''} --seeds "
+        f"{','.join(str(s) for s in seeds)}` ({results.get('started')} → "
+        f"{results.get('finished')}, {results.get('wall_s')} s on {m.get('nproc')} CPUs; load "
+        f"average at the end {m.get('load_average_end')}; code "
+        f"{(results.get('code') or {}).get('git_head')}); re-render with "
+        "`python -m bench quality-report FILE --publish`.",
         *(["", str(results["note"])] if results.get("note") else []),
         "",
-        f"**Setup.** {len(nodes)} kwok nodes of 4/8/16 cpus ({cpus} cpus) labelled for the load "
-        "model (hack/loadmodel.py), with background cpu "
-        f"{min((n['background'] for n in nodes), default=0):.2f}-"
-        f"{max((n['background'] for n in nodes), default=0):.2f} (skewed low). The load model "
-        f"ticks every second and Prometheus scrapes it every {results.get('scrape_interval')}; "
-        f"metricsched refreshes every {results.get('refresh_interval')}. Pods use what their "
-        "load-model annotation says, not what they request: `api` pods request 50m and use "
-        "0.15-0.35 cores, `batch` pods request 500m and use 0.03-0.12, `web` pods request "
-        "200m and use 0.12-0.24; usage ramps up over 10-30 s. Every system plays the same "
-        "seeded events from the same state (no scenario pods, every node at its background, "
-        "Prometheus showing it). Figures are the load model's ground truth (`--record`).",
-        "",
-        "**Systems.** kube-scheduler v1.35.4, default profile. metricsched with one policy "
-        "metric: `max by (node) (node_cpu_utilisation)`, Minimize, weight 10 (kube-scheduler's "
-        "default scores keep their weights), `threshold: {max: 0.8}`, burst penalty 5 for "
-        f"60 s; *estimate on*: `estimate: {{from: Amount, resource: cpu, amount: "
-        f"{scenarios.TYPICAL_USAGE}, settleTime: 45s}}` (learn off, the default); *estimate on, "
-        "learn on*: the same with `learn: true`; *estimate off*: "
-        "`estimate: {from: None}`. Random placement: a random node that fits the pod's "
-        "requests (bench/quality/randombinder.py).",
-        "",
-        f"**Scenarios.** (a) a burst of {detail.get('burst_pods')} pods at once, observed "
-        f'for {detail.get("burst_observe_s"):.0f} s; "hottest at end of burst" is the '
-        f"highest node's mean over the last {metrics.END_WINDOW_S:.0f} s. (b) "
-        f"{detail.get('steady_s'):.0f} s of Poisson arrivals at "
-        f"{detail.get('steady_rate')}/s, each pod living {detail.get('life_s')} s after its "
-        f"bind, plus {detail.get('other_initial')} pods (and {detail.get('other_rate')}/s "
-        "more) bound directly by another scheduler, using 0.4-0.9 cores each; observed "
-        f"{detail.get('tail_s'):.0f} s more. (c) as (b), and a third of the way in, the "
-        f"{detail.get('hotspot_nodes')} coolest nodes' background jumps to "
-        f"{detail.get('hotspot_cpu')} (`POST /background`).",
-        "",
-        "**Figures.** node-s > 80 %: the sum over load-model ticks of nodes above 0.8 times "
-        "the tick (share: of all node-seconds). Overruns: binds of the system whose node's "
-        "eventual utilisation, counting the pod, exceeded 0.8. Pod latency: each running pod, "
-        "each tick, experiences its node's latency (service time 50 ms / (1 - utilisation)). "
-        "Unplaced: the system's pods still pending at the end. create→bind p99: how long the "
-        "threshold held pods.",
-        "",
+        *method.lines(results),
     ]
     for why in (results.get("skipped") or {}).items():
         parts += [f"Not run: {_label(why[0])} ({why[1]}).", ""]
-    parts += ["### Targets (issue 19)", "", *targets_table(results), ""]
+    parts += [
+        "### Targets (issue 27): the default policy, which declares nothing",
+        "",
+        conditions,
+        "",
+        *default_targets_table(results),
+        "",
+        "### Targets (issue 19): a declared amount equal to the true mean",
+        "",
+        conditions,
+        "",
+        *targets_table(results),
+        "",
+    ]
     parts += rebalance_section(results)
     for key in _keys(results):
         parts += [
             f"### ({key}) {scenarios.TITLES[key]}",
+            "",
+            conditions,
             "",
             *scenario_table(results, key),
             "",
@@ -480,11 +506,13 @@ def section(results: dict[str, Any], images: dict[str, str]) -> str:
     parts += [
         "### Hottest node and nodes above the threshold over time",
         "",
+        f"Seed {seeds[0]} only (the tables hold every seed). {conditions}",
+        "",
         f"![hottest node]({images['hottest']})",
         "",
         f"![nodes above 80 %]({images['over']})",
         "",
-        "### Backlog throughput, estimate on vs off",
+        "### Backlog throughput, the default policy vs estimate off",
         "",
         f"A usage-free backlog of {detail.get('backlog_pods')} pods (threshold 100, which "
         "holds nothing), created before the scheduler starts; binds/s from first to last "

@@ -1,24 +1,29 @@
 """Plays the quality scenarios on the benchmark's control plane, one system at a time.
 
-    python -m bench quality [--plan full|smoke] [--scenarios a,b,c] [--systems ...] [--seed N]
+    python -m bench quality [--plan full|smoke] [--pipeline realistic|gauge]
+        [--scenarios a,b,c,d] [--systems ...] [--seeds 1,2,3]
 
 Per plan: bring the benchmark cluster up (ports 44xxx, ``.cluster-bench/``, the load
-model scraped every 5 s), make the plan's modelled nodes, then for each scenario and each
+model scraped and the rules evaluated at the pipeline's interval, bench/quality/systems.py
+``PIPELINES``), then for each seed make its modelled nodes, and for each scenario and each
 system: return to the starting state (no scenario pods, every node at its annotated
-background, Prometheus showing it), start the system, play the seeded events, stop the
-system and read the load model's record for the trial's window. The rebalance pair plays
-scenario (c) only, its own pods as 1-replica ReplicaSets under PodDisruptionBudgets
+background, Prometheus's policy metric showing it), start the system, play the seeded
+events (scenario d: create its Deployments, then scale them), stop the system and read
+the load model's record for the trial's window. The rebalance pair plays scenario (c)
+only, its own pods as 1-replica ReplicaSets under PodDisruptionBudgets
 (bench/quality/owned.py), and also reports evictions, moves and budget violations. Then
-the backlog pair (metricsched estimate on vs off, binds/s). Results go to
-``bench/results/quality-PLAN.json`` after every trial; the report (bench/quality/report.py)
-renders tables and plots.
+the backlog pair (metricsched's default vs estimate off, binds/s). Results go to
+``bench/results/quality-PLAN[-gauge].json`` after every trial; the report
+(bench/quality/report.py) renders tables (median and range over the seeds) and plots.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import secrets
@@ -35,12 +40,13 @@ from bench.kube import GROUP, PLURAL, VERSION, ApiError, Kube
 from bench.quality import loadmodel, metrics, owned, scenarios
 from bench.quality import systems as qsys
 
-SCRAPE = "5s"
 WORK = env_mod.RESULTS / "work" / "quality"
+DEPLOYMENTS = "/apis/apps/v1/namespaces/{namespace}/deployments"
 
 
-def results_path(plan: str) -> Path:
-    return env_mod.RESULTS / f"quality-{plan}.json"
+def results_path(plan: str, pipeline: str = "realistic") -> Path:
+    suffix = "" if pipeline == "realistic" else f"-{pipeline}"
+    return env_mod.RESULTS / f"quality-{plan}{suffix}.json"
 
 
 def _save(path: Path, results: dict[str, Any]) -> None:
@@ -94,12 +100,21 @@ async def ensure_nodes(kube: Kube, specs: tuple[scenarios.NodeSpec, ...]) -> Non
 
 
 async def create_policy(
-    kube: Kube, namespace: str, system: str, *, threshold: float, margin: float | None = None
+    kube: Kube,
+    namespace: str,
+    system: str,
+    *,
+    scenario: str,
+    pipeline: qsys.Pipeline,
+    threshold: float,
+    margin: float | None = None,
 ) -> str:
     """Create the system's policy with strict field validation; return a note when the
     CRD has no ``estimate`` (estimate off is then the policy without the field; estimate
     on cannot run: raise)."""
-    spec = qsys.policy(system, threshold=threshold, margin=margin)
+    spec = qsys.policy(
+        system, scenario=scenario, pipeline=pipeline, threshold=threshold, margin=margin
+    )
     path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
     params = {"fieldValidation": "Strict"}
     body = {
@@ -112,7 +127,7 @@ async def create_policy(
         await kube.request("POST", path, body, params=params)
         return ""
     except ApiError as e:
-        if "estimate" not in str(e) or system == qsys.ESTIMATE:
+        if "estimate" not in str(e) or system != qsys.NO_ESTIMATE:
             raise
     del spec["metrics"][0]["estimate"]
     await kube.request("POST", path, body, params=params)
@@ -120,12 +135,20 @@ async def create_policy(
 
 
 async def estimate_unsupported(kube: Kube) -> str:
-    """Why the estimate-on system cannot run here ("" when it can): the API server
-    refuses (strict field validation) a policy with ``metrics[].estimate``."""
+    """Why the estimate systems cannot run here ("" when they can): the API server
+    refuses (strict field validation) a policy with ``metrics[].estimate: {from:
+    Measured}`` (a CRD from before issue 27)."""
     namespace = f"q-probe-{secrets.token_hex(2)}"
     await kube.create_namespace(namespace)
     try:
-        await create_policy(kube, namespace, qsys.ESTIMATE, threshold=qsys.THRESHOLD)
+        await create_policy(
+            kube,
+            namespace,
+            qsys.MEASURED,
+            scenario="a",
+            pipeline=qsys.PIPELINES["realistic"],
+            threshold=qsys.THRESHOLD,
+        )
         return ""
     except ApiError as e:
         return f"the CRD refuses metrics[].estimate ({str(e)[:160]})"
@@ -137,9 +160,10 @@ async def estimate_unsupported(kube: Kube) -> str:
 
 
 class Tracker:
-    """Watches the trial's namespace: when each event's pod was created and first bound;
-    ends each event whose life has ended (life counts from its first bind): deletes its
-    pod, or its ReplicaSet (``owned``; the ledger reads every pod event)."""
+    """Watches the trial's namespace: when each event's pod was created (as the harness
+    posted it, or as the watch first saw it: a Deployment's pods) and first bound, and
+    what it uses; ends each event whose life has ended (life counts from its first bind):
+    deletes its pod, or its ReplicaSet (``owned``; the ledger reads every pod event)."""
 
     def __init__(
         self,
@@ -154,6 +178,7 @@ class Tracker:
         self.ledger = owned.Ledger()
         self.created: dict[str, float] = {}
         self.bound: dict[str, tuple[float, str]] = {}
+        self.cpu: dict[str, float] = {}  # cores at full usage (its load-model annotation)
         self.deleted: set[str] = set()
 
     async def watch(self) -> None:
@@ -168,6 +193,12 @@ class Tracker:
                         self.ledger.see(t, event["type"], obj)
                     name = owned.workload_of(obj)
                     node = (obj.get("spec") or {}).get("nodeName")
+                    if name and event["type"] == "ADDED":
+                        self.created.setdefault(name, t)
+                        meta = obj.get("metadata") or {}
+                        usage = (meta.get("annotations") or {}).get(scenarios.USAGE_CPU)
+                        with contextlib.suppress(ValueError):
+                            self.cpu.setdefault(name, float(str(usage or "0")))
                     if name and node and name not in self.bound and event["type"] != "DELETED":
                         self.bound[name] = (t, node)
             except ApiError as e:
@@ -236,8 +267,24 @@ async def play(
         await asyncio.sleep(max(0.0, t0 + spot.at - time.time()))
         await asyncio.to_thread(model.set_background, spot.node, spot.cpu)
 
+    async def deploy(deployment: scenarios.Deployment) -> None:
+        body = scenarios.deployment_body(deployment, scheduler)
+        await kube.request("POST", DEPLOYMENTS.format(namespace=namespace), body)
+
+    async def scale(step: scenarios.Scale) -> None:
+        await asyncio.sleep(max(0.0, t0 + step.at - time.time()))
+        path = DEPLOYMENTS.format(namespace=namespace) + f"/{step.deployment}/scale"
+        await kube.request(
+            "PATCH",
+            path,
+            {"spec": {"replicas": step.replicas}},
+            content_type="application/merge-patch+json",
+        )
+
     tasks = [asyncio.create_task(one(e)) for e in sc.pods]
     tasks += [asyncio.create_task(hot(h)) for h in sc.hotspots]
+    tasks += [asyncio.create_task(deploy(d)) for d in sc.deployments]
+    tasks += [asyncio.create_task(scale(step)) for step in sc.scales]
     await asyncio.gather(*tasks)
     await asyncio.sleep(max(0.0, t0 + sc.duration_s - time.time()))
 
@@ -268,6 +315,7 @@ class Run:
     nodes: tuple[scenarios.NodeSpec, ...]
     results: dict[str, Any]
     out: Path
+    pipeline: qsys.Pipeline
     margin: float | None = None  # the rebalance system's margin, if not REBALANCE_SPEC's
 
     @property
@@ -275,7 +323,7 @@ class Run:
         return {n.name: n.background for n in self.nodes}
 
     def process(self, system: str, tag: str) -> bench_systems.Process:
-        spec = dataclasses.replace(qsys.SYSTEMS[system], seed=self.seed)
+        spec = dataclasses.replace(qsys.catalogue(self.pipeline)[system], seed=self.seed)
         WORK.mkdir(parents=True, exist_ok=True)
         argv = bench_systems.command(spec, self.cluster, WORK)
         return bench_systems.Process(spec, argv, WORK / "logs" / f"{tag}.log")
@@ -283,21 +331,49 @@ class Run:
     async def reset(self) -> float:
         for n in self.nodes:
             await asyncio.to_thread(self.model.clear_background, n.name)
+        names = (
+            {scenarios.instance(i): n.name for i, n in enumerate(self.nodes)}
+            if self.pipeline.instance_label
+            else None
+        )
+        # Minutes, not seconds: a scale-out's pods go with their namespace, and a rate
+        # window then a scrape and a rule evaluation pass before the metric shows it.
         return await asyncio.to_thread(
-            loadmodel.wait_settled, self.model, self.cluster.prometheus_url, self.backgrounds
+            functools.partial(
+                loadmodel.wait_settled,
+                self.model,
+                self.cluster.prometheus_url,
+                self.backgrounds,
+                query=self.pipeline.query,
+                label=self.pipeline.node_label,
+                names=names,
+                timeout=240.0,
+            )
         )
 
     async def scenario_trial(self, key: str, system: str) -> dict[str, Any]:
         sc = scenarios.scenario(key, plan=self.plan, seed=self.seed)
-        sysdef = qsys.SYSTEMS[system]
+        sysdef = qsys.catalogue(self.pipeline)[system]
         namespace = f"q-{key}-{system[:14]}-{secrets.token_hex(2)}"
-        record: dict[str, Any] = {"scenario": key, "system": system, "label": sysdef.label}
+        record: dict[str, Any] = {
+            "scenario": key,
+            "system": system,
+            "seed": self.seed,
+            "label": sysdef.label,
+        }
         record["settle_s"] = round(await self.reset(), 1)
         await self.kube.create_namespace(namespace)
         if qsys.is_metricsched(system):
             record["note"] = await create_policy(
-                self.kube, namespace, system, threshold=qsys.THRESHOLD, margin=self.margin
+                self.kube,
+                namespace,
+                system,
+                scenario=key,
+                pipeline=self.pipeline,
+                threshold=qsys.THRESHOLD,
+                margin=self.margin,
             )
+            record["estimate"] = qsys.estimate(system, scenario=key, pipeline=self.pipeline)
             rebalance = qsys.policy(system, margin=self.margin).get("rebalance")
             if rebalance:
                 record["policy_rebalance"] = rebalance
@@ -317,7 +393,7 @@ class Run:
         try:
             record["warm_up_s"] = await warm_up(self.kube, namespace, sysdef.scheduler_name)
             if qsys.is_metricsched(system):
-                await asyncio.sleep(6.0)  # one refresh after start-up
+                await asyncio.sleep(self.pipeline.refresh_s + 1.0)  # one refresh after start-up
             offset = self.model.offset()
             t0 = time.time()
             watcher = asyncio.create_task(tracker.watch())
@@ -348,21 +424,28 @@ class Run:
         ticks, binds = metrics.parse(
             self.model.records(offset), t0=t0, t1=t1, nodes=[n.name for n in self.nodes]
         )
-        own = [e for e in sc.pods if e.node is None]
-        waits = [
-            tracker.bound[e.name][0] - tracker.created[e.name]
-            for e in own
-            if e.name in tracker.bound and e.name in tracker.created
+        other = {e.name for e in sc.pods if e.node is not None}
+        # The system's pods: the scenario's own events, and whatever pods its
+        # Deployments made (scenario d), as the watch saw them created.
+        own = [n for n in tracker.created if n not in other and n != "warm-up"]
+        waits = [tracker.bound[n][0] - tracker.created[n] for n in own if n in tracker.bound]
+        cpu = {e.name: e.cpu for e in sc.pods} | tracker.cpu
+        held = [
+            metrics.Pending(
+                tracker.created[n],
+                tracker.bound[n][0] if n in tracker.bound else None,
+                cpu.get(n, 0.0),
+            )
+            for n in own
         ]
         record.update(
-            pods=len(own),
-            pods_other_scheduler=len(sc.pods) - len(own),
-            created=len(tracker.created),
-            bound=sum(1 for e in own if e.name in tracker.bound),
-            unplaced=sum(
-                1 for e in own if e.name in tracker.created and e.name not in tracker.bound
-            ),
+            pods=scenarios.own_pods(sc),
+            pods_other_scheduler=len(other),
+            created=len(own),
+            bound=sum(1 for n in own if n in tracker.bound),
+            unplaced=sum(1 for n in own if n not in tracker.bound),
             wait_ms=stats.summary([w * 1000 for w in waits]),
+            **metrics.pending(ticks, held, node_cpu={n.name: n.cpu for n in self.nodes}, t1=t1),
             hotspots=[dataclasses.asdict(h) for h in sc.hotspots],
             window_s=round(t1 - t0, 1),
             **metrics.summarise(
@@ -387,11 +470,13 @@ class Run:
 
     async def backlog_trial(self, system: str, rep: int) -> dict[str, Any]:
         """A usage-free backlog with a threshold that holds nothing: binds/s."""
-        sysdef = qsys.SYSTEMS[system]
+        sysdef = qsys.catalogue(self.pipeline)[system]
         namespace = f"q-bl-{system[:14]}-{secrets.token_hex(2)}"
         record: dict[str, Any] = {"system": system, "label": sysdef.label, "rep": rep}
         await self.kube.create_namespace(namespace)
-        record["note"] = await create_policy(self.kube, namespace, system, threshold=100.0)
+        record["note"] = await create_policy(
+            self.kube, namespace, system, scenario="a", pipeline=self.pipeline, threshold=100.0
+        )
         count = self.plan.backlog_pods
         watcher = trial.Watcher(namespace, count, WORK)
         await watcher.wait_ready()
@@ -420,6 +505,8 @@ class Run:
 
 async def _main(run_args: dict[str, Any]) -> None:
     plan: scenarios.QualityPlan = run_args["plan"]
+    pipeline: qsys.Pipeline = run_args["pipeline"]
+    seeds: tuple[int, ...] = run_args["seeds"]
     results: dict[str, Any] = run_args["results"]
     out: Path = run_args["out"]
     cluster = env_mod.load()
@@ -433,48 +520,56 @@ async def _main(run_args: dict[str, Any]) -> None:
             # A cluster started by a hack/cluster.py from before the load model.
             print("[quality] the cluster runs no load model: starting one", flush=True)
             own = await asyncio.to_thread(
-                loadmodel.start_own, cluster, scrape=SCRAPE, seed=run_args["seed"]
+                loadmodel.start_own, cluster, scrape=pipeline.scrape, seed=seeds[0]
             )
             model = loadmodel.LoadModel(
                 f"http://127.0.0.1:{env_mod.PORT_BASE + 101}",
                 env_mod.STATE / "quality-loadmodel.jsonl",
             )
-        nodes = scenarios.nodes(plan.nodes, seed=run_args["seed"])
-        await ensure_nodes(kube, nodes)
-        run = Run(
-            plan,
-            run_args["plan_name"],
-            run_args["seed"],
-            cluster,
-            kube,
-            model,
-            nodes,
-            results,
-            out,
-            run_args.get("margin"),
-        )
-        results["nodes"] = [dataclasses.asdict(n) for n in nodes]
         chosen = list(run_args["systems"])
-        if qsys.ESTIMATE in chosen:
-            why = await estimate_unsupported(kube)
-            if why:
-                chosen.remove(qsys.ESTIMATE)
-                results.setdefault("skipped", {})[qsys.ESTIMATE] = why
-                print(f"[quality] skipping {qsys.ESTIMATE}: {why}", flush=True)
-        for key in run_args["scenarios"]:
-            for system in (s for s in chosen if qsys.plays(s, key)):
-                tag = f"{key}/{system}"
-                print(f"[quality] {tag}: start", flush=True)
-                try:
-                    row = await run.scenario_trial(key, system)
-                except (ApiError, TimeoutError, OSError) as e:
-                    row = {"scenario": key, "system": system, "error": repr(e)}
-                results["trials"] = _merge(results["trials"], row, "scenario", "system")
-                _save(out, results)
-                print(f"[quality] {tag}: {_line(row)}", flush=True)
-        pair = [s for s in (qsys.NO_ESTIMATE, qsys.ESTIMATE) if s in chosen]
-        for rep in range(plan.backlog_repeats if pair and run_args.get("backlog", True) else 0):
+        estimating = [s for s in chosen if qsys.is_metricsched(s) and s != qsys.NO_ESTIMATE]
+        why = await estimate_unsupported(kube) if estimating else ""
+        for system in estimating if why else []:
+            chosen.remove(system)
+            results.setdefault("skipped", {})[system] = why
+            print(f"[quality] skipping {system}: {why}", flush=True)
+        run: Run | None = None
+        for seed in seeds:
+            nodes = scenarios.nodes(plan.nodes, seed=seed)
+            await ensure_nodes(kube, nodes)
+            results.setdefault("nodes_by_seed", {})[str(seed)] = [
+                dataclasses.asdict(n) for n in nodes
+            ]
+            results["nodes"] = [dataclasses.asdict(n) for n in nodes]
+            run = Run(
+                plan,
+                run_args["plan_name"],
+                seed,
+                cluster,
+                kube,
+                model,
+                nodes,
+                results,
+                out,
+                pipeline,
+                run_args.get("margin"),
+            )
+            for key in run_args["scenarios"]:
+                for system in (s for s in chosen if qsys.plays(s, key)):
+                    tag = f"{key}/{system}/seed {seed}"
+                    print(f"[quality] {tag}: start", flush=True)
+                    try:
+                        row = await run.scenario_trial(key, system)
+                    except (ApiError, TimeoutError, OSError) as e:
+                        row = {"scenario": key, "system": system, "seed": seed, "error": repr(e)}
+                    results["trials"] = _merge(results["trials"], row, "scenario", "system", "seed")
+                    _save(out, results)
+                    print(f"[quality] {tag}: {_line(row)}", flush=True)
+        pair = [s for s in qsys.BACKLOG_PAIR if s in chosen]
+        repeats = plan.backlog_repeats if run and len(pair) == 2 and run_args["backlog"] else 0
+        for rep in range(repeats):
             for system in pair if rep % 2 == 0 else list(reversed(pair)):
+                assert run is not None
                 row = await run.backlog_trial(system, rep)
                 results["backlog"] = _merge(results.get("backlog", []), row, "system", "rep")
                 _save(out, results)
@@ -517,6 +612,8 @@ def _line(row: dict[str, Any]) -> str:
         "hottest_end_of_burst",
         "latency_p99_s",
         "stddev_mean",
+        "pending_max_s",
+        "held_with_room_max_s",
     )
     extra = ""
     if "after_hotspot" in row:
@@ -534,33 +631,95 @@ def _line(row: dict[str, Any]) -> str:
     return " ".join(f"{k}={row.get(k)}" for k in keys) + extra
 
 
-def cmd_quality(args: Any) -> int:
-    from bench.quality import report  # noqa: PLC0415 (matplotlib only when rendering)
-
+def selection(args: Any) -> tuple[scenarios.QualityPlan, tuple[str, ...], tuple[str, ...]]:
+    """The plan, scenarios and systems ``args`` ask for (the plan's own when unsaid: the
+    smoke plan plays ``qsys.SMOKE``, others ``qsys.CHOSEN``); refuses unknown names."""
     plan = scenarios.PLANS[args.plan]
     keys = tuple(args.scenarios.split(",")) if args.scenarios else plan.scenarios
-    chosen = tuple(args.systems.split(",")) if args.systems else qsys.ORDER
+    default = qsys.SMOKE if args.plan == "smoke" else qsys.CHOSEN
+    chosen = tuple(args.systems.split(",")) if args.systems else default
     unknown = [s for s in chosen if s not in qsys.SYSTEMS] + [
         k for k in keys if k not in scenarios.KEYS
     ]
     if unknown:
         raise SystemExit(f"unknown systems or scenarios: {unknown}")
-    out = Path(args.out) if args.out else results_path(args.plan)
+    return plan, keys, chosen
+
+
+def seeds_of(args: Any) -> tuple[int, ...]:
+    """``--seeds 1,2,3`` (or the single ``--seed``), in order, each once."""
+    text = getattr(args, "seeds", None) or str(getattr(args, "seed", 1))
+    seeds = tuple(dict.fromkeys(int(x) for x in text.split(",") if x.strip()))
+    if not seeds:
+        raise SystemExit("--seeds: at least one seed")
+    return seeds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``python -m bench quality``'s options."""
+    a = parser.add_argument
+    a("--plan", choices=sorted(scenarios.PLANS), default="full")
+    a(
+        "--pipeline",
+        choices=sorted(qsys.PIPELINES),
+        default="realistic",
+        help="how node usage reaches metricsched: realistic (15 s scrape of counters through "
+        "the recording rule, 15 s refresh; the headline) or gauge (5 s scrape of a gauge, "
+        "5 s refresh: the best case)",
+    )
+    a("--scenarios", help=f"subset of {','.join(scenarios.KEYS)} (default: the plan's)")
+    a(
+        "--systems",
+        help=f"subset of {','.join(qsys.ORDER)} (default: the smoke plan "
+        f"{','.join(qsys.SMOKE)}, others all but the rebalance pair)",
+    )
+    a("--seeds", help="comma-separated seeds, each a full pass (default: --seed)")
+    a("--seed", type=int, default=1, help="one seed (when --seeds is not given)")
+    a("--out", help="results file (default: bench/results/quality-PLAN[-PIPELINE].json)")
+    a("--append", action="store_true", help="merge into an existing results file")
+    a("--keep-cluster", action="store_true")
+    a("--no-backlog", action="store_true", help="skip the backlog pair (scenarios only)")
+    a(
+        "--rebalance-margin",
+        type=float,
+        help="the rebalance system's spec.rebalance.margin (default: bench/quality/systems.py's)",
+    )
+    a("--publish", action="store_true", help="write bench/quality*.png, quality.md and README")
+
+
+def cmd_quality(args: Any) -> int:
+    from bench.quality import report  # noqa: PLC0415 (matplotlib only when rendering)
+
+    plan, keys, chosen = selection(args)
+    pipeline = qsys.PIPELINES[getattr(args, "pipeline", None) or "realistic"]
+    seeds = seeds_of(args)
+    out = Path(args.out) if args.out else results_path(args.plan, pipeline.name)
     results: dict[str, Any] = {"trials": [], "backlog": []}
     if args.append and out.exists():
         results = json.loads(out.read_text())
     results.update(
         plan=args.plan,
         plan_detail=dataclasses.asdict(plan),
-        seed=args.seed,
+        seed=seeds[0],
+        seeds=list(seeds),
+        systems=list(chosen),
         started=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         machine=env_mod.machine(),
         code=env_mod.code_fingerprint(),
-        scrape_interval=SCRAPE,
-        refresh_interval=qsys.REFRESH,
-        policy={s: qsys.policy(s) for s in qsys.ORDER if qsys.is_metricsched(s)},
+        pipeline=dataclasses.asdict(pipeline),
+        scrape_interval=pipeline.scrape,
+        refresh_interval=pipeline.refresh,
+        policy={
+            f"{s} ({k})": qsys.policy(s, scenario=k, pipeline=pipeline)
+            for s in chosen
+            if qsys.is_metricsched(s)
+            for k in keys
+            if qsys.plays(s, k)
+        },
+        operator_args=list(pipeline.operator_args()),
     )
-    os.environ[loadmodel.SCRAPE_ENV] = SCRAPE
+    os.environ[loadmodel.SCRAPE_ENV] = pipeline.scrape
+    os.environ[loadmodel.RULE_INTERVAL_ENV] = pipeline.rule_interval
     t0 = time.monotonic()
     try:
         env_mod.cluster_cmd("up", "--nodes", "3", "--quiet-nodes")
@@ -570,7 +729,8 @@ def cmd_quality(args: Any) -> int:
                 {
                     "plan": plan,
                     "plan_name": args.plan,
-                    "seed": args.seed,
+                    "pipeline": pipeline,
+                    "seeds": seeds,
                     "results": results,
                     "out": out,
                     "scenarios": keys,
@@ -589,7 +749,9 @@ def cmd_quality(args: Any) -> int:
             env_mod.cluster_cmd("down")
     report.render(out, publish=args.publish)
     print(f"[quality] results: {out} ({time.monotonic() - t0:.0f} s)", flush=True)
-    failed = [f"{t['scenario']}/{t['system']}" for t in results["trials"] if "error" in t]
+    failed = [
+        f"{t['scenario']}/{t['system']}/{t.get('seed')}" for t in results["trials"] if "error" in t
+    ]
     if failed:
         print(f"[quality] harness errors in {failed}", flush=True)
     return 1 if failed else 0

@@ -8,6 +8,12 @@ model's own distributions are seeded by pod uid, which differs between systems).
 Usage differs from requests on purpose (issue 19): ``api`` pods use 3-7 times what they
 request, ``batch`` pods a fifth of it, ``web`` pods about what they ask for; in scenarios
 b and c a second scheduler binds large pods of its own onto the same nodes.
+
+Scenario d is a scale-out (what an autoscaler does): Deployments that have run for a
+while (so their pods' usage is in Prometheus) are scaled up several-fold at once. Their
+pods request 50m and use 0.3-0.5 cores each, a fixed amount per Deployment (all of a
+Deployment's pods share one template, and the load model's own draws are seeded by pod
+uid, which differs between systems).
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ RAMP = "loadmodel.metricsched.io/ramp"
 QUALITY_LABEL = "bench.metricsched.io/quality"
 OTHER_SCHEDULER = "bench-other-scheduler"  # pods bound directly, as another scheduler would
 
-ScenarioKey = Literal["a", "b", "c"]
-KEYS: tuple[ScenarioKey, ...] = ("a", "b", "c")
+ScenarioKey = Literal["a", "b", "c", "d"]
+KEYS: tuple[ScenarioKey, ...] = ("a", "b", "c", "d")
 TITLES: dict[str, str] = {
     "a": "burst into skewed background",
     "b": "steady arrivals and departures",
     "c": "hot spot mid-run",
+    "d": "scale-out burst",
 }
 SIZES = (4, 8, 16)  # cpus, cycled over the nodes
 
@@ -58,6 +65,18 @@ OTHER = Workload("other", 500, 512, (0.4, 0.9), 0.0)  # bound by another schedul
 # What a user would write as "each pod uses about ...": the mean usage of the mix above
 # (0.45 x 0.25 + 0.25 x 0.075 + 0.30 x 0.18 = 0.185 cores), rounded as people do.
 TYPICAL_USAGE = "200m"
+# Scenario d's Deployments: each requests 50m and uses one of these (cores), shuffled by
+# the seed over the Deployments, so that the true mean is the same for every seed.
+SCALE_REQUEST_CPU_M = 50
+SCALE_USAGES = (0.30, 0.35, 0.40, 0.45, 0.50)
+SCALE_TYPICAL_USAGE = "400m"  # their mean, exactly
+
+
+def typical_usage_m(key: str) -> int:
+    """The true mean usage of a pod of scenario ``key``, in millicores, as a user who knew
+    it would write it (what the "declared amount right" system declares)."""
+    text = SCALE_TYPICAL_USAGE if key == "d" else TYPICAL_USAGE
+    return int(text.removesuffix("m"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,13 +98,34 @@ class HotSpot:
 
 
 @dataclasses.dataclass(frozen=True)
+class Deployment:
+    """A Deployment of scenario d, created at the start with ``replicas``."""
+
+    name: str
+    request_cpu_m: int
+    request_memory_mi: int
+    cpu: float  # cores each pod uses at full usage (the load model's annotation)
+    ramp: float  # seconds from bind to full usage
+    replicas: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    at: float
+    deployment: str
+    replicas: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Scenario:
     key: str
     title: str
     pods: tuple[PodEvent, ...]
     hotspots: tuple[HotSpot, ...]
     duration_s: float  # from the first event to the end of the observation
-    burst_end_s: float | None  # scenario a: when "the end of the burst" is read
+    burst_end_s: float | None  # scenarios a and d: when "the end of the burst" is read
+    deployments: tuple[Deployment, ...] = ()
+    scales: tuple[Scale, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,11 +144,20 @@ class QualityPlan:
     backlog_pods: int  # the throughput trial (estimate on vs off)
     backlog_repeats: int
     scenarios: tuple[ScenarioKey, ...] = KEYS
+    # Scenario d: Deployments of scale_from replicas, each scaled to scale_to at
+    # scale_at_s (time enough for their pods to settle and be measured: the operator's
+    # settle time, a rate window, a scrape and a refresh), observed scale_observe_s more.
+    scale_deployments: int = 5
+    scale_from: int = 4
+    scale_to: int = 24
+    scale_at_s: float = 150.0
+    scale_observe_s: float = 120.0
 
 
 PLANS: dict[str, QualityPlan] = {
-    # 5 systems x (a 2 min + b 4 min + c 4 min), the rebalance pair x c, resets and the
-    # backlog pairs: ~55 min.
+    # Per seed, 8 systems x (scenarios a 100 s + b 230 s + c 230 s + d 270 s, and 4 resets
+    # with start-up of 40-90 s each: the smoke run's were ~40 s with 30 pods): 2.3-2.6 h a
+    # seed on the realistic pipeline, 7-8 h for 3 seeds (an estimate, not yet measured).
     "full": QualityPlan(
         nodes=15,
         burst_pods=300,
@@ -124,9 +173,11 @@ PLANS: dict[str, QualityPlan] = {
         backlog_pods=400,
         backlog_repeats=2,
     ),
-    # 4 systems x scenario a on fewer nodes, and one backlog pair: ~5 min.
+    # The harness end to end, not a result: scenario d on 6 nodes (3 Deployments, 2 -> 10
+    # replicas), metricsched's default policy and kube-scheduler, one seed, one small
+    # backlog pair (make bench-quality-smoke): ~9 min.
     "smoke": QualityPlan(
-        nodes=9,
+        nodes=6,
         burst_pods=150,
         burst_observe_s=60.0,
         steady_s=60.0,
@@ -137,9 +188,14 @@ PLANS: dict[str, QualityPlan] = {
         other_rate=0.05,
         hotspot_nodes=2,
         hotspot_cpu=0.75,
-        backlog_pods=200,
+        backlog_pods=100,
         backlog_repeats=1,
-        scenarios=("a",),
+        scenarios=("d",),
+        scale_deployments=3,
+        scale_from=2,
+        scale_to=10,
+        scale_at_s=100.0,
+        scale_observe_s=60.0,
     ),
 }
 
@@ -203,8 +259,27 @@ def _steady(
     return tuple(pods)
 
 
+def _scale_out(plan: QualityPlan, rng: random.Random) -> Scenario:
+    usages = [SCALE_USAGES[i % len(SCALE_USAGES)] for i in range(plan.scale_deployments)]
+    rng.shuffle(usages)
+    deployments = tuple(
+        Deployment(
+            f"d-{i}",
+            SCALE_REQUEST_CPU_M,
+            128,
+            cpu,
+            round(rng.uniform(10.0, 20.0), 1),
+            plan.scale_from,
+        )
+        for i, cpu in enumerate(usages)
+    )
+    scales = tuple(Scale(plan.scale_at_s, d.name, plan.scale_to) for d in deployments)
+    end = plan.scale_at_s + plan.scale_observe_s
+    return Scenario("d", TITLES["d"], (), (), end, end, deployments, scales)
+
+
 def scenario(key: str, *, plan: QualityPlan, seed: int) -> Scenario:
-    """Scenario ``key`` (a, b or c) of ``plan`` with ``seed``."""
+    """Scenario ``key`` (a, b, c or d) of ``plan`` with ``seed``."""
     # b and c draw the same arrivals (c is b plus the hot spot), a its own burst.
     rng = random.Random(f"{seed}-{'steady' if key in ('b', 'c') else key}")
     node_specs = nodes(plan.nodes, seed=seed)
@@ -213,8 +288,10 @@ def scenario(key: str, *, plan: QualityPlan, seed: int) -> Scenario:
         return Scenario(
             "a", TITLES["a"], _burst(plan, rng), (), plan.burst_observe_s, plan.burst_observe_s
         )
+    if key == "d":
+        return _scale_out(plan, rng)
     if key not in ("b", "c"):
-        raise ValueError(f"unknown scenario {key!r} (a, b or c)")
+        raise ValueError(f"unknown scenario {key!r} (a, b, c or d)")
     pods = _steady(key, plan, rng, names)
     hotspots: tuple[HotSpot, ...] = ()
     if key == "c":
@@ -224,6 +301,14 @@ def scenario(key: str, *, plan: QualityPlan, seed: int) -> Scenario:
         at = round(plan.steady_s / 3, 1)
         hotspots = tuple(HotSpot(at, n.name, plan.hotspot_cpu) for n in coolest)
     return Scenario(key, TITLES[key], pods, hotspots, plan.steady_s + plan.tail_s, None)
+
+
+def own_pods(sc: Scenario) -> int:
+    """How many pods the scheduler under test places in ``sc``: its own events, and each
+    Deployment's replicas after its last scale."""
+    final = {d.name: d.replicas for d in sc.deployments}
+    final |= {step.deployment: step.replicas for step in sorted(sc.scales, key=lambda x: x.at)}
+    return sum(1 for e in sc.pods if e.node is None) + sum(final.values())
 
 
 def floor(sc: Scenario, node: NodeSpec, t: float) -> float:
@@ -277,7 +362,7 @@ def node_body(node: NodeSpec, index: int) -> dict[str, Any]:
             "capacity": capacity,
             "allocatable": capacity,
             "addresses": [
-                {"type": "InternalIP", "address": f"10.241.0.{index + 1}"},
+                {"type": "InternalIP", "address": instance(index).split(":")[0]},
                 {"type": "Hostname", "address": node.name},
             ],
         },
@@ -288,11 +373,9 @@ def _workload(name: str) -> Workload:
     return next(w for w in (*WORKLOADS, OTHER) if w.name == name)
 
 
-def pod_body(event: PodEvent, scheduler: str) -> dict[str, Any]:
-    """The pod of ``event`` for ``scheduler`` (or bound to ``event.node`` by another)."""
-    w = _workload(event.workload)
-    spec: dict[str, Any] = {
-        "schedulerName": OTHER_SCHEDULER if event.node else scheduler,
+def _pod_spec(scheduler: str, *, cpu_m: int, memory_mi: int) -> dict[str, Any]:
+    return {
+        "schedulerName": scheduler,
         "nodeSelector": {MODELLED_LABEL: "true"},
         "terminationGracePeriodSeconds": 0,
         "automountServiceAccountToken": False,
@@ -300,12 +383,20 @@ def pod_body(event: PodEvent, scheduler: str) -> dict[str, Any]:
             {
                 "name": "app",
                 "image": "registry.invalid/pause:1",
-                "resources": {
-                    "requests": {"cpu": f"{w.request_cpu_m}m", "memory": f"{w.request_memory_mi}Mi"}
-                },
+                "resources": {"requests": {"cpu": f"{cpu_m}m", "memory": f"{memory_mi}Mi"}},
             }
         ],
     }
+
+
+def pod_body(event: PodEvent, scheduler: str) -> dict[str, Any]:
+    """The pod of ``event`` for ``scheduler`` (or bound to ``event.node`` by another)."""
+    w = _workload(event.workload)
+    spec = _pod_spec(
+        OTHER_SCHEDULER if event.node else scheduler,
+        cpu_m=w.request_cpu_m,
+        memory_mi=w.request_memory_mi,
+    )
     if event.node:
         spec["nodeName"] = event.node
     return {
@@ -318,6 +409,40 @@ def pod_body(event: PodEvent, scheduler: str) -> dict[str, Any]:
         },
         "spec": spec,
     }
+
+
+def deployment_body(deployment: Deployment, scheduler: str) -> dict[str, Any]:
+    """Scenario d's Deployment for ``scheduler`` (kube-controller-manager makes its pods)."""
+    labels = {"app": deployment.name, QUALITY_LABEL: "true"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": deployment.name, "labels": labels},
+        "spec": {
+            "replicas": deployment.replicas,
+            "selector": {"matchLabels": {"app": deployment.name}},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {
+                        USAGE_CPU: f"{deployment.cpu:.3f}",
+                        RAMP: f"{deployment.ramp:.1f}",
+                    },
+                },
+                "spec": _pod_spec(
+                    scheduler,
+                    cpu_m=deployment.request_cpu_m,
+                    memory_mi=deployment.request_memory_mi,
+                ),
+            },
+        },
+    }
+
+
+def instance(index: int) -> str:
+    """node-exporter's ``instance`` label of the plan's node ``index`` (its InternalIP in
+    ``node_body``, port 9100), as the realistic pipeline's metric names it."""
+    return f"10.241.0.{index + 1}:9100"
 
 
 def backlog_pod_body(index: int, scheduler: str) -> dict[str, Any]:

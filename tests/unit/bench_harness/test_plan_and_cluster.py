@@ -78,3 +78,12 @@ def test_kwok_lease_flag_follows_the_option(
     quiet = cluster.argv_for("kwok", bin_dir, 5000, True)
     assert "--node-lease-duration-seconds=0" in quiet
     assert "jitterDurationMilliseconds: 900000" in (tmp_path / "kwok.yaml").read_text()
+
+
+def test_rules_are_evaluated_fast_unless_the_benchmark_asks_for_its_pipelines_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(cluster.RULE_INTERVAL_ENV, raising=False)
+    assert "  evaluation_interval: 2s\n" in cluster.prometheus_config_text()
+    monkeypatch.setenv(cluster.RULE_INTERVAL_ENV, "15s")
+    assert "  evaluation_interval: 15s\n" in cluster.prometheus_config_text()

@@ -142,3 +142,36 @@ def test_summary_of_no_ticks_has_no_figures_and_does_not_fail() -> None:
     assert s["node_seconds"] == 0
     assert s["latency_p99_s"] is None
     assert s["stddev_mean"] is None
+
+
+def test_pending_counts_a_pod_never_bound_until_the_end_without_a_cap() -> None:
+    ticks, _ = parsed([tick(100.0 + i, n1=0.9, n2=0.9) for i in range(100)])
+    pods = [metrics.Pending(100.0, 110.0, 0.4), metrics.Pending(100.0, None, 0.4)]
+    p = metrics.pending(ticks, pods, node_cpu={"n1": 4, "n2": 4}, t1=200.0)
+    assert p["pending_max_s"] == pytest.approx(100.0)
+    assert p["still_pending"] == 1
+    # Both nodes above 0.8 all along: no room, so nothing was held with room.
+    assert (p["held_with_room_max_s"], p["held_with_room_over_limit"]) == (0.0, 0)
+    assert p["pending_at_end_with_room"] == 0
+
+
+def test_a_pod_held_while_a_node_had_room_for_its_usage_is_counted() -> None:
+    # n2 (4 cpus at 0.5) has room for 1.2 cores under 0.8 from t=130 on; n1 never.
+    records = [tick(100.0 + i, n1=0.9, n2=0.95 if i < 30 else 0.5) for i in range(100)]
+    ticks, _ = parsed(records)
+    pods = [
+        metrics.Pending(100.0, None, 1.0),  # fits n2 from 130: held 70 s
+        metrics.Pending(100.0, None, 2.0),  # never fits: not held with room
+        metrics.Pending(100.0, 150.0, 1.0),  # bound after 20 s of room
+    ]
+    p = metrics.pending(ticks, pods, node_cpu={"n1": 4, "n2": 4}, t1=200.0)
+    assert p["held_with_room_max_s"] == pytest.approx(70.0)
+    assert p["held_with_room_over_limit"] == 1
+    assert p["pending_at_end_with_room"] == 1
+    held = metrics.held_with_room(ticks, pods, node_cpu={"n1": 4, "n2": 4}, t1=200.0)
+    assert held == pytest.approx([70.0, 0.0, 20.0])
+
+
+def test_room_is_the_most_any_one_node_can_take_under_the_level() -> None:
+    ticks, _ = parsed([tick(100.0, n1=0.5, n2=0.7)])
+    assert metrics.room(ticks, node_cpu={"n1": 4, "n2": 16}) == pytest.approx([1.6])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.quality import report
+from bench.quality import cells, method, report
 from bench.quality import systems as qsys
 
 
@@ -99,7 +99,8 @@ def test_a_target_without_its_trials_is_not_judged() -> None:
 
 def test_headline_compares_metricsched_with_kube_scheduler_per_scenario() -> None:
     lines = report.headline(results())
-    assert "metricsched, estimate on vs kube-scheduler" in lines[0]
+    # The declared amount equal to the true mean was issue 19's "estimate on".
+    assert "metricsched, amount = true mean vs kube-scheduler" in lines[0]
     assert lines[4].startswith("| (a) burst into skewed background | 10 vs 100 | 0 vs 12")
     assert len(lines) == 6
 
@@ -186,3 +187,132 @@ def test_the_rebalance_section_shows_only_with_the_pair() -> None:
     assert "| 3 (3) | 3 | 1.00 | 0 (2) |" in text
     noted = pair(on_above=25.0, evictions=3, moved=3, violations=0) | {"rebalance_note": "Why."}
     assert report.rebalance_section(noted)[-2] == "Why."
+
+
+def seeded() -> dict[str, Any]:
+    """Scenarios b and d, three seeds: the default policy well under kube-scheduler."""
+    trials = []
+    for seed, spread in ((1, 0.0), (2, 10.0), (3, -10.0)):
+        for key in ("b", "d"):
+            end = {"hottest_end_of_burst": 0.75 if key == "d" else None}
+            kend = {"hottest_end_of_burst": 1.05 if key == "d" else None}
+            trials.append(
+                trial(key, qsys.KUBE, seed=seed, node_seconds_above_80=400.0 + spread, **kend)
+            )
+            trials.append(
+                trial(
+                    key,
+                    qsys.DEFAULT,
+                    seed=seed,
+                    node_seconds_above_80=50.0 + spread,
+                    node_seconds_above_100=0.0,
+                    overruns=2,
+                    held_with_room_over_limit=0,
+                    held_with_room_max_s=12.0,
+                    estimate=None,
+                    **end,
+                )
+            )
+            trials.append(trial(key, qsys.AMOUNT_DOUBLE, seed=seed, pending_at_end_with_room=0))
+            trials.append(trial(key, qsys.AMOUNT_HALF, seed=seed, overruns=30))
+    backlog = [
+        {"system": qsys.DEFAULT, "rep": 0, "throughput": {"pods_per_s": 95.0}},
+        {"system": qsys.NO_ESTIMATE, "rep": 0, "throughput": {"pods_per_s": 100.0}},
+    ]
+    return {
+        "plan": "full",
+        "seeds": [1, 2, 3],
+        "pipeline": {
+            "name": "realistic",
+            "title": "counters every 15 s",
+            "scrape": "15s",
+            "refresh": "15s",
+            "best_case": False,
+        },
+        "started": "2026-12-01 05:00:00 UTC",
+        "trials": trials,
+        "backlog": backlog,
+    }
+
+
+def test_a_cell_is_the_median_over_the_seeds_with_its_range() -> None:
+    table = report.scenario_table(seeded(), "b")
+    row = next(line for line in table if line.startswith(f"| {qsys.SYSTEMS[qsys.DEFAULT].label} |"))
+    assert "| 50 [40 to 60] (10 %) |" in row
+    zero = report.scenario_table(seeded(), "d")
+    kube = next(line for line in zero if line.startswith("| kube-scheduler"))
+    assert "| 400 [390 to 410] (10 %) |" in kube
+    r = seeded()
+    for t in r["trials"]:
+        t["fraction_above_80"] = 0.0
+    assert "| 50 [40 to 60] (0 %) |" in report.scenario_table(r, "b")[2]
+    assert "| 1,2,3 |" in row
+    assert row.endswith("| nothing |")
+    assert table.index(row) == 2  # the default policy is the first row
+
+
+def test_issue_27s_targets_compare_the_default_with_kube_scheduler_by_medians() -> None:
+    rows = {text: (measured, ok) for text, measured, ok in cells.target_rows(seeded())}
+    assert rows["(b) node-s > 80 % ≤ 0.25x kube-scheduler's"] == (
+        "50 [40 to 60] vs 400 [390 to 410] (0.12x)",
+        True,
+    )
+    assert rows["(d) node-s > 100 % ≤ 0.1x kube-scheduler's"][1] is True
+    assert rows["(b) threshold overruns ≤ 1 % of binds"] == ("2 of 300", True)
+    assert rows["(d) hottest node at the end of the scale-out ≥ 15 points below kube-scheduler's"][
+        1
+    ]
+    assert rows["(d) no pod pending > 60 s while a node had room (true usage)"][1] is True
+    assert rows["(d) amount at half: overruns reported"] == ("30 of 300", None)
+    assert rows["backlog binds/s, the default within 10 % of estimate off"][1] is True
+
+
+def test_issue_27s_targets_fail_when_the_default_overruns_or_holds_pods_with_room() -> None:
+    r = seeded()
+    for t in r["trials"]:
+        if t["system"] == qsys.DEFAULT and t["scenario"] == "d":
+            t.update(overruns=9, held_with_room_over_limit=4, node_seconds_above_80=200.0)
+    rows = {text: ok for text, _, ok in cells.target_rows(r)}
+    assert rows["(d) threshold overruns ≤ 1 % of binds"] is False
+    assert rows["(d) no pod pending > 60 s while a node had room (true usage)"] is False
+    assert rows["(d) node-s > 80 % ≤ 0.25x kube-scheduler's"] is False
+    assert rows["(b) node-s > 80 % ≤ 0.25x kube-scheduler's"] is True
+
+
+def test_a_target_of_a_system_not_run_is_not_judged() -> None:
+    r = seeded()
+    r["trials"] = [t for t in r["trials"] if t["system"] != qsys.AMOUNT_DOUBLE]
+    rows = {text: ok for text, _, ok in cells.target_rows(r)}
+    assert (
+        rows["(b) amount at double: no pod still pending at the end while a node had room for it"]
+        is None
+    )
+
+
+def test_the_headline_is_the_default_row_and_says_it_declares_nothing() -> None:
+    lines = report.headline(seeded())
+    assert "metricsched, default (threshold only) (declares nothing about pod usage)" in lines[0]
+    assert "--pipeline realistic --seeds 1,2,3" in lines[0]
+    assert "counters every 15 s" in lines[0]
+    assert "median [range] of 3 seed(s)" in lines[0]
+    assert lines[4].startswith("| (b) steady arrivals and departures | 50 [40 to 60] vs 400")
+    assert lines[5].startswith("| (d) scale-out burst |")
+    assert "| 0.75 vs 1.05 |" in lines[5]
+
+
+def test_the_section_states_its_conditions_beside_every_table() -> None:
+    r = seeded() | {"plan_detail": {"scale_deployments": 5}}
+    text = report.section(r, {"heat-b": "b.png", "heat-d": "d.png", "hottest": "h", "over": "o"})
+    conditions = method.conditions(r)
+    assert "pipeline realistic: scrape 15s, metricsched refresh 15s; plan full" in conditions
+    assert text.count(conditions) >= 4  # both target tables, b and d
+    assert "*metricsched, default (threshold only)*: nothing (no `estimate`)" in text
+    assert "BEST CASE" not in text and "SMOKE RUN" not in text
+    smoke = report.section(
+        r | {"plan": "smoke"}, {"heat-b": "", "heat-d": "", "hottest": "", "over": ""}
+    )
+    assert "**SMOKE RUN.**" in smoke
+    gauge = r | {"pipeline": {"name": "gauge", "scrape": "5s", "best_case": True}}
+    assert "**BEST CASE.**" in report.section(
+        gauge, {"heat-b": "", "heat-d": "", "hottest": "", "over": ""}
+    )

@@ -104,3 +104,68 @@ def test_the_hot_spot_scenario_is_the_steady_one_plus_the_hot_spot() -> None:
     steady = scenarios.scenario("b", plan=FULL, seed=1)
     hot = scenarios.scenario("c", plan=FULL, seed=1)
     assert [(p.at, p.cpu, p.node) for p in steady.pods] == [(p.at, p.cpu, p.node) for p in hot.pods]
+
+
+def test_the_scale_out_grows_deployments_with_history_several_fold_at_once() -> None:
+    d = scenarios.scenario("d", plan=FULL, seed=1)
+    assert d == scenarios.scenario("d", plan=FULL, seed=1)
+    assert d != scenarios.scenario("d", plan=FULL, seed=2)
+    assert d.pods == () and d.hotspots == ()
+    assert len(d.deployments) == FULL.scale_deployments
+    assert all(x.replicas == FULL.scale_from for x in d.deployments)
+    assert {(s.at, s.replicas) for s in d.scales} == {(FULL.scale_at_s, FULL.scale_to)}
+    assert {s.deployment for s in d.scales} == {x.name for x in d.deployments}
+    assert FULL.scale_to >= 4 * FULL.scale_from
+    assert d.burst_end_s == d.duration_s == FULL.scale_at_s + FULL.scale_observe_s
+
+
+def test_the_scale_outs_pods_use_several_times_their_request_with_a_known_mean() -> None:
+    for seed in (1, 2, 3):
+        d = scenarios.scenario("d", plan=FULL, seed=seed)
+        assert statistics.fmean(x.cpu for x in d.deployments) == pytest.approx(0.4)
+        assert all(x.cpu * 1000 >= 6 * x.request_cpu_m for x in d.deployments)
+    assert scenarios.typical_usage_m("d") == 400
+    assert scenarios.typical_usage_m("a") == 200
+
+
+def test_the_scale_out_fits_under_the_threshold_for_a_usage_aware_scheduler() -> None:
+    for seed in (1, 2, 3):
+        nodes = scenarios.nodes(FULL.nodes, seed=seed)
+        room = sum((0.8 - n.background) * n.cpu for n in nodes)
+        d = scenarios.scenario("d", plan=FULL, seed=seed)
+        assert sum(x.cpu * FULL.scale_to for x in d.deployments) < 0.85 * room
+
+
+def test_a_deployment_carries_its_usage_in_the_pod_template() -> None:
+    dep = scenarios.scenario("d", plan=FULL, seed=1).deployments[0]
+    body = scenarios.deployment_body(dep, "metricsched")
+    template = body["spec"]["template"]
+    assert body["spec"]["replicas"] == dep.replicas
+    assert body["spec"]["selector"]["matchLabels"] == {"app": dep.name}
+    assert template["metadata"]["labels"]["app"] == dep.name
+    assert template["metadata"]["annotations"][scenarios.USAGE_CPU] == f"{dep.cpu:.3f}"
+    assert template["spec"]["schedulerName"] == "metricsched"
+    assert template["spec"]["nodeSelector"] == {scenarios.MODELLED_LABEL: "true"}
+    requests = template["spec"]["containers"][0]["resources"]["requests"]
+    assert requests["cpu"] == "50m"
+
+
+def test_a_nodes_exporter_instance_is_its_internal_ip() -> None:
+    node = scenarios.nodes(3, seed=1)[2]
+    body = scenarios.node_body(node, 2)
+    ip = next(a["address"] for a in body["status"]["addresses"] if a["type"] == "InternalIP")
+    assert scenarios.instance(2) == f"{ip}:9100"
+
+
+def test_the_smoke_plan_is_the_scale_out_on_few_nodes() -> None:
+    smoke = scenarios.PLANS["smoke"]
+    assert smoke.scenarios == ("d",)
+    assert smoke.nodes <= 6
+    assert smoke.scale_at_s + smoke.scale_observe_s <= 180
+
+
+def test_the_scheduler_places_its_own_events_and_every_scaled_replica() -> None:
+    d = scenarios.scenario("d", plan=FULL, seed=1)
+    assert scenarios.own_pods(d) == FULL.scale_deployments * FULL.scale_to
+    b = scenarios.scenario("b", plan=FULL, seed=1)
+    assert scenarios.own_pods(b) == sum(1 for e in b.pods if e.node is None)
