@@ -47,7 +47,7 @@ BACKOFF_S = (0.5, 30.0)
 # connection after a NAT or load balancer dropped it, a hung proxy), not quiet. It is
 # treated as a gap: the kind is listed again, and the operator does not schedule on it
 # meanwhile (``Sink.relisting``).
-IDLE_TIMEOUT_S = 90.0
+IDLE_TIMEOUT_S = 90.0  # for kinds with ``stall_relist``; others resume their watch
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,6 +57,11 @@ class Resource:
     kind: str
     path: str
     field_selector: str = ""
+    # A watch of this kind silent for ``IDLE_TIMEOUT_S`` is a stall and the kind is listed
+    # again. Only for kinds that always stream: the API server bookmarks a watch only once
+    # its kind had an event since it started, so a quiet kind (StorageClass, CSINode) may
+    # send nothing for the watch's whole life; its silent watch is resumed instead.
+    stall_relist: bool = False
 
     def key(self, body: Mapping[str, Any]) -> str:
         """How the sink names an object: pods by uid, namespaced kinds by namespace/name,
@@ -272,7 +277,10 @@ class Reflector:
                 raise GoneError from e
             raise
         except aiohttp.SocketTimeoutError as e:  # sock_read: nothing for the idle bound
-            raise StalledError from e
+            if self.resource.stall_relist:
+                raise StalledError from e
+            # A quiet kind may get no bookmark at all: resume from the last version seen
+            # (a version compacted meanwhile answers 410, and the kind is listed again).
         return version
 
 

@@ -43,8 +43,8 @@ logger = logging.getLogger("metricsched.informers")
 Handler = Callable[[str | None, Mapping[str, Any]], None]
 
 SUSPECT_S = 65.0
-"""A watch that delivers nothing for this long (the API server bookmarks each about once a
-minute) is suspect: no decision until it delivers again or its kind is re-listed (at
+"""A Pod or Node watch that delivers nothing for this long (the API server bookmarks each
+about once a minute) is suspect: no decision until it delivers again or its kind is re-listed (at
 ``informer.IDLE_TIMEOUT_S``); kopf's own pod watch reconnects at 70 s."""
 
 SYNC_BOUND_S = 60.0
@@ -52,8 +52,10 @@ SYNC_BOUND_S = 60.0
 turns false with the reason: a LIST that cannot complete is said, not waited on silently."""
 
 RESOURCES = (
-    informer.Resource("Node", "/api/v1/nodes"),
-    informer.Resource("Pod", "/api/v1/pods", watches_mod.BOUND_FIELD_SELECTOR),
+    # The kinds that say what a node holds: a stall of theirs is detected and re-listed
+    # (and silence holds decisions), so that another scheduler's binds are never missed.
+    informer.Resource("Node", "/api/v1/nodes", stall_relist=True),
+    informer.Resource("Pod", "/api/v1/pods", watches_mod.BOUND_FIELD_SELECTOR, stall_relist=True),
     informer.Resource("Namespace", "/api/v1/namespaces"),
     informer.Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims"),
     informer.Resource("PersistentVolume", "/api/v1/persistentvolumes"),
@@ -103,6 +105,10 @@ class ClusterState:
         self._inconsistent_since: float | None = clock()
         self._heard: dict[str, float] = {}  # kind -> when its LIST or watch last delivered
         self._silent: set[str] = set()  # kinds whose watch is past SUSPECT_S without a line
+        # What silence is judged for: the kinds whose stall is re-listed (Pod, Node), which
+        # the API server always bookmarks (their kinds always had events); a quiet kind
+        # may never be bookmarked, and its silence says nothing.
+        self._watched = {r.kind for r in resources if r.stall_relist}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Every reflector until ``stop`` (each retries its own failures), and the sync
@@ -162,7 +168,7 @@ class ClusterState:
         silent = {
             kind
             for kind, heard in self._heard.items()
-            if kind not in self._unlisted and now - heard > SUSPECT_S
+            if kind in self._watched and kind not in self._unlisted and now - heard > SUSPECT_S
         }
         if silent and not self._silent:
             logger.warning(
