@@ -100,7 +100,9 @@ def test_a_silently_stalled_watch_is_relisted_and_no_node_is_overcommitted(
                 r
                 for r in records
                 if r["at"] >= pod_stall["at"]
-                and str(r.get("message", "")).startswith("cluster state listed")
+                # The informers say so when decisions resume: "cluster state listed:
+                # scheduling", or "the Pod watch delivers again: scheduling".
+                and str(r.get("message", "")).endswith(": scheduling")
             ),
             None,
         )
