@@ -113,6 +113,11 @@ class RecentPods:
     # the last): what ``estimate.from: Measured`` looks up in the measured usage
     key: Objects
     usage_workload: Objects
+    # Bumped for a row each time it is laid out again (``fill``): what a consumer derived
+    # from a row (``derived``, e.g. core.estimate's measured amounts per slot) is current
+    # while the version it saw is the row's.
+    row_version: Ints = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    derived: dict[object, typing.Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def empty(cls, depth: int, size: int) -> RecentPods:
@@ -128,6 +133,7 @@ class RecentPods:
             workload_names=[""],
             key=np.full((depth, size), "", dtype=object),
             usage_workload=np.full((depth, size), "", dtype=object),
+            row_version=np.zeros(size, dtype=np.int64),
         )
 
     def copy(self) -> RecentPods:
@@ -142,6 +148,8 @@ class RecentPods:
             self.workload_names,
             self.key.copy(),
             self.usage_workload.copy(),
+            self.row_version.copy(),
+            {},  # derived anew on demand: the copy's rows may be rewritten (dry runs)
         )
 
     def fill(self, row: int, pods: Sequence[model.PodInfo]) -> None:
@@ -157,6 +165,11 @@ class RecentPods:
                 new[:depth] = old
                 setattr(self, name, new)
         self.at[:, row] = _NEVER
+        if row >= len(self.row_version):
+            grown_rows = np.zeros(max(row + 1, self.at.shape[1]), dtype=np.int64)
+            grown_rows[: len(self.row_version)] = self.row_version
+            self.row_version = grown_rows
+        self.row_version[row] += 1
         for k, pod in enumerate(recent):
             self.at[k, row] = pod.bound_at
             self.cpu[k, row] = pod.requests.milli_cpu

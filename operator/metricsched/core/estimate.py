@@ -253,17 +253,11 @@ def _measured(
         estimated = np.where(base > 0, base * scale, floor)
     amounts = estimated
     if usage is not None and count:
-        by_workload = usage.workload_cpu if cpu else usage.workload_memory
-        workloads = recent.usage_workload[live_slots, live_rows]
-        found = np.fromiter(
-            (by_workload.get(w, np.nan) for w in workloads), dtype=np.float64, count=count
-        )
+        measured_by_workload, seen = _measured_slots(recent, spec.resource, usage, live_rows)
+        found = measured_by_workload[live_slots, live_rows]
         estimated = np.where(np.isnan(found), estimated, found)
-        measured = usage.cpu if cpu else usage.memory
-        keys = recent.key[live_slots, live_rows]
-        seen = np.fromiter((measured.get(k, 0.0) for k in keys), dtype=np.float64, count=count)
         shown = usage.at <= refreshed[live_at] + SAME_ROUND_S
-        amounts = np.maximum(0.0, estimated - np.where(shown, seen, 0.0))
+        amounts = np.maximum(0.0, estimated - np.where(shown, seen[live_slots, live_rows], 0.0))
     pending = np.bincount(live_at, weights=amounts, minlength=size)
     own = own_amount(spec, pod, usage).value
     available = allocatable(spec, table)[rows].astype(np.float64)
@@ -271,6 +265,63 @@ def _measured(
         share = np.where(available > 0, (pending + own) / available, np.inf)
     signed: columns.Floats = _sign(metric) * share
     return signed
+
+
+@dataclasses.dataclass(slots=True)
+class _MeasuredSlots:
+    """Per recent-pod slot of a table: its workload's measured amount (NaN: none) and what
+    it shows itself, from one ``PodUsage``; rows recomputed as the table rewrites them."""
+
+    usage: model.PodUsage
+    workload: columns.Floats
+    seen: columns.Floats
+    versions: columns.Ints  # the row versions these rows were computed at (-1: never)
+
+
+def _measured_slots(
+    recent: columns.RecentPods,
+    resource: model.EstimateResource,
+    usage: model.PodUsage,
+    rows: columns.Rows,
+) -> tuple[columns.Floats, columns.Floats]:
+    """The measured amounts of ``recent``'s slots, kept beside the table (``derived``)
+    across cycles for one usage answer: two lookups per recent pod once per answer and per
+    rewritten row, not in every cycle (a backlog's cycles would spend more on them than
+    on everything else)."""
+    cpu = resource is model.EstimateResource.CPU
+    entry = recent.derived.get(("measured", resource))
+    shape = recent.at.shape
+    if (
+        not isinstance(entry, _MeasuredSlots)
+        or entry.usage is not usage
+        or entry.workload.shape != shape
+        or len(entry.versions) != len(recent.row_version)
+    ):
+        entry = _MeasuredSlots(
+            usage=usage,
+            workload=np.full(shape, np.nan),
+            seen=np.zeros(shape),
+            versions=np.full(len(recent.row_version), -1, dtype=np.int64),
+        )
+        recent.derived[("measured", resource)] = entry
+    stale = np.unique(rows[entry.versions[rows] != recent.row_version[rows]])
+    if len(stale):
+        by_workload = usage.workload_cpu if cpu else usage.workload_memory
+        measured = usage.cpu if cpu else usage.memory
+        for row in stale.tolist():
+            slots = np.nonzero(recent.at[:, row] > _NEVER)[0]
+            entry.workload[:, row] = np.nan
+            entry.seen[:, row] = 0.0
+            for slot in slots.tolist():
+                entry.workload[slot, row] = by_workload.get(
+                    str(recent.usage_workload[slot, row]), np.nan
+                )
+                entry.seen[slot, row] = measured.get(str(recent.key[slot, row]), 0.0)
+            entry.versions[row] = recent.row_version[row]
+    return entry.workload, entry.seen
+
+
+_NEVER = -np.inf
 
 
 def own_amount(

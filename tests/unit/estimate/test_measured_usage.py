@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from metricsched.core import columns, decision_record, estimate, explain, model, usage
@@ -286,3 +287,43 @@ def test_the_decision_record_keeps_what_the_estimate_rested_on(web, decide):
     assert record.basis == {"cpu": "web's measured 0.4 cores (p90 of 1 pod)"}
     shown = explain.render_recorded(record, bound_to="node-1")
     assert "Estimate:  cpu: this pod counted as web's measured 0.4 cores (p90 of 1 pod)" in shown
+
+
+def test_measured_amounts_kept_beside_the_table_follow_a_rewritten_row(
+    web, make_cluster, make_node, make_metric
+):
+    # The runtime's table lives across cycles: what was looked up for a row is reused
+    # until the row is laid out again, then looked up anew.
+    first = web("w1", "node-1", ago=60, rs="1a")
+    other = dataclasses.replace(
+        web("j1", "node-1", ago=60), owner="Job/etl", labels={}, name="j1", uid="uid-j1"
+    )
+    settled = [
+        web("s1", "node-2", ago=900),
+        dataclasses.replace(other, name="j0", bound_at=NOW - 900, node_name="node-2", uid="uid-j0"),
+    ]
+    pod_usage = answer([*settled, first, other], {"shop/s1": 400.0, "shop/j0": 2000.0})
+    snapshot = make_cluster(
+        dataclasses.replace(make_node("node-1", cpu=4000), pods=(first,)),
+        dataclasses.replace(make_node("node-2", cpu=4000), pods=tuple(settled)),
+    )
+    table = columns.NodeTable.of(snapshot)
+    metric = dataclasses.replace(make_metric("cpu", threshold_max=0.8), estimate=measured())
+    rows = np.array([table.rows[model.NodeName("node-1")]])
+
+    def added() -> float:
+        return float(
+            estimate.estimates(
+                metric=metric,
+                pod=web("new", rs="2b"),
+                table=table,
+                rows=rows,
+                refreshed=np.array([SAMPLED_AT]),
+                learned=None,
+                usage=pod_usage,
+            )[0]
+        )
+
+    assert added() == pytest.approx((400 + 400) / 4000)  # w1 at web's 400m, and the pod
+    table.recent.fill(int(rows[0]), [other])  # node-1 now holds a pod of the Job instead
+    assert added() == pytest.approx((2000 + 400) / 4000)
