@@ -5,7 +5,6 @@ it was in flight (N13)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -14,43 +13,16 @@ from typing import Any
 
 import pytest
 
-from metricsched import config as config_mod
 from metricsched.core import model
-from metricsched.edges import kube_http, metric_store, observe
-from metricsched.runtime import cache as cache_mod
+from metricsched.edges import kube_http
 from metricsched.runtime import informers, reconcile
-from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import scheduler as scheduler_mod
-from metricsched.runtime import status as status_mod
 from metricsched.runtime import watches as watches_mod
 
 from . import test_bind_outcomes as bind_rig
+from . import test_watches_and_relist as relist
 
-
-def _watches(cache: cache_mod.ClusterCache | None = None) -> watches_mod.Watches:
-    parser = argparse.ArgumentParser()
-    config_mod.add_run_arguments(parser)
-    cache = cache if cache is not None else cache_mod.ClusterCache()
-    metrics = observe.Metrics()
-    return watches_mod.Watches(
-        config=config_mod.from_args(parser.parse_args([]), {}),
-        api_client=None,
-        cache=cache,
-        queue=queue_mod.SchedulingQueue(),
-        status=status_mod.PolicyStatus(
-            api=None,  # type: ignore[arg-type]
-            policies=lambda: cache.policies,
-            nodes=cache.nodes,
-            counters=lambda key: (0, 0),
-            metrics=metrics,
-            interval_s=15.0,
-        ),
-        store=metric_store.MetricStore(),
-        metrics=metrics,
-        health=observe.HealthState(),
-        record=lambda *a, **kw: None,
-        refresh_now=asyncio.Event(),
-    )
+_watches = relist._watches
 
 
 def _policy(

@@ -20,10 +20,10 @@ from metricsched.runtime import status as status_mod
 from metricsched.runtime import watches as watches_mod
 
 
-def _watches() -> watches_mod.Watches:
+def _watches(cache: cache_mod.ClusterCache | None = None) -> watches_mod.Watches:
     parser = argparse.ArgumentParser()
     config_mod.add_run_arguments(parser)
-    cache = cache_mod.ClusterCache()
+    cache = cache if cache is not None else cache_mod.ClusterCache()
     metrics = observe.Metrics()
     return watches_mod.Watches(
         config=config_mod.from_args(parser.parse_args([]), {}),
