@@ -214,6 +214,65 @@ SAME_ROUND_S = 2.0
 showing no more than the sample (both queries of one refresh round)."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Live:
+    """The recent pods a Measured estimate still counts on some rows: each one's slot, its
+    position in the rows, its estimate and source (``core.usage.amounts``), and what it
+    adds (its estimate less what the node's sample already shows of it)."""
+
+    slots: columns.Ints
+    at: columns.Ints
+    estimated: columns.Floats
+    source: columns.Ints
+    seen: columns.Floats
+    adds: columns.Floats
+
+
+def _live_measured(
+    spec: model.EstimateSpec,
+    table: columns.NodeTable,
+    rows: columns.Rows,
+    refreshed: columns.Floats,
+    usage: model.PodUsage | None,
+) -> _Live:
+    """The Measured rule for the recent pods of ``rows`` (``refreshed``: each row's sample
+    time): a pod bound within ``settleTime`` of its node's sample counts its estimated
+    usage less what it measurably uses already, when that measurement is no newer than the
+    node's sample (the sample shows at least that much of it). Vectorised: a backlog puts
+    thousands of recent pods in one cycle; the cycle and ``explain`` both read it here."""
+    assert spec.resource is not None
+    cpu = spec.resource is model.EstimateResource.CPU
+    recent = table.recent
+    live_slots, live_at = np.nonzero(recent.at[:, rows] > (refreshed - spec.settle_s))
+    live_rows = rows[live_at]
+    count = len(live_slots)
+    measured = np.full(count, np.nan)
+    seen = np.zeros(count)
+    if usage is not None and count:
+        by_workload, shows = _measured_slots(recent, spec.resource, usage, live_rows)
+        measured = by_workload[live_slots, live_rows]
+        shown = usage.at <= refreshed[live_at] + SAME_ROUND_S
+        seen = np.where(shown, shows[live_slots, live_rows], 0.0)
+    estimated, source = usage_mod.amounts(
+        resource=spec.resource,
+        measured=measured,
+        requested=(recent.cpu if cpu else recent.memory)[live_slots, live_rows].astype(np.float64),
+        limit=(recent.cpu_limit if cpu else recent.memory_limit)[live_slots, live_rows].astype(
+            np.float64
+        ),
+        declared=float(spec.amount),
+        factor=spec.measured_factor,
+    )
+    return _Live(
+        slots=live_slots,
+        at=live_at,
+        estimated=estimated,
+        source=source,
+        seen=seen,
+        adds=np.maximum(0.0, estimated - seen),
+    )
+
+
 def _measured(
     *,
     metric: model.MetricSpec,
@@ -223,42 +282,13 @@ def _measured(
     refreshed: columns.Floats,
     usage: model.PodUsage | None,
 ) -> columns.Floats:
-    """``estimate.from: Measured``: each pod bound within ``settleTime`` of its node's
-    sample counts its estimated usage (``core.usage.pod_amount``) less what it measurably
-    uses already, when that measurement is no newer than the node's sample (the sample
-    shows at least that much of it): a pod whose usage is in the sample is not counted
-    twice, and one that shows only part of it (ramping up, or a rate window filling)
-    counts the rest. The pod being placed counts its whole estimate."""
+    """``estimate.from: Measured``: what the recent pods still add on each row
+    (``_live_measured``: a pod whose usage is in the sample is not counted twice, one that
+    shows only part of it, ramping up or with a rate window filling, counts the rest),
+    and the pod being placed its whole estimate."""
     spec = metric.estimate
-    assert spec.resource is not None
-    size = len(rows)
-    cpu = spec.resource is model.EstimateResource.CPU
-    recent = table.recent
-    live_slots, live_at = np.nonzero(recent.at[:, rows] > (refreshed - spec.settle_s))
-    live_rows = rows[live_at]
-    count = len(live_slots)
-    # Vectorised (a backlog puts thousands of recent pods in one cycle): the fallback of
-    # each pod (core.usage.pod_amount's order, for arrays), then its workload's measured
-    # quantile where there is one, less what the pod itself shows already.
-    requested = (recent.cpu if cpu else recent.memory)[live_slots, live_rows]
-    limits = (recent.cpu_limit if cpu else recent.memory_limit)[live_slots, live_rows]
-    base = np.maximum(requested, limits)
-    if spec.amount > 0:
-        estimated = np.full(count, float(spec.amount))
-    else:
-        scale = spec.measured_factor
-        if scale is None:
-            scale = usage_mod.CPU_FACTOR if cpu else usage_mod.MEMORY_FACTOR
-        floor = usage_mod.FLOOR_CPU_MILLI if cpu else usage_mod.FLOOR_MEMORY_BYTES
-        estimated = np.where(base > 0, base * scale, floor)
-    amounts = estimated
-    if usage is not None and count:
-        measured_by_workload, seen = _measured_slots(recent, spec.resource, usage, live_rows)
-        found = measured_by_workload[live_slots, live_rows]
-        estimated = np.where(np.isnan(found), estimated, found)
-        shown = usage.at <= refreshed[live_at] + SAME_ROUND_S
-        amounts = np.maximum(0.0, estimated - np.where(shown, seen[live_slots, live_rows], 0.0))
-    pending = np.bincount(live_at, weights=amounts, minlength=size)
+    live = _live_measured(spec, table, rows, refreshed, usage)
+    pending = np.bincount(live.at, weights=live.adds, minlength=len(rows))
     own = own_amount(spec, pod, usage).value
     available = allocatable(spec, table)[rows].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -361,48 +391,41 @@ def still_counted(
 ) -> list[Counted]:
     """Per node (those with a sample, ``refreshed``: its time), the pods a Measured
     estimate still adds to the sample, with what each adds and until when at the latest:
-    what ``metricsched explain`` lists (the same rule as the cycle's ``_measured``)."""
+    what ``metricsched explain`` lists (the cycle's rule, ``_live_measured``)."""
     spec = metric.estimate
     if spec.source is not model.EstimateFrom.MEASURED or spec.resource is None:
         return []
-    cpu = spec.resource is model.EstimateResource.CPU
+    sizes = allocatable(spec, table)
+    nodes = [
+        (node, sampled, row)
+        for node, sampled in sorted(refreshed.items())
+        if (row := table.rows.get(node)) is not None and sizes[row] > 0
+    ]
+    if not nodes:
+        return []
+    rows = np.array([row for _, _, row in nodes], dtype=np.int64)
+    live = _live_measured(spec, table, rows, np.array([sampled for _, sampled, _ in nodes]), usage)
     recent = table.recent
-    measured = (usage.cpu if cpu else usage.memory) if usage is not None else {}
     found: list[Counted] = []
-    for node, sampled in sorted(refreshed.items()):
-        row = table.rows.get(node)
-        size = float(allocatable(spec, table)[row]) if row is not None else 0.0
-        if row is None or size <= 0:
+    for i in np.lexsort((live.slots, live.at)).tolist():
+        if live.adds[i] <= 0:
             continue
-        for slot in np.nonzero(recent.at[:, row] > sampled - spec.settle_s)[0].tolist():
-            workload = str(recent.usage_workload[slot, row])
-            amount = usage_mod.pod_amount(
-                resource=spec.resource,
-                usage=usage,
-                workload=workload,
-                requested=float((recent.cpu if cpu else recent.memory)[slot, row]),
-                limit=float((recent.cpu_limit if cpu else recent.memory_limit)[slot, row]),
-                declared=float(spec.amount),
-                factor=spec.measured_factor,
+        position, slot = int(live.at[i]), int(live.slots[i])
+        node, _, row = nodes[position]
+        workload = str(recent.usage_workload[slot, row])
+        amount = usage_mod.amount_of(float(live.estimated[i]), int(live.source[i]), usage, workload)
+        text = usage_mod.describe(amount, resource=spec.resource, workload=workload)
+        if live.seen[i]:
+            text += f", less the {usage_mod.shown(float(live.seen[i]), spec.resource)} it shows"
+        found.append(
+            Counted(
+                node=node,
+                pod=str(recent.key[slot, row]),
+                share=_sign(metric) * float(live.adds[i]) / float(sizes[row]),
+                basis=text,
+                until=float(recent.at[slot, row]) + spec.settle_s,
             )
-            key = str(recent.key[slot, row])
-            shown = usage is not None and usage.at <= sampled + SAME_ROUND_S
-            seen = measured.get(key, 0.0) if shown else 0.0
-            left = max(0.0, amount.value - seen)
-            if left <= 0:
-                continue
-            text = usage_mod.describe(amount, resource=spec.resource, workload=workload)
-            if seen:
-                text += f", less the {usage_mod.shown(seen, spec.resource)} it shows"
-            found.append(
-                Counted(
-                    node=node,
-                    pod=key,
-                    share=_sign(metric) * left / size,
-                    basis=text,
-                    until=float(recent.at[slot, row]) + spec.settle_s,
-                )
-            )
+        )
     return found
 
 

@@ -24,6 +24,9 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+import numpy.typing as npt
+
 from metricsched.core import model
 
 QUANTILE = 0.9
@@ -93,6 +96,39 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+Values = npt.NDArray[np.float64] | np.float64
+"""Per pod (an array) or one pod (a scalar: 0-d results)."""
+
+SOURCES = ("measured", "declared", "requests", "floor")
+"""``Amount.source``'s values, in the order the rule tries them (``amounts``' codes)."""
+
+
+def amounts(
+    *,
+    resource: model.EstimateResource,
+    measured: Values,
+    requested: Values,
+    limit: Values,
+    declared: float,
+    factor: float | None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """The estimated usage of pods, one per element, and each value's source (an index
+    into ``SOURCES``): the workload's ``measured`` quantile (NaN: none), else the
+    ``declared`` amount (0: none), else ``max(requested, limit) x factor`` (``factor``
+    overrides the resource's default), else the floor. The one statement of the rule:
+    the cycle applies it to every recent pod at once, ``pod_amount`` to one."""
+    cpu = resource is model.EstimateResource.CPU
+    scale = factor if factor is not None else (CPU_FACTOR if cpu else MEMORY_FACTOR)
+    floor = FLOOR_CPU_MILLI if cpu else FLOOR_MEMORY_BYTES
+    base = np.maximum(requested, limit)
+    has_base = base > 0
+    fallback = np.where(has_base, base * scale, floor) if declared <= 0 else declared
+    unmeasured = np.isnan(measured)
+    value = np.where(unmeasured, fallback, measured)
+    source = np.where(unmeasured, 1 if declared > 0 else np.where(has_base, 2, 3), 0)
+    return value.astype(np.float64), source.astype(np.int64)
+
+
 def pod_amount(
     *,
     resource: model.EstimateResource,
@@ -103,22 +139,37 @@ def pod_amount(
     declared: float,
     factor: float | None,
 ) -> Amount:
-    """The estimated usage of one pod of ``workload`` (see the module docstring).
-    ``requested`` and ``limit`` are the pod's (millicores or bytes; ``limit`` counts a
-    container's request where it sets no limit); ``declared`` is the policy's stated
-    amount (0: none); ``factor`` overrides the resource's default factor."""
+    """The estimated usage of one pod of ``workload`` (``amounts``' rule, see the module
+    docstring). ``requested`` and ``limit`` are the pod's (millicores or bytes; ``limit``
+    counts a container's request where it sets no limit); ``declared`` is the policy's
+    stated amount (0: none); ``factor`` overrides the resource's default factor."""
+    found = measured_of(usage, resource, workload)
+    value, source = amounts(
+        resource=resource,
+        measured=np.float64(math.nan if found is None else found),
+        requested=np.float64(requested),
+        limit=np.float64(limit),
+        declared=declared,
+        factor=factor,
+    )
+    return amount_of(float(value), int(source), usage, workload)
+
+
+def measured_of(
+    usage: model.PodUsage | None, resource: model.EstimateResource, workload: str
+) -> float | None:
+    """``workload``'s measured quantile of ``resource`` in ``usage``; None: not measured."""
+    if usage is None:
+        return None
     cpu = resource is model.EstimateResource.CPU
-    if usage is not None:
-        found = (usage.workload_cpu if cpu else usage.workload_memory).get(workload)
-        if found is not None:
-            return Amount(found, "measured", usage.workload_pods.get(workload, 0))
-    if declared > 0:
-        return Amount(declared, "declared")
-    base = max(requested, limit)
-    if base > 0:
-        scale = factor if factor is not None else (CPU_FACTOR if cpu else MEMORY_FACTOR)
-        return Amount(base * scale, "requests")
-    return Amount(FLOOR_CPU_MILLI if cpu else FLOOR_MEMORY_BYTES, "floor")
+    return (usage.workload_cpu if cpu else usage.workload_memory).get(workload)
+
+
+def amount_of(value: float, source: int, usage: model.PodUsage | None, workload: str) -> Amount:
+    """One of ``amounts``' results as an ``Amount`` (with the measured pods' count)."""
+    name = SOURCES[source]
+    pods = usage.workload_pods.get(workload, 0) if usage is not None and source == 0 else 0
+    return Amount(value, name, pods)
 
 
 def describe(amount: Amount, *, resource: model.EstimateResource, workload: str) -> str:

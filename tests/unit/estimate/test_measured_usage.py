@@ -327,3 +327,55 @@ def test_measured_amounts_kept_beside_the_table_follow_a_rewritten_row(
     assert added() == pytest.approx((400 + 400) / 4000)  # w1 at web's 400m, and the pod
     table.recent.fill(int(rows[0]), [other])  # node-1 now holds a pod of the Job instead
     assert added() == pytest.approx((2000 + 400) / 4000)
+
+
+def test_explain_and_the_cycle_count_the_same_pods_by_the_same_amounts(
+    web, make_cluster, make_node, make_metric, make_pod
+):
+    # One rule read twice: what explain lists on a node sums to what the cycle adds
+    # there for the recent pods (its estimate less the pod being placed), whatever each
+    # pod's source: measured, partly shown, from requests, or the floor.
+    measured_pods = [web("w1", "node-1", ago=900), web("w2", "node-1", ago=20)]
+    from_requests = dataclasses.replace(
+        make_pod("r1", cpu=600), node_name="node-1", phase="Running", bound_at=NOW - 10
+    )
+    floor = dataclasses.replace(
+        make_pod("f1", cpu=0), node_name="node-2", phase="Running", bound_at=NOW - 10
+    )
+    shown = web("w3", "node-2", ago=40)
+    pods = [*measured_pods, from_requests, floor, shown]
+    pod_usage = answer(pods, {"shop/w1": 400.0, "shop/w2": 150.0, "shop/w3": 400.0})
+    snapshot = make_cluster(
+        dataclasses.replace(make_node("node-1", cpu=4000), pods=(*measured_pods, from_requests)),
+        dataclasses.replace(make_node("node-2", cpu=8000), pods=(floor, shown)),
+    )
+    table = columns.NodeTable.of(snapshot)
+    metric = dataclasses.replace(make_metric("cpu", threshold_max=0.8), estimate=measured())
+    names = [model.NodeName("node-1"), model.NodeName("node-2")]
+    placed = web("new")
+    rows = np.array([table.rows[name] for name in names])
+    added = estimate.estimates(
+        metric=metric,
+        pod=placed,
+        table=table,
+        rows=rows,
+        refreshed=np.array([SAMPLED_AT, SAMPLED_AT]),
+        learned=None,
+        usage=pod_usage,
+    )
+    counted = estimate.still_counted(
+        metric=metric,
+        table=table,
+        refreshed=dict.fromkeys(names, SAMPLED_AT),
+        usage=pod_usage,
+    )
+    own = estimate.own_amount(metric.estimate, placed, pod_usage).value
+    for name, size, total in zip(names, (4000, 8000), added, strict=True):
+        listed = sum(c.share for c in counted if c.node == name)
+        assert listed == pytest.approx(total - own / size)
+    assert {c.pod for c in counted} == {"shop/w2", "shop/r1", "shop/f1"}
+    assert {c.pod: c.basis for c in counted} == {
+        "shop/w2": "web's measured 0.4 cores (p90 of 1 pod), less the 0.15 cores it shows",
+        "shop/r1": "0.51 cores from requests/limits (no measured pods of pods {app=web} yet)",
+        "shop/f1": "the floor of 0.25 cores (no requests, no measured pods of pods {app=web} yet)",
+    }
