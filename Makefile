@@ -89,7 +89,7 @@ unit: install tools ## Unit tests only (no cluster, no image; the chart tests us
 
 .PHONY: test
 test: install deps tools image lint ## Lint, then all tests: unit, e2e, image and the fault suite (starts the local control plane if needed)
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --durations=30 $(PYTEST_ARGS)
 
 .PHONY: parity
 parity: install tools ## Differential oracle vs kube-scheduler v1.35.4 on N random pods (N=5000, SEED=1); prints minimal reproductions

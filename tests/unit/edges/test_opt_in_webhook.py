@@ -181,3 +181,44 @@ def test_webhook_flags_and_their_environment_variables() -> None:
 def test_webhook_settings_that_cannot_work_are_refused(argv: list[str], message: str) -> None:
     with pytest.raises(config_mod.ConfigError, match=message):
         _parse(argv)
+
+
+def test_admission_reviews_are_answered_while_idle_and_slow_connections_flood_the_port() -> None:
+    """Issue 28, item 4: the webhook port keeps answering under a connection flood (any
+    pod can reach it: the API server must). kopf's server (aiohttp) serves every connection
+    on the loop without a thread per connection, so 400 connections that never send a
+    request and 100 that trickle half a header do not stand between the API server and
+    an answer. Each review is given 10 s (the longest a user would set the chart's
+    ``webhook.timeoutSeconds``, default 2): the assertion is that it is answered at all,
+    not how fast."""
+
+    async def fn(request: Any, **_: Any) -> dict[str, Any]:
+        return {"response": {"uid": request["request"]["uid"], "allowed": True}}
+
+    async def scenario() -> list[bool]:
+        server = webhook.WebhookServer(addr="127.0.0.1", insecure=True)
+        configs = server(fn)
+        client_config = await configs.__anext__()
+        url = f"{client_config['url']}{webhook.PATH}"
+        host, port = "127.0.0.1", int(str(client_config["url"]).rsplit(":", 1)[1].split("/")[0])
+        flood: list[asyncio.StreamWriter] = []
+        try:
+            for i in range(500):
+                _, writer = await asyncio.open_connection(host, port)
+                if i % 5 == 0:  # a slow loris: half a request line, never finished
+                    writer.write(b"POST /scheduler-name HTTP/1.1\r\nHost: x\r\nContent-Le")
+                    await writer.drain()
+                flood.append(writer)
+            answered = []
+            timeout = aiohttp.ClientTimeout(total=10)
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                for _ in range(20):
+                    async with session.post(url, json=review(pod())) as answer:
+                        answered.append((await answer.json())["response"]["allowed"] is True)
+            return answered
+        finally:
+            for writer in flood:
+                writer.close()
+            await configs.aclose()
+
+    assert asyncio.run(scenario()) == [True] * 20
