@@ -67,6 +67,8 @@ class Config:
     pod_usage_cpu_query: str = DEFAULT_POD_CPU_QUERY
     pod_usage_memory_query: str = DEFAULT_POD_MEMORY_QUERY
     pod_usage_max_pods: int = 50_000
+    # Rebalancing (README "Rebalancing"): evictions per minute across every policy at most.
+    rebalance_eviction_budget: int = 10
     pod_usage_settled_s: float = 120.0  # a pod counts in its workload's quantile once bound so long
     max_result_bytes: int = 8 * 1024 * 1024
     # Memory bounds (docs/operating.md "Memory"): stored metric values across every
@@ -303,6 +305,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "[METRICSCHED_POD_USAGE_MEMORY_QUERY]",
     )
     a(
+        "--rebalance-eviction-budget",
+        type=int,
+        help="evictions per minute across every policy's spec.rebalance at most, whatever "
+        "the policies' own limits (0: none; default: 10) [METRICSCHED_REBALANCE_EVICTION_BUDGET]",
+    )
+    a(
         "--pod-usage-max-pods",
         type=int,
         help="pods one per-pod usage answer may hold; more is an error and the last answer "
@@ -527,6 +535,9 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         ),
         pod_usage_settled_s=_duration(pick("pod_usage_settle_time", "POD_USAGE_SETTLE_TIME", "2m")),
         pod_usage_max_pods=pick_int("pod_usage_max_pods", "POD_USAGE_MAX_PODS", 50_000, 1, 10**7),
+        rebalance_eviction_budget=pick_int(
+            "rebalance_eviction_budget", "REBALANCE_EVICTION_BUDGET", 10, 0, 10_000
+        ),
         max_result_bytes=_byte_size(
             pick("max_result_bytes", "MAX_RESULT_BYTES", "8Mi"), name="MAX_RESULT_BYTES"
         ),

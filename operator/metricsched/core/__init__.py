@@ -33,4 +33,6 @@ Modules:
 - ``shadow``: what a shadow policy would have done, and its status block.
 - ``rebalance``: which pods a policy with ``spec.rebalance`` moves, by a dry run of the
   cycle.
+- ``rebalance_room``: rebalancing's arithmetic: a pod's contribution to a trigger, the
+  pooled room of a pass, acceptance by improvement.
 """

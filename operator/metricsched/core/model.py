@@ -385,9 +385,43 @@ class RebalanceMode(enum.StrEnum):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Trigger:
+    """One trigger of ``spec.rebalance``: a metric and the value a node must stay past."""
+
+    metric: str  # one of the policy's metrics
+    above: float | None  # a node is outside when its value is above this...
+    below: float | None  # ... or below this (exactly one of the two is set)
+    margin: float  # hysteresis, in the metric's units (see ``RebalanceSpec.margin``)
+
+    def outside(self, value: float) -> bool:
+        """Whether ``value`` is past the trigger."""
+        if self.above is not None:
+            return value > self.above
+        return self.below is not None and value < self.below
+
+    def inside_by_margin(self, value: float) -> bool:
+        """Whether ``value`` is at least ``margin`` inside the trigger."""
+        if self.above is not None:
+            return value <= self.above - self.margin
+        return self.below is not None and value >= self.below + self.margin
+
+    def excess(self, value: float) -> float:
+        """How far ``value`` is past the trigger, in the metric's units (0 inside)."""
+        if self.above is not None:
+            return max(0.0, value - self.above)
+        return max(0.0, self.below - value) if self.below is not None else 0.0
+
+    def load(self, value: float) -> float:
+        """``value`` in the trigger's direction: higher is always further toward it."""
+        return value if self.above is not None else -value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class RebalanceSpec:
     """``spec.rebalance``: when and how far pods the policy placed are moved off a node
-    whose metric stays past a trigger (README "Rebalancing")."""
+    whose metric stays past a trigger (README "Rebalancing"). The first trigger is
+    ``metric``/``above``/``below``/``margin``; ``more_triggers`` hold the others (a node
+    is outside while any one trigger is past)."""
 
     mode: RebalanceMode
     metric: str  # the trigger metric (one of the policy's)
@@ -399,7 +433,19 @@ class RebalanceSpec:
     max_total: int  # evictions cluster-wide per interval
     min_pod_age_s: float  # never a pod younger than this
     margin: float  # hysteresis, in the metric's units: how far inside the trigger the
-    # dry run's node must be, counting the moved pod's estimate
+    # dry run's node must be, counting the moved pod's estimate, and how far below the
+    # source after the move
+    more_triggers: tuple[Trigger, ...] = ()
+    # a workload (its controller: a Deployment across its ReplicaSets, a StatefulSet, ...)
+    # is moved at most ``max_per_workload`` times per ``workload_interval_s``
+    workload_interval_s: float = 300.0
+    max_per_workload: int = 1
+    evict_job_pods: bool = False  # Job pods count against backoffLimit: only when asked
+
+    @property
+    def triggers(self) -> tuple[Trigger, ...]:
+        first = Trigger(metric=self.metric, above=self.above, below=self.below, margin=self.margin)
+        return (first, *self.more_triggers)
 
     def outside(self, value: float) -> bool:
         """Whether ``value`` is past the trigger."""

@@ -69,6 +69,19 @@ DEFAULT_REBALANCE_INTERVAL: Final = "1m"
 DEFAULT_REBALANCE_MAX_PER_NODE: Final = 1
 DEFAULT_REBALANCE_MAX_TOTAL: Final = 5
 DEFAULT_REBALANCE_MIN_POD_AGE: Final = "5m"
+DEFAULT_REBALANCE_WORKLOAD_INTERVAL: Final = "5m"
+DEFAULT_REBALANCE_MAX_PER_WORKLOAD: Final = 1
+DEFAULT_REBALANCE_EVICT_JOB_PODS: Final = False
+MAX_REBALANCE_TRIGGERS: Final = 5
+REBALANCE_FLOORS_S: Final[Mapping[str, float]] = {
+    "window": 10.0,
+    "interval": 5.0,
+    "minPodAge": 5.0,
+    "workloadInterval": 10.0,
+}
+"""The least each rebalance duration may be (the CRD's CEL rules say the same). A policy
+stored before these floors existed is read at the floor, not refused: it keeps
+scheduling, and moves no faster than the floor allows."""
 DEFAULT_REBALANCE_MARGIN_FRACTION: Final = 0.1
 """Unset ``margin``: this fraction of the trigger value's magnitude."""
 MAX_REBALANCE_DURATION_S: Final = 24 * 3600.0
@@ -116,6 +129,9 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "spec.rebalance.maxPerNode": DEFAULT_REBALANCE_MAX_PER_NODE,
     "spec.rebalance.maxTotal": DEFAULT_REBALANCE_MAX_TOTAL,
     "spec.rebalance.minPodAge": DEFAULT_REBALANCE_MIN_POD_AGE,
+    "spec.rebalance.workloadInterval": DEFAULT_REBALANCE_WORKLOAD_INTERVAL,
+    "spec.rebalance.maxPerWorkload": DEFAULT_REBALANCE_MAX_PER_WORKLOAD,
+    "spec.rebalance.evictJobPods": DEFAULT_REBALANCE_EVICT_JOB_PODS,
     **{f"spec.kubeScores.{name}": weight for name, weight in DEFAULT_KUBE_WEIGHTS.items()},
 }
 """Every default of the CRD's spec, by dotted path (``[]`` = each list item)."""
@@ -695,8 +711,9 @@ def _rebalance(
     mode: model.PolicyMode | None,
     problems: _Problems,
 ) -> model.RebalanceSpec | None:
-    """``spec.rebalance`` (absent: off). The trigger defaults to its metric's threshold:
-    ``above`` its max, else ``below`` its min."""
+    """``spec.rebalance`` (absent: off). ``trigger`` (one) or ``triggers`` (several, each
+    with its own threshold); a trigger without above or below takes its metric's
+    threshold: ``above`` its max, else ``below`` its min."""
     if raw is None:
         return None
     path = "spec.rebalance"
@@ -717,79 +734,135 @@ def _rebalance(
         ("window", DEFAULT_REBALANCE_WINDOW),
         ("interval", DEFAULT_REBALANCE_INTERVAL),
         ("minPodAge", DEFAULT_REBALANCE_MIN_POD_AGE),
+        ("workloadInterval", DEFAULT_REBALANCE_WORKLOAD_INTERVAL),
     ):
-        durations[field] = _duration(
+        found = _duration(
             spec.get(field, default),
             path=f"{path}.{field}",
             problems=problems,
             low_exclusive=field != "minPodAge",
             high=MAX_REBALANCE_DURATION_S,
         )
-    max_per_node = _integer(
-        spec.get("maxPerNode", DEFAULT_REBALANCE_MAX_PER_NODE),
-        path=f"{path}.maxPerNode",
-        problems=problems,
-        low=0,
-        high=MAX_REBALANCE_EVICTIONS,
-    )
-    max_total = _integer(
-        spec.get("maxTotal", DEFAULT_REBALANCE_MAX_TOTAL),
-        path=f"{path}.maxTotal",
-        problems=problems,
-        low=0,
-        high=MAX_REBALANCE_EVICTIONS,
-    )
+        durations[field] = None if found is None else max(found, REBALANCE_FLOORS_S[field])
+    counts: dict[str, int | None] = {}
+    for field, default_count in (
+        ("maxPerNode", DEFAULT_REBALANCE_MAX_PER_NODE),
+        ("maxTotal", DEFAULT_REBALANCE_MAX_TOTAL),
+        ("maxPerWorkload", DEFAULT_REBALANCE_MAX_PER_WORKLOAD),
+    ):
+        counts[field] = _integer(
+            spec.get(field, default_count),
+            path=f"{path}.{field}",
+            problems=problems,
+            low=0,
+            high=MAX_REBALANCE_EVICTIONS,
+        )
+    evict_jobs = spec.get("evictJobPods", DEFAULT_REBALANCE_EVICT_JOB_PODS)
+    if not isinstance(evict_jobs, bool):
+        problems.add(f"{path}.evictJobPods", f"must be true or false, got {evict_jobs!r}")
     margin: float | None = None
     if spec.get("margin") is not None:
         margin = _number(spec["margin"], path=f"{path}.margin", problems=problems)
         if margin is not None and margin < 0:
             problems.add(f"{path}.margin", f"must not be negative, got {margin:g}")
-    trigger = _mapping(spec.get("trigger"), path=f"{path}.trigger", problems=problems) or {}
+    if "triggers" in spec and "trigger" in spec:
+        problems.add(path, "set trigger or triggers, not both")
+        return None
+    if "triggers" in spec:
+        listed = spec["triggers"]
+        if not isinstance(listed, list) or not 1 <= len(listed) <= MAX_REBALANCE_TRIGGERS:
+            problems.add(
+                f"{path}.triggers",
+                f"must be a list of 1 to {MAX_REBALANCE_TRIGGERS} triggers, got {listed!r}",
+            )
+            return None
+        raws = [(item, f"{path}.triggers[{i}]") for i, item in enumerate(listed)]
+    else:
+        raws = [(spec.get("trigger"), f"{path}.trigger")]
+    triggers = [
+        _trigger(item, path=where, metrics=metrics, margin=margin, problems=problems)
+        for item, where in raws
+    ]
+    names = [t.metric for t in triggers if t is not None]
+    if len(set(names)) < len(names):
+        problems.add(f"{path}.triggers", "name each metric at most once")
+    if len(problems.items) > before:
+        return None
+    max_per_node, max_total, max_per_workload = (
+        counts[f] for f in ("maxPerNode", "maxTotal", "maxPerWorkload")
+    )
+    window, interval, min_age, workload_interval = (
+        durations[f] for f in ("window", "interval", "minPodAge", "workloadInterval")
+    )
+    assert rebalance_mode is not None and max_per_node is not None and max_total is not None
+    assert max_per_workload is not None and isinstance(evict_jobs, bool)
+    assert window is not None and interval is not None and min_age is not None
+    assert workload_interval is not None
+    first, *more = (t for t in triggers if t is not None)
+    return model.RebalanceSpec(
+        mode=rebalance_mode,
+        metric=first.metric,
+        above=first.above,
+        below=first.below,
+        window_s=window,
+        interval_s=interval,
+        max_per_node=max_per_node,
+        max_total=max_total,
+        min_pod_age_s=min_age,
+        margin=first.margin,
+        more_triggers=tuple(more),
+        workload_interval_s=workload_interval,
+        max_per_workload=max_per_workload,
+        evict_job_pods=evict_jobs,
+    )
+
+
+def _trigger(
+    raw: object,
+    *,
+    path: str,
+    metrics: Sequence[model.MetricSpec],
+    margin: float | None,
+    problems: _Problems,
+) -> model.Trigger | None:
+    """One trigger; its margin is its own ``margin``, else the rebalance's, else 10 % of
+    its value's magnitude."""
+    before = len(problems.items)
+    trigger = _mapping(raw, path=path, problems=problems) or {}
     above = below = None
     name = trigger.get("metric")
     metric = next((m for m in metrics if m.name == name), None)
     if not isinstance(name, str) or not name:
-        problems.add(f"{path}.trigger.metric", "must name one of the policy's metrics")
+        problems.add(f"{path}.metric", "must name one of the policy's metrics")
     elif metric is None and metrics:
         known = ", ".join(m.name for m in metrics)
-        problems.add(
-            f"{path}.trigger.metric", f"{name!r} is not one of the policy's metrics ({known})"
-        )
+        problems.add(f"{path}.metric", f"{name!r} is not one of the policy's metrics ({known})")
     if trigger.get("above") is not None and trigger.get("below") is not None:
-        problems.add(f"{path}.trigger", "set above or below, not both")
+        problems.add(path, "set above or below, not both")
     elif trigger.get("above") is not None:
-        above = _number(trigger["above"], path=f"{path}.trigger.above", problems=problems)
+        above = _number(trigger["above"], path=f"{path}.above", problems=problems)
     elif trigger.get("below") is not None:
-        below = _number(trigger["below"], path=f"{path}.trigger.below", problems=problems)
+        below = _number(trigger["below"], path=f"{path}.below", problems=problems)
     elif metric is not None:
         above, below = metric.threshold_max, None
         if above is None:
             below = metric.threshold_min
         if above is None and below is None:
             problems.add(
-                f"{path}.trigger",
+                path,
                 f"metric {metric.name!r} has no threshold: set trigger.above or trigger.below",
             )
+    own = margin
+    if trigger.get("margin") is not None:
+        own = _number(trigger["margin"], path=f"{path}.margin", problems=problems)
+        if own is not None and own < 0:
+            problems.add(f"{path}.margin", f"must not be negative, got {own:g}")
     if len(problems.items) > before or not isinstance(name, str):
         return None
-    assert rebalance_mode is not None and max_per_node is not None and max_total is not None
-    window, interval, min_age = (durations[f] for f in ("window", "interval", "minPodAge"))
-    assert window is not None and interval is not None and min_age is not None
     value = above if above is not None else below
-    if margin is None:
-        margin = DEFAULT_REBALANCE_MARGIN_FRACTION * abs(value or 0.0)
-    return model.RebalanceSpec(
-        mode=rebalance_mode,
-        metric=name,
-        above=above,
-        below=below,
-        window_s=window,
-        interval_s=interval,
-        max_per_node=max_per_node,
-        max_total=max_total,
-        min_pod_age_s=min_age,
-        margin=margin,
-    )
+    if own is None:
+        own = DEFAULT_REBALANCE_MARGIN_FRACTION * abs(value or 0.0)
+    return model.Trigger(metric=name, above=above, below=below, margin=own)
 
 
 def policy_from_body(body: model.RawBody) -> model.Policy:

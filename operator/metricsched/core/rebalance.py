@@ -1,27 +1,50 @@
-"""Rebalancing: which pods a policy moves off nodes whose metric stays past its trigger.
+"""Rebalancing: which pods a policy moves off nodes whose metrics stay past a trigger.
 
 ``plan`` reads what the cycle reads (the snapshot and the metric view) plus two things the
-runtime keeps: since when each node has been past the trigger (``track_outside``) and the
+runtime keeps: since when each node has been past a trigger (``track_outside``) and the
 policy's past evictions. It returns the pods to evict now, each with the node a dry run
 of the cycle (``core.cycle.schedule_one``, the pod as if pending, on the snapshot without
-it) chose for it. A pod moves only when all of these hold:
+it) chose for it. A policy has one trigger or several (``spec.triggers``), each a metric
+with its own threshold and margin; a node is outside while any one is past. A pod moves
+only when all of these hold:
 
-- metricsched placed it under this policy (its ``metricsched.io/decision`` annotation
-  names the policy), it runs, and its controller recreates it (``RECREATING_OWNERS``);
+- metricsched placed it under this policy: its ``metricsched.io/decision`` annotation
+  names the policy, *and* it is of the policy's namespace and names the policy's
+  scheduler (an annotation is pod-authored; nothing else spends the policy's dry runs);
+  it runs, and its controller recreates it (``RECREATING_OWNERS``; a Job's pods only with
+  ``evictJobPods``);
 - it is at least ``minPodAge`` old and was not evicted (by name) within ``window`` (an
   eviction a PodDisruptionBudget refused is tried again after ``interval``);
-- its node has been past the trigger for a whole ``window``, counted again from each
+- its workload (a Deployment across its ReplicaSets, a StatefulSet, ...: a replacement's
+  new name does not reset it) moved fewer than ``maxPerWorkload`` times within
+  ``workloadInterval`` (Koordinator's per-workload migration limit, 5 min by default);
+- its node has been past a trigger for a whole ``window``, counted again from each
   move off it (``restart_after_move``), so that a node's next move waits for samples
   that show the last one;
 - fewer than ``maxPerNode`` evictions from its node, and fewer than ``maxTotal`` in all,
   happened within ``interval``;
-- the dry run places it under this same policy, by its metrics (no fallback), on another
-  node whose trigger value, with the pod's estimate, is at least ``margin`` inside the
-  trigger (hysteresis: a pod never moves to a node about to trip the trigger itself).
+- **stop conditions** (Koordinator LowNodeLoad's and the descheduler's): the moves
+  decided this pass do not already bring its node to the trigger (each move takes the
+  pod's contribution, ``core.rebalance_room.contribution``, off the source), and the
+  pooled room inside ``trigger - margin`` on the other nodes is not used up;
+- **acceptance by improvement**: the dry run places it under this same policy, by its
+  metrics (no fallback), on another node which, with the pod's estimate, ends at or
+  below ``trigger - margin`` in every trigger, and, in each trigger the source is past,
+  at least ``margin`` below the source after the move.
+
+Why this cannot cycle: let Φ be the sum over nodes and triggers of how far each value is
+past its trigger. A move takes a pod off a node past a trigger (its excess falls by the
+pod's contribution, or stays) onto a node that ends ``margin`` inside every trigger (no
+excess before or after), so Φ never rises and falls with every pod whose share is
+known; the target stays ``margin`` inside, so in a static world it is never due and
+nothing moves back. The source-after rule keeps a move from swapping which node is hot,
+and the per-workload limit bounds what a changing world can do to one workload.
 
 Each move is applied to the working snapshot before the next dry run, so two pods of a
-pass do not both count on the same free room. Nodes furthest past the trigger go first;
-on a node, the lowest priority, then the oldest pod.
+pass do not both count on the same free room. Nodes furthest past their triggers go
+first; on a node, the pods that contribute most to the trigger it is furthest past
+(measured usage where the metric is resource-backed), then the lowest priority, then
+the oldest.
 
 No I/O here: no clients, no clocks, no logging.
 """
@@ -35,14 +58,16 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from metricsched.core import columns, cycle, model, node_state, scoring, shadow
+from metricsched.core import columns, cycle, model, node_state, rebalance_room, scoring, shadow
 
 MAX_DRY_RUNS: Final = 64
 """Dry runs of the cycle per policy per pass at most: each costs a scheduling cycle, and
 a pass runs on the operator's event loop. Candidates past it wait for the next pass."""
 
-RECREATING_OWNERS: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController", "Job"})
-"""Controller kinds that recreate an evicted pod (a Deployment's pods belong to a ReplicaSet)."""
+RECREATING_OWNERS: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+"""Controller kinds that recreate an evicted pod (a Deployment's pods belong to a ReplicaSet).
+A Job recreates one too, but an evicted Job pod counts against its ``backoffLimit`` (unless
+a podFailurePolicy ignores ``DisruptionTarget``): only with ``evictJobPods``."""
 
 
 class Skip(enum.StrEnum):
@@ -50,10 +75,14 @@ class Skip(enum.StrEnum):
 
     NOT_RUNNING = "not running"
     NO_CONTROLLER = "no controller recreates it"
+    JOB = "a Job's pod (evictJobPods is off)"
     TOO_YOUNG = "younger than minPodAge"
     RECENTLY_EVICTED = "evicted within the window"
+    WORKLOAD_LIMIT = "its workload was moved maxPerWorkload times within workloadInterval"
     NODE_LIMIT = "maxPerNode reached for the interval"
     TOTAL_LIMIT = "maxTotal reached for the interval"
+    RELIEVED = "the moves decided bring its node back to the trigger"
+    NO_ROOM = "the room inside the trigger on other nodes is used up"
     NO_BETTER_NODE = "no other node is inside the trigger by the margin"
     OTHER_POLICY = "the cycle would place it under another policy"
     FALLBACK = "the cycle would place it by fallback (no metrics to trust)"
@@ -71,6 +100,9 @@ class Eviction:
     # (so a refused pod is retried once an interval, not every pass) but not as the
     # pod's once-per-window eviction
     blocked: bool = False
+    # the pod's workload (``PodInfo.usage_workload``: the Deployment across its
+    # ReplicaSets, the StatefulSet, ...), which the per-workload limit counts
+    workload: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -83,6 +115,7 @@ class Move:
     value: float  # the trigger metric on ``node``
     target_value: float  # on ``target``, with the estimate of the pods it does not show yet
     score: float  # the dry run's score of ``target``
+    trigger: model.Trigger | None = None  # the trigger ``value`` is of (None: the first)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -99,10 +132,13 @@ def trigger_values(
     nodes: Sequence[model.NodeInfo],
     metrics: model.MetricView,
     now: float,
+    metric_name: str | None = None,
 ) -> dict[model.NodeName, float]:
-    """The fresh sampled value of the trigger metric on each node that has one."""
+    """The fresh sampled value of a trigger metric (the first trigger's unless
+    ``metric_name`` is given) on each node that has one."""
     spec = policy.rebalance
-    metric = next((m for m in policy.metrics if spec and m.name == spec.metric), None)
+    wanted = metric_name if metric_name is not None else spec.metric if spec else None
+    metric = next((m for m in policy.metrics if m.name == wanted), None)
     if metric is None:
         return {}
     column = scoring.metric_column(
@@ -115,17 +151,39 @@ def trigger_values(
     }
 
 
+def more_trigger_values(
+    *,
+    policy: model.Policy,
+    nodes: Sequence[model.NodeInfo],
+    metrics: model.MetricView,
+    now: float,
+) -> tuple[dict[model.NodeName, float], ...]:
+    """``trigger_values`` of each of ``spec.more_triggers``, in their order."""
+    spec = policy.rebalance
+    if spec is None:
+        return ()
+    return tuple(
+        trigger_values(policy=policy, nodes=nodes, metrics=metrics, now=now, metric_name=t.metric)
+        for t in spec.more_triggers
+    )
+
+
 def track_outside(
     *,
     spec: model.RebalanceSpec,
     previous: Mapping[model.NodeName, float],
     values: Mapping[model.NodeName, float],
     now: float,
+    more_values: Sequence[Mapping[model.NodeName, float]] = (),
 ) -> dict[model.NodeName, float]:
-    """Since when each node has been past the trigger: kept from ``previous`` while it
-    stays past, ``now`` when it just went past; a node back inside, or without a fresh
+    """Since when each node has been past a trigger (any one of them: ``values`` are the
+    first's, ``more_values`` those of ``spec.more_triggers``): kept from ``previous`` while
+    it stays past, ``now`` when it just went past; a node back inside, or without a fresh
     value (nothing to judge by), is dropped and starts over."""
-    return {node: previous.get(node, now) for node, value in values.items() if spec.outside(value)}
+    past = {node for node, value in values.items() if spec.outside(value)}
+    for trigger, found in zip(spec.more_triggers, more_values, strict=False):
+        past.update(node for node, value in found.items() if trigger.outside(value))
+    return {node: previous.get(node, now) for node in sorted(past)}
 
 
 def restart_after_move(
@@ -141,9 +199,21 @@ def _within(history: Iterable[Eviction], since: float) -> list[Eviction]:
     return [e for e in history if e.time > since]
 
 
-def _running_candidates(state: model.NodeState, policy: model.Policy) -> list[model.PodInfo]:
-    mine = [p for p in state.pods if p.placed_by == policy.key]
-    return sorted(mine, key=lambda p: (p.priority, p.creation_timestamp, p.key))
+def _candidates(
+    state: model.NodeState, policy: model.Policy, scheduler_names: frozenset[str]
+) -> list[model.PodInfo]:
+    """The pods of ``state`` this policy may move: its decision annotation names the
+    policy (which any pod author can write), and the pod is of the policy's own
+    namespace and was placed by this install (its scheduler name is the policy's and one
+    of ours). Nothing else spends the policy's dry runs."""
+    return [
+        p
+        for p in state.pods
+        if p.placed_by == policy.key
+        and p.namespace == policy.namespace
+        and p.scheduler_name == policy.scheduler_name
+        and p.scheduler_name in scheduler_names
+    ]
 
 
 def _eligible(
@@ -155,7 +225,10 @@ def _eligible(
 ) -> Skip | None:
     if pod.deleting or pod.phase != "Running":
         return Skip.NOT_RUNNING
-    if pod.owner_kind not in RECREATING_OWNERS:
+    if pod.owner_kind == "Job":
+        if not spec.evict_job_pods:
+            return Skip.JOB
+    elif pod.owner_kind not in RECREATING_OWNERS:
         return Skip.NO_CONTROLLER
     if not pod.creation_timestamp or now - pod.creation_timestamp < spec.min_pod_age_s:
         return Skip.TOO_YOUNG
@@ -237,22 +310,36 @@ def plan(
     default_fallback: model.FallbackStrategy,
     scheduler_names: frozenset[str],
     now: float,
+    more_values: Sequence[Mapping[model.NodeName, float]] = (),
 ) -> Plan:
-    """The pods ``policy`` moves now (see the module docstring); ``values`` are the
-    trigger's fresh values (``trigger_values``), ``outside_since`` from ``track_outside``,
-    ``history`` the policy's evictions (older ones than window and interval are ignored);
+    """The pods ``policy`` moves now (see the module docstring); ``values`` are the first
+    trigger's fresh values (``trigger_values``) and ``more_values`` those of the others
+    (``more_trigger_values``), ``outside_since`` from ``track_outside``, ``history`` the
+    policy's evictions (older ones than the window and the intervals are ignored);
     ``table`` the snapshot's node table, as its maker hands it out beside it."""
     spec = policy.rebalance
     if spec is None:
         return Plan(moves=(), nodes_outside=0, nodes_due=0, skipped=())
+    triggers = spec.triggers
+    found = [values, *more_values][: len(triggers)]
+    found += [{}] * (len(triggers) - len(found))
+    by_name = {m.name: m for m in policy.metrics}
+    trigger_metrics = [by_name.get(t.metric) for t in triggers]
+    usages = [_usage(metrics, policy, t.metric) for t in triggers]
+
+    def past(node: model.NodeName) -> list[int]:
+        return [i for i, t in enumerate(triggers) if node in found[i] and t.outside(found[i][node])]
+
+    def excess(node: model.NodeName, i: int) -> float:
+        return triggers[i].excess(found[i][node]) / _scale(triggers[i])
+
     due = [
         node
         for node, since in outside_since.items()
-        if now - since >= spec.window_s and node in snapshot.nodes and node in values
+        if now - since >= spec.window_s and node in snapshot.nodes and past(node)
     ]
-    # Furthest past the trigger first, so maxTotal goes to the worst nodes.
-    sign = 1.0 if spec.above is not None else -1.0
-    due.sort(key=lambda node: (-sign * values[node], node))
+    # Furthest past the triggers first, so maxTotal goes to the worst nodes.
+    due.sort(key=lambda node: (-sum(excess(node, i) for i in past(node)), node))
     in_interval = _within(history, now - spec.interval_s)
     per_node: dict[model.NodeName, int] = {}
     for e in in_interval:
@@ -261,17 +348,48 @@ def plan(
     recently_evicted = frozenset(
         e.pod for e in _within(history, now - spec.window_s) if not e.blocked
     )
+    per_workload: dict[str, int] = {}
+    for e in _within(history, now - spec.workload_interval_s):
+        if e.workload and not e.blocked:
+            per_workload[e.workload] = per_workload.get(e.workload, 0) + 1
+    room = rebalance_room.Room.of(triggers, found, metrics=trigger_metrics)
     moves: list[Move] = []
     skipped: list[tuple[model.PodKey, Skip]] = []
     working, working_table = snapshot, table
     dry_runs = 0
     for node in due:
-        for pod in _running_candidates(snapshot.nodes[node], policy):
+        state = snapshot.nodes[node]
+        outside = past(node)
+        main = max(outside, key=lambda i: (excess(node, i), -i))
+        # The source's value in each trigger it is past, once this pass's moves are off it.
+        after = {i: triggers[i].load(found[i][node]) for i in outside}
+
+        def weigh(pod: model.PodInfo, i: int, on: model.NodeInfo) -> float:
+            return rebalance_room.contribution(
+                pod=pod, node=on, metric=trigger_metrics[i], usage=usages[i]
+            )
+
+        # Victims by contribution to the trigger the node is furthest past (Koordinator's
+        # order), then lowest priority, then oldest.
+        candidates = sorted(
+            _candidates(state, policy, scheduler_names),
+            key=lambda p: (-weigh(p, main, state.node), p.priority, p.creation_timestamp, p.key),
+        )
+        for pod in candidates:
             reason = _eligible(pod, spec=spec, recently_evicted=recently_evicted, now=now)
+            workload = pod.usage_workload
             if reason is None and total >= spec.max_total:
                 reason = Skip.TOTAL_LIMIT
             elif reason is None and per_node.get(node, 0) >= spec.max_per_node:
                 reason = Skip.NODE_LIMIT
+            elif reason is None and per_workload.get(workload, 0) >= spec.max_per_workload:
+                reason = Skip.WORKLOAD_LIMIT
+            elif reason is None and all(
+                rebalance_room.relieved(triggers[i], after[i]) for i in outside
+            ):
+                reason = Skip.RELIEVED
+            elif reason is None and any(room.used_up(i) for i in outside):
+                reason = Skip.NO_ROOM
             elif reason is None and dry_runs >= MAX_DRY_RUNS:
                 reason = Skip.BUDGET
             if reason is None:
@@ -287,13 +405,26 @@ def plan(
                     scheduler_names=scheduler_names,
                     now=now,
                 )
+                leaving = {i: after[i] - weigh(pod, i, state.node) for i in outside}
                 reason, move = _judge(
-                    decision, pod=pod, node=node, spec=spec, policy=policy, value=values[node]
+                    decision,
+                    pod=pod,
+                    node=node,
+                    policy=policy,
+                    main=main,
+                    value=found[main][node],
+                    source_after=leaving,
                 )
                 if move is not None:
                     moves.append(move)
+                    after.update(leaving)
                     per_node[node] = per_node.get(node, 0) + 1
+                    per_workload[workload] = per_workload.get(workload, 0) + 1
                     total += 1
+                    target = snapshot.nodes.get(move.target)
+                    if target is not None:
+                        for i in range(len(triggers)):
+                            room.take(i, weigh(pod, i, target.node))
                     working, working_table = with_pod(
                         without, without_table, pod, move.target, now=now
                     )
@@ -307,32 +438,61 @@ def plan(
     )
 
 
+def _usage(metrics: model.MetricView, policy: model.Policy, metric: str) -> model.PodUsage | None:
+    series = metrics.get(model.MetricKey(policy=policy.key, metric=metric))
+    return series.usage if series is not None else None
+
+
+def _scale(trigger: model.Trigger) -> float:
+    """A trigger's magnitude, so that excesses of different metrics compare."""
+    value = trigger.above if trigger.above is not None else trigger.below
+    return abs(value) if value else 1.0
+
+
 def _judge(
     decision: model.Decision,
     *,
     pod: model.PodInfo,
     node: model.NodeName,
-    spec: model.RebalanceSpec,
     policy: model.Policy,
+    main: int,
     value: float,
+    source_after: Mapping[int, float],
 ) -> tuple[Skip | None, Move | None]:
+    """Acceptance by improvement: the dry run binds the pod under this policy, by its
+    metrics, on another node that, with the pod, is inside every trigger by its margin
+    and, in each trigger the source is past, at least the margin below the source after
+    the move (``rebalance_room.accepts``)."""
+    spec = policy.rebalance
+    assert spec is not None
     if decision.outcome is not model.Outcome.BIND or decision.node is None:
         return Skip.NO_BETTER_NODE, None
     if decision.policy != policy.key:
         return Skip.OTHER_POLICY, None
     if decision.fallback_reason:
         return Skip.FALLBACK, None
-    target_value = _target_value(decision, spec.metric)
-    if decision.node == node or target_value is None or not spec.inside_by_margin(target_value):
+    triggers = spec.triggers
+    targets = [_target_value(decision, t.metric) for t in triggers]
+    main_target = targets[main]
+    if decision.node == node or main_target is None:
         return Skip.NO_BETTER_NODE, None
+    for i, trigger in enumerate(triggers):
+        target = targets[i]
+        if target is None:
+            continue  # no value on the target: this trigger cannot judge it
+        if not rebalance_room.accepts(
+            trigger=trigger, target=target, source_after=source_after.get(i)
+        ):
+            return Skip.NO_BETTER_NODE, None
     winner = next(v for v in decision.verdicts if v.node == decision.node)
     return None, Move(
         pod=pod,
         node=node,
         target=decision.node,
         value=value,
-        target_value=target_value,
+        target_value=main_target,
         score=winner.score,
+        trigger=triggers[main],
     )
 
 
@@ -340,17 +500,18 @@ def message(move: Move, *, policy: model.Policy, dry_run: bool) -> str:
     """The Rebalanced / WouldRebalance event message."""
     spec = policy.rebalance
     assert spec is not None
+    trigger = move.trigger or spec.triggers[0]
     bound = (
-        f"above {scoring.format_value(spec.above)}"
-        if spec.above is not None
-        else f"below {scoring.format_value(spec.below or 0.0)}"
+        f"above {scoring.format_value(trigger.above)}"
+        if trigger.above is not None
+        else f"below {scoring.format_value(trigger.below or 0.0)}"
     )
     verb = "would evict" if dry_run else "evicted"
     return (
         f"{verb} {move.pod.key} of {move.pod.owner} from {move.node} "
-        f"(policy {policy.key}: {spec.metric} {scoring.format_value(move.value)} {bound} "
+        f"(policy {policy.key}: {trigger.metric} {scoring.format_value(move.value)} {bound} "
         f"for {_seconds(spec.window_s)}); "
-        f"dry run placed it on {move.target} ({spec.metric} "
+        f"dry run placed it on {move.target} ({trigger.metric} "
         f"{scoring.format_value(move.target_value)}, score {scoring.format_score(move.score)})"
     )
 

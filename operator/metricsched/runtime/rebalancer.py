@@ -20,6 +20,11 @@ wall time only where a value meets the API's or Prometheus's (metric ages, pod a
 status's times). ``core.rebalance`` takes one ``now``: it is handed the monotonic stamps
 shifted onto the wall clock of this pass, so every duration it measures is monotonic.
 
+Operator-wide, at most ``--rebalance-eviction-budget`` evictions are sent per minute
+(``BUDGET_PERIOD_S``, on the monotonic clock) across every policy, whatever their own
+limits: no tenant's policy can churn the cluster or load the API server past it. The
+policy a pass starts with rotates, so one policy cannot take the budget every time.
+
 A failed pass is logged and the loop goes on; nothing here raises into the operator.
 """
 
@@ -43,6 +48,7 @@ from metricsched.runtime import cache as cache_mod
 logger = logging.getLogger("metricsched.rebalancer")
 
 RECENT = 20  # status.rebalance.recent holds at most this many
+BUDGET_PERIOD_S = 60.0  # the operator-wide eviction budget counts over this period
 
 
 @dataclasses.dataclass(slots=True)
@@ -100,6 +106,9 @@ class Rebalancer:
         self.policies_confirmed = asyncio.Event()
         self.policies_confirmed.set()
         self.fence: Callable[[], float] | None = None  # the elector's, as for Bindings
+        self.budget = config.rebalance_eviction_budget
+        self._sent: collections.deque[float] = collections.deque()  # monotonic, all policies
+        self._passes = 0
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -130,6 +139,10 @@ class Rebalancer:
             self._mark(key)  # status.rebalance goes away
         if not rebalancing:
             return 0
+        # Take turns at the front of a pass (the operator-wide budget may run out).
+        start = self._passes % len(rebalancing)
+        self._passes += 1
+        rebalancing = rebalancing[start:] + rebalancing[:start]
         moved = 0
         for chosen in rebalancing:
             if not self._may_move():
@@ -170,10 +183,17 @@ class Rebalancer:
             state = self.states[key] = PolicyState()
             self.metrics.rebalance_policy(key)
         values = rebalance.trigger_values(policy=chosen, nodes=nodes, metrics=view, now=now)
-        state.outside_since = rebalance.track_outside(
-            spec=spec, previous=state.outside_since, values=values, now=mono
+        more_values = rebalance.more_trigger_values(
+            policy=chosen, nodes=nodes, metrics=view, now=now
         )
-        horizon = mono - max(spec.window_s, spec.interval_s)
+        state.outside_since = rebalance.track_outside(
+            spec=spec,
+            previous=state.outside_since,
+            values=values,
+            now=mono,
+            more_values=more_values,
+        )
+        horizon = mono - max(spec.window_s, spec.interval_s, spec.workload_interval_s)
         while state.history and state.history[0].time <= horizon:
             state.history.popleft()
         # Monotonic stamps as wall times of this pass: durations against ``now`` in the
@@ -187,6 +207,7 @@ class Rebalancer:
             metrics=view,
             outside_since={node: since + shift for node, since in state.outside_since.items()},
             values=values,
+            more_values=more_values,
             history=tuple(dataclasses.replace(e, time=e.time + shift) for e in state.history),
             default_fallback=self.config.default_fallback,
             scheduler_names=self.config.scheduler_names,
@@ -200,15 +221,26 @@ class Rebalancer:
         for _, reason in found.skipped:
             self.metrics.count_rebalance_skip(policy=key, reason=reason.name)
         moved = 0
+        dry = spec.mode is model.RebalanceMode.DRY_RUN
         for move in found.moves:
             if not self._may_move():
                 break
+            if not dry and not self._within_budget():
+                self.metrics.count_rebalance_skip(policy=key, reason="OPERATOR_BUDGET")
+                continue  # the next pass (its own dry runs) decides again
             result = await self._move(chosen, state, move, now=now, mono=mono)
             if result is eviction.EvictOutcome.FENCED:
                 break  # leadership is going: the next leader decides
             if result in (eviction.EvictOutcome.EVICTED, None):
                 moved += 1
         return moved
+
+    def _within_budget(self) -> bool:
+        """Whether the operator-wide eviction budget lets one more eviction go now."""
+        now = self._monotonic()
+        while self._sent and self._sent[0] <= now - BUDGET_PERIOD_S:
+            self._sent.popleft()
+        return len(self._sent) < self.budget
 
     def _may_move(self) -> bool:
         return (
@@ -243,6 +275,8 @@ class Rebalancer:
                 metrics=self.metrics,
             )
             outcome, label = result.kind, result.kind.value
+            if outcome is not eviction.EvictOutcome.FENCED:
+                self._sent.append(self._monotonic())  # sent: it counts, whatever the answer
             reason = "Rebalanced" if outcome is eviction.EvictOutcome.EVICTED else ""
         self.metrics.rebalance_evictions.labels(policy=key, result=label).inc()
         if outcome in (eviction.EvictOutcome.GONE, eviction.EvictOutcome.FENCED):
@@ -253,6 +287,7 @@ class Rebalancer:
                 node=move.node,
                 time=mono,
                 blocked=outcome is eviction.EvictOutcome.BLOCKED,
+                workload=pod.usage_workload,
             )
         )
         state.recent.appendleft(

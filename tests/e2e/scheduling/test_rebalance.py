@@ -51,8 +51,18 @@ EXAMPLE = yaml.safe_load(
     (Path(__file__).parents[3] / "manifests/examples/rebalance-latency-policy.yaml").read_text()
 )
 assert EXAMPLE["spec"]["rebalance"]["trigger"] == {"metric": "latency", "above": THRESHOLD}
-# The example's limits, with windows a test can wait for.
-FAST = {"window": "10s", "interval": "5s", "minPodAge": "5s", "maxTotal": 4, "margin": 0.05}
+# The example's limits, with windows a test can wait for (the CRD's floors; the
+# per-workload limit at the window's length, two moves of the one Deployment per window,
+# as the two hot nodes had before there was such a limit).
+FAST = {
+    "window": "10s",
+    "interval": "5s",
+    "minPodAge": "5s",
+    "maxTotal": 4,
+    "margin": 0.05,
+    "workloadInterval": "10s",
+    "maxPerWorkload": 2,
+}
 NAME = EXAMPLE["metadata"]["name"]
 
 

@@ -71,8 +71,11 @@ def test_everything_written_is_taken():
                 "interval": "30s",
                 "maxPerNode": 2,
                 "maxTotal": 10,
-                "minPodAge": "0s",
+                "minPodAge": "30s",
                 "margin": 0.2,
+                "workloadInterval": "10m",
+                "maxPerWorkload": 3,
+                "evictJobPods": True,
             }
         )
     )
@@ -85,9 +88,95 @@ def test_everything_written_is_taken():
         interval_s=30.0,
         max_per_node=2,
         max_total=10,
-        min_pod_age_s=0.0,
+        min_pod_age_s=30.0,
         margin=0.2,
+        workload_interval_s=600.0,
+        max_per_workload=3,
+        evict_job_pods=True,
     )
+
+
+def test_a_stored_policy_below_the_floors_is_read_at_the_floors():
+    # The CRD refuses these now; one stored before keeps scheduling, at the floors.
+    parsed = policy.policy_from_body(
+        body(
+            {
+                "trigger": {"metric": "latency", "above": 1},
+                "window": "1ms",
+                "interval": "1ms",
+                "minPodAge": "0s",
+                "workloadInterval": "1s",
+            }
+        )
+    )
+    assert parsed.rebalance is not None
+    assert (
+        parsed.rebalance.window_s,
+        parsed.rebalance.interval_s,
+        parsed.rebalance.min_pod_age_s,
+        parsed.rebalance.workload_interval_s,
+    ) == (10.0, 5.0, 5.0, 10.0)
+
+
+def test_job_pods_are_left_alone_and_a_workload_moves_once_per_5m_by_default():
+    parsed = policy.policy_from_body(body({"trigger": {"metric": "latency", "above": 1}}))
+    assert parsed.rebalance is not None
+    assert parsed.rebalance.evict_job_pods is False
+    assert (parsed.rebalance.max_per_workload, parsed.rebalance.workload_interval_s) == (1, 300.0)
+
+
+def test_several_triggers_each_take_their_own_threshold_and_margin():
+    raw = body(
+        {
+            "triggers": [
+                {"metric": "latency"},
+                {"metric": "cpu", "above": 0.8, "margin": 0.02},
+            ],
+            "margin": 0.05,
+        },
+        threshold={"max": 0.5},
+    )
+    raw["spec"]["metrics"].append({"name": "cpu", "prometheus": {"query": "up"}})
+    parsed = policy.policy_from_body(raw).rebalance
+    assert parsed is not None
+    assert parsed.triggers == (
+        model.Trigger(metric="latency", above=0.5, below=None, margin=0.05),
+        model.Trigger(metric="cpu", above=0.8, below=None, margin=0.02),
+    )
+
+
+def test_a_single_trigger_policy_reads_as_one_trigger():
+    parsed = policy.policy_from_body(body({"trigger": {"metric": "latency", "above": 1}}))
+    assert parsed.rebalance is not None
+    assert parsed.rebalance.triggers == (
+        model.Trigger(metric="latency", above=1.0, below=None, margin=pytest.approx(0.1)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("rebalance", "expected"),
+    [
+        (
+            {"trigger": {"metric": "latency", "above": 1}, "triggers": [{"metric": "latency"}]},
+            "spec.rebalance: set trigger or triggers, not both",
+        ),
+        ({"triggers": []}, "spec.rebalance.triggers: must be a list of 1 to 5 triggers, got []"),
+        (
+            {"triggers": [{"metric": "latency", "above": 1}, {"metric": "latency", "above": 2}]},
+            "spec.rebalance.triggers: name each metric at most once",
+        ),
+        (
+            {"triggers": [{"metric": "cpu", "above": 1}]},
+            "spec.rebalance.triggers[0].metric: 'cpu' is not one of the policy's metrics (latency)",
+        ),
+        (
+            {"trigger": {"metric": "latency", "above": 1}, "evictJobPods": "yes"},
+            "spec.rebalance.evictJobPods: must be true or false, got 'yes'",
+        ),
+    ],
+)
+def test_each_problem_of_the_new_fields_is_said(rebalance, expected):
+    assert expected in problems_of(body(rebalance))
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,9 @@ SPEC = model.RebalanceSpec(
     max_total=5,
     min_pod_age_s=300.0,
     margin=0.05,
+    # the per-workload limit has its own tests (test_workload_limit.py): off here, so
+    # these pods (all of one ReplicaSet) show the other limits alone
+    max_per_workload=1000,
 )
 POLICY = dataclasses.replace(
     build_policy(metrics=[build_metric_spec("latency", threshold_max=0.5)]), rebalance=SPEC

@@ -39,6 +39,7 @@ SPEC = model.RebalanceSpec(
     max_total=5,
     min_pod_age_s=0.0,
     margin=0.05,
+    max_per_workload=1000,  # the pods here are of one ReplicaSet: the limit's own tests say
 )
 LATENCY = {"hot": 0.9, "cool": 0.1}
 
@@ -80,7 +81,7 @@ def config() -> config_mod.Config:
 
 
 class Rig:
-    def __init__(self, spec: model.RebalanceSpec = SPEC) -> None:
+    def __init__(self, spec: model.RebalanceSpec = SPEC, *, budget: int | None = None) -> None:
         self.cache = cache_mod.ClusterCache()
         for name in LATENCY:
             self.cache.upsert_node(build_node_state(name).node)
@@ -122,6 +123,8 @@ class Rig:
         )
         self.rebalancer.active.set()
         self.rebalancer.fence = lambda: self.fence_left
+        if budget is not None:
+            self.rebalancer.budget = budget
 
     def set_latency(self, values: dict[str, float]) -> None:
         for key, series in build_metric_view(
@@ -254,6 +257,58 @@ def test_a_wall_clock_step_back_neither_stalls_a_window_nor_an_interval():
     assert rig.run(NOW - 3481, elapsed=59) == 0
     assert rig.run(NOW - 3480, elapsed=1) == 1
     assert rig.api.evicted == ["shop/web-1", "shop/web-2"]
+
+
+def test_a_workload_moved_once_waits_its_interval_though_its_next_pod_has_another_name():
+    spec = dataclasses.replace(
+        SPEC, mode=model.RebalanceMode.EVICT, max_per_workload=1, workload_interval_s=300.0
+    )
+    rig = Rig(spec)
+    second = dataclasses.replace(rig.pod, name="web-2", uid="uid-web-2")
+    rig.cache.upsert_pod(second, ours=True)
+    rig.rebalancer.states.clear()
+    rig.run(NOW)
+    rig.run(NOW + 60)
+    assert rig.api.evicted == ["shop/web-1"]
+    rig.cache.remove_pod(rig.pod.uid)
+    rig.run(NOW + 299)  # the node's window and the interval allow it; the workload does not
+    assert rig.api.evicted == ["shop/web-1"]
+    rig.run(NOW + 361)
+    assert rig.api.evicted == ["shop/web-1", "shop/web-2"]
+
+
+def test_the_operator_wide_budget_holds_across_policies_and_passes():
+    spec = dataclasses.replace(SPEC, mode=model.RebalanceMode.EVICT, max_per_node=10, max_total=10)
+    rig = Rig(spec, budget=2)
+    for i in range(2, 6):
+        extra = dataclasses.replace(rig.pod, name=f"web-{i}", uid=f"uid-web-{i}")
+        rig.cache.upsert_pod(extra, ours=True)
+    rig.rebalancer.states.clear()
+    rig.run(NOW)
+    rig.run(NOW + 60)
+    assert len(rig.api.evicted) == 2  # five pods would go: the budget lets two
+    skipped = rig.metrics.registry.get_sample_value(
+        "metricsched_rebalance_skipped_total",
+        {"policy": "shop/web-latency", "reason": "OPERATOR_BUDGET"},
+    )
+    assert skipped == 3
+    rig.run(NOW + 90, elapsed=30)  # the minute is not over
+    assert len(rig.api.evicted) == 2
+
+
+def test_a_budget_of_zero_evicts_nothing():
+    rig = Rig(dataclasses.replace(SPEC, mode=model.RebalanceMode.EVICT), budget=0)
+    rig.run(NOW)
+    rig.run(NOW + 60)
+    assert rig.api.evicted == []
+
+
+def test_the_eviction_budget_is_a_flag_with_a_default_of_ten_per_minute():
+    assert config().rebalance_eviction_budget == 10
+    parser = argparse.ArgumentParser()
+    config_mod.add_run_arguments(parser)
+    args = parser.parse_args(["--rebalance-eviction-budget", "3"])
+    assert config_mod.from_args(args, {}).rebalance_eviction_budget == 3
 
 
 def test_a_fenced_replica_sends_no_eviction_and_counts_none():
