@@ -700,6 +700,25 @@ def _etcd_ready(nodes: int) -> None:
     )
 
 
+def apiserver_sni_file() -> Path:
+    """Extra serving certificates of kube-apiserver, one ``cert,key:name`` a line
+    (``--tls-sni-cert-key``), read at each start: a client that names the server by
+    ``name`` gets that certificate, every other client the default one. The fault suite
+    rotates the CA its replicas trust this way, leaving every other client's alone."""
+    return STATE / "apiserver-sni"
+
+
+def _sni_flags() -> list[str]:
+    path = apiserver_sni_file()
+    if not path.exists():
+        return []
+    return [
+        f"--tls-sni-cert-key={line.strip()}"
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+
+
 def _kube_apiserver_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
     pki = STATE / "pki"
     p = PORTS
@@ -729,6 +748,7 @@ def _kube_apiserver_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
         "--audit-log-maxsize=100",  # MB per file, then rotated
         "--audit-log-maxbackup=5",
         "--v=1",
+        *_sni_flags(),
     ]
 
 

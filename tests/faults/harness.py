@@ -266,8 +266,14 @@ class Scenario:
         prometheus_url: str | None = None,
         extra: list[str] | None = None,
         memory_limit_bytes: int | None = None,
+        server_name: str = "127.0.0.1",
+        ca_file: str | None = None,
     ) -> None:
         """Replicas r0..r(count-1), each with its identity and its proxy; wait for a leader.
+
+        ``server_name``: the name the replicas call their proxy by (TLS checks the API
+        server's certificate for it); ``ca_file``: a CA file the replicas read from disk
+        (by path, not copied into their kubeconfig), instead of the cluster's CA.
 
         ``prometheus_url``: where the replicas query (e.g. a fault proxy in front of
         Prometheus); ``extra``: more operator flags; ``memory_limit_bytes``: each replica
@@ -284,9 +290,10 @@ class Scenario:
             px = proxy_mod.FaultProxy(host, int(port), seed=i).start()
             kubeconfig = identity.write_kubeconfig(
                 self._logs / f"{self.namespace}-{name}.kubeconfig",
-                server=f"https://127.0.0.1:{px.port}",
-                ca_file=str(STATE / "pki" / "ca.crt"),
+                server=f"https://{server_name}:{px.port}",
+                ca_file=ca_file or str(STATE / "pki" / "ca.crt"),
                 token=token,
+                embed_ca=ca_file is None,
             )
             metrics_port, health_port = replicas.free_port(), replicas.free_port()
             rep = replicas.Replica(

@@ -134,14 +134,20 @@ def delete_cluster_bindings(api_client: Any, namespace: str) -> None:
     rbac.delete_collection_cluster_role_binding(label_selector=f"metricsched.io/faults={namespace}")
 
 
-def write_kubeconfig(path: Path, *, server: str, ca_file: str, token: str) -> Path:
-    ca = base64.b64encode(Path(ca_file).read_bytes()).decode()
+def write_kubeconfig(
+    path: Path, *, server: str, ca_file: str, token: str, embed_ca: bool = True
+) -> Path:
+    """A replica's kubeconfig. ``embed_ca``: the CA's bytes in the file (read once); else
+    the CA file's path, read from disk as a pod's projected service-account CA is."""
+    ca: dict[str, str] = (
+        {"certificate-authority-data": base64.b64encode(Path(ca_file).read_bytes()).decode()}
+        if embed_ca
+        else {"certificate-authority": ca_file}
+    )
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": "faults", "cluster": {"server": server, "certificate-authority-data": ca}}
-        ],
+        "clusters": [{"name": "faults", "cluster": {"server": server, **ca}}],
         "users": [{"name": "replica", "user": {"token": token}}],
         "contexts": [{"name": "faults", "context": {"cluster": "faults", "user": "replica"}}],
         "current-context": "faults",

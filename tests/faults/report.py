@@ -39,6 +39,7 @@ ORDER = [
     "port-flood",
     "watch-stall",
     "lease-deleted",
+    "ca-rotate",
 ]
 # What each scenario does, in the order of the issue's list (tests/faults/test_*.py).
 WHAT = {
@@ -114,6 +115,16 @@ WHAT = {
     "naming itself, a Binding by the old leader counts as a non-holder's (audit). The old "
     "leader's Bindings after the last delete and after the takeover, and the new "
     "holder's first Binding, are listed",
+    "ca-rotate": "While the operator leads (40 pods bound), kube-apiserver is restarted "
+    "serving a certificate signed by a new CA to the replicas (an SNI certificate for the "
+    "name they call it by, localhost; every other client of the shared control plane keeps "
+    "the cluster's CA), and the CA file the replicas read is replaced on disk as the "
+    "kubelet replaces a projected service-account CA (a new directory, the ..data symlink "
+    "swapped); then 80 pods arrive, 10 every 3 s. Each must be bound within 60 s of its "
+    "creation (the restart, a failed watch retried, kopf restarted to log in with the new "
+    "CA, a takeover's lease duration, with room to spare), and the Lease must have been "
+    "written over the new CA within the last lease duration (audit) by a holder, either "
+    "the leader renewing or a standby that took over",
     "prom-huge": 'A shim in front of Prometheus answers one policy\'s query ("huge", a '
     "metric without its by (node)) with 500,000 series, streamed; each replica runs in a "
     "memory cgroup limited to the chart's 512 MiB where the machine has one (see memory "

@@ -10,7 +10,7 @@ was a Binding the server accepted, its success would be lost. ``read_json`` and
 refresh, connection pool) with bodies already in wire form: the generated per-verb methods
 validate every argument with pydantic, build models and serialise them back to dicts,
 which cost as much CPU as the request itself. ``Api`` offers the few calls the operator
-makes this way (LISTs, reads, the Lease, the policy status, the auth reviews) under the
+makes this way (LISTs, reads, the policy status, the auth reviews) under the
 generated methods' names: importing the generated ``CoreV1Api`` and its siblings alone
 costs ≈ 26 MiB of RSS and ≈ 1 s of CPU at start-up, for methods the operator never calls.
 
@@ -171,23 +171,6 @@ class Api:
     def list_volume_attachment(self, **kw: Any) -> urllib3.BaseHTTPResponse:
         return self._get(path("apis/storage.k8s.io/v1", "volumeattachments"), kw)
 
-    # --- coordination.k8s.io/v1 ------------------------------------------------------------
-
-    def read_namespaced_lease(
-        self, name: str, namespace: str, **kw: Any
-    ) -> urllib3.BaseHTTPResponse:
-        return self._get(_lease_path(namespace, name), kw)
-
-    def create_namespaced_lease(
-        self, namespace: str, body: Mapping[str, Any], **kw: Any
-    ) -> urllib3.BaseHTTPResponse:
-        return self._send("POST", _lease_path(namespace), body, kw)
-
-    def replace_namespaced_lease(
-        self, name: str, namespace: str, body: Mapping[str, Any], **kw: Any
-    ) -> urllib3.BaseHTTPResponse:
-        return self._send("PUT", _lease_path(namespace, name), body, kw)
-
     # --- custom resources ------------------------------------------------------------------
 
     def list_cluster_custom_object(
@@ -225,10 +208,6 @@ class Api:
     ) -> urllib3.BaseHTTPResponse:
         resource = path("apis/authorization.k8s.io/v1", "subjectaccessreviews")
         return self._send("POST", resource, body, kw)
-
-
-def _lease_path(namespace: str, *name: str) -> str:
-    return path("apis/coordination.k8s.io/v1/namespaces", namespace, "leases", *name)
 
 
 def read_and_release(response: object) -> bytes:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -30,6 +31,8 @@ from typing import Any
 
 import aiohttp
 import orjson
+
+logger = logging.getLogger("metricsched.kube_http")
 
 # What a request raises when no answer arrived (refused, reset, timed out): the request
 # may or may not have reached the API server.
@@ -85,6 +88,18 @@ def status_error(answer: Answer) -> ApiStatusError:
     return ApiStatusError(answer.status, message)
 
 
+def json_object(answer: Answer) -> dict[str, Any]:
+    """A 2xx answer's body, a JSON object. An error status raises ``ApiStatusError`` (the
+    caller checks first for the statuses it handles: a GET's 404, a PUT's 409); a body
+    that is not a JSON object raises ``ValueError``."""
+    if not answer.ok:
+        raise status_error(answer)
+    body = answer.json()
+    if not isinstance(body, dict):
+        raise ValueError(f"expected a JSON object, got {type(body).__name__}")
+    return body
+
+
 def ssl_context(cfg: Any) -> ssl.SSLContext | bool:
     """The TLS settings of a kubernetes ``Configuration`` as aiohttp takes them."""
     if not str(cfg.host).startswith("https"):
@@ -98,7 +113,7 @@ def ssl_context(cfg: Any) -> ssl.SSLContext | bool:
     return context
 
 
-def _tls_files(cfg: Any) -> tuple[tuple[str, float, int], ...]:
+def tls_files(cfg: Any) -> tuple[tuple[str, float, int], ...]:
     """Path, modification time and size of each TLS file ``cfg`` names (what to watch
     for a rotation); a file that cannot be read counts as changed once it can."""
     found = []
@@ -157,9 +172,10 @@ class AsyncApi:
         replaced, and a pool built with the old ones could no longer connect while the
         Lease, renewed over another pool, still succeeds). Open streams of the old pool
         end and are resumed by their readers."""
-        files = _tls_files(self._cfg)
+        files = tls_files(self._cfg)
         if self._session is not None and not self._session.closed and files != self._tls_files:
             self.tls_reloads += 1
+            logger.info("kube pool: TLS files changed on disk, connecting with them")
             old = self._session
             self._session = None
             asyncio.get_running_loop().create_task(old.close(), name="kube pool: old TLS")

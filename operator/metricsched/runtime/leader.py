@@ -1,10 +1,18 @@
 """Lease-based leader election with fencing: one replica binds at a time, never two.
 
 An asyncio loop on the coordination.k8s.io Lease (kube-scheduler's mechanism and
-defaults: lease 15 s, renew deadline 10 s, retry 2 s). Why not the kubernetes client's
-``leaderelection`` package: its thread catches only ``ApiException``, so one transport
-error kills it silently while the process keeps binding; its requests have no timeout,
-so a hung renew is never noticed; and it measures the lease with the wall clock.
+defaults: lease 15 s, renew deadline 10 s, retry 2 s), over the transport every other
+request of the operator uses (``kube_http``: watches, Bindings, Evictions), so that what
+the Lease proves (this replica reaches the API server) holds for its writes too: a CA or
+client certificate rotated on disk, or credentials refreshed after a 401, reach the Lease
+and the Bindings alike; a replica that renews but could not bind would hold its pods for
+good (issue 28, N11). Its connection pool is its own, made and closed on the loop that
+runs the election (``run_on_own_thread``: aiohttp sessions belong to one loop).
+
+Why not the kubernetes client's ``leaderelection`` package: its thread catches only
+``ApiException``, so one transport error kills it silently while the process keeps
+binding; its requests have no timeout, so a hung renew is never noticed; and it measures
+the lease with the wall clock.
 
 What this loop guarantees, all on the monotonic clock:
 
@@ -49,24 +57,21 @@ What this loop guarantees, all on the monotonic clock:
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
-import functools
 import logging
 import os
 import random
 import socket
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-import kubernetes.client.exceptions
-
-from metricsched.edges import kube
+from metricsched.edges import kube_http
 
 logger = logging.getLogger("metricsched.leader")
 
@@ -110,14 +115,24 @@ def default_identity() -> str:
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
-class Elector:
-    """One replica's side of the election. Runs on the event loop; API calls in threads.
+# The Lease's connection pool: one request at a time (a read, then a write), and one
+# spare for a connection being replaced.
+POOL_SIZE = 2
+# Connecting (TCP) takes at most this long within an attempt's time limit.
+CONNECT_S = 2.0
 
-    ``fence()`` may be read from any thread (it reads two floats)."""
+
+class Elector:
+    """One replica's side of the election, on one event loop (its own thread's in the
+    operator: ``run_on_own_thread``).
+
+    ``connect`` makes the transport (``kube_http.AsyncApi``); it is called on the loop
+    that runs the election, on its first request, and the transport is closed there
+    when ``run`` ends. ``fence()`` may be read from any thread (it reads two floats)."""
 
     def __init__(
         self,
-        api: kube.Api,
+        connect: Callable[[], kube_http.AsyncApi],
         *,
         namespace: str,
         name: str,
@@ -125,7 +140,8 @@ class Elector:
         timing: Timing = Timing(),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._api = api
+        self._connect = connect
+        self._http: kube_http.AsyncApi | None = None
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -144,10 +160,6 @@ class Elector:
         # Why the Lease is no longer ours although a renewal was not due to fail yet ("" if
         # it is): set from the worker thread, read by ``fence`` from any thread.
         self._revoked = ""
-        # Its own threads: a renewal never queues behind Bindings and read-backs.
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=2, thread_name_prefix="lease"
-        )
 
     # --- what the rest of the operator reads --------------------------------------------
 
@@ -172,7 +184,20 @@ class Elector:
     async def run(self, *, on_started: Callable[[], None], on_lost: Callable[[], None]) -> None:
         """Acquire, then renew until the renew deadline passes without success.
 
-        Returns only after leadership was lost (``on_lost`` called) or when cancelled."""
+        Returns only after leadership was lost (``on_lost`` called) or when cancelled;
+        closes the transport either way."""
+        try:
+            await self._run(on_started=on_started, on_lost=on_lost)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Close the transport (on the loop it was made on); the next request makes one."""
+        http, self._http = self._http, None
+        if http is not None:
+            await http.close()
+
+    async def _run(self, *, on_started: Callable[[], None], on_lost: Callable[[], None]) -> None:
         while True:
             ok = await self.try_acquire_or_renew()
             if ok and self._leading:
@@ -255,41 +280,48 @@ class Elector:
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True if this replica holds the lease afterwards. Never raises."""
         sent_at = self._clock()
-        # A renewal answered after the fence closed must not reopen it: the call's time
-        # limit is what is left of the fence (or a retry period when not leading).
+        # A renewal answered after the fence closed must not reopen it: the attempt's time
+        # limit (its read and its write together) is what is left of the fence (or a retry
+        # period when not leading), always shorter than the renew deadline.
         budget = self._renewal_left() if self._leading else self.timing.retry_period_s
         budget = max(0.5, min(budget, self.timing.retry_period_s * 2))
+        loop = asyncio.get_running_loop()
         try:
-            ok = await asyncio.wait_for(
-                asyncio.get_running_loop().run_in_executor(
-                    self._executor, functools.partial(self._attempt, budget)
-                ),
-                timeout=budget + 1.0,
-            )
+            async with asyncio.timeout(budget):
+                ok = await self._attempt(deadline=loop.time() + budget)
         except TimeoutError:
             logger.warning("lease request timed out after %.1fs", budget)
             return False
         except Exception as e:  # every failure is one failed attempt, never the loop's end
-            logger.warning("lease request failed: %s", kube.describe_error(e))
+            logger.warning("lease request failed: %s", _describe(e))
             return False
         if ok:
             self._leading = True
             self._renewed_at = sent_at
         return ok
 
-    # --- one attempt (blocking; in a worker thread) ----------------------------------------
+    # --- one attempt ---------------------------------------------------------------------
 
-    def _attempt(self, budget: float) -> bool:
-        timeout = (min(2.0, budget), budget)
-        try:
-            current = kube.read_json(
-                self._api.read_namespaced_lease(
-                    self.name, self.namespace, _preload_content=False, _request_timeout=timeout
-                )
-            )
-        except kubernetes.client.exceptions.ApiException as e:
-            if e.status != 404:
-                raise
+    def _transport(self) -> kube_http.AsyncApi:
+        if self._http is None:
+            self._http = self._connect()
+        return self._http
+
+    async def _request(
+        self, method: str, path: str, *, deadline: float, body: Any = None
+    ) -> kube_http.Answer:
+        """One request within the attempt's time limit (``deadline``, the loop's clock)."""
+        left = max(0.1, deadline - asyncio.get_running_loop().time())
+        return await self._transport().request(
+            method,
+            path,
+            body=body,
+            timeout=kube_http.timeout(left, connect_s=min(CONNECT_S, left)),
+        )
+
+    async def _attempt(self, *, deadline: float) -> bool:
+        answer = await self._request("GET", self._path(self.name), deadline=deadline)
+        if answer.status == 404:
             if self._leading:
                 self._revoke("was deleted")  # never re-created under a standby's feet
                 return False
@@ -306,12 +338,10 @@ class Elector:
             if absent_at - self._absent_since < self.timing.lease_duration_s:
                 return False
             body = self._body(None, acquiring=True)
-            kube.read_json(
-                self._api.create_namespaced_lease(
-                    self.namespace, body, _preload_content=False, _request_timeout=timeout
-                )
-            )
+            created = await self._request("POST", self._path(), deadline=deadline, body=body)
+            kube_http.json_object(created)  # an error status (409: someone else made it) raises
             return True
+        current = kube_http.json_object(answer)
         # The record is as the API server read it somewhere between sending and now: date
         # it by the answer's arrival, so that a slow read never makes it look older.
         received_at = self._clock()
@@ -344,23 +374,19 @@ class Elector:
             if free and not expired:
                 self._hold(received_at)
         body = self._body(record, acquiring=record.holder != self.identity)
-        try:
-            kube.read_json(
-                self._api.replace_namespaced_lease(
-                    self.name,
-                    self.namespace,
-                    body,
-                    _preload_content=False,
-                    _request_timeout=timeout,
-                )
-            )
-        except kubernetes.client.exceptions.ApiException as e:
-            if e.status == 409:  # someone else wrote first
-                if self._leading:
-                    self._revoke("was written by someone else between our read and renewal")
-                return False
-            raise
+        written = await self._request("PUT", self._path(self.name), deadline=deadline, body=body)
+        if written.status == 409:  # someone else wrote first (our resourceVersion is old)
+            if self._leading:
+                self._revoke("was written by someone else between our read and renewal")
+            return False
+        kube_http.json_object(written)  # any other error status raises
         return True
+
+    def _path(self, *name: str) -> str:
+        segments = ("namespaces", self.namespace, "leases", *name)
+        return "/apis/coordination.k8s.io/v1/" + "/".join(
+            urllib.parse.quote(s, safe="") for s in segments
+        )
 
     def _revoke(self, why: str) -> None:
         """The Lease is not ours any more: the fence closes now, not at the renew deadline."""
@@ -392,6 +418,13 @@ class Elector:
                 ),
             },
         }
+
+
+def _describe(e: BaseException) -> str:
+    """One line: the API's status and message, or the transport error."""
+    if isinstance(e, kube_http.ApiStatusError):
+        return f"HTTP {e.status}: {e.message}"[:1024]
+    return f"{type(e).__name__}: {e}"[:1024]
 
 
 def _micro_time(t: datetime.datetime) -> str:

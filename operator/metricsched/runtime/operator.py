@@ -438,7 +438,9 @@ class Operator:
             ]
             if self.config.leader_elect:
                 elector = leader.Elector(
-                    self.api,
+                    # The transport of every other request (kube_http), with a pool of
+                    # its own, made on the Lease's own loop.
+                    functools.partial(kube_http.AsyncApi, self.api_client, limit=leader.POOL_SIZE),
                     namespace=self.config.leader_election_namespace,
                     name=self.config.leader_election_id,
                     identity=leader.default_identity(),

@@ -47,7 +47,7 @@ import kopf
 
 from metricsched.config import Config
 from metricsched.core import model, parse, policy
-from metricsched.edges import events, kube, metric_store, observe, webhook
+from metricsched.edges import events, kube, kube_http, metric_store, observe, webhook
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import kopf_tuning
@@ -78,6 +78,9 @@ _MAX_POLICY_TOMBSTONES = 10_000
 # a lasting failure shows on /readyz within seconds, not kopf's default ~54 s.
 KOPF_ERROR_BACKOFFS = (1.0, 2.0, 4.0)
 _RESTART_BACKOFF = (1.0, 30.0)
+# How often kopf's TLS files (the kubeconfig's CA and client certificate) are checked for
+# a change on disk.
+TLS_CHECK_S = 2.0
 
 
 class Watches:
@@ -493,40 +496,85 @@ class Watches:
     # --- kopf, supervised --------------------------------------------------------------
 
     async def run_kopf(self, stop: asyncio.Event) -> None:
-        """Run kopf until ``stop``; restart it with backoff whenever it fails."""
+        """Run kopf until ``stop``; restart it with backoff whenever it fails, and at once
+        when the CA or client certificate files changed on disk (``_tls_changed``)."""
         delay, cap = _RESTART_BACKOFF
         while not stop.is_set():
             self.delivering.clear()
             ready = asyncio.Event()
             reclaim = asyncio.create_task(_reclaim_signals(ready, stop), name="reclaim signals")
-            try:
-                await kopf.operator(
+            files = self._tls_files()  # before kopf logs in: a change after it is seen
+            kopf_task = asyncio.create_task(
+                kopf.operator(
                     registry=build_registry(self),
                     clusterwide=True,
                     standalone=True,
                     stop_flag=stop,
                     ready_flag=ready,
-                )
+                ),
+                name="kopf",
+            )
+            rotation = asyncio.create_task(self._tls_changed(stop, files), name="kopf: TLS files")
+            rotated = False
+            try:
+                await asyncio.wait([kopf_task, rotation], return_when=asyncio.FIRST_COMPLETED)
+                if not kopf_task.done():  # the files changed: log in again with them
+                    rotated = True
+                    kopf_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await kopf_task
+                    raise _TlsFilesChangedError("TLS files changed on disk")
+                kopf_task.result()
             except asyncio.CancelledError:
                 reclaim.cancel()
+                rotation.cancel()
+                kopf_task.cancel()
                 raise
             except Exception as e:
                 reason = kube.describe_error(e)
             else:
                 if stop.is_set():
                     reclaim.cancel()
+                    rotation.cancel()
                     return
                 reason = "kopf stopped on its own"
             reclaim.cancel()
+            rotation.cancel()
             self.metrics.watch_restarts.inc()
-            logger.error("watches failed (%s); restarting them in %gs", reason, delay)
-            self.health.set_ready(False, f"watches failing: {reason}", subsystem="kopf")
-            self.policy_gap(f"kopf's watches failed: {reason}")
-            self._record_self(reason)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=delay)
-            delay = min(cap, delay * 2)
+            self.health.set_ready(False, f"watches restarting: {reason}", subsystem="kopf")
+            self.policy_gap(f"kopf's watches restarted: {reason}")
+            if rotated:  # not a failure: kopf logs in again with the new files at once
+                logger.warning("kopf's watches restarted: %s", reason)
+            else:
+                logger.error("watches failed (%s); restarting them in %gs", reason, delay)
+                self._record_self(reason)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                delay = min(cap, delay * 2)
             asyncio.get_running_loop().create_task(self._ready_when_delivering(stop))
+
+    def _tls_files(self) -> tuple[tuple[str, float, int], ...]:
+        cfg = getattr(self.api_client, "configuration", None)
+        return kube_http.tls_files(cfg) if cfg is not None else ()
+
+    async def _tls_changed(
+        self, stop: asyncio.Event, files: tuple[tuple[str, float, int], ...]
+    ) -> None:
+        """Return when the CA or client certificate files differ from ``files`` on disk
+        (never, if ``stop`` is set first).
+
+        kopf builds its TLS context when it logs in, and logs in again only after a 401:
+        with a rotated CA its watches would fail for good (the fault suite's ca-rotate
+        scenario, on the code before this: the new leader renewed the Lease all along
+        while the pods created after the rotation waited up to 93 s, until a re-list).
+        A restarted kopf logs in (``login``) with the files on disk, as ``kube_http``
+        rebuilds its pool with them."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=TLS_CHECK_S)
+            if not stop.is_set() and self._tls_files() != files:
+                return
+        await asyncio.Event().wait()  # stopping: kopf ends by itself
 
     async def _ready_when_delivering(self, stop: asyncio.Event) -> None:
         await asyncio.wait(
@@ -551,6 +599,10 @@ class Watches:
             action="Watch",
             message=f"watches failed and are being restarted: {reason}",
         )
+
+
+class _TlsFilesChangedError(Exception):
+    """kopf was stopped to log in again with the TLS files changed on disk."""
 
 
 def policy_ref(key: model.PolicyKey, record: status_mod.PolicyRecord | None) -> events.ObjectRef:

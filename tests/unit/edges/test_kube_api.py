@@ -66,27 +66,6 @@ CASES: list[tuple[Callable[[kube.Api], Any], str, str, dict[str, list[str]], Any
         None,
     ),
     (
-        lambda a: a.read_namespaced_lease("ms", "kube-system"),
-        "GET",
-        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ms",
-        {},
-        None,
-    ),
-    (
-        lambda a: a.create_namespaced_lease("kube-system", {"kind": "Lease"}),
-        "POST",
-        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",
-        {},
-        {"kind": "Lease"},
-    ),
-    (
-        lambda a: a.replace_namespaced_lease("ms", "kube-system", {"kind": "Lease"}),
-        "PUT",
-        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ms",
-        {},
-        {"kind": "Lease"},
-    ),
-    (
         lambda a: a.list_cluster_custom_object("metricsched.io", "v1alpha1", "schedulingpolicies"),
         "GET",
         "/apis/metricsched.io/v1alpha1/schedulingpolicies",
@@ -169,7 +148,7 @@ class TestAnswers:
         server = fakes.FakeServer(_echo)
         try:
             with pytest.raises(kubernetes.client.exceptions.ApiException) as caught:
-                fakes.api(server.url).read_namespaced_lease("missing", "ns")
+                fakes.api(server.url).read_namespaced_pod("missing", "ns")
             assert caught.value.status == 404
             assert "missing not found" in kube.describe_error(caught.value)
         finally:

@@ -93,6 +93,23 @@ def test_an_error_status_is_returned_with_the_status_message() -> None:
     serve({"/c": conflict}, body)
 
 
+class TestJsonObject:
+    def test_a_2xx_answer_gives_its_object(self) -> None:
+        answer = kube_http.Answer(200, b'{"kind": "Lease"}')
+        assert kube_http.json_object(answer) == {"kind": "Lease"}
+
+    @pytest.mark.parametrize("status", [404, 409, 500])
+    def test_an_error_status_raises_with_the_apis_message(self, status: int) -> None:
+        answer = kube_http.Answer(status, orjson.dumps({"kind": "Status", "message": "no"}))
+        with pytest.raises(kube_http.ApiStatusError) as raised:
+            kube_http.json_object(answer)
+        assert (raised.value.status, raised.value.message) == (status, "no")
+
+    def test_a_body_that_is_not_an_object_raises(self) -> None:
+        with pytest.raises(ValueError, match="JSON object"):
+            kube_http.json_object(kube_http.Answer(200, b"[1]"))
+
+
 def test_a_body_that_is_not_json_still_gives_a_readable_error() -> None:
     async def broken(request: web.Request) -> web.Response:
         return web.Response(status=503, text="upstream connect error")

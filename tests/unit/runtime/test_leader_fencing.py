@@ -4,69 +4,86 @@ closes before any successor can start."""
 from __future__ import annotations
 
 import asyncio
-import json
+import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import kubernetes.client
-import kubernetes.client.exceptions
+import aiohttp
+import orjson
 import pytest
-import urllib3.exceptions
 
+from metricsched.edges import kube_http
 from metricsched.runtime import leader
 
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/ms/leases"
 
-class _Raw:
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.data = json.dumps(body).encode()
-        self.released = False
 
-    def release_conn(self) -> None:
-        self.released = True
+def _answer(status: int, body: dict[str, Any]) -> kube_http.Answer:
+    return kube_http.Answer(status=status, data=orjson.dumps(body))
+
+
+def _status(code: int, reason: str) -> kube_http.Answer:
+    return _answer(code, {"kind": "Status", "code": code, "reason": reason, "message": reason})
 
 
 class FakeLeases:
-    """The coordination API's Lease verbs on one in-memory Lease (optimistic concurrency
-    by resourceVersion, as the API server does). ``fail`` makes every call raise."""
+    """The coordination API's Lease verbs on one in-memory Lease, as the elector's
+    transport (``kube_http.AsyncApi.request``) sees them: optimistic concurrency by
+    resourceVersion, as the API server does, and error statuses answered, not raised.
+    ``fail`` makes every request raise (a transport error) or answer it (a status)."""
 
     def __init__(self) -> None:
         self.lease: dict[str, Any] | None = None
         self.version = 0
-        self.fail: BaseException | None = None
+        self.fail: BaseException | kube_http.Answer | None = None
         # Each write lands, then raises this instead of answering (the answer is lost).
         self.lose_answers: BaseException | None = None
-        # Runs while a read is on the wire, before the API server serves it.
-        self.while_reading: Callable[[], None] | None = None
+        # Runs (awaited if it is a coroutine) while a read is on the wire, before the API
+        # server serves it.
+        self.while_reading: Callable[[], Awaitable[None] | None] | None = None
         self.writes: list[str] = []
+        self.timeouts: list[float] = []  # each request's total time limit
+        self.closed = 0
 
-    def _check(self) -> None:
-        if self.fail is not None:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        timeout: aiohttp.ClientTimeout | None = None,
+        **_: Any,
+    ) -> kube_http.Answer:
+        assert timeout is not None and timeout.total is not None
+        self.timeouts.append(timeout.total)
+        if isinstance(self.fail, BaseException):
             raise self.fail
-
-    def read_namespaced_lease(self, name: str, namespace: str, **_: Any) -> _Raw:
-        self._check()
-        if self.while_reading is not None:
-            self.while_reading()
-        if self.lease is None:
-            raise kubernetes.client.exceptions.ApiException(status=404, reason="NotFound")
-        return _Raw(self.lease)
-
-    def create_namespaced_lease(self, namespace: str, body: Any, **_: Any) -> _Raw:
-        self._check()
-        if self.lease is not None:
-            raise kubernetes.client.exceptions.ApiException(status=409, reason="AlreadyExists")
-        return self._store(body)
-
-    def replace_namespaced_lease(self, name: str, namespace: str, body: Any, **_: Any) -> _Raw:
-        self._check()
+        if self.fail is not None:
+            return self.fail
+        if (method, path) == ("GET", f"{LEASES}/metricsched"):
+            if self.while_reading is not None:
+                meanwhile = self.while_reading()
+                if meanwhile is not None:
+                    await meanwhile
+            if self.lease is None:
+                return _status(404, "NotFound")
+            return _answer(200, self.lease)
+        if (method, path) == ("POST", LEASES):
+            if self.lease is not None:
+                return _status(409, "AlreadyExists")
+            return self._store(body)
+        assert (method, path) == ("PUT", f"{LEASES}/metricsched"), (method, path)
         assert self.lease is not None
         if body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
-            raise kubernetes.client.exceptions.ApiException(status=409, reason="Conflict")
+            return _status(409, "Conflict")
         return self._store(body)
 
-    def _store(self, body: Any) -> _Raw:
+    async def close(self) -> None:
+        self.closed += 1
+
+    def _store(self, body: Any) -> kube_http.Answer:
         # The wire form the API server takes (the elector sends no generated models).
         assert body["apiVersion"] == "coordination.k8s.io/v1" and body["kind"] == "Lease"
         self.version += 1
@@ -78,7 +95,7 @@ class FakeLeases:
         self.writes.append(spec["holderIdentity"])
         if self.lose_answers is not None:
             raise self.lose_answers
-        return _Raw(self.lease)
+        return _answer(200, self.lease)
 
 
 class Clock:
@@ -101,7 +118,7 @@ def clock() -> Clock:
 
 def _elector(leases: FakeLeases, clock: Clock, identity: str) -> leader.Elector:
     return leader.Elector(
-        leases,  # type: ignore[arg-type]
+        lambda: leases,  # type: ignore[arg-type,return-value]
         namespace="ms",
         name="metricsched",
         identity=identity,
@@ -164,14 +181,16 @@ def test_renewals_keep_a_standby_out(leases: FakeLeases, clock: Clock) -> None:
 @pytest.mark.parametrize(
     "error",
     [
-        urllib3.exceptions.MaxRetryError(None, "/", reason="connection refused"),  # type: ignore[arg-type]
-        kubernetes.client.exceptions.ApiException(status=500, reason="etcd timeout"),
+        aiohttp.ClientConnectionError("connection refused"),
+        aiohttp.ServerDisconnectedError(),
+        _status(500, "etcd timeout"),
+        ssl.SSLCertVerificationError("certificate verify failed: a rotated CA"),
         OSError("network unreachable"),
         TimeoutError(),
     ],
 )
 def test_a_failed_renewal_is_one_failed_attempt_and_the_fence_closes_on_time(
-    leases: FakeLeases, clock: Clock, error: BaseException
+    leases: FakeLeases, clock: Clock, error: BaseException | kube_http.Answer
 ) -> None:
     """Regression: the client's elector died on the first transport error and the
     leader went on binding without renewing."""
@@ -204,7 +223,7 @@ def test_the_fence_closes_before_any_successor_can_take_the_lease(
 
 def test_a_lost_lease_is_never_resumed(leases: FakeLeases) -> None:
     a = leader.Elector(
-        leases,  # type: ignore[arg-type]
+        lambda: leases,  # type: ignore[arg-type,return-value]
         namespace="ms",
         name="metricsched",
         identity="a",
@@ -240,7 +259,7 @@ def test_an_acquiring_write_whose_answer_was_lost_leads_at_the_next_attempt(
     if not lease_exists:  # no Lease: created once seen absent for a lease duration
         assert not _attempt(a)
         clock.now += a.timing.lease_duration_s
-    leases.lose_answers = urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out")  # type: ignore[arg-type]
+    leases.lose_answers = aiohttp.ServerDisconnectedError()  # the write landed, no answer
     assert not _attempt(a)
     assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == "a"
     assert not a.leading and a.fence() == 0.0  # no answer: not leading yet
@@ -258,7 +277,7 @@ def test_an_acquiring_write_whose_answer_was_lost_leads_at_the_next_attempt(
 
 def test_the_election_loop_leads_after_a_lost_acquire_answer(leases: FakeLeases) -> None:
     a = leader.Elector(
-        leases,  # type: ignore[arg-type]
+        lambda: leases,  # type: ignore[arg-type,return-value]
         namespace="ms",
         name="metricsched",
         identity="a",
@@ -293,10 +312,10 @@ def test_a_slow_read_dates_the_record_by_its_answer_not_its_sending(
     assert not _attempt(b)
     clock.now += 1.0
 
-    def leader_renews_meanwhile() -> None:
+    async def leader_renews_meanwhile() -> None:
         leases.while_reading = None
         clock.now += 1.0
-        assert asyncio.run(a.try_acquire_or_renew())  # a renews while b's read is in flight
+        assert await a.try_acquire_or_renew()  # a renews while b's read is in flight
         clock.now += 2.0  # b's answer arrives
 
     leases.while_reading = leader_renews_meanwhile
@@ -324,7 +343,7 @@ def test_the_lease_renews_on_its_own_thread_while_the_scheduling_loop_is_blocked
     leases: FakeLeases,
 ) -> None:
     e = leader.Elector(
-        leases,  # type: ignore[arg-type]
+        lambda: leases,  # type: ignore[arg-type,return-value]
         namespace="ms",
         name="metricsched",
         identity="a",

@@ -81,7 +81,7 @@ class TestALeaderWhoseLeaseIsTakenClosesItsFenceAtOnce:
         self, leases: FakeLeases
     ) -> None:
         a = leader.Elector(
-            leases,  # type: ignore[arg-type]
+            lambda: leases,  # type: ignore[arg-type,return-value]
             namespace="ms",
             name="metricsched",
             identity="a",
@@ -140,7 +140,7 @@ class TestAReplicaThatTakesALeaseItDidNotSeeExpireWaitsALeaseDuration:
         self, leases: FakeLeases, clock: Clock
     ) -> None:
         b = leader.Elector(
-            leases,  # type: ignore[arg-type]
+            lambda: leases,  # type: ignore[arg-type,return-value]
             namespace="ms",
             name="metricsched",
             identity="b",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import types
 from typing import Any
 
 import pytest
@@ -97,6 +98,39 @@ def test_a_failing_watch_makes_readyz_false_and_kopf_restarts_instead_of_exiting
     assert readiness[0][0] is False
     assert "403 Forbidden" in readiness[0][1]
     assert readiness[1] == (True, "watches delivering again")
+    assert w.metrics.registry.get_sample_value("metricsched_watch_restarts_total") == 1
+
+
+def test_kopf_logs_in_again_when_the_ca_file_changes_on_disk(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """kopf builds its TLS context at login and logs in again only after a 401: with a
+    rotated CA its watches would fail for good (issue 28, N11)."""
+    ca = tmp_path / "ca.crt"
+    ca.write_text("old CA")
+    w = _watches()
+    w.api_client = types.SimpleNamespace(
+        configuration=types.SimpleNamespace(ssl_ca_cert=str(ca), cert_file=None, key_file=None)
+    )
+    runs: list[str] = []
+
+    async def fake_operator(*, stop_flag: asyncio.Event, **_: Any) -> None:
+        runs.append(ca.read_text())  # what the login reads
+        if len(runs) == 1:
+            ca.write_text("the new CA, longer")  # the kubelet swaps the projected file
+        else:
+            stop_flag.set()
+        await stop_flag.wait()
+
+    monkeypatch.setattr(watches_mod.kopf, "operator", fake_operator)
+    monkeypatch.setattr(watches_mod, "TLS_CHECK_S", 0.01)
+    monkeypatch.setattr(watches_mod, "_RESTART_BACKOFF", (30.0, 30.0))  # not waited for
+
+    async def go() -> None:
+        await asyncio.wait_for(w.run_kopf(asyncio.Event()), timeout=5)
+
+    asyncio.run(go())
+    assert runs == ["old CA", "the new CA, longer"]
     assert w.metrics.registry.get_sample_value("metricsched_watch_restarts_total") == 1
 
 
