@@ -95,10 +95,13 @@ two releases in one namespace (say, two scheduler names) do not share a leader.
 {{- join "," $pairs }}
 {{- end }}
 
-{{/* Labels of one alert: (list $ severity). */}}
+{{/* Labels of one alert: (list $ severity), or (list $ severity extra) with labels the
+expression cannot carry (they win over prometheusRule.alertLabels). */}}
 {{- define "metricsched.alertLabels" -}}
 {{- $root := index . 0 }}
-{{- merge (dict "severity" (index . 1)) $root.Values.prometheusRule.alertLabels | toYaml }}
+{{- $extra := dict }}
+{{- if gt (len .) 2 }}{{ $extra = index . 2 }}{{ end }}
+{{- merge $extra (dict "severity" (index . 1)) $root.Values.prometheusRule.alertLabels | toYaml }}
 {{- end }}
 
 {{/* Namespace opt-in webhook: the schedulerName it sets (webhook.schedulerName, else the
