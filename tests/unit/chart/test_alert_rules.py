@@ -86,6 +86,15 @@ def test_the_fail_open_alert_reads_the_api_servers_count_for_our_webhook_only() 
     assert f'apiserver_admission_webhook_fail_open_count{{job="kas",name="{name}"}}' in expr
 
 
+def test_the_fail_open_alert_counts_both_webhook_entries_with_the_pod_opt_in() -> None:
+    sets = (WEBHOOK, "webhook.podOptIn.enabled=true")
+    expr = str(_alerts(_rule(*sets))["MetricschedWebhookFailOpen"]["expr"])
+    webhook = ch.one(ch.render(*sets), "MutatingWebhookConfiguration")
+    names = [w["name"] for w in webhook["webhooks"]]
+    assert len(names) == 2
+    assert f'job="apiserver",name=~"{"|".join(names)}"' in expr
+
+
 def test_promtool_accepts_the_rendered_rules(tmp_path: Path) -> None:
     out = subprocess.run(
         [_promtool(), "check", "rules", str(_rules_file(tmp_path))],

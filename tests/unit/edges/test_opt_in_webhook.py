@@ -169,6 +169,14 @@ def test_webhook_flags_and_their_environment_variables() -> None:
     assert _parse(["--no-webhook"], env).webhook_enabled is False
 
 
+def test_the_pod_opt_in_label_is_a_flag_and_an_environment_variable() -> None:
+    assert _parse([]).webhook_pod_label == "metricsched.io/scheduler"
+    env = {"METRICSCHED_WEBHOOK_POD_LABEL": "example.com/sched"}
+    assert _parse([], env).webhook_pod_label == "example.com/sched"
+    cfg = _parse(["--webhook-pod-label", "team.io/sched"], env)
+    assert webhook.rules(cfg).pod_label == "team.io/sched"
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -120,3 +120,44 @@ mounted, and the namespaces never sent to it (kube-system, the release's, and mo
 {{- define "metricsched.webhookExcludedNamespaces" -}}
 {{- concat (list "kube-system" .Release.Namespace) .Values.webhook.excludedNamespaces | uniq | toJson }}
 {{- end }}
+
+{{/* The fields both webhook entries share: (dict "root" $ "service" name "caBundle" b64). */}}
+{{- define "metricsched.webhookCommon" -}}
+admissionReviewVersions: ["v1"]
+sideEffects: None
+failurePolicy: Ignore
+timeoutSeconds: {{ .root.Values.webhook.timeoutSeconds }}
+matchPolicy: Equivalent
+reinvocationPolicy: Never
+rules:
+  - apiGroups: [""]
+    apiVersions: ["v1"]
+    operations: ["CREATE"]
+    resources: ["pods"]
+    scope: Namespaced
+clientConfig:
+  service:
+    name: {{ .service }}
+    namespace: {{ .root.Release.Namespace }}
+    path: /scheduler-name
+    port: 443
+  {{- with .caBundle }}
+  caBundle: {{ . }}
+  {{- end }}
+{{- end }}
+
+{{/* The names of the webhook's entries (JSON list), as the API server's metrics name them. */}}
+{{- define "metricsched.webhookNames" -}}
+{{- $names := list "scheduler-name.webhook.metricsched.io" }}
+{{- if .Values.webhook.podOptIn.enabled }}
+{{- $names = append $names "scheduler-name-by-pod-label.webhook.metricsched.io" }}
+{{- end }}
+{{- toJson $names }}
+{{- end }}
+
+{{/* PromQL matcher of those names: name="..." for one, name=~"...|..." for both (a dot
+in the pattern matches any character, which no other webhook's name can exploit). */}}
+{{- define "metricsched.webhookNameMatcher" -}}
+{{- $names := include "metricsched.webhookNames" . | fromJsonArray }}
+{{- if eq (len $names) 1 }}name={{ first $names | quote }}{{ else }}name=~{{ join "|" $names | quote }}{{ end }}
+{{- end }}
