@@ -20,6 +20,7 @@ and readiness (subsystem ``webhook``) are false while it does not listen.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -62,7 +63,12 @@ class WebhookServer(kopf.WebhookServer):
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         async def with_namespace(request: Any, **kwargs: Any) -> Any:
-            return await fn(with_request_namespace(request), **kwargs)
+            started = time.monotonic()
+            try:
+                return await fn(with_request_namespace(request), **kwargs)
+            finally:
+                if self._metrics is not None:
+                    self._metrics.webhook_admission_duration.observe(time.monotonic() - started)
 
         try:
             # kopf yields a client configuration once the server listens (and again on a

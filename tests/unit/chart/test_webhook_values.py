@@ -116,6 +116,26 @@ def test_the_operator_reads_the_pod_label_the_chart_selects() -> None:
     assert webhook.rules(parsed).pod_label == "example.com/scheduler"
 
 
+def test_the_webhook_brings_two_replicas_and_a_disruption_budget_by_default() -> None:
+    objs = ch.render("webhook.enabled=true")
+    deployment = ch.one(objs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert ch.one(objs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    # Without the webhook, one replica and no budget (it would block node drains).
+    plain = ch.render()
+    assert ch.one(plain, "Deployment")["spec"]["replicas"] == 1
+    assert "PodDisruptionBudget" not in ch.kinds(plain)
+
+
+def test_replicas_and_the_budget_set_explicitly_win_over_the_webhook_default() -> None:
+    objs = ch.render("webhook.enabled=true", "replicaCount=1")
+    assert ch.one(objs, "Deployment")["spec"]["strategy"]["type"] == "Recreate"
+    assert "PodDisruptionBudget" not in ch.kinds(objs)
+    objs = ch.render("webhook.enabled=true", "podDisruptionBudget.enabled=false")
+    assert "PodDisruptionBudget" not in ch.kinds(objs)
+
+
 def test_the_api_server_reaches_the_operator_handler_through_the_service() -> None:
     objs = ch.render("webhook.enabled=true")
     service = the_webhook(objs)["clientConfig"]["service"]

@@ -68,7 +68,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* "true" when leader election runs: on by default, and always with more than one replica. */}}
 {{- define "metricsched.leaderElection" -}}
-{{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ else }}false{{ end }}
+{{- if or .Values.leaderElection.enabled (gt (int (include "metricsched.replicas" .)) 1) }}true{{ else }}false{{ end }}
 {{- end }}
 
 {{/*
@@ -160,4 +160,18 @@ in the pattern matches any character, which no other webhook's name can exploit)
 {{- define "metricsched.webhookNameMatcher" -}}
 {{- $names := include "metricsched.webhookNames" . | fromJsonArray }}
 {{- if eq (len $names) 1 }}name={{ first $names | quote }}{{ else }}name=~{{ join "|" $names | quote }}{{ end }}
+{{- end }}
+
+{{/* Replicas: replicaCount, else 2 with the webhook (a lone replica's restart or upgrade
+fails every opted-in pod creation open, to default-scheduler for good) and 1 without. */}}
+{{- define "metricsched.replicas" -}}
+{{- if kindIs "invalid" .Values.replicaCount }}{{ if .Values.webhook.enabled }}2{{ else }}1{{ end }}{{ else }}{{ int .Values.replicaCount }}{{ end }}
+{{- end }}
+
+{{/* "true" when the PodDisruptionBudget is made: podDisruptionBudget.enabled, else with
+the webhook and more than one replica. */}}
+{{- define "metricsched.pdb" -}}
+{{- $on := .Values.podDisruptionBudget.enabled }}
+{{- if kindIs "invalid" $on }}{{ $on = and .Values.webhook.enabled (gt (int (include "metricsched.replicas" .)) 1) }}{{ end }}
+{{- if $on }}true{{ else }}false{{ end }}
 {{- end }}
