@@ -58,6 +58,10 @@ lint: install ## ruff, format, mypy --strict and the import layering (import-lin
 helm-lint: install tools ## helm lint --strict, and helm template | kubeconform -strict per chart ci/*-values.yaml
 	@hack/helm-lint.sh
 
+.PHONY: alert-rules
+alert-rules: install tools ## Regenerate manifests/alerts/metricsched-rules.yaml (plain Prometheus rules) from the chart's PrometheusRule
+	@$(PY) hack/alert-rules.py
+
 .PHONY: docker-lint
 docker-lint: install ## hadolint the Dockerfile (make image builds it with podman)
 	$(VENV)/bin/hadolint Dockerfile

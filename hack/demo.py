@@ -6,7 +6,8 @@
 3. applies manifests/examples/latency-policy.yaml and a Deployment of 6 web pods;
 4. prints where they went, shifts latency half-way (the best node becomes the worst),
    scales to 12 and prints again: the new pods follow the metric;
-5. prints `kubectl describe` of one pod with its Scheduled event;
+5. waits for one new pod's Scheduled event (the events API, polled for up to 30 s) and
+   prints its `kubectl describe`;
 6. cleans up on exit or Ctrl-C (operator stopped, demo namespace deleted, and the
    cluster stopped if the demo started it; DEMO_KEEP=1 keeps everything).
 """
@@ -84,6 +85,21 @@ def wait(what: str, fn: Any, timeout: float = 60) -> Any:
                 return got
         time.sleep(0.5)
     raise SystemExit(f"timed out waiting for {what}")
+
+
+def scheduled_event(pod: str, timeout: float = 30) -> dict[str, Any]:
+    """The pod's Scheduled event, polled from the events API until it exists (at most
+    `timeout` seconds). The scheduler writes it after the Binding, so a pod can show its
+    node before its event: a describe at that moment shows no events."""
+    selector = f"involvedObject.kind=Pod,involvedObject.name={pod},reason=Scheduled"
+
+    def found() -> dict[str, Any] | None:
+        out = kubectl("get", "events", "-n", NS, "--field-selector", selector, "-o", "json")
+        items: list[dict[str, Any]] = json.loads(out)["items"]
+        return items[0] if items else None
+
+    event: dict[str, Any] = wait(f"the Scheduled event of {pod}", found, timeout=timeout)
+    return event
 
 
 def placement() -> dict[str, str]:
@@ -230,6 +246,7 @@ def main() -> int:
 
         say("kubectl describe of a new pod: the Scheduled event explains the decision")
         newest = sorted(new, key=lambda pod: (new[pod] != "node-3", pod))[0]
+        scheduled_event(newest)
         describe = kubectl("describe", "pod", "-n", NS, newest)
         print(describe[describe.find("Events:") :].rstrip() if "Events:" in describe else describe)
         time.sleep(3.5)  # the policy's status counters are written at each refresh

@@ -93,6 +93,8 @@ class Config:
     webhook_scheduler_name: str = "metricsched"  # what it sets; one of scheduler_names
     # Never mutated: kube-system always, the operator's own namespace, and these.
     webhook_excluded_namespaces: tuple[str, ...] = ()
+    # The pod label whose value opts one pod in (ours) or leaves it to another install.
+    webhook_pod_label: str = "metricsched.io/scheduler"
 
 
 def _env_bool(value: str) -> bool:
@@ -383,6 +385,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "the operator's own namespace (POD_NAMESPACE) always are "
         "[METRICSCHED_WEBHOOK_EXCLUDED_NAMESPACES, comma-separated]",
     )
+    a(
+        "--webhook-pod-label",
+        help="the pod label that opts one pod in when its value is the webhook's scheduler "
+        "name, or leaves the pod to another install when it names another (default: "
+        "metricsched.io/scheduler) [METRICSCHED_WEBHOOK_POD_LABEL]",
+    )
 
 
 def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -555,6 +563,8 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         webhook_key_file=webhook_key,
         webhook_scheduler_name=webhook_name,
         webhook_excluded_namespaces=tuple(dict.fromkeys(webhook_excluded)),
+        webhook_pod_label=pick("webhook_pod_label", "WEBHOOK_POD_LABEL", "")
+        or "metricsched.io/scheduler",
     )
 
 

@@ -1,8 +1,15 @@
-"""Namespace opt-in: which new pods the admission webhook hands to this install.
+"""Namespace and pod-label opt-in: which new pods the admission webhook hands to this install.
 
 A namespace opts in with the label ``metricsched.io/scheduler: <scheduler name>``; the
 webhook then sets ``spec.schedulerName`` on the pods created there, so that workloads
-need no edit. It only ever fills in a scheduler for pods that name none (or
+need no edit. A single workload opts in with the same label on its pods (its pod
+template), in a namespace that is not opted in. Precedence, most specific first: kube-system
+and the install's namespace are never changed; a pod's opt-out label wins over both
+opt-ins; a pod's opt-in label naming this install opts it in whatever its namespace's
+label says, and naming another install leaves it to that one, even in a namespace opted
+into this one; a pod with no such label follows its namespace.
+
+It only ever fills in a scheduler for pods that name none (or
 ``default-scheduler``, the API server's default): a pod that names its own scheduler, a
 pod already on a node, a DaemonSet's pod (pinned to its node: nothing to choose), a pod
 labelled ``metricsched.io/opt-out: "true"``, and every pod of kube-system or of the
@@ -35,6 +42,8 @@ class Reason(enum.Enum):
     EXCLUDED_NAMESPACE = "ExcludedNamespace"  # kube-system or the install's namespace
     NOT_OPTED_IN = "NotOptedIn"  # the namespace's label does not name this install
     OPTED_OUT = "OptedOut"  # the pod's opt-out label
+    # the pod's opt-in label names another install: that one's webhook decides
+    OPTED_IN_ELSEWHERE = "PodLabelNamesAnother"
     ALREADY_BOUND = "AlreadyBound"  # spec.nodeName set: no scheduler is involved
     NAMES_A_SCHEDULER = "NamesAScheduler"  # its own choice (ours included), never changed
     DAEMON_SET = "DaemonSetPod"  # pinned to one node by its controller
@@ -48,13 +57,24 @@ class Rules:
     # kube-system is always excluded, whatever is passed (see ``rules``).
     excluded_namespaces: frozenset[str] = frozenset({KUBE_SYSTEM})
     namespace_label: str = NAMESPACE_LABEL
+    # The pod label that opts one pod in (value: the scheduler name).
+    pod_label: str = NAMESPACE_LABEL
     opt_out_label: str = OPT_OUT_LABEL
 
 
-def rules(*, scheduler_name: str, excluded_namespaces: Iterable[str] = ()) -> Rules:
+def rules(
+    *,
+    scheduler_name: str,
+    excluded_namespaces: Iterable[str] = (),
+    pod_label: str = NAMESPACE_LABEL,
+) -> Rules:
     """The rules of one install; kube-system is excluded in every case."""
     excluded = frozenset({KUBE_SYSTEM, *(n for n in excluded_namespaces if n)})
-    return Rules(scheduler_name=scheduler_name, excluded_namespaces=excluded)
+    return Rules(
+        scheduler_name=scheduler_name,
+        excluded_namespaces=excluded,
+        pod_label=pod_label or NAMESPACE_LABEL,
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,17 +93,23 @@ def decide(
 ) -> Decision:
     """The webhook's answer for a pod being created in ``namespace``.
 
-    ``namespace_labels`` None means the caller has checked the namespace's opt-in already:
-    the webhook does, through the namespaceSelector the API server applies before it
-    calls (so the webhook reads nothing, and never a stale copy of the labels)."""
+    ``namespace_labels`` None means the caller has checked the opt-in already: the webhook
+    does, through the namespaceSelector and objectSelector the API server applies before
+    it calls (so the webhook reads nothing, and never a stale copy of the labels); the
+    pod's own label is read here in every case, for the precedence above."""
     if namespace in rules.excluded_namespaces:
         return Decision(Reason.EXCLUDED_NAMESPACE)
-    if namespace_labels is not None and (
-        namespace_labels.get(rules.namespace_label) != rules.scheduler_name
-    ):
-        return Decision(Reason.NOT_OPTED_IN)
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
+    chosen = labels.get(rules.pod_label)
+    if chosen and chosen != rules.scheduler_name:
+        return Decision(Reason.OPTED_IN_ELSEWHERE)
+    if (
+        chosen != rules.scheduler_name
+        and namespace_labels is not None
+        and namespace_labels.get(rules.namespace_label) != rules.scheduler_name
+    ):
+        return Decision(Reason.NOT_OPTED_IN)
     if labels.get(rules.opt_out_label) == OPT_OUT_VALUE:
         return Decision(Reason.OPTED_OUT)
     spec = pod.get("spec") or {}

@@ -1,11 +1,12 @@
-"""The namespace opt-in admission webhook: kopf's WebhookServer and one ``@kopf.on.mutate``.
+"""The opt-in admission webhook (namespace or pod label): kopf's server, one ``@kopf.on.mutate``.
 
 kopf serves the AdmissionReviews; core/opt_in.py decides. The webhook must never be the
 reason a pod is not created: the handler answers "allowed" whatever happens (an error is
 logged, counted, and the pod goes on as it came), and the MutatingWebhookConfiguration
 (the chart's) says ``failurePolicy: Ignore`` with a short timeout for when the operator
-cannot answer at all. It reads nothing from the API: the configuration's namespaceSelector
-already sent only the pods of opted-in namespaces. Every replica serves it, leader or not:
+cannot answer at all. It reads nothing from the API: the configuration's selectors already
+sent only the pods of opted-in namespaces, or (its second entry, webhook.podOptIn) the pods
+labelled for this install. Every replica serves it, leader or not:
 admission cannot wait for an election.
 
 While the server does not listen (not started yet, kopf restarting it after API errors, a
@@ -19,6 +20,7 @@ and readiness (subsystem ``webhook``) are false while it does not listen.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -61,7 +63,12 @@ class WebhookServer(kopf.WebhookServer):
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         async def with_namespace(request: Any, **kwargs: Any) -> Any:
-            return await fn(with_request_namespace(request), **kwargs)
+            started = time.monotonic()
+            try:
+                return await fn(with_request_namespace(request), **kwargs)
+            finally:
+                if self._metrics is not None:
+                    self._metrics.webhook_admission_duration.observe(time.monotonic() - started)
 
         try:
             # kopf yields a client configuration once the server listens (and again on a
@@ -114,6 +121,7 @@ def rules(config: Config) -> opt_in.Rules:
     return opt_in.rules(
         scheduler_name=config.webhook_scheduler_name,
         excluded_namespaces=config.webhook_excluded_namespaces,
+        pod_label=config.webhook_pod_label,
     )
 
 

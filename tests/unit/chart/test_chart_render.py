@@ -545,6 +545,8 @@ def test_the_dashboard_charts_only_metrics_the_operator_exports():
         "metricsched_scheduling_attempt_duration_seconds",
         "metricsched_pod_scheduling_duration_seconds",
         "metricsched_pending_pods",
+        "metricsched_webhook_admissions_total",
+        "metricsched_webhook_admission_duration_seconds",
         "metricsched_metric_age_seconds",
         "metricsched_fallback_decisions_total",
         "metricsched_prometheus_errors_total",

@@ -84,6 +84,58 @@ def test_opted_out_pods_are_never_sent() -> None:
     }
 
 
+POD_OPT_IN = ch.CHART / "ci" / "webhook-pod-opt-in-values.yaml"
+
+
+def test_pod_label_opt_in_is_a_second_entry_for_the_namespaces_not_opted_in() -> None:
+    hooks = ch.one(ch.render(values=[POD_OPT_IN]), "MutatingWebhookConfiguration")["webhooks"]
+    by_namespace, by_pod = hooks
+    assert by_pod["name"] != by_namespace["name"]
+    for field in ("failurePolicy", "timeoutSeconds", "rules", "clientConfig", "sideEffects"):
+        assert by_pod[field] == by_namespace[field]
+    namespaces = expressions(by_pod["namespaceSelector"])
+    # Opted-in namespaces are the first entry's: no pod is sent twice.
+    assert namespaces[opt_in.NAMESPACE_LABEL] == ("NotIn", ["metricsched"])
+    assert namespaces["kubernetes.io/metadata.name"] == ("NotIn", ["kube-system", "metricsched"])
+    assert expressions(by_pod["objectSelector"]) == {
+        "example.com/scheduler": ("In", ["metricsched"]),
+        opt_in.OPT_OUT_LABEL: ("NotIn", [opt_in.OPT_OUT_VALUE]),
+    }
+
+
+def test_the_pod_label_opt_in_is_off_by_default() -> None:
+    hooks = ch.one(ch.render("webhook.enabled=true"), "MutatingWebhookConfiguration")
+    assert len(hooks["webhooks"]) == 1
+
+
+def test_the_operator_reads_the_pod_label_the_chart_selects() -> None:
+    objs = ch.render(values=[POD_OPT_IN])
+    env = {k: v for k, v in ch.env(objs).items() if isinstance(v, str)}
+    parsed = config.from_args(argparse.Namespace(), {**env, "POD_NAMESPACE": "metricsched"})
+    assert parsed.webhook_pod_label == "example.com/scheduler"
+    assert webhook.rules(parsed).pod_label == "example.com/scheduler"
+
+
+def test_the_webhook_brings_two_replicas_and_a_disruption_budget_by_default() -> None:
+    objs = ch.render("webhook.enabled=true")
+    deployment = ch.one(objs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert ch.one(objs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    # Without the webhook, one replica and no budget (it would block node drains).
+    plain = ch.render()
+    assert ch.one(plain, "Deployment")["spec"]["replicas"] == 1
+    assert "PodDisruptionBudget" not in ch.kinds(plain)
+
+
+def test_replicas_and_the_budget_set_explicitly_win_over_the_webhook_default() -> None:
+    objs = ch.render("webhook.enabled=true", "replicaCount=1")
+    assert ch.one(objs, "Deployment")["spec"]["strategy"]["type"] == "Recreate"
+    assert "PodDisruptionBudget" not in ch.kinds(objs)
+    objs = ch.render("webhook.enabled=true", "podDisruptionBudget.enabled=false")
+    assert "PodDisruptionBudget" not in ch.kinds(objs)
+
+
 def test_the_api_server_reaches_the_operator_handler_through_the_service() -> None:
     objs = ch.render("webhook.enabled=true")
     service = the_webhook(objs)["clientConfig"]["service"]

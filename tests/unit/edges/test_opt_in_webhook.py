@@ -130,6 +130,34 @@ def test_kopf_server_hands_the_handler_the_request_namespace() -> None:
     assert seen[0]["request"]["object"]["metadata"]["namespace"] == "shop"
 
 
+def test_each_answer_is_timed_in_the_admission_duration_histogram() -> None:
+    metrics = observe.Metrics()
+
+    async def fn(request: Any, **_: Any) -> dict[str, Any]:
+        await asyncio.sleep(0.03)  # a handler held up, as by a busy event loop
+        return {"response": {"uid": request["request"]["uid"], "allowed": True}}
+
+    async def scenario() -> None:
+        server = webhook.WebhookServer(addr="127.0.0.1", insecure=True, metrics=metrics)
+        configs = server(fn)
+        client_config = await configs.__anext__()
+        try:
+            async with aiohttp.ClientSession() as session:
+                url = f"{client_config['url']}{webhook.PATH}"
+                for _ in range(2):
+                    async with session.post(url, json=review(pod())) as answer:
+                        await answer.read()
+        finally:
+            await configs.aclose()
+
+    asyncio.run(scenario())
+    registry = metrics.registry
+    name = "metricsched_webhook_admission_duration_seconds"
+    assert registry.get_sample_value(f"{name}_count") == 2
+    assert registry.get_sample_value(f"{name}_bucket", {"le": "0.025"}) == 0
+    assert registry.get_sample_value(f"{name}_bucket", {"le": "0.1"}) == 2
+
+
 def _parse(argv: list[str], env: dict[str, str] | None = None) -> config_mod.Config:
     parser = argparse.ArgumentParser()
     config_mod.add_run_arguments(parser)
@@ -167,6 +195,14 @@ def test_webhook_flags_and_their_environment_variables() -> None:
         "metricsched",
     }
     assert _parse(["--no-webhook"], env).webhook_enabled is False
+
+
+def test_the_pod_opt_in_label_is_a_flag_and_an_environment_variable() -> None:
+    assert _parse([]).webhook_pod_label == "metricsched.io/scheduler"
+    env = {"METRICSCHED_WEBHOOK_POD_LABEL": "example.com/sched"}
+    assert _parse([], env).webhook_pod_label == "example.com/sched"
+    cfg = _parse(["--webhook-pod-label", "team.io/sched"], env)
+    assert webhook.rules(cfg).pod_label == "team.io/sched"
 
 
 @pytest.mark.parametrize(

@@ -68,7 +68,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* "true" when leader election runs: on by default, and always with more than one replica. */}}
 {{- define "metricsched.leaderElection" -}}
-{{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ else }}false{{ end }}
+{{- if or .Values.leaderElection.enabled (gt (int (include "metricsched.replicas" .)) 1) }}true{{ else }}false{{ end }}
 {{- end }}
 
 {{/*
@@ -95,10 +95,13 @@ two releases in one namespace (say, two scheduler names) do not share a leader.
 {{- join "," $pairs }}
 {{- end }}
 
-{{/* Labels of one alert: (list $ severity). */}}
+{{/* Labels of one alert: (list $ severity), or (list $ severity extra) with labels the
+expression cannot carry (they win over prometheusRule.alertLabels). */}}
 {{- define "metricsched.alertLabels" -}}
 {{- $root := index . 0 }}
-{{- merge (dict "severity" (index . 1)) $root.Values.prometheusRule.alertLabels | toYaml }}
+{{- $extra := dict }}
+{{- if gt (len .) 2 }}{{ $extra = index . 2 }}{{ end }}
+{{- merge $extra (dict "severity" (index . 1)) $root.Values.prometheusRule.alertLabels | toYaml }}
 {{- end }}
 
 {{/* Namespace opt-in webhook: the schedulerName it sets (webhook.schedulerName, else the
@@ -116,4 +119,59 @@ mounted, and the namespaces never sent to it (kube-system, the release's, and mo
 {{- define "metricsched.webhookCertDir" -}}/etc/metricsched/webhook-cert{{- end }}
 {{- define "metricsched.webhookExcludedNamespaces" -}}
 {{- concat (list "kube-system" .Release.Namespace) .Values.webhook.excludedNamespaces | uniq | toJson }}
+{{- end }}
+
+{{/* The fields both webhook entries share: (dict "root" $ "service" name "caBundle" b64). */}}
+{{- define "metricsched.webhookCommon" -}}
+admissionReviewVersions: ["v1"]
+sideEffects: None
+failurePolicy: Ignore
+timeoutSeconds: {{ .root.Values.webhook.timeoutSeconds }}
+matchPolicy: Equivalent
+reinvocationPolicy: Never
+rules:
+  - apiGroups: [""]
+    apiVersions: ["v1"]
+    operations: ["CREATE"]
+    resources: ["pods"]
+    scope: Namespaced
+clientConfig:
+  service:
+    name: {{ .service }}
+    namespace: {{ .root.Release.Namespace }}
+    path: /scheduler-name
+    port: 443
+  {{- with .caBundle }}
+  caBundle: {{ . }}
+  {{- end }}
+{{- end }}
+
+{{/* The names of the webhook's entries (JSON list), as the API server's metrics name them. */}}
+{{- define "metricsched.webhookNames" -}}
+{{- $names := list "scheduler-name.webhook.metricsched.io" }}
+{{- if .Values.webhook.podOptIn.enabled }}
+{{- $names = append $names "scheduler-name-by-pod-label.webhook.metricsched.io" }}
+{{- end }}
+{{- toJson $names }}
+{{- end }}
+
+{{/* PromQL matcher of those names: name="..." for one, name=~"...|..." for both (a dot
+in the pattern matches any character, which no other webhook's name can exploit). */}}
+{{- define "metricsched.webhookNameMatcher" -}}
+{{- $names := include "metricsched.webhookNames" . | fromJsonArray }}
+{{- if eq (len $names) 1 }}name={{ first $names | quote }}{{ else }}name=~{{ join "|" $names | quote }}{{ end }}
+{{- end }}
+
+{{/* Replicas: replicaCount, else 2 with the webhook (a lone replica's restart or upgrade
+fails every opted-in pod creation open, to default-scheduler for good) and 1 without. */}}
+{{- define "metricsched.replicas" -}}
+{{- if kindIs "invalid" .Values.replicaCount }}{{ if .Values.webhook.enabled }}2{{ else }}1{{ end }}{{ else }}{{ int .Values.replicaCount }}{{ end }}
+{{- end }}
+
+{{/* "true" when the PodDisruptionBudget is made: podDisruptionBudget.enabled, else with
+the webhook and more than one replica. */}}
+{{- define "metricsched.pdb" -}}
+{{- $on := .Values.podDisruptionBudget.enabled }}
+{{- if kindIs "invalid" $on }}{{ $on = and .Values.webhook.enabled (gt (int (include "metricsched.replicas" .)) 1) }}{{ end }}
+{{- if $on }}true{{ else }}false{{ end }}
 {{- end }}
