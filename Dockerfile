@@ -4,7 +4,7 @@
 #
 #   make image            podman, offline: a Debian bookworm base made with mmdebstrap and
 #                         wheels fetched on the host (hack/image.py; see the README)
-#   docker build -t <registry>/metricsched:0.1.0 .      python:3.11-slim, wheels from PyPI
+#   docker build -t <registry>/metricsched:0.2.0 .      python:3.11-slim, wheels from PyPI
 #
 # Both build exactly the versions of constraints.txt (hack/lock.py writes it). The base is
 # pinned by digest: a tag moves, a digest does not. To move to a newer base, read the
@@ -63,7 +63,7 @@ EXPOSE 8080 8081
 ENTRYPOINT ["metricsched"]
 CMD ["run"]
 # Last, so that a new commit changes the image's configuration and no layer.
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 ARG REVISION=""
 ARG SOURCE=""
 LABEL org.opencontainers.image.title="metricsched" \

@@ -67,7 +67,7 @@ docker-lint: install ## hadolint the Dockerfile (make image builds it with podma
 	$(VENV)/bin/hadolint Dockerfile
 
 .PHONY: docker-build
-docker-build: ## Build the operator image with Docker and python:3.11-slim: make docker-build IMG=<registry>/metricsched:0.1.0
+docker-build: ## Build the operator image with Docker and python:3.11-slim: make docker-build IMG=<registry>/metricsched:0.2.0
 	docker build -t $(IMG) .
 
 .PHONY: image-deps
@@ -82,6 +82,10 @@ image: install image-deps ## Build the operator image offline with podman (Debia
 image-push: ## Push the image make image built: make image-push REGISTRY=registry.example.com/team
 	@test -n "$(REGISTRY)" || { echo "usage: make image-push REGISTRY=<registry>[/<path>]" >&2; exit 2; }
 	CONTAINERS_CONF=build/image/containers.conf podman push localhost/$(IMG) docker://$(REGISTRY)/$(IMG)
+
+.PHONY: release
+release: install tools image ## Build what a release publishes into dist/: packaged chart + index.yaml, image OCI archive + digest, CRD, SHA256SUMS (CHART_URL=<https://...> for absolute chart URLs)
+	@$(PY) hack/release.py --image $(IMG) $(if $(CHART_URL),--chart-url $(CHART_URL))
 
 .PHONY: image-test
 image-test: install deps tools image ## The image as the chart runs it, and the containerised operator scheduling a pod

@@ -16,4 +16,4 @@ Modules:
 - ``config``: flags with METRICSCHED_* environment equivalents.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
