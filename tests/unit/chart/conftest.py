@@ -27,7 +27,7 @@ def kubeconform_schemas(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def kubeconform(kubeconform_schemas: Path) -> Callable[[str], subprocess.CompletedProcess[str]]:
     """Run kubeconform -strict on manifests given as text; prometheus-operator's kinds
-    (ServiceMonitor, PrometheusRule) and cert-manager's Certificate are skipped."""
+    (ServiceMonitor, PrometheusRule) and cert-manager's Certificate and Issuer are skipped."""
     binary = ch.tool("kubeconform")
 
     def run(text: str) -> subprocess.CompletedProcess[str]:
@@ -41,7 +41,7 @@ def kubeconform(kubeconform_schemas: Path) -> Callable[[str], subprocess.Complet
                 "-schema-location",
                 str(kubeconform_schemas / "{{ .ResourceKind }}{{ .KindSuffix }}.json"),
                 "-skip",
-                "ServiceMonitor,PrometheusRule,Certificate",
+                "ServiceMonitor,PrometheusRule,Certificate,Issuer",
                 "-",
             ],
             input=text,

@@ -19,6 +19,7 @@ from metricsched.edges import webhook
 
 VALUES = ch.CHART / "ci" / "webhook-values.yaml"
 CERT_MANAGER = ch.CHART / "ci" / "webhook-cert-manager-values.yaml"
+SELF_SIGNED = ch.CHART / "ci" / "webhook-cert-manager-self-signed-values.yaml"
 
 
 def the_webhook(objs: list[ch.Manifest]) -> dict[str, Any]:
@@ -220,6 +221,81 @@ def test_cert_manager_issues_the_certificate_and_injects_the_ca() -> None:
     assert "caBundle" not in the_webhook(objs)["clientConfig"]
 
 
+def test_cert_manager_self_signed_bootstraps_a_ca_that_signs_the_serving_certificate() -> None:
+    objs = ch.render(values=[SELF_SIGNED])
+    issuers = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Issuer"}
+    assert issuers["metricsched-webhook-selfsigned"]["spec"] == {"selfSigned": {}}
+    ca = ch.one(objs, "Certificate", "metricsched-webhook-ca")
+    assert ca["spec"]["isCA"] is True
+    assert ca["spec"]["duration"] == "87600h"
+    assert ca["spec"]["issuerRef"] == {
+        "name": "metricsched-webhook-selfsigned",
+        "kind": "Issuer",
+        "group": "cert-manager.io",
+    }
+    # The CA Issuer reads the CA certificate's Secret, and signs the serving certificate.
+    assert issuers["metricsched-webhook-ca"]["spec"] == {
+        "ca": {"secretName": ca["spec"]["secretName"]}
+    }
+    serving = ch.one(objs, "Certificate", "metricsched-webhook")
+    assert serving["spec"]["issuerRef"] == {
+        "name": "metricsched-webhook-ca",
+        "kind": "Issuer",
+        "group": "cert-manager.io",
+    }
+    assert "isCA" not in serving["spec"]
+    assert "metricsched-webhook.metricsched.svc" in serving["spec"]["dnsNames"]
+    assert {o["metadata"]["namespace"] for o in objs if o["kind"] in ("Issuer", "Certificate")} == {
+        "metricsched"
+    }
+
+
+def test_cert_manager_self_signed_injects_the_ca_from_the_serving_certificate() -> None:
+    objs = ch.render(values=[SELF_SIGNED])
+    mwc = ch.one(objs, "MutatingWebhookConfiguration")
+    assert mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        "metricsched/metricsched-webhook"
+    )
+    assert "caBundle" not in the_webhook(objs)["clientConfig"]
+    volumes = ch.one(objs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    (volume,) = [v for v in volumes if v["name"] == "webhook-cert"]
+    serving = ch.one(objs, "Certificate", "metricsched-webhook")
+    assert volume["secret"]["secretName"] == serving["spec"]["secretName"]
+    assert not [o for o in objs if o["kind"] == "Secret"]  # cert-manager writes both
+
+
+def test_cert_manager_renders_the_same_twice_so_a_gitops_re_render_changes_nothing() -> None:
+    def render() -> str:
+        return ch.helm(*ch.template_args((SELF_SIGNED,), ())).stdout
+
+    assert render() == render()
+
+
+def test_a_pre_created_secret_is_mounted_and_its_ca_trusted_with_nothing_generated() -> None:
+    ca_bundle = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nCA\n").decode()
+    sets = (
+        "webhook.enabled=true",
+        "webhook.existingSecret.name=webhook-tls-from-git",
+        f"webhook.existingSecret.caBundle={ca_bundle}",
+    )
+    objs = ch.render(*sets)
+    assert not [o for o in objs if o["kind"] in ("Secret", "Certificate", "Issuer")]
+    volumes = ch.one(objs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    (volume,) = [v for v in volumes if v["name"] == "webhook-cert"]
+    assert volume["secret"]["secretName"] == "webhook-tls-from-git"
+    assert the_webhook(objs)["clientConfig"]["caBundle"] == ca_bundle
+    assert "annotations" not in ch.one(objs, "MutatingWebhookConfiguration")["metadata"]
+    assert ch.render_text(*sets) == ch.helm(*ch.template_args((), sets)).stdout
+
+
+def test_the_self_signed_ca_is_off_by_default() -> None:
+    objs = ch.render(values=[CERT_MANAGER])
+    assert not [o for o in objs if o["kind"] == "Issuer"]
+    assert [o["metadata"]["name"] for o in objs if o["kind"] == "Certificate"] == [
+        "metricsched-webhook"
+    ]
+
+
 def test_the_network_policy_admits_the_api_server_calls() -> None:
     policy = ch.one(ch.render(values=[VALUES]), "NetworkPolicy")
     rules = policy["spec"]["ingress"]
@@ -231,6 +307,37 @@ def test_the_network_policy_admits_the_api_server_calls() -> None:
     [
         (["webhook.enabled=true", "webhook.schedulerName=other"], "is not one of schedulerNames"),
         (["webhook.enabled=true", "webhook.certManager.enabled=true"], "issuerRef.name"),
+        (
+            ["webhook.enabled=true", "webhook.certManager.selfSigned=true"],
+            "selfSigned needs webhook.certManager.enabled",
+        ),
+        (
+            [
+                "webhook.enabled=true",
+                "webhook.certManager.enabled=true",
+                "webhook.certManager.selfSigned=true",
+                "webhook.certManager.issuerRef.name=cluster-ca",
+            ],
+            "leave webhook.certManager.issuerRef.name empty",
+        ),
+        (
+            ["webhook.enabled=true", "webhook.certManager.caDuration=10y"],
+            "caDuration",
+        ),
+        (
+            ["webhook.enabled=true", "webhook.existingSecret.name=tls"],
+            "needs webhook.existingSecret.caBundle",
+        ),
+        (
+            [
+                "webhook.enabled=true",
+                "webhook.existingSecret.name=tls",
+                "webhook.existingSecret.caBundle=Q0E=",
+                "webhook.certManager.enabled=true",
+                "webhook.certManager.selfSigned=true",
+            ],
+            "are exclusive",
+        ),
         (["webhook.enabled=true", "webhook.port=8080"], "webhook.port must differ"),
         (["webhook.enabled=true", "webhook.timeoutSeconds=60"], "timeoutSeconds"),
         (["webhook.enabld=true"], "enabld"),

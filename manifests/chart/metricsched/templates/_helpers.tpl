@@ -114,7 +114,11 @@ mounted, and the namespaces never sent to it (kube-system, the release's, and mo
 {{- printf "%s-webhook" (include "metricsched.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 {{- define "metricsched.webhookSecretName" -}}
+{{- if .Values.webhook.existingSecret.name }}
+{{- .Values.webhook.existingSecret.name }}
+{{- else }}
 {{- printf "%s-webhook-tls" (include "metricsched.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
 {{- end }}
 {{- define "metricsched.webhookCertDir" -}}/etc/metricsched/webhook-cert{{- end }}
 {{- define "metricsched.webhookExcludedNamespaces" -}}
