@@ -442,8 +442,12 @@ def _score_and_select(
             memo=cycle.memo,
         )
 
-    # Thresholds and onMissing: Exclude.
-    thresholds = metric_threshold.threshold_filter(policy=chosen, values=values)
+    # Thresholds and onMissing: Exclude; a DaemonSet's pod is exempt unless the policy says
+    # otherwise (its node affinity leaves it one node, which a threshold would only strand).
+    if metric_threshold.exempts(policy=chosen, pod=pod):
+        thresholds = metric_threshold.none_failed(len(feasible))
+    else:
+        thresholds = metric_threshold.threshold_filter(policy=chosen, values=values)
     ignored: tuple[str, ...] = ()
     if not thresholds.passed.any():
         unlearned = _fail_open(

@@ -287,6 +287,13 @@ class PolicyMode(enum.StrEnum):
     SHADOW = "Shadow"  # other schedulers place them; metricsched only says what it would do
 
 
+class DaemonSetPods(enum.StrEnum):
+    """Whether a DaemonSet's pod meets the policy's thresholds (and onMissing: Exclude)."""
+
+    EXEMPT = "Exempt"  # never: its one node is the DaemonSet's, a threshold only strands it
+    FILTER = "Filter"  # like any pod
+
+
 DEFAULT_SHADOW_SCHEDULERS: tuple[str, ...] = ("default-scheduler",)
 
 
@@ -482,6 +489,7 @@ class Policy:
     # The install (one of its --scheduler-name values) that serves the policy.
     scheduler_name: str = "metricsched"
     rebalance: RebalanceSpec | None = None  # None: off (the default)
+    daemon_set_pods: DaemonSetPods = DaemonSetPods.EXEMPT
 
     @property
     def key(self) -> PolicyKey:

@@ -61,6 +61,7 @@ MAX_ESTIMATE_FACTOR: Final = 100
 MAX_SETTLE_TIME_S: Final = 3600.0
 DEFAULT_FALLBACK: Final = model.FallbackStrategy.LEAST_ALLOCATED
 DEFAULT_MODE: Final = model.PolicyMode.ACTIVE
+DEFAULT_DAEMON_SET_PODS: Final = model.DaemonSetPods.EXEMPT
 DEFAULT_SHADOW_SCHEDULERS: Final = model.DEFAULT_SHADOW_SCHEDULERS
 MAX_SHADOW_SCHEDULERS: Final = 10
 DEFAULT_REBALANCE_MODE: Final = model.RebalanceMode.DRY_RUN
@@ -121,6 +122,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "spec.fallback.strategy": DEFAULT_FALLBACK.value,
     "spec.schedulerName": DEFAULT_SCHEDULER_NAME,
     "spec.mode": DEFAULT_MODE.value,
+    "spec.daemonSetPods": DEFAULT_DAEMON_SET_PODS.value,
     "spec.shadow.schedulerNames": list(DEFAULT_SHADOW_SCHEDULERS),
     "spec.kubeScores": {},
     "spec.rebalance.mode": DEFAULT_REBALANCE_MODE.value,
@@ -933,6 +935,12 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
         spec.get("mode", DEFAULT_MODE), kind=model.PolicyMode, path="spec.mode", problems=problems
     )
     shadow_schedulers = _shadow_schedulers(spec.get("shadow"), mode=mode, problems=problems)
+    daemon_set_pods = _enum(
+        spec.get("daemonSetPods", DEFAULT_DAEMON_SET_PODS),
+        kind=model.DaemonSetPods,
+        path="spec.daemonSetPods",
+        problems=problems,
+    )
     kube_weights = _kube_weights(spec.get("kubeScores"), problems=problems)
     rebalance = _rebalance(spec.get("rebalance"), metrics=metrics, mode=mode, problems=problems)
     scheduler_name = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME)
@@ -941,7 +949,7 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
 
     if problems.items:
         raise PolicyError(problems.items)
-    assert mode is not None
+    assert mode is not None and daemon_set_pods is not None
     assert generation is not None and priority is not None and max_age is not None
     assert burst_penalty is not None and burst_window is not None
     assert fallback is not None
@@ -970,6 +978,7 @@ def policy_from_body(body: model.RawBody) -> model.Policy:
         kube_weights=kube_weights,
         scheduler_name=str(scheduler_name),
         rebalance=rebalance,
+        daemon_set_pods=daemon_set_pods,
     )
 
 

@@ -288,3 +288,10 @@ def test_default_policy_has_no_metrics_and_the_given_strategy():
 
 def test_metric_names_summarise_the_policy_for_kubectl():
     assert policy.metric_names(policy.policy_from_body(DESIGN_EXAMPLE)) == "latency,price"
+
+
+def test_daemon_set_pods_are_exempt_from_thresholds_unless_the_policy_says_filter():
+    assert policy.policy_from_body(minimal()).daemon_set_pods is model.DaemonSetPods.EXEMPT
+    parsed = policy.policy_from_body(minimal(daemonSetPods="Filter"))
+    assert parsed.daemon_set_pods is model.DaemonSetPods.FILTER
+    assert any("spec.daemonSetPods" in p for p in problems_of(minimal(daemonSetPods="Always")))

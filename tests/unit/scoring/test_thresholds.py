@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -167,3 +169,53 @@ def test_an_infeasible_node_is_never_chosen(
     if not decision.fallback_reason:  # thresholds apply only when the metrics are trusted
         assert latency is None or latency <= threshold
         assert latency is not None or on_missing is not model.OnMissing.EXCLUDE
+
+
+def daemon_set_pod(make_pod):
+    return dataclasses.replace(make_pod("agent-x2k"), owner="DaemonSet/agent")
+
+
+def test_a_daemon_set_pod_is_exempt_from_thresholds_by_default(
+    *, make_node, make_cluster, make_pod, make_metric, make_policy, make_view, schedule
+):
+    policy = make_policy(metrics=[make_metric("latency", threshold_max=0.5, on_missing=EXCLUDE)])
+    cluster = make_cluster(make_node("node-1"), make_node("node-2"))
+    view = make_view(policy, {"latency": {"node-1": 0.9}})
+
+    decision = schedule(
+        pod=daemon_set_pod(make_pod), snapshot=cluster, policies=[policy], metrics=view
+    )
+
+    assert decision.outcome is model.Outcome.BIND
+    assert all(verdict.feasible for verdict in decision.verdicts)
+
+
+def test_a_policy_may_apply_its_thresholds_to_daemon_set_pods(
+    *, make_node, make_cluster, make_pod, make_metric, make_policy, make_view, schedule
+):
+    policy = dataclasses.replace(
+        make_policy(metrics=[make_metric("latency", threshold_max=0.5)]),
+        daemon_set_pods=model.DaemonSetPods.FILTER,
+    )
+    cluster = make_cluster(make_node("node-1"), make_node("node-2"))
+    view = make_view(policy, {"latency": {"node-1": 0.6, "node-2": 0.7}})
+
+    decision = schedule(
+        pod=daemon_set_pod(make_pod), snapshot=cluster, policies=[policy], metrics=view
+    )
+
+    assert decision.outcome is model.Outcome.UNSCHEDULABLE
+    assert "2 node(s) exceeded threshold latency > 0.5" in decision.message
+
+
+def test_pods_of_other_controllers_meet_the_thresholds(
+    *, make_node, make_cluster, make_pod, make_metric, make_policy, make_view, schedule
+):
+    policy = make_policy(metrics=[make_metric("latency", threshold_max=0.5)])
+    cluster = make_cluster(make_node("node-1"), make_node("node-2"))
+    view = make_view(policy, {"latency": {"node-1": 0.6, "node-2": 0.7}})
+    pod = dataclasses.replace(make_pod(), owner="ReplicaSet/web-7d4")
+
+    decision = schedule(pod=pod, snapshot=cluster, policies=[policy], metrics=view)
+
+    assert decision.outcome is model.Outcome.UNSCHEDULABLE

@@ -4,7 +4,8 @@ Contract: after kube-scheduler's filters, a node is ruled out for a policy's pod
 thresholded metric's fresh value lies outside [min, max] (``node(s) exceeded threshold
 <metric> > <max>``, ``node(s) fell below threshold <metric> < <min>``), or when a metric
 with ``onMissing: Exclude`` has no fresh value on it (``node(s) had no fresh value for
-metric <metric>``); one reason per metric, in the policy's order. The reasons join
+metric <metric>``); one reason per metric, in the policy's order. A DaemonSet's pod
+is exempt unless the policy's ``daemonSetPods`` is ``Filter``. The reasons join
 kube-scheduler's in the FailedScheduling text. Vector: one comparison per metric over
 the feasible nodes' values (NaN: missing); reasons are rendered for the failing nodes
 only. The values are ``core.scoring.metric_samples`` plus ``core.estimate``.
@@ -44,6 +45,16 @@ class ThresholdResult:
 
     passed: columns.Bools
     reasons: Mapping[int, tuple[str, ...]]  # position -> reasons, for the failed ones
+
+
+def exempts(*, policy: model.Policy, pod: model.PodInfo) -> bool:
+    """Whether ``pod`` skips the policy's thresholds: a DaemonSet's, unless ``Filter``."""
+    return pod.owner_kind == "DaemonSet" and policy.daemon_set_pods is model.DaemonSetPods.EXEMPT
+
+
+def none_failed(size: int) -> ThresholdResult:
+    """The result for an exempt pod: every node passes."""
+    return ThresholdResult(np.ones(size, dtype=np.bool_), {})
 
 
 def threshold_filter(*, policy: model.Policy, values: Sequence[columns.Floats]) -> ThresholdResult:
