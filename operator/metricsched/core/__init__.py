@@ -33,4 +33,6 @@ Modules:
 - ``shadow``: what a shadow policy would have done, and its status block.
 - ``rebalance``: which pods a policy with ``spec.rebalance`` moves, by a dry run of the
   cycle.
+- ``kubelet_rejection``: a pod we bound that the kubelet refused at admission, and what
+  its Event says.
 """

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeVar
 
-from metricsched.core import decision_record, model, quantity
+from metricsched.core import decision_record, kubelet_rejection, model, quantity
 
 LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
 VOLUME_TOPOLOGY: Final = "volume topology"
@@ -156,6 +156,46 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         limits=_pod_limits(containers, init_containers),
         bound_at=_bound_at(status) if node_name else 0.0,
         placed_by=_placed_by(meta),
+    )
+
+
+@_boundary
+def kubelet_rejection_from_body(
+    body: Mapping[str, Any],
+) -> kubelet_rejection.KubeletRejection | None:
+    """The kubelet's admission rejection a bound pod's status reports (``status.phase:
+    Failed`` with an admission ``status.reason``), or None: not bound, not failed, or
+    failed for another reason (evicted, deadline exceeded...)."""
+    if not isinstance(body, Mapping):
+        raise ParseError("<pod>", "must be an object")
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    status = _mapping(body, "status", "status")
+    node = _string(spec, "nodeName", "spec.nodeName")
+    reason = _string(status, "reason", "status.reason")
+    if (
+        not node
+        or _string(status, "phase", "status.phase") != "Failed"
+        or not kubelet_rejection.is_admission_reason(reason)
+    ):
+        return None
+    return kubelet_rejection.KubeletRejection(
+        namespace=_string(meta, "namespace", "metadata.namespace") or "default",
+        name=_string(meta, "name", "metadata.name"),
+        uid=_string(meta, "uid", "metadata.uid"),
+        node=node,
+        reason=reason,
+        message=_string(status, "message", "status.message"),
+    )
+
+
+def placed_by_us(body: Mapping[str, Any]) -> bool:
+    """Whether a pod carries this scheduler's decision record: the Binding that placed it
+    was ours (kube-apiserver copies a Binding's annotations onto the pod)."""
+    meta = body.get("metadata") if isinstance(body, Mapping) else None
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return isinstance(annotations, Mapping) and isinstance(
+        annotations.get(decision_record.ANNOTATION), str
     )
 
 

@@ -188,6 +188,7 @@ class Operator:
             refresh_now=self.refresher.now,
             policy_events=self.policy_events,
             on_pod_seen=self.shadow.on_pod,
+            leading=self.scheduler.active,
         )
         self.scheduler.consistent = self.watches.consistent
         self.scheduler.policies_confirmed = self.watches.policies_confirmed

@@ -35,6 +35,7 @@ deletion) are dropped: a deletion is final for the object it deleted.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -46,7 +47,7 @@ from typing import Any, TypeVar
 import kopf
 
 from metricsched.config import Config
-from metricsched.core import model, parse, policy
+from metricsched.core import kubelet_rejection, model, parse, policy
 from metricsched.edges import events, kube, metric_store, observe, webhook
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.runtime import cache as cache_mod
@@ -73,6 +74,7 @@ def pending_selector(scheduler_names: frozenset[str]) -> str:
 
 
 _MAX_POLICY_TOMBSTONES = 10_000
+_MAX_REJECTIONS_REMEMBERED = 10_000  # pod uids already reported (a copy may come twice)
 
 # kopf's retries of a failing request before it gives up (and we restart it): short, so
 # a lasting failure shows on /readyz within seconds, not kopf's default ~54 s.
@@ -96,6 +98,7 @@ class Watches:
         refresh_now: asyncio.Event,
         policy_events: policy_events_mod.PolicyEvents | None = None,
         on_pod_seen: Callable[[model.PodInfo, Mapping[str, Any]], None] | None = None,
+        leading: asyncio.Event | None = None,
     ) -> None:
         self.config = config
         self.api_client = api_client
@@ -109,6 +112,10 @@ class Watches:
         self._refresh_now = refresh_now
         self._policy_events = policy_events
         self._on_pod_seen = on_pod_seen  # shadow mode's hook (runtime/shadow.py)
+        # Kubelet rejections are reported by the replica that schedules (None: always), so
+        # that standbys neither count them again nor post the Event again.
+        self._leading = leading
+        self._rejections_seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         # --namespace narrows which pods are scheduled and which policies apply; pods of
         # all namespaces are still watched: they all take capacity on the same nodes.
         self._namespaces = frozenset(config.namespaces)
@@ -153,11 +160,57 @@ class Watches:
         self.delivering.set()
         meta = body.get("metadata") or {}
         uid = str(meta.get("uid", ""))
+        if (body.get("status") or {}).get("phase") == "Failed":
+            # A pod that goes Failed leaves the watch's selector: its DELETED carries the
+            # Failed object, the only sight of a kubelet's rejection of it.
+            self._kubelet_rejection(body)
         if event_type == "DELETED":
             self.cache.remove_pod(uid, resource_version=str(meta.get("resourceVersion") or ""))
             self.queue.done(uid)
             return
         self._on_pod(body)
+
+    def _kubelet_rejection(self, body: Mapping[str, Any]) -> None:
+        """A pod this scheduler bound that the kubelet refused at admission: counted by
+        node and reason, and a Warning Event on the pod names the likely race."""
+        spec = body.get("spec") or {}
+        meta = body.get("metadata") or {}
+        scheduler = spec.get("schedulerName")
+        if scheduler not in self.config.scheduler_names or not parse.placed_by_us(body):
+            return  # another scheduler's bind, or a pod created with its nodeName set
+        if self._namespaces and meta.get("namespace") not in self._namespaces:
+            return
+        if self._leading is not None and not self._leading.is_set():
+            return
+        try:
+            rejection = parse.kubelet_rejection_from_body(body)
+        except parse.ParseError as e:
+            self.skipped("Pod", f"{meta.get('namespace', '')}/{meta.get('name', '')}", str(e))
+            return
+        if rejection is None or rejection.uid in self._rejections_seen:
+            return
+        self._rejections_seen[rejection.uid] = None
+        if len(self._rejections_seen) > _MAX_REJECTIONS_REMEMBERED:
+            self._rejections_seen.popitem(last=False)
+        self.metrics.kubelet_rejections.labels(
+            node=rejection.node, reason=kubelet_rejection.metric_reason(rejection.reason)
+        ).inc()
+        logger.warning(
+            "the kubelet on %s rejected %s/%s, which this scheduler bound: %s",
+            rejection.node,
+            rejection.namespace,
+            rejection.name,
+            rejection.reason,
+        )
+        self._record(
+            events.ObjectRef.pod(
+                namespace=rejection.namespace, name=rejection.name, uid=rejection.uid
+            ),
+            event_type="Warning",
+            reason="RejectedByKubelet",
+            action="Binding",
+            message=kubelet_rejection.event_message(rejection, scheduler=str(scheduler)),
+        )
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A pod event from either watch, routed by whether the pod is bound (tests and
