@@ -135,6 +135,9 @@ class PodInfo:
     # the policy ("namespace/name") named by the pod's metricsched.io/decision
     # annotation: the policy metricsched placed it under; "" when not placed by a policy
     placed_by: str = ""
+    # status.nominatedNodeName of an unbound pod: the node a scheduler reserved for it
+    # (preemption, or a binding cycle under way); "" when none
+    nominated_node: str = ""
 
     @property
     def owner_kind(self) -> str:
@@ -266,6 +269,10 @@ class ClusterSnapshot:
     # node table (core.columns), handed out beside the snapshot, names the mapping and the
     # version it mirrors, so a table of another state is never read as this one's.
     nodes_version: int | None = None
+    # Unbound pods with status.nominatedNodeName, by that node (any scheduler's): they
+    # occupy it in Filter for pods of equal or lower priority, as kube-scheduler counts
+    # its own nominated pods (framework.run_filters_with_nominated).
+    nominated: Mapping[NodeName, tuple[PodInfo, ...]] = dataclasses.field(default_factory=dict)
 
 
 # --- policies --------------------------------------------------------------------------

@@ -156,6 +156,9 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         limits=_pod_limits(containers, init_containers),
         bound_at=_bound_at(status) if node_name else 0.0,
         placed_by=_placed_by(meta),
+        nominated_node=""
+        if node_name
+        else _shared(_string(status, "nominatedNodeName", "status.nominatedNodeName")),
     )
 
 

@@ -2,9 +2,10 @@
 
 kopf carries only our unassigned pods and the policies (``runtime.watches``). Everything
 else the cycle reads comes from ``edges.informer.Reflector``s run here, on the event loop:
-bound (unfinished) pods, nodes, namespaces, PersistentVolumeClaims, PersistentVolumes,
-StorageClasses, CSINodes and VolumeAttachments. Their events go through the same
-translation as kopf's (``Watches.on_bound_pod``, ``on_node``, ...).
+bound (unfinished) pods, unbound pods nominated to a node (any scheduler's), nodes,
+namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and
+VolumeAttachments. Their events go through the same translation as kopf's
+(``Watches.on_bound_pod``, ``on_nominated_pod``, ``on_node``, ...).
 
 Every kind is reconciled after every LIST, the first one and each re-list alike: what the
 cache holds and the LIST lacks was deleted while nobody watched and is dropped (a bound
@@ -56,6 +57,9 @@ RESOURCES = (
     # (and silence holds decisions), so that another scheduler's binds are never missed.
     informer.Resource("Node", "/api/v1/nodes", stall_relist=True),
     informer.Resource("Pod", "/api/v1/pods", watches_mod.BOUND_FIELD_SELECTOR, stall_relist=True),
+    # Unbound pods a scheduler nominated a node for (kube-scheduler's preemption, or its
+    # binding cycle waiting on volumes or claims): they occupy that node in Filter.
+    informer.Resource("NominatedPod", "/api/v1/pods", watches_mod.NOMINATED_FIELD_SELECTOR),
     informer.Resource("Namespace", "/api/v1/namespaces"),
     informer.Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims"),
     informer.Resource("PersistentVolume", "/api/v1/persistentvolumes"),
@@ -89,6 +93,7 @@ class ClusterState:
         self._handlers: dict[str, Handler] = {
             "Node": watches.on_node,
             "Pod": watches.on_bound_pod,
+            "NominatedPod": watches.on_nominated_pod,
             "Namespace": watches.on_namespace,
             "PersistentVolumeClaim": watches.on_claim,
             "PersistentVolume": watches.on_volume,

@@ -63,6 +63,7 @@ GROUP, VERSION, PLURAL = status_mod.GROUP, status_mod.VERSION, status_mod.PLURAL
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 PENDING_FIELD_SELECTOR = "spec.nodeName=," + POD_FIELD_SELECTOR
 BOUND_FIELD_SELECTOR = "spec.nodeName!=," + POD_FIELD_SELECTOR
+NOMINATED_FIELD_SELECTOR = "spec.nodeName=,status.nominatedNodeName!=," + POD_FIELD_SELECTOR
 
 
 def pending_selector(scheduler_names: frozenset[str]) -> str:
@@ -211,6 +212,23 @@ class Watches:
             action="Binding",
             message=kubelet_rejection.event_message(rejection, scheduler=str(scheduler)),
         )
+
+    def on_nominated_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """The informer's watch of unbound pods with a nominated node (any scheduler's):
+        DELETED (bound, nomination cleared, finished or deleted) ends the nomination."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event_type == "DELETED":
+            self.cache.remove_nominated(uid)
+            return
+        try:
+            pod = parse.pod_from_body(body)
+        except parse.ParseError as e:
+            self.skipped("Pod", f"{meta.get('namespace', '')}/{meta.get('name', '')}", str(e))
+            self.cache.remove_nominated(uid)
+            return
+        self.cache.upsert_nominated(pod)
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A pod event from either watch, routed by whether the pod is bound (tests and
