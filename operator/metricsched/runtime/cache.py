@@ -449,6 +449,8 @@ class ClusterCache:
             held, remove = dict(self._csi_nodes), self.remove_csi_node
         elif kind == "VolumeAttachment":
             held, remove = dict(self._attachment_node), self.remove_volume_attachment
+        elif kind == "FailedPod":
+            return 0  # nothing of them is kept
         elif kind == "NominatedPod":
             held, remove = dict(self._nominated), self.remove_nominated
         else:

@@ -2,7 +2,8 @@
 
 kopf carries only our unassigned pods and the policies (``runtime.watches``). Everything
 else the cycle reads comes from ``edges.informer.Reflector``s run here, on the event loop:
-bound (unfinished) pods, unbound pods nominated to a node (any scheduler's), nodes,
+bound (unfinished) pods, unbound pods nominated to a node (any scheduler's), bound pods
+that failed (for the kubelet's rejections of our binds), nodes,
 namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and
 VolumeAttachments. Their events go through the same translation as kopf's
 (``Watches.on_bound_pod``, ``on_nominated_pod``, ``on_node``, ...).
@@ -60,6 +61,9 @@ RESOURCES = (
     # Unbound pods a scheduler nominated a node for (kube-scheduler's preemption, or its
     # binding cycle waiting on volumes or claims): they occupy that node in Filter.
     informer.Resource("NominatedPod", "/api/v1/pods", watches_mod.NOMINATED_FIELD_SELECTOR),
+    # Bound pods that failed, for the kubelet's rejections of our binds (none is listed
+    # into the state: only what turns Failed while watched is reported).
+    informer.Resource("FailedPod", "/api/v1/pods", watches_mod.FAILED_FIELD_SELECTOR),
     informer.Resource("Namespace", "/api/v1/namespaces"),
     informer.Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims"),
     informer.Resource("PersistentVolume", "/api/v1/persistentvolumes"),
@@ -94,6 +98,7 @@ class ClusterState:
             "Node": watches.on_node,
             "Pod": watches.on_bound_pod,
             "NominatedPod": watches.on_nominated_pod,
+            "FailedPod": watches.on_failed_pod,
             "Namespace": watches.on_namespace,
             "PersistentVolumeClaim": watches.on_claim,
             "PersistentVolume": watches.on_volume,
@@ -195,6 +200,8 @@ class ClusterState:
 
     def event(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
         self._delivered(kind)
+        if kind == "FailedPod" and event_type == "LISTED":
+            return  # failed before this watch began (or in a gap): not reported
         try:
             self._handlers[kind]("ADDED" if event_type == "LISTED" else event_type, body)
         except Exception as e:  # one object never ends the informer

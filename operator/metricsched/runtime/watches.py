@@ -64,6 +64,9 @@ POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 PENDING_FIELD_SELECTOR = "spec.nodeName=," + POD_FIELD_SELECTOR
 BOUND_FIELD_SELECTOR = "spec.nodeName!=," + POD_FIELD_SELECTOR
 NOMINATED_FIELD_SELECTOR = "spec.nodeName=,status.nominatedNodeName!=," + POD_FIELD_SELECTOR
+# Bound pods that failed: where a kubelet's admission rejection shows. (A pod leaving the
+# bound-pod watch arrives there as DELETED with its last matching copy, still Running.)
+FAILED_FIELD_SELECTOR = "spec.nodeName!=,status.phase=Failed"
 
 
 def pending_selector(scheduler_names: frozenset[str]) -> str:
@@ -161,15 +164,20 @@ class Watches:
         self.delivering.set()
         meta = body.get("metadata") or {}
         uid = str(meta.get("uid", ""))
-        if (body.get("status") or {}).get("phase") == "Failed":
-            # A pod that goes Failed leaves the watch's selector: its DELETED carries the
-            # Failed object, the only sight of a kubelet's rejection of it.
-            self._kubelet_rejection(body)
         if event_type == "DELETED":
             self.cache.remove_pod(uid, resource_version=str(meta.get("resourceVersion") or ""))
             self.queue.done(uid)
             return
         self._on_pod(body)
+
+    def on_failed_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """The informer's watch of bound pods that failed: a pod entering it (ADDED, as it
+        goes Failed) may be one of ours that the kubelet rejected. What a LIST finds
+        failed already is not reported (the informer passes no LIST to this handler), nor
+        a change to a pod that had failed before (MODIFIED: a deletion under way...)."""
+        self.delivering.set()
+        if event_type == "ADDED":
+            self._kubelet_rejection(body)
 
     def _kubelet_rejection(self, body: Mapping[str, Any]) -> None:
         """A pod this scheduler bound that the kubelet refused at admission: counted by

@@ -12,6 +12,7 @@ from metricsched import config as config_mod
 from metricsched.core import decision_record
 from metricsched.edges import metric_store, observe
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import informers
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
 from metricsched.runtime import watches as watches_mod
@@ -88,15 +89,15 @@ def test_an_out_of_cpu_rejection_of_our_bind_is_counted_by_node_and_reason() -> 
     recorded: Recorded = []
     w = _watches(recorded)
     w.on_bound_pod("ADDED", _bound_pod("web"))
-    # Failed leaves the informer's selector: the watch delivers it as DELETED.
-    w.on_bound_pod("DELETED", _bound_pod("web", phase="Failed", reason="OutOfcpu"))
+    # Failed enters the watch of failed pods (and leaves the bound pods' watch).
+    w.on_failed_pod("ADDED", _bound_pod("web", phase="Failed", reason="OutOfcpu"))
     assert _count(w, node="node-3", reason="OutOfcpu") == 1
 
 
 def test_the_rejections_event_names_the_race_and_what_to_do() -> None:
     recorded: Recorded = []
     w = _watches(recorded)
-    w.on_bound_pod("DELETED", _bound_pod("web", phase="Failed", reason="OutOfmemory"))
+    w.on_failed_pod("ADDED", _bound_pod("web", phase="Failed", reason="OutOfmemory"))
     ((ref, event),) = recorded
     assert (ref.kind, ref.namespace, ref.name, ref.uid) == ("Pod", "shop", "web", "uid-web")
     assert event["event_type"] == "Warning"
@@ -113,7 +114,7 @@ def test_every_out_of_resource_and_admission_error_counts() -> None:
     reasons = ["OutOfpods", "OutOfephemeral-storage", "OutOfexample.com/gpu",
                "UnexpectedAdmissionError", "NodeAffinity"]  # fmt: skip
     for i, reason in enumerate(reasons):
-        w.on_bound_pod("DELETED", _bound_pod(f"p{i}", phase="Failed", reason=reason))
+        w.on_failed_pod("ADDED", _bound_pod(f"p{i}", phase="Failed", reason=reason))
     for reason in reasons:
         assert _count(w, node="node-3", reason=reason) == 1, reason
 
@@ -121,7 +122,7 @@ def test_every_out_of_resource_and_admission_error_counts() -> None:
 def test_a_node_affinity_rejection_is_not_blamed_on_another_scheduler() -> None:
     recorded: Recorded = []
     w = _watches(recorded)
-    w.on_bound_pod("DELETED", _bound_pod("web", phase="Failed", reason="NodeAffinity"))
+    w.on_failed_pod("ADDED", _bound_pod("web", phase="Failed", reason="NodeAffinity"))
     ((_, event),) = recorded
     assert "another scheduler" not in event["message"]
     assert "no longer matched" in event["message"]
@@ -131,8 +132,8 @@ def test_failures_that_are_not_admission_are_not_counted() -> None:
     recorded: Recorded = []
     w = _watches(recorded)
     for i, reason in enumerate(["Evicted", "DeadlineExceeded", "", "OutOf"]):
-        w.on_bound_pod("DELETED", _bound_pod(f"p{i}", phase="Failed", reason=reason))
-    w.on_bound_pod("DELETED", _bound_pod("done", phase="Succeeded"))
+        w.on_failed_pod("ADDED", _bound_pod(f"p{i}", phase="Failed", reason=reason))
+    w.on_failed_pod("ADDED", _bound_pod("done", phase="Succeeded"))
     assert recorded == []
     samples = [
         s
@@ -146,12 +147,12 @@ def test_failures_that_are_not_admission_are_not_counted() -> None:
 def test_another_schedulers_pods_and_pods_created_on_a_node_are_not_ours_to_report() -> None:
     recorded: Recorded = []
     w = _watches(recorded)
-    w.on_bound_pod(
-        "DELETED",
+    w.on_failed_pod(
+        "ADDED",
         _bound_pod("kube", phase="Failed", reason="OutOfcpu", scheduler="default-scheduler"),
     )
     # Our scheduler name, but no decision record: its nodeName was set at creation.
-    w.on_bound_pod("DELETED", _bound_pod("direct", phase="Failed", reason="OutOfcpu", ours=False))
+    w.on_failed_pod("ADDED", _bound_pod("direct", phase="Failed", reason="OutOfcpu", ours=False))
     assert recorded == []
     assert _count(w, node="node-3", reason="OutOfcpu") == 0
 
@@ -160,9 +161,8 @@ def test_a_rejection_is_reported_once_whatever_copies_arrive() -> None:
     recorded: Recorded = []
     w = _watches(recorded)
     failed = _bound_pod("web", phase="Failed", reason="OutOfpods")
-    w.on_bound_pod("MODIFIED", failed)
-    w.on_bound_pod("DELETED", failed)
-    w.on_bound_pod("DELETED", failed)
+    w.on_failed_pod("ADDED", failed)
+    w.on_failed_pod("ADDED", failed)  # a watch resumed from an older version
     assert len(recorded) == 1
     assert _count(w, node="node-3", reason="OutOfpods") == 1
 
@@ -171,11 +171,11 @@ def test_a_standby_neither_counts_nor_posts_what_the_leader_reports() -> None:
     recorded: Recorded = []
     leading = asyncio.Event()
     w = _watches(recorded, leading=leading)
-    w.on_bound_pod("DELETED", _bound_pod("web", phase="Failed", reason="OutOfcpu"))
+    w.on_failed_pod("ADDED", _bound_pod("web", phase="Failed", reason="OutOfcpu"))
     assert recorded == []
     assert _count(w, node="node-3", reason="OutOfcpu") == 0
     leading.set()
-    w.on_bound_pod("DELETED", _bound_pod("api", phase="Failed", reason="OutOfcpu"))
+    w.on_failed_pod("ADDED", _bound_pod("api", phase="Failed", reason="OutOfcpu"))
     assert len(recorded) == 1
     assert _count(w, node="node-3", reason="OutOfcpu") == 1
 
@@ -185,9 +185,33 @@ def test_an_unreadable_failed_pod_is_skipped_and_counted_never_raised() -> None:
     w = _watches(recorded)
     body = _bound_pod("web", phase="Failed", reason="OutOfcpu")
     body["status"]["message"] = {"not": "a string"}
-    w.on_bound_pod("DELETED", body)
+    w.on_failed_pod("ADDED", body)
     assert recorded == []
     skipped = w.metrics.registry.get_sample_value(
         "metricsched_objects_skipped_total", {"kind": "Pod"}
     )
     assert skipped == 1
+
+
+def test_pods_that_had_failed_before_the_watch_are_not_reported() -> None:
+    recorded: Recorded = []
+    w = _watches(recorded)
+    state = informers.ClusterState(
+        api=None,  # type: ignore[arg-type]
+        cache=w.cache,
+        watches=w,
+        metrics=w.metrics,
+        health=w.health,
+    )
+    failed = _bound_pod("old", phase="Failed", reason="OutOfcpu")
+    state.event("FailedPod", "LISTED", failed)  # the start's LIST, or a re-list's
+    w.on_failed_pod("MODIFIED", failed)  # a change to it later (its deletion, ...)
+    assert recorded == []
+    state.event("FailedPod", "ADDED", _bound_pod("new", phase="Failed", reason="OutOfcpu"))
+    assert len(recorded) == 1
+
+
+def test_the_informer_watches_bound_pods_that_failed() -> None:
+    (resource,) = [r for r in informers.RESOURCES if r.kind == "FailedPod"]
+    assert resource.path == "/api/v1/pods"
+    assert resource.field_selector == "spec.nodeName!=,status.phase=Failed"
