@@ -33,6 +33,7 @@ Modules:
 - ``shadow``: what a shadow policy would have done, and its status block.
 - ``rebalance``: which pods a policy with ``spec.rebalance`` moves, by a dry run of the
   cycle.
+- ``versions``: the API server's version mapped to kube-scheduler's rules of that minor.
 - ``kubelet_rejection``: a pod we bound that the kubelet refused at admission, and what
   its Event says.
 """

@@ -33,7 +33,7 @@ from typing import Any, Final, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from metricsched.core import columns, model, node_state
+from metricsched.core import columns, model, node_state, versions
 
 _Value = TypeVar("_Value")
 _Column = TypeVar("_Column", columns.Ints, columns.Floats)
@@ -197,6 +197,11 @@ class CycleState:
     @property
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]] | None:
         return self.snapshot.namespace_labels
+
+    @property
+    def rules(self) -> versions.Rules:
+        """kube-scheduler's rules of the cluster's version, for plugins that differ by it."""
+        return self.snapshot.rules
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Final, Literal, NewType
 
+from metricsched.core import versions
+
 NodeName = NewType("NodeName", str)
 PodKey = NewType("PodKey", str)  # "namespace/name"
 PolicyKey = NewType("PolicyKey", str)  # "namespace/name"
@@ -238,6 +240,18 @@ class VolumeAttachmentInfo:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class DeviceClassInfo:
+    """A DeviceClass (resource.k8s.io), as DRA-backed extended resources (KEP-5004) read it."""
+
+    name: str
+    extended_resource_name: str = ""  # spec.extendedResourceName ("" = none)
+
+
+DEVICE_CLASS_RESOURCE_PREFIX: Final = "deviceclass.resource.kubernetes.io/"
+"""Every DeviceClass may be asked for as the extended resource ``<prefix><class name>``."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class CSINodeInfo:
     """A CSINode (named after its node), as NodeVolumeLimits reads it."""
 
@@ -273,6 +287,14 @@ class ClusterSnapshot:
     # occupy it in Filter for pods of equal or lower priority, as kube-scheduler counts
     # its own nominated pods (framework.run_filters_with_nominated).
     nominated: Mapping[NodeName, tuple[PodInfo, ...]] = dataclasses.field(default_factory=dict)
+    # kube-scheduler's rules of the cluster's minor version (the API server's /version,
+    # read at start); the oracle's pinned v1.35 unless the maker says otherwise
+    rules: versions.Rules = versions.DEFAULT
+    # Extended resource names a DeviceClass maps (its spec.extendedResourceName, and
+    # deviceclass.resource.kubernetes.io/<class> for every class): with the rules'
+    # dra_extended_resources, such a resource on a node without it in allocatable is
+    # served by DRA (plugins.node_resources_fit)
+    device_class_resources: frozenset[str] = frozenset()
 
 
 # --- policies --------------------------------------------------------------------------

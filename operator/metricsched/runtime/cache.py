@@ -34,7 +34,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 
-from metricsched.core import columns, model, node_state, policy
+from metricsched.core import columns, model, node_state, parse, policy, versions
 
 # Pods in these phases hold no resources (kube-scheduler ignores them too).
 _TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -95,6 +95,12 @@ class ClusterCache:
         # Unbound pods with status.nominatedNodeName (any scheduler's), from their own
         # informer: uid -> pod, and by node as the snapshot hands them to the cycle.
         self._nominated: dict[str, model.PodInfo] = {}
+        # kube-scheduler's rules of the API server's version (set at start by the operator)
+        self.rules: versions.Rules = versions.DEFAULT
+        # DeviceClasses by name (only watched where the rules use them), and the
+        # extended resource names they map, worked out once per change
+        self._device_classes: dict[str, model.DeviceClassInfo] = {}
+        self._device_class_resources: frozenset[str] = frozenset()
         self._nominated_on: dict[model.NodeName, tuple[model.PodInfo, ...]] = {}
 
     # --- nodes -------------------------------------------------------------------------
@@ -449,6 +455,8 @@ class ClusterCache:
             held, remove = dict(self._csi_nodes), self.remove_csi_node
         elif kind == "VolumeAttachment":
             held, remove = dict(self._attachment_node), self.remove_volume_attachment
+        elif kind == "DeviceClass":
+            held, remove = dict(self._device_classes), self.remove_device_class
         elif kind == "FailedPod":
             return 0  # nothing of them is kept
         elif kind == "NominatedPod":
@@ -555,6 +563,19 @@ class ClusterCache:
         if self._csi_nodes.pop(name, None) is not None:
             self.generation += 1
 
+    def upsert_device_class(self, device_class: model.DeviceClassInfo) -> None:
+        if self._device_classes.get(device_class.name) != device_class:
+            self._device_classes[device_class.name] = device_class
+            self._device_classes_changed()
+
+    def remove_device_class(self, name: str) -> None:
+        if self._device_classes.pop(name, None) is not None:
+            self._device_classes_changed()
+
+    def _device_classes_changed(self) -> None:
+        self._device_class_resources = parse.device_class_resources(self._device_classes.values())
+        self.generation += 1  # a mapping gone: a device-plugin node may now be asked
+
     def upsert_volume_attachment(self, attachment: model.VolumeAttachmentInfo) -> None:
         """A new or changed attachment only takes room: no pending pod is woken."""
         node = self._attachment_node.get(attachment.name)
@@ -610,6 +631,8 @@ class ClusterCache:
             volume_attachments=self._attachments_on,
             nodes_version=self._table.version,
             nominated=dict(self._nominated_on),
+            rules=self.rules,
+            device_class_resources=self._device_class_resources,
         )
 
     def table(self, snapshot: model.ClusterSnapshot) -> columns.NodeTable:

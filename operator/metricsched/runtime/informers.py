@@ -73,6 +73,12 @@ RESOURCES = (
 )
 
 
+DEVICE_CLASSES = informer.Resource("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses")
+"""Watched only where the rules read DeviceClasses (DRA-backed extended resources, v1.36
+and later): an older API server may not serve resource.k8s.io/v1, and a kind that cannot
+be listed holds every decision."""
+
+
 class ClusterState:
     """The informers' sink: events to the watches' translation, LISTs to the cache's
     ghost removal, sync and failures to ``consistent`` and ``/readyz``."""
@@ -105,7 +111,10 @@ class ClusterState:
             "StorageClass": watches.on_storage_class,
             "CSINode": watches.on_csi_node,
             "VolumeAttachment": watches.on_volume_attachment,
+            "DeviceClass": watches.on_device_class,
         }
+        self._api = api
+        self._page = page
         self.reflectors = [informer.Reflector(api, r, self, page=page) for r in resources]
         self._unlisted = {r.kind for r in resources}  # not listed yet, or re-listing
         self._failing: dict[str, str] = {}
@@ -119,6 +128,15 @@ class ClusterState:
         # the API server always bookmarks (their kinds always had events); a quiet kind
         # may never be bookmarked, and its silence says nothing.
         self._watched = {r.kind for r in resources if r.stall_relist}
+
+    def include(self, resource: informer.Resource) -> None:
+        """Watch one more kind (before ``run``): the rules of the API server's version
+        read it. Decisions wait for its first LIST as for the others."""
+        if any(r.resource.kind == resource.kind for r in self.reflectors):
+            return
+        self.reflectors.append(informer.Reflector(self._api, resource, self, page=self._page))
+        self._unlisted.add(resource.kind)
+        self.consistent.clear()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Every reflector until ``stop`` (each retries its own failures), and the sync

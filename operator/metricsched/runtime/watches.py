@@ -371,6 +371,17 @@ class Watches:
             remove=lambda meta: self.cache.remove_volume_attachment(str(meta.get("name", ""))),
         )
 
+    def on_device_class(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """DeviceClasses: the extended resources DRA serves (NodeResourcesFit, v1.36+)."""
+        self._on_object(
+            "DeviceClass",
+            event_type,
+            body,
+            read=parse.device_class_from_body,
+            upsert=self.cache.upsert_device_class,
+            remove=lambda meta: self.cache.remove_device_class(str(meta.get("name", ""))),
+        )
+
     def _on_object(
         self,
         kind: str,

@@ -1,6 +1,7 @@
-"""The informer of nominated pods feeds the snapshot's ``nominated``: a nomination is
-counted until the pod binds, its nomination is cleared, or it is deleted; a LIST drops
-what it lacks; a bound pod is never counted twice."""
+"""The informers the rules of v1.35-v1.37 add. Nominated pods feed the snapshot's
+``nominated``: a nomination is counted until the pod binds, its nomination is cleared, or
+it is deleted; a LIST drops what it lacks; a bound pod is never counted twice.
+DeviceClasses feed ``device_class_resources`` and are watched only from v1.36 on."""
 
 from __future__ import annotations
 
@@ -122,3 +123,40 @@ def test_an_unreadable_nominated_pod_is_skipped_and_counted() -> None:
         "metricsched_objects_skipped_total", {"kind": "Pod"}
     )
     assert skipped == 1
+
+
+# --- DeviceClasses (watched from v1.36 on) -----------------------------------------------
+
+
+def test_device_classes_reach_the_snapshot_and_a_list_drops_the_gone() -> None:
+    w = _watches()
+    w.on_device_class(
+        "ADDED", {"metadata": {"name": "gpu.example.com"}, "spec": {"extendedResourceName": "e/g"}}
+    )
+    w.on_device_class("ADDED", {"metadata": {"name": "fpga"}, "spec": {}})
+    assert w.cache.snapshot().device_class_resources == {
+        "e/g",
+        "deviceclass.resource.kubernetes.io/gpu.example.com",
+        "deviceclass.resource.kubernetes.io/fpga",
+    }
+    assert w.cache.retain("DeviceClass", {"fpga"}) == 1
+    assert w.cache.snapshot().device_class_resources == {"deviceclass.resource.kubernetes.io/fpga"}
+    w.on_device_class("DELETED", {"metadata": {"name": "fpga"}})
+    assert w.cache.snapshot().device_class_resources == frozenset()
+
+
+def test_device_classes_are_watched_only_where_the_rules_read_them() -> None:
+    assert "DeviceClass" not in {r.kind for r in informers.RESOURCES}
+    w = _watches()
+    state = informers.ClusterState(
+        api=None,  # type: ignore[arg-type]
+        cache=w.cache,
+        watches=w,
+        metrics=w.metrics,
+        health=w.health,
+    )
+    state.include(informers.DEVICE_CLASSES)
+    state.include(informers.DEVICE_CLASSES)  # once
+    kinds = [r.resource.kind for r in state.reflectors]
+    assert kinds.count("DeviceClass") == 1
+    assert "DeviceClass" in state.waiting_for()  # decisions wait for its first LIST
