@@ -35,4 +35,7 @@ Modules:
   cycle.
 - ``rebalance_room``: rebalancing's arithmetic: a pod's contribution to a trigger, the
   pooled room of a pass, acceptance by improvement.
+- ``versions``: the API server's version mapped to kube-scheduler's rules of that minor.
+- ``kubelet_rejection``: a pod we bound that the kubelet refused at admission, and what
+  its Event says.
 """

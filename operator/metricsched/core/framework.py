@@ -33,7 +33,7 @@ from typing import Any, Final, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from metricsched.core import columns, model
+from metricsched.core import columns, model, node_state, versions
 
 _Value = TypeVar("_Value")
 _Column = TypeVar("_Column", columns.Ints, columns.Floats)
@@ -198,6 +198,11 @@ class CycleState:
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]] | None:
         return self.snapshot.namespace_labels
 
+    @property
+    def rules(self) -> versions.Rules:
+        """kube-scheduler's rules of the cluster's version, for plugins that differ by it."""
+        return self.snapshot.rules
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PreFilterResult:
@@ -270,12 +275,15 @@ class FilterOutcome:
     rejected: Mapping[model.NodeName, tuple[str, ...]]  # the others, with their reasons
 
 
-def run_filters(cycle: CycleState, plugins: Sequence[FilterPlugin]) -> FilterOutcome:
-    """Run ``plugins``' PreFilters then Filters for ``cycle.pod`` over every node."""
+def run_filters(
+    cycle: CycleState, plugins: Sequence[FilterPlugin], *, only: columns.Rows | None = None
+) -> FilterOutcome:
+    """Run ``plugins``' PreFilters then Filters for ``cycle.pod`` over every node (or the
+    rows ``only`` names: the others are left out of the outcome)."""
     table = cycle.table
     names = table.names
     active: list[FilterPlugin] = []
-    allowed: columns.Rows | None = None
+    allowed: columns.Rows | None = only
     for plugin in plugins:
         result = plugin.pre_filter(cycle)
         if result.refusal:
@@ -285,7 +293,7 @@ def run_filters(cycle: CycleState, plugins: Sequence[FilterPlugin]) -> FilterOut
         if not result.skip:
             active.append(plugin)
     rejected: dict[model.NodeName, tuple[str, ...]] = {}
-    rows = np.arange(len(table), dtype=np.intp)
+    rows = np.arange(len(table), dtype=np.intp) if only is None else only
     if allowed is not None:
         absent = (REASON_NOT_IN_PREFILTER_RESULT,)
         for row in np.setdiff1d(rows, allowed).tolist():
@@ -305,3 +313,52 @@ def run_filters(cycle: CycleState, plugins: Sequence[FilterPlugin]) -> FilterOut
                 rejected[names[row]] = reasons
         rows = rows[filtered.passed]
     return FilterOutcome("", rows, rejected)
+
+
+def run_filters_with_nominated(cycle: CycleState, plugins: Sequence[FilterPlugin]) -> FilterOutcome:
+    """``run_filters`` with the nominated pods counted as kube-scheduler counts them
+    (``RunFilterPluginsWithNominatedPods`` and ``addGENominatedPods``).
+
+    A node that unbound pods of equal or higher priority than the cycle's pod are
+    nominated to (``snapshot.nominated``; the pod itself aside) is filtered twice: first as
+    if those pods ran there (their requests, ports and labels, so that the PreFilters'
+    counts of pod affinity and topology spread include them too), then as it is. The node
+    passes only if both pass; a failure of the first pass gives its reasons. The second
+    pass is the plain run: a nominated pod may end up elsewhere, so an affinity that holds
+    only thanks to it does not hold. Pods nominated to other nodes are not counted while
+    one node is evaluated, as in kube-scheduler, which adds them per node."""
+    found = run_filters(cycle, plugins)
+    nominated = cycle.snapshot.nominated
+    if found.refusal or not nominated:
+        return found
+    pod = cycle.pod
+    table = cycle.table
+    index = {name: row for row, name in enumerate(table.names)}
+    feasible = found.feasible
+    rejected = dict(found.rejected)
+    for name, pods in sorted(nominated.items()):
+        row = index.get(name)
+        if row is None or rejected.get(name) == (REASON_NOT_IN_PREFILTER_RESULT,):
+            continue  # a node not known, or one the PreFilters left out anyway
+        counted = [p for p in pods if p.priority >= pod.priority and p.uid != pod.uid]
+        if not counted:
+            continue
+        state = cycle.snapshot.nodes[name]
+        for other in counted:  # as if bound there (kube-scheduler's AddPodInfo)
+            state = node_state.add_pod(state, dataclasses.replace(other, node_name=name))
+        trial, trial_table = columns.replace_state(cycle.snapshot, table, state)
+        first = run_filters(
+            CycleState.start(pod, trial, table=trial_table, memo=cycle.memo),
+            plugins,
+            only=np.array([row], dtype=np.intp),
+        )
+        if first.refusal:
+            # A PreFilter refusing the pod only with the nominated pods counted: this
+            # node cannot take the pod beside them.
+            rejected[name] = (first.refusal,)
+        elif name in first.rejected:
+            rejected[name] = first.rejected[name]
+        else:
+            continue
+        feasible = feasible[feasible != row]
+    return FilterOutcome("", feasible, rejected)

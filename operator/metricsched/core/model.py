@@ -13,6 +13,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Final, Literal, NewType
 
+from metricsched.core import versions
+
 NodeName = NewType("NodeName", str)
 PodKey = NewType("PodKey", str)  # "namespace/name"
 PolicyKey = NewType("PolicyKey", str)  # "namespace/name"
@@ -135,6 +137,9 @@ class PodInfo:
     # the policy ("namespace/name") named by the pod's metricsched.io/decision
     # annotation: the policy metricsched placed it under; "" when not placed by a policy
     placed_by: str = ""
+    # status.nominatedNodeName of an unbound pod: the node a scheduler reserved for it
+    # (preemption, or a binding cycle under way); "" when none
+    nominated_node: str = ""
 
     @property
     def owner_kind(self) -> str:
@@ -235,6 +240,18 @@ class VolumeAttachmentInfo:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class DeviceClassInfo:
+    """A DeviceClass (resource.k8s.io), as DRA-backed extended resources (KEP-5004) read it."""
+
+    name: str
+    extended_resource_name: str = ""  # spec.extendedResourceName ("" = none)
+
+
+DEVICE_CLASS_RESOURCE_PREFIX: Final = "deviceclass.resource.kubernetes.io/"
+"""Every DeviceClass may be asked for as the extended resource ``<prefix><class name>``."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class CSINodeInfo:
     """A CSINode (named after its node), as NodeVolumeLimits reads it."""
 
@@ -266,6 +283,18 @@ class ClusterSnapshot:
     # node table (core.columns), handed out beside the snapshot, names the mapping and the
     # version it mirrors, so a table of another state is never read as this one's.
     nodes_version: int | None = None
+    # Unbound pods with status.nominatedNodeName, by that node (any scheduler's): they
+    # occupy it in Filter for pods of equal or lower priority, as kube-scheduler counts
+    # its own nominated pods (framework.run_filters_with_nominated).
+    nominated: Mapping[NodeName, tuple[PodInfo, ...]] = dataclasses.field(default_factory=dict)
+    # kube-scheduler's rules of the cluster's minor version (the API server's /version,
+    # read at start); the oracle's pinned v1.35 unless the maker says otherwise
+    rules: versions.Rules = versions.DEFAULT
+    # Extended resource names a DeviceClass maps (its spec.extendedResourceName, and
+    # deviceclass.resource.kubernetes.io/<class> for every class): with the rules'
+    # dra_extended_resources, such a resource on a node without it in allocatable is
+    # served by DRA (plugins.node_resources_fit)
+    device_class_resources: frozenset[str] = frozenset()
 
 
 # --- policies --------------------------------------------------------------------------

@@ -56,13 +56,20 @@ def snapshot(
 
     Pods bound to nodes that are not listed are ignored (the node is gone or not yet
     seen); pods in phase Succeeded or Failed free their resources, as in the scheduler's
-    informer. Deleting pods still count: their containers may still run.
+    informer. Deleting pods still count: their containers may still run. Unbound pods
+    with ``status.nominatedNodeName`` are the snapshot's ``nominated`` pods.
     """
     binds = recent_binds or {}
     node_list = list(nodes)
     placed: dict[model.NodeName, list[model.PodInfo]] = {n.name: [] for n in node_list}
+    nominated: dict[model.NodeName, tuple[model.PodInfo, ...]] = {}
     for pod in pods:
-        if not pod.node_name or pod.phase in _TERMINAL_PHASES:
+        if pod.phase in _TERMINAL_PHASES:
+            continue
+        if not pod.node_name:
+            if pod.nominated_node:
+                node = model.NodeName(pod.nominated_node)
+                nominated[node] = (*nominated.get(node, ()), pod)
             continue
         bucket = placed.get(model.NodeName(pod.node_name))
         if bucket is not None:
@@ -71,5 +78,6 @@ def snapshot(
         nodes={
             node.name: build(node, placed[node.name], recent_binds=binds.get(node.name, ()))
             for node in node_list
-        }
+        },
+        nominated=nominated,
     )

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeVar
 
-from metricsched.core import decision_record, model, quantity
+from metricsched.core import decision_record, kubelet_rejection, model, quantity, versions
 
 LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
 VOLUME_TOPOLOGY: Final = "volume topology"
@@ -86,6 +86,27 @@ def _boundary(
             raise ParseError(f"<{kind}>", f"unreadable ({type(e).__name__}: {str(e)[:200]})") from e
 
     return bounded
+
+
+# --- the API server -------------------------------------------------------------------
+
+
+@_boundary
+def server_version_from_body(body: Mapping[str, Any]) -> versions.ServerVersion:
+    """The API server's ``/version`` answer: ``major`` and ``minor`` are strings and a
+    provider's build may add a ``+`` ("36+"); ``gitVersion`` ("v1.36.3-eks-1") is the
+    fallback when they are empty."""
+    if not isinstance(body, Mapping):
+        raise ParseError("<version>", "must be an object")
+    git = _string(body, "gitVersion", "gitVersion")
+    major = _string(body, "major", "major").rstrip("+")
+    minor = _string(body, "minor", "minor").rstrip("+")
+    if not (major.isdigit() and minor.isdigit()):
+        numbers = git.removeprefix("v").split("-", 1)[0].split(".")
+        if len(numbers) < 2 or not (numbers[0].isdigit() and numbers[1].isdigit()):
+            raise ParseError("minor", f"no version number in {body!r:.200}")
+        major, minor = numbers[0], numbers[1]
+    return versions.ServerVersion(major=int(major), minor=int(minor), git_version=git)
 
 
 # --- pods ------------------------------------------------------------------------------
@@ -156,6 +177,49 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         limits=_pod_limits(containers, init_containers),
         bound_at=_bound_at(status) if node_name else 0.0,
         placed_by=_placed_by(meta),
+        nominated_node=""
+        if node_name
+        else _shared(_string(status, "nominatedNodeName", "status.nominatedNodeName")),
+    )
+
+
+@_boundary
+def kubelet_rejection_from_body(
+    body: Mapping[str, Any],
+) -> kubelet_rejection.KubeletRejection | None:
+    """The kubelet's admission rejection a bound pod's status reports (``status.phase:
+    Failed`` with an admission ``status.reason``), or None: not bound, not failed, or
+    failed for another reason (evicted, deadline exceeded...)."""
+    if not isinstance(body, Mapping):
+        raise ParseError("<pod>", "must be an object")
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    status = _mapping(body, "status", "status")
+    node = _string(spec, "nodeName", "spec.nodeName")
+    reason = _string(status, "reason", "status.reason")
+    if (
+        not node
+        or _string(status, "phase", "status.phase") != "Failed"
+        or not kubelet_rejection.is_admission_reason(reason)
+    ):
+        return None
+    return kubelet_rejection.KubeletRejection(
+        namespace=_string(meta, "namespace", "metadata.namespace") or "default",
+        name=_string(meta, "name", "metadata.name"),
+        uid=_string(meta, "uid", "metadata.uid"),
+        node=node,
+        reason=reason,
+        message=_string(status, "message", "status.message"),
+    )
+
+
+def placed_by_us(body: Mapping[str, Any]) -> bool:
+    """Whether a pod carries this scheduler's decision record: the Binding that placed it
+    was ours (kube-apiserver copies a Binding's annotations onto the pod)."""
+    meta = body.get("metadata") if isinstance(body, Mapping) else None
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return isinstance(annotations, Mapping) and isinstance(
+        annotations.get(decision_record.ANNOTATION), str
     )
 
 
@@ -740,6 +804,29 @@ def csi_node_from_body(body: Mapping[str, Any]) -> model.CSINodeInfo:
             name = _string(driver, "name", f"{field}.name")
             limits[name] = _integer(allocatable, "count", f"{field}.allocatable.count")
     return model.CSINodeInfo(name=_string(meta, "name", "metadata.name"), limits=limits)
+
+
+@_boundary
+def device_class_from_body(body: Mapping[str, Any]) -> model.DeviceClassInfo:
+    """A DeviceClass: its name and the extended resource it serves, if any."""
+    meta = _mapping(body, "metadata", "metadata")
+    spec = _mapping(body, "spec", "spec")
+    return model.DeviceClassInfo(
+        name=_string(meta, "name", "metadata.name"),
+        extended_resource_name=_string(spec, "extendedResourceName", "spec.extendedResourceName"),
+    )
+
+
+def device_class_resources(classes: Iterable[model.DeviceClassInfo]) -> frozenset[str]:
+    """The extended resource names the classes map (kube-scheduler's DeviceClassResolver):
+    each class's ``extendedResourceName`` and its implicit
+    ``deviceclass.resource.kubernetes.io/<name>``."""
+    names: set[str] = set()
+    for device_class in classes:
+        names.add(model.DEVICE_CLASS_RESOURCE_PREFIX + device_class.name)
+        if device_class.extended_resource_name:
+            names.add(device_class.extended_resource_name)
+    return frozenset(names)
 
 
 # --- nodes -----------------------------------------------------------------------------

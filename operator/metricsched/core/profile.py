@@ -66,7 +66,7 @@ def find_feasible(cycle: framework.CycleState) -> framework.FilterOutcome:
     needing an unsupported feature is refused first, as ``cycle.schedule_one`` does."""
     if refusal := unsupported_reason(cycle.pod):
         return framework.FilterOutcome(refusal, np.empty(0, dtype=np.intp), {})
-    return framework.run_filters(cycle, FILTERS)
+    return framework.run_filters_with_nominated(cycle, FILTERS)
 
 
 def node_reasons(

@@ -67,7 +67,7 @@ class Resource:
         """How the sink names an object: pods by uid, namespaced kinds by namespace/name,
         cluster-scoped kinds by name."""
         meta = body.get("metadata") or {}
-        if self.kind == "Pod":
+        if self.kind in ("Pod", "NominatedPod", "FailedPod"):
             return str(meta.get("uid", ""))
         if meta.get("namespace"):
             return f"{meta['namespace']}/{meta.get('name', '')}"

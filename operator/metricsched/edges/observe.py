@@ -218,6 +218,14 @@ class Metrics:
             "Shadow mode: bound pods not evaluated because the evaluation queue was full.",
             registry=r,
         )
+        self.kubelet_rejections = prometheus_client.Counter(
+            "metricsched_kubelet_rejections_total",
+            "Pods this scheduler bound that the kubelet then rejected at admission (the pod "
+            "went Failed), by node and status.reason (OutOfcpu, OutOfmemory, OutOfpods, "
+            "UnexpectedAdmissionError, NodeAffinity, ...); counted by the leader.",
+            ["node", "reason"],
+            registry=r,
+        )
         self.webhook_admissions = prometheus_client.Counter(
             "metricsched_webhook_admissions_total",
             "Pods the namespace opt-in webhook was asked about, by result (Assigned: given "

@@ -34,7 +34,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 
-from metricsched.core import columns, model, node_state, policy
+from metricsched.core import columns, model, node_state, parse, policy, versions
 
 # Pods in these phases hold no resources (kube-scheduler ignores them too).
 _TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -92,6 +92,16 @@ class ClusterCache:
         self._attachments: dict[str, dict[str, model.VolumeAttachmentInfo]] = {}
         self._attachments_on: dict[str, tuple[model.VolumeAttachmentInfo, ...]] = {}
         self._attachment_node: dict[str, str] = {}  # attachment name -> its node
+        # Unbound pods with status.nominatedNodeName (any scheduler's), from their own
+        # informer: uid -> pod, and by node as the snapshot hands them to the cycle.
+        self._nominated: dict[str, model.PodInfo] = {}
+        # kube-scheduler's rules of the API server's version (set at start by the operator)
+        self.rules: versions.Rules = versions.DEFAULT
+        # DeviceClasses by name (only watched where the rules use them), and the
+        # extended resource names they map, worked out once per change
+        self._device_classes: dict[str, model.DeviceClassInfo] = {}
+        self._device_class_resources: frozenset[str] = frozenset()
+        self._nominated_on: dict[model.NodeName, tuple[model.PodInfo, ...]] = {}
 
     # --- nodes -------------------------------------------------------------------------
 
@@ -170,6 +180,8 @@ class ClusterCache:
             return  # an old copy (from a LIST) of a pod whose deletion we have seen
         self._pod_rv[uid] = max(self._pod_rv.get(uid, 0), rv)
         if pod.node_name and pod.phase not in _TERMINAL:
+            if uid in self._nominated:  # bound: counted on its node from now on, once
+                self.remove_nominated(uid)
             self.pending.pop(uid, None)
             self.pod_conditions.pop(uid, None)
             self._release_hold(uid)
@@ -220,9 +232,43 @@ class ClusterCache:
         self._release_hold(uid)
         self.pending.pop(uid, None)
         self.pod_conditions.pop(uid, None)
+        self.remove_nominated(uid)
         self._settled(uid)
         self._orphans.pop(uid, None)
         self._detach(uid)
+
+    # --- nominated pods ----------------------------------------------------------------
+
+    def upsert_nominated(self, pod: model.PodInfo) -> None:
+        """An unbound pod's nomination (a pod without one, bound, or finished: dropped)."""
+        if not pod.nominated_node or pod.node_name or pod.phase in _TERMINAL:
+            self.remove_nominated(pod.uid)
+            return
+        before = self._nominated.get(pod.uid)
+        if before is not None and before == pod:
+            return
+        self.remove_nominated(pod.uid)
+        self._nominated[pod.uid] = pod
+        node = model.NodeName(pod.nominated_node)
+        self._nominated_on[node] = (*self._nominated_on.get(node, ()), pod)
+
+    def remove_nominated(self, uid: str) -> None:
+        """A nomination ends: the pod was bound (where it was nominated or elsewhere), its
+        nomination cleared, or the pod deleted. The room it held may help a pending pod."""
+        pod = self._nominated.pop(uid, None)
+        if pod is None:
+            return
+        node = model.NodeName(pod.nominated_node)
+        left = tuple(p for p in self._nominated_on.get(node, ()) if p.uid != uid)
+        if left:
+            self._nominated_on[node] = left
+        else:
+            self._nominated_on.pop(node, None)
+        self.generation += 1
+
+    @property
+    def nominated(self) -> Mapping[model.NodeName, tuple[model.PodInfo, ...]]:
+        return self._nominated_on
 
     def leave_pending(self, uid: str) -> None:
         """The pod left kopf's watch of our unassigned pods: bound (by us or another) or
@@ -409,6 +455,12 @@ class ClusterCache:
             held, remove = dict(self._csi_nodes), self.remove_csi_node
         elif kind == "VolumeAttachment":
             held, remove = dict(self._attachment_node), self.remove_volume_attachment
+        elif kind == "DeviceClass":
+            held, remove = dict(self._device_classes), self.remove_device_class
+        elif kind == "FailedPod":
+            return 0  # nothing of them is kept
+        elif kind == "NominatedPod":
+            held, remove = dict(self._nominated), self.remove_nominated
         else:
             raise ValueError(f"no retain for {kind}")
         gone = [key for key in held if key not in keys]
@@ -511,6 +563,19 @@ class ClusterCache:
         if self._csi_nodes.pop(name, None) is not None:
             self.generation += 1
 
+    def upsert_device_class(self, device_class: model.DeviceClassInfo) -> None:
+        if self._device_classes.get(device_class.name) != device_class:
+            self._device_classes[device_class.name] = device_class
+            self._device_classes_changed()
+
+    def remove_device_class(self, name: str) -> None:
+        if self._device_classes.pop(name, None) is not None:
+            self._device_classes_changed()
+
+    def _device_classes_changed(self) -> None:
+        self._device_class_resources = parse.device_class_resources(self._device_classes.values())
+        self.generation += 1  # a mapping gone: a device-plugin node may now be asked
+
     def upsert_volume_attachment(self, attachment: model.VolumeAttachmentInfo) -> None:
         """A new or changed attachment only takes room: no pending pod is woken."""
         node = self._attachment_node.get(attachment.name)
@@ -565,6 +630,9 @@ class ClusterCache:
             csi_nodes=self._csi_nodes,
             volume_attachments=self._attachments_on,
             nodes_version=self._table.version,
+            nominated=dict(self._nominated_on),
+            rules=self.rules,
+            device_class_resources=self._device_class_resources,
         )
 
     def table(self, snapshot: model.ClusterSnapshot) -> columns.NodeTable:

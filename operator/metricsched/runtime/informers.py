@@ -2,9 +2,11 @@
 
 kopf carries only our unassigned pods and the policies (``runtime.watches``). Everything
 else the cycle reads comes from ``edges.informer.Reflector``s run here, on the event loop:
-bound (unfinished) pods, nodes, namespaces, PersistentVolumeClaims, PersistentVolumes,
-StorageClasses, CSINodes and VolumeAttachments. Their events go through the same
-translation as kopf's (``Watches.on_bound_pod``, ``on_node``, ...).
+bound (unfinished) pods, unbound pods nominated to a node (any scheduler's), bound pods
+that failed (for the kubelet's rejections of our binds), nodes,
+namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and
+VolumeAttachments. Their events go through the same translation as kopf's
+(``Watches.on_bound_pod``, ``on_nominated_pod``, ``on_node``, ...).
 
 Every kind is reconciled after every LIST, the first one and each re-list alike: what the
 cache holds and the LIST lacks was deleted while nobody watched and is dropped (a bound
@@ -56,6 +58,12 @@ RESOURCES = (
     # (and silence holds decisions), so that another scheduler's binds are never missed.
     informer.Resource("Node", "/api/v1/nodes", stall_relist=True),
     informer.Resource("Pod", "/api/v1/pods", watches_mod.BOUND_FIELD_SELECTOR, stall_relist=True),
+    # Unbound pods a scheduler nominated a node for (kube-scheduler's preemption, or its
+    # binding cycle waiting on volumes or claims): they occupy that node in Filter.
+    informer.Resource("NominatedPod", "/api/v1/pods", watches_mod.NOMINATED_FIELD_SELECTOR),
+    # Bound pods that failed, for the kubelet's rejections of our binds (none is listed
+    # into the state: only what turns Failed while watched is reported).
+    informer.Resource("FailedPod", "/api/v1/pods", watches_mod.FAILED_FIELD_SELECTOR),
     informer.Resource("Namespace", "/api/v1/namespaces"),
     informer.Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims"),
     informer.Resource("PersistentVolume", "/api/v1/persistentvolumes"),
@@ -63,6 +71,12 @@ RESOURCES = (
     informer.Resource("CSINode", "/apis/storage.k8s.io/v1/csinodes"),
     informer.Resource("VolumeAttachment", "/apis/storage.k8s.io/v1/volumeattachments"),
 )
+
+
+DEVICE_CLASSES = informer.Resource("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses")
+"""Watched only where the rules read DeviceClasses (DRA-backed extended resources, v1.36
+and later): an older API server may not serve resource.k8s.io/v1, and a kind that cannot
+be listed holds every decision."""
 
 
 class ClusterState:
@@ -89,13 +103,18 @@ class ClusterState:
         self._handlers: dict[str, Handler] = {
             "Node": watches.on_node,
             "Pod": watches.on_bound_pod,
+            "NominatedPod": watches.on_nominated_pod,
+            "FailedPod": watches.on_failed_pod,
             "Namespace": watches.on_namespace,
             "PersistentVolumeClaim": watches.on_claim,
             "PersistentVolume": watches.on_volume,
             "StorageClass": watches.on_storage_class,
             "CSINode": watches.on_csi_node,
             "VolumeAttachment": watches.on_volume_attachment,
+            "DeviceClass": watches.on_device_class,
         }
+        self._api = api
+        self._page = page
         self.reflectors = [informer.Reflector(api, r, self, page=page) for r in resources]
         self._unlisted = {r.kind for r in resources}  # not listed yet, or re-listing
         self._failing: dict[str, str] = {}
@@ -109,6 +128,15 @@ class ClusterState:
         # the API server always bookmarks (their kinds always had events); a quiet kind
         # may never be bookmarked, and its silence says nothing.
         self._watched = {r.kind for r in resources if r.stall_relist}
+
+    def include(self, resource: informer.Resource) -> None:
+        """Watch one more kind (before ``run``): the rules of the API server's version
+        read it. Decisions wait for its first LIST as for the others."""
+        if any(r.resource.kind == resource.kind for r in self.reflectors):
+            return
+        self.reflectors.append(informer.Reflector(self._api, resource, self, page=self._page))
+        self._unlisted.add(resource.kind)
+        self.consistent.clear()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Every reflector until ``stop`` (each retries its own failures), and the sync
@@ -190,6 +218,8 @@ class ClusterState:
 
     def event(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
         self._delivered(kind)
+        if kind == "FailedPod" and event_type == "LISTED":
+            return  # failed before this watch began (or in a gap): not reported
         try:
             self._handlers[kind]("ADDED" if event_type == "LISTED" else event_type, body)
         except Exception as e:  # one object never ends the informer

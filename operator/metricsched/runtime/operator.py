@@ -28,8 +28,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
+
 from metricsched.config import Config
-from metricsched.core import model
+from metricsched.core import model, parse, versions
 from metricsched.edges import (
     events,
     kube,
@@ -188,6 +190,7 @@ class Operator:
             refresh_now=self.refresher.now,
             policy_events=self.policy_events,
             on_pod_seen=self.shadow.on_pod,
+            leading=self.scheduler.active,
         )
         self.scheduler.consistent = self.watches.consistent
         self.scheduler.policies_confirmed = self.watches.policies_confirmed
@@ -311,10 +314,18 @@ class Operator:
             self.http, self.watches, self.config.scheduler_names, page=self.config.list_page_size
         )
 
+    async def apply_version_rules(self) -> None:
+        """kube-scheduler's rules for the API server's version, before anything is listed:
+        on the snapshots from now on, and the kinds those rules read watched too."""
+        self.cache.rules = (await detect_rules(self.http)).rules
+        if self.cache.rules.dra_extended_resources:
+            self.cluster_state.include(informers_mod.DEVICE_CLASSES)
+
     async def load_once(self) -> None:
         """Every kind listed once, without watches, then what ``initial_sync`` lists (the
         same path as start-up; ``metricsched explain``)."""
         try:
+            await self.apply_version_rules()
             for reflector in self.cluster_state.reflectors:
                 await reflector.list_once()
             await self.initial_sync()
@@ -407,6 +418,7 @@ class Operator:
         )
         self.recorder.start()
         self.policy_events.start()
+        await self.apply_version_rules()
         heartbeat = asyncio.create_task(self._heartbeat(), name="heartbeat")
         ended: supervise.TaskEndedError | None = None
         self._informers_first = asyncio.create_task(
@@ -491,6 +503,36 @@ class Operator:
 
 def _post(recorder: events.EventRecorder, ref: events.ObjectRef, **kwargs: Any) -> None:
     recorder.post(ref, **kwargs)
+
+
+VERSION_TIMEOUT_S = 10.0
+
+
+async def detect_rules(api: kube_http.AsyncApi) -> versions.Choice:
+    """kube-scheduler's rules for the API server's version (its ``/version``), logged; a
+    version outside the supported range, or one that cannot be read, gets the nearest
+    supported rules and a warning in the log (never an Event: nothing to point it at)."""
+    version: versions.ServerVersion | None = None
+    problem = ""
+    try:
+        answer = await api.request(
+            "GET", "/version", timeout=aiohttp.ClientTimeout(total=VERSION_TIMEOUT_S)
+        )
+        if answer.ok:
+            version = parse.server_version_from_body(answer.json())
+        else:
+            problem = f"HTTP {answer.status}"
+    except (*kube_http.TRANSPORT_ERRORS, ValueError) as e:  # ParseError, bad JSON
+        problem = f"{type(e).__name__}: {e}"
+    choice = versions.rules_for(version)
+    if choice.warning:
+        logger.warning("%s%s", choice.warning, f" ({problem})" if problem else "")
+    else:
+        assert version is not None
+        logger.info(
+            "API server %s: applying kube-scheduler %s's rules", version.name, choice.rules.name
+        )
+    return choice
 
 
 async def run(config: Config) -> None:

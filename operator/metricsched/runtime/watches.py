@@ -35,6 +35,7 @@ deletion) are dropped: a deletion is final for the object it deleted.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -46,7 +47,7 @@ from typing import Any, TypeVar
 import kopf
 
 from metricsched.config import Config
-from metricsched.core import model, parse, policy
+from metricsched.core import kubelet_rejection, model, parse, policy
 from metricsched.edges import events, kube, kube_http, metric_store, observe, webhook
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.runtime import cache as cache_mod
@@ -62,6 +63,10 @@ GROUP, VERSION, PLURAL = status_mod.GROUP, status_mod.VERSION, status_mod.PLURAL
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 PENDING_FIELD_SELECTOR = "spec.nodeName=," + POD_FIELD_SELECTOR
 BOUND_FIELD_SELECTOR = "spec.nodeName!=," + POD_FIELD_SELECTOR
+NOMINATED_FIELD_SELECTOR = "spec.nodeName=,status.nominatedNodeName!=," + POD_FIELD_SELECTOR
+# Bound pods that failed: where a kubelet's admission rejection shows. (A pod leaving the
+# bound-pod watch arrives there as DELETED with its last matching copy, still Running.)
+FAILED_FIELD_SELECTOR = "spec.nodeName!=,status.phase=Failed"
 
 
 def pending_selector(scheduler_names: frozenset[str]) -> str:
@@ -73,6 +78,7 @@ def pending_selector(scheduler_names: frozenset[str]) -> str:
 
 
 _MAX_POLICY_TOMBSTONES = 10_000
+_MAX_REJECTIONS_REMEMBERED = 10_000  # pod uids already reported (a copy may come twice)
 
 # kopf's retries of a failing request before it gives up (and we restart it): short, so
 # a lasting failure shows on /readyz within seconds, not kopf's default ~54 s.
@@ -99,6 +105,7 @@ class Watches:
         refresh_now: asyncio.Event,
         policy_events: policy_events_mod.PolicyEvents | None = None,
         on_pod_seen: Callable[[model.PodInfo, Mapping[str, Any]], None] | None = None,
+        leading: asyncio.Event | None = None,
     ) -> None:
         self.config = config
         self.api_client = api_client
@@ -112,6 +119,10 @@ class Watches:
         self._refresh_now = refresh_now
         self._policy_events = policy_events
         self._on_pod_seen = on_pod_seen  # shadow mode's hook (runtime/shadow.py)
+        # Kubelet rejections are reported by the replica that schedules (None: always), so
+        # that standbys neither count them again nor post the Event again.
+        self._leading = leading
+        self._rejections_seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         # --namespace narrows which pods are scheduled and which policies apply; pods of
         # all namespaces are still watched: they all take capacity on the same nodes.
         self._namespaces = frozenset(config.namespaces)
@@ -161,6 +172,74 @@ class Watches:
             self.queue.done(uid)
             return
         self._on_pod(body)
+
+    def on_failed_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """The informer's watch of bound pods that failed: a pod entering it (ADDED, as it
+        goes Failed) may be one of ours that the kubelet rejected. What a LIST finds
+        failed already is not reported (the informer passes no LIST to this handler), nor
+        a change to a pod that had failed before (MODIFIED: a deletion under way...)."""
+        self.delivering.set()
+        if event_type == "ADDED":
+            self._kubelet_rejection(body)
+
+    def _kubelet_rejection(self, body: Mapping[str, Any]) -> None:
+        """A pod this scheduler bound that the kubelet refused at admission: counted by
+        node and reason, and a Warning Event on the pod names the likely race."""
+        spec = body.get("spec") or {}
+        meta = body.get("metadata") or {}
+        scheduler = spec.get("schedulerName")
+        if scheduler not in self.config.scheduler_names or not parse.placed_by_us(body):
+            return  # another scheduler's bind, or a pod created with its nodeName set
+        if self._namespaces and meta.get("namespace") not in self._namespaces:
+            return
+        if self._leading is not None and not self._leading.is_set():
+            return
+        try:
+            rejection = parse.kubelet_rejection_from_body(body)
+        except parse.ParseError as e:
+            self.skipped("Pod", f"{meta.get('namespace', '')}/{meta.get('name', '')}", str(e))
+            return
+        if rejection is None or rejection.uid in self._rejections_seen:
+            return
+        self._rejections_seen[rejection.uid] = None
+        if len(self._rejections_seen) > _MAX_REJECTIONS_REMEMBERED:
+            self._rejections_seen.popitem(last=False)
+        self.metrics.kubelet_rejections.labels(
+            node=rejection.node, reason=kubelet_rejection.metric_reason(rejection.reason)
+        ).inc()
+        logger.warning(
+            "the kubelet on %s rejected %s/%s, which this scheduler bound: %s",
+            rejection.node,
+            rejection.namespace,
+            rejection.name,
+            rejection.reason,
+        )
+        self._record(
+            events.ObjectRef.pod(
+                namespace=rejection.namespace, name=rejection.name, uid=rejection.uid
+            ),
+            event_type="Warning",
+            reason="RejectedByKubelet",
+            action="Binding",
+            message=kubelet_rejection.event_message(rejection, scheduler=str(scheduler)),
+        )
+
+    def on_nominated_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """The informer's watch of unbound pods with a nominated node (any scheduler's):
+        DELETED (bound, nomination cleared, finished or deleted) ends the nomination."""
+        self.delivering.set()
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event_type == "DELETED":
+            self.cache.remove_nominated(uid)
+            return
+        try:
+            pod = parse.pod_from_body(body)
+        except parse.ParseError as e:
+            self.skipped("Pod", f"{meta.get('namespace', '')}/{meta.get('name', '')}", str(e))
+            self.cache.remove_nominated(uid)
+            return
+        self.cache.upsert_nominated(pod)
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A pod event from either watch, routed by whether the pod is bound (tests and
@@ -293,6 +372,17 @@ class Watches:
             read=parse.volume_attachment_from_body,
             upsert=self.cache.upsert_volume_attachment,
             remove=lambda meta: self.cache.remove_volume_attachment(str(meta.get("name", ""))),
+        )
+
+    def on_device_class(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """DeviceClasses: the extended resources DRA serves (NodeResourcesFit, v1.36+)."""
+        self._on_object(
+            "DeviceClass",
+            event_type,
+            body,
+            read=parse.device_class_from_body,
+            upsert=self.cache.upsert_device_class,
+            remove=lambda meta: self.cache.remove_device_class(str(meta.get("name", ""))),
         )
 
     def _on_object(

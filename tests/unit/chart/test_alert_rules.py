@@ -34,6 +34,7 @@ ALERTS = {
     "MetricschedBindingFailures",
     "MetricschedShadowDrops",
     "MetricschedRebalanceStuck",
+    "MetricschedKubeletRejections",
 }
 # Only with the webhook on (webhook.enabled): the promtool tests render it so.
 WEBHOOK = "webhook.enabled=true"

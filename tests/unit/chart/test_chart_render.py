@@ -40,6 +40,12 @@ EXPECTED_CLUSTER_RULES = [
         "resources": ["storageclasses", "csinodes", "volumeattachments"],
         "verbs": ["list", "watch"],
     },
+    # runtime/informers.py DEVICE_CLASSES: DRA-backed extended resources (v1.36 and later).
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["deviceclasses"],
+        "verbs": ["list", "watch"],
+    },
     {
         "apiGroups": ["metricsched.io"],
         "resources": ["schedulingpolicies"],

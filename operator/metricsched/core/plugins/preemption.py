@@ -177,7 +177,8 @@ def _dry_run(
     # The node passed every filter before NodePorts; these two need this node only.
     if node_ports.conflicts(pod.host_ports, emptied.used_ports):
         return (node_ports.REASON_NODE_PORTS,)
-    if fit := node_resources_fit.shortfalls(pod.requests, emptied):
+    dra = node_resources_fit.dra_backed(pod.requests, snapshot)
+    if fit := node_resources_fit.shortfalls(pod.requests, emptied, dra=dra):
         return fit
     if budget[0] <= 0:
         return ()
