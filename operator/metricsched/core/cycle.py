@@ -27,6 +27,7 @@ from metricsched.core import (
     pod_budget,
     policy,
     profile,
+    reservation,
     scoring,
     selectors,
 )
@@ -304,6 +305,8 @@ def _decide(
             message=too_expensive,
         )
 
+    # Room rebalancing holds for this pod's workload is free to it (and to it only).
+    snapshot, table = reservation.release_for(pod, snapshot, table)
     cycle = framework.CycleState.start(pod, snapshot, table=table, memo=memo)
     table = cycle.table
     if not len(table):

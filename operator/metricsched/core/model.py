@@ -295,6 +295,10 @@ class ClusterSnapshot:
     # dra_extended_resources, such a resource on a node without it in allocatable is
     # served by DRA (plugins.node_resources_fit)
     device_class_resources: frozenset[str] = frozenset()
+    # Rebalancing's target reservations (core.reservation): placeholders of evicted pods,
+    # by the node their replacement is to go to. Each is also one of that node's pods
+    # (counted there for every pod); a pod of the same workload sees its room free.
+    reserved: Mapping[NodeName, tuple[PodInfo, ...]] = dataclasses.field(default_factory=dict)
 
 
 # --- policies --------------------------------------------------------------------------

@@ -281,6 +281,11 @@ class Metrics:
             ["policy"],
             registry=r,
         )
+        self.rebalance_reservations = prometheus_client.Gauge(
+            "metricsched_rebalance_reservations",
+            "Rebalancing: target nodes' room held for the replacement of an evicted pod.",
+            registry=r,
+        )
         self.rebalance_skipped = prometheus_client.Counter(
             "metricsched_rebalance_skipped_total",
             "Rebalancing: pods on nodes due that stayed, by policy and reason "

@@ -34,7 +34,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 
-from metricsched.core import columns, model, node_state, parse, policy, versions
+from metricsched.core import columns, model, node_state, parse, policy, reservation, versions
 
 # Pods in these phases hold no resources (kube-scheduler ignores them too).
 _TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -102,6 +102,9 @@ class ClusterCache:
         self._device_classes: dict[str, model.DeviceClassInfo] = {}
         self._device_class_resources: frozenset[str] = frozenset()
         self._nominated_on: dict[model.NodeName, tuple[model.PodInfo, ...]] = {}
+        # Rebalancing's target reservations (core.reservation placeholders), by node: kept
+        # by runtime.reservations, counted on their node like any pod there.
+        self._reserved_on: dict[model.NodeName, tuple[model.PodInfo, ...]] = {}
 
     # --- nodes -------------------------------------------------------------------------
 
@@ -163,8 +166,9 @@ class ClusterCache:
             self._pod_node.pop(uid, None)
             # A pod bound here (or assumed here, its Binding may still land) counts here
             # again if a node of this name comes back; a hold is room on this node only.
-            if not uid.endswith(_HOLD_SUFFIX):
+            if not uid.endswith(_HOLD_SUFFIX) and not reservation.is_placeholder(uid):
                 self._orphans[uid] = pod
+        self._reserved_on.pop(name, None)
         self._states.pop(name, None)
         self._table.removed()
         self._dirty.discard(name)
@@ -342,6 +346,31 @@ class ClusterCache:
         self._assumed[pod.uid] = now
         self._attach(dataclasses.replace(pod, node_name=node, bound_at=pod.bound_at or now), node)
 
+    def reserve(self, placeholder: model.PodInfo) -> bool:
+        """Count a reservation's placeholder on its node (``placeholder.node_name``); False
+        when the node is not known (nothing to hold)."""
+        node = model.NodeName(placeholder.node_name)
+        if node not in self._nodes:
+            return False
+        self.unreserve(placeholder.uid)
+        self._attach(placeholder, node)
+        self._reserved_on[node] = (*self._reserved_on.get(node, ()), placeholder)
+        return True
+
+    def unreserve(self, uid: str) -> None:
+        """A reservation ends: its room is free again (pending pods may use it)."""
+        node = self._pod_node.get(uid)
+        n = self._nodes.get(node) if node is not None else None
+        if node is None or n is None or uid not in n.pods:
+            return
+        self._detach(uid)
+        left = tuple(p for p in self._reserved_on.get(node, ()) if p.uid != uid)
+        if left:
+            self._reserved_on[node] = left
+        else:
+            self._reserved_on.pop(node, None)
+        self.generation += 1
+
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
 
@@ -394,6 +423,7 @@ class ClusterCache:
             for uid in known
             if uid not in listed
             and not uid.endswith(_HOLD_SUFFIX)
+            and not reservation.is_placeholder(uid)
             and (
                 self._confirmed.get(uid, started) < started
                 if uid in self._assumed
@@ -633,6 +663,7 @@ class ClusterCache:
             nominated=dict(self._nominated_on),
             rules=self.rules,
             device_class_resources=self._device_class_resources,
+            reserved=dict(self._reserved_on),
         )
 
     def table(self, snapshot: model.ClusterSnapshot) -> columns.NodeTable:

@@ -51,6 +51,7 @@ from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
 from metricsched.runtime import reconcile as reconcile_mod
 from metricsched.runtime import refresher as refresher_mod
+from metricsched.runtime import reservations as reservations_mod
 from metricsched.runtime import scheduler as scheduler_mod
 from metricsched.runtime import shadow as shadow_mod
 from metricsched.runtime import status as status_mod
@@ -111,9 +112,13 @@ class Operator:
         self.policy_events = policy_events.PolicyEvents(
             self.writes, component=sorted(config.scheduler_names)[0], metrics=self.metrics
         )
+        # Rebalancing's target reservations: leader-local, the rebalancer holds and the
+        # scheduler consumes (runtime.reservations)
+        self.reservations = reservations_mod.Reservations(cache=self.cache, metrics=self.metrics)
         self.scheduler = scheduler_mod.Scheduler(
             config=config,
             cache=self.cache,
+            reservations=self.reservations,
             queue=self.queue,
             store=self.store,
             http=self.writes,
@@ -131,6 +136,7 @@ class Operator:
         )
         self.rebalancer = rebalancer_mod.Rebalancer(
             config=config,
+            reservations=self.reservations,
             cache=self.cache,
             store=self.store,
             http=self.writes,

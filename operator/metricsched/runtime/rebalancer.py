@@ -44,6 +44,7 @@ from metricsched.config import Config
 from metricsched.core import model, parse, rebalance
 from metricsched.edges import events, eviction, kube_http, metric_store, observe
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import reservations as reservations_mod
 
 logger = logging.getLogger("metricsched.rebalancer")
 
@@ -83,10 +84,13 @@ class Rebalancer:
         policy_ref: Callable[[model.PolicyKey], events.ObjectRef],
         mark: Callable[[model.PolicyKey], None],
         period_s: float | None = None,
+        reservations: reservations_mod.Reservations | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        # Room held on each move's target for its replacement (shared with the scheduler)
+        self.reservations = reservations
         self.cache = cache
         self.store = store
         self.http = http
@@ -266,6 +270,10 @@ class Rebalancer:
             outcome: eviction.EvictOutcome | None = None
             label, reason = "WouldEvict", "WouldRebalance"
         else:
+            # Held before the eviction is sent: an arrival must not take the target's room
+            # between the eviction and the replacement's bind.
+            if self.reservations is not None:
+                self.reservations.hold(pod, node=move.target, window_s=spec.window_s)
             result = await eviction.evict(
                 self.http,
                 namespace=pod.namespace,
@@ -275,6 +283,8 @@ class Rebalancer:
                 metrics=self.metrics,
             )
             outcome, label = result.kind, result.kind.value
+            if outcome is not eviction.EvictOutcome.EVICTED and self.reservations is not None:
+                self.reservations.release(pod.uid)  # no replacement is coming
             if outcome is not eviction.EvictOutcome.FENCED:
                 self._sent.append(self._monotonic())  # sent: it counts, whatever the answer
             reason = "Rebalanced" if outcome is eviction.EvictOutcome.EVICTED else ""

@@ -30,6 +30,7 @@ from metricsched.core import cycle, decision_record, framework, model
 from metricsched.edges import binder, events, kube_http, logs, metric_store, observe, pod_status
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
+from metricsched.runtime import reservations as reservations_mod
 
 logger = logging.getLogger("metricsched.scheduler")
 
@@ -70,9 +71,13 @@ class Scheduler:
         metrics: observe.Metrics,
         on_fallback_change: Callable[[model.PolicyKey, bool, str], None] | None = None,
         on_fail_open_change: Callable[[model.PolicyKey, str, bool], None] | None = None,
+        reservations: reservations_mod.Reservations | None = None,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        # Rebalancing's target reservations (shared with the rebalancer): the cycle sees
+        # them on the snapshot; a bind consumes one of its workload's, the loop ends old ones.
+        self.reservations = reservations
         # Two clocks. Wall time where a value meets the API server's or Prometheus's (the
         # cycle's ``now``: burst windows against bind times, metric ages against refresh
         # times; ``bound_at``; creation-to-bind). The monotonic clock for every internal
@@ -197,6 +202,8 @@ class Scheduler:
         node annotations move the pods of the policies that score by them (Prometheus
         metric changes are hinted by the refresher, per policy). ``now`` is monotonic."""
         self.cache.expire_holds(now)
+        if self.reservations is not None:
+            self.reservations.expire()
         gen = self.cache.generation
         if gen != self._seen_generation:
             self._seen_generation = gen
@@ -253,6 +260,8 @@ class Scheduler:
                 decision, fallback_strategy=self._strategy(decision), now=now
             )
             self.cache.assume(pod, decision.node, now=now)
+            if self.reservations is not None:
+                self.reservations.consume(pod, decision.node)
             # The binder needs the node, the message and the record, not the verdicts.
             self._spawn(self._bind(pod, dataclasses.replace(decision, verdicts=()), record))
         elif decision.outcome in (model.Outcome.UNSCHEDULABLE, model.Outcome.WAIT):
