@@ -35,6 +35,8 @@ Modules:
   cycle.
 - ``rebalance_room``: rebalancing's arithmetic: a pod's contribution to a trigger, the
   pooled room of a pass, acceptance by improvement.
+- ``reservation``: room a rebalancing move's target holds for the evicted pod's
+  replacement, as the cycle sees it.
 - ``versions``: the API server's version mapped to kube-scheduler's rules of that minor.
 - ``kubelet_rejection``: a pod we bound that the kubelet refused at admission, and what
   its Event says.

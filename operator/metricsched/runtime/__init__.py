@@ -22,5 +22,7 @@ Modules:
 - ``leader``: Lease election and the fence every Binding passes.
 - ``status``: SchedulingPolicy status, written by the leader.
 - ``rebalancer``: leader-only passes that evict what ``core.rebalance`` picks.
+- ``reservations``: the targets held for replacements, shared by the rebalancer and the
+  scheduler.
 - ``shadow``: shadow evaluation of other schedulers' pods, off the scheduling path.
 """
