@@ -21,7 +21,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-PORT_BASE = int(os.environ.get("BENCH_PORT_BASE", "44000"))
+PORT_BASE = int(os.environ.get("BENCH_PORT_BASE", "24000"))
 STATE = Path(os.environ.get("BENCH_CLUSTER_DIR", str(ROOT / ".cluster-bench")))
 
 # Ports of the processes the benchmark itself starts (the cluster's are hack/cluster.py's).

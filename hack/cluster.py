@@ -56,7 +56,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = Path(os.environ.get("METRICSCHED_CLUSTER_DIR", ROOT / ".cluster"))
-PORT_BASE = int(os.environ.get("METRICSCHED_PORT_BASE", "42000"))
+PORT_BASE = int(os.environ.get("METRICSCHED_PORT_BASE", "22000"))
 
 PORTS = {
     "etcd": PORT_BASE + 379,
