@@ -15,7 +15,7 @@ Modules:
   hot-path writes.
 - ``kube_http``: the API on an event loop (aiohttp, orjson): requests and watch streams
   with the kubernetes client's credentials; the one transport of the Lease, the
-  informers and every writer.
+  informers and every writer; the one reading of an API error's message.
 - ``informer``: a lean informer (LIST+WATCH with bookmarks, 410 re-list) of one resource.
 - ``binder``: the Binding (one POST per pod, fenced) and the read-back of a lost answer.
 - ``eviction``: the Eviction API (rebalancing), fenced like a Binding.

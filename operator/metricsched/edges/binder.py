@@ -106,7 +106,7 @@ async def bind(
             return BindResult(
                 kind=BindOutcome.BOUND, message="", http_status=answer.status, node=node
             )
-        result = _bind_failure(answer.status, wire.status_message(answer.data, ""))
+        result = _bind_failure(answer.status, kube_http.status_message(answer.data))
     if metrics is not None:
         metrics.binding_errors.labels(result=result.kind.value).inc()
     quiet = (BindOutcome.ALREADY_BOUND, BindOutcome.GONE, BindOutcome.GATED)  # normal in a race

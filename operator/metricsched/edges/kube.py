@@ -34,6 +34,8 @@ import kubernetes.client.exceptions
 import urllib3
 import urllib3.exceptions
 
+from metricsched.edges import kube_http
+
 
 class KubeconfigError(RuntimeError):
     """No usable cluster credentials: said in one line, not a traceback."""
@@ -231,14 +233,7 @@ def read_json(response: object) -> dict[str, Any]:
 def describe_error(e: BaseException) -> str:
     """One line: HTTP status and the API's message, or the transport error."""
     if isinstance(e, kubernetes.client.exceptions.ApiException):
-        message = e.reason
-        try:
-            parsed = json.loads(e.body) if e.body else None
-            if isinstance(parsed, dict) and parsed.get("message"):
-                message = parsed["message"]
-        except (TypeError, ValueError):
-            pass
-        return f"HTTP {e.status}: {message}"[:1024]
+        return f"HTTP {e.status}: {kube_http.status_message(e.body, e.reason)}"[:1024]
     return f"{type(e).__name__}: {e}"[:1024]
 
 

@@ -1,14 +1,14 @@
 """The wire between the edges and the API server: messages, times and failures.
 
 Shared by the writers (``binder``, ``pod_status``, ``events``, ``eviction``): the text of
-an API error or a transport error, one classification of what a failed call raised, the
-fence as a request's gate, Event note truncation and RFC 3339 times. No API calls here.
+a transport error, one classification of what a failed call raised (an API error's text
+is ``kube_http.status_message``'s), the fence as a request's gate, Event note truncation
+and RFC 3339 times. No API calls here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable
 
@@ -27,18 +27,6 @@ def decode(data: object) -> str:
     if isinstance(data, bytes | bytearray):
         return bytes(data).decode("utf-8", "replace")
     return "" if data is None else str(data)
-
-
-def status_message(body: object, fallback: object) -> str:
-    """The ``message`` of a metav1.Status body, else the body itself, else ``fallback``."""
-    text = decode(body).strip()
-    try:
-        parsed = json.loads(text) if text else None
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict) and parsed.get("message"):
-        return str(parsed["message"])
-    return text[:MESSAGE_LIMIT] or decode(fallback)
 
 
 def transport_message(e: BaseException) -> str:
@@ -65,7 +53,7 @@ def failure(e: BaseException) -> Failure:
     """The one reading of an exception from ``API_ERRORS``: an ApiException's status and
     its Status message, or a transport error's type and text."""
     if isinstance(e, kubernetes.client.exceptions.ApiException):
-        return Failure(int(e.status or 0) or None, status_message(e.body, e.reason))
+        return Failure(int(e.status or 0) or None, kube_http.status_message(e.body, e.reason))
     return Failure(None, transport_message(e))
 
 
@@ -115,7 +103,7 @@ def fence_gate(
 
 def answer_failure(answer: kube_http.Answer) -> Failure:
     """``failure`` for an error answer of ``kube_http`` (its status and Status message)."""
-    return Failure(answer.status, status_message(answer.data, f"HTTP {answer.status}"))
+    return Failure(answer.status, kube_http.status_message(answer.data, f"HTTP {answer.status}"))
 
 
 def truncate_message(message: str) -> str:
