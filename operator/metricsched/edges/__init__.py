@@ -11,11 +11,11 @@ the operator decides what to retry. Nothing here imports ``metricsched.runtime``
 (``make lint`` checks it with import-linter).
 
 Modules:
-- ``kube``: the kubernetes client's credentials and one ``Api`` for every call but the
-  hot-path writes.
+- ``kube``: the kubernetes client's credentials, and one ``Api`` for the calls still made
+  in threads (the policy status, the auth reviews, the shadow report's read).
 - ``kube_http``: the API on an event loop (aiohttp, orjson): requests and watch streams
   with the kubernetes client's credentials; the one transport of the Lease, the
-  informers and every writer.
+  informers and every writer; the one reading of an API error's message.
 - ``informer``: a lean informer (LIST+WATCH with bookmarks, 410 re-list) of one resource.
 - ``binder``: the Binding (one POST per pod, fenced) and the read-back of a lost answer.
 - ``eviction``: the Eviction API (rebalancing), fenced like a Binding.

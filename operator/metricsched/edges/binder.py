@@ -69,7 +69,7 @@ async def bind(
     ``annotations`` (the decision record, ``metricsched.io/decision``) ride on the
     Binding: kube-apiserver copies a Binding's annotations onto the pod it binds.
 
-    ``fence`` (the leader elector's) is read right before sending (``wire.fence_gate``):
+    ``fence`` (the leader elector's) is read right before sending (``wire.fenced_post``):
     the time this replica may still write as leader. Less than ``MIN_FENCE_S`` left:
     nothing is sent (``FENCED``); otherwise the request's timeout is cut to what is left,
     so no Binding of ours is still in flight when a successor may start. A 401 is sent
@@ -88,25 +88,16 @@ async def bind(
         "metadata": metadata,
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
-    count = metrics.api_writes.labels(kind="binding").inc if metrics is not None else None
-    try:
-        answer = await http.request(
-            "POST",
-            kube.path("api/v1/namespaces", namespace, "pods", name, "binding"),
-            body=body,
-            gate=wire.fence_gate(fence, timeout_s, on_send=count),
-        )
-    except kube_http.NotSent as e:
-        return BindResult(kind=BindOutcome.FENCED, message=str(e), http_status=None)
-    except kube_http.TRANSPORT_ERRORS as e:
-        # No answer: sent, maybe accepted, only reading the pod can tell.
-        result = _bind_failure(None, wire.transport_message(e))
-    else:
-        if answer.ok:
-            return BindResult(
-                kind=BindOutcome.BOUND, message="", http_status=answer.status, node=node
-            )
-        result = _bind_failure(answer.status, wire.status_message(answer.data, ""))
+    path = kube.path("api/v1/namespaces", namespace, "pods", name, "binding")
+    posted = await wire.fenced_post(
+        http, path, body=body, kind="binding", timeout_s=timeout_s, fence=fence, metrics=metrics
+    )
+    if posted.fenced:
+        return BindResult(kind=BindOutcome.FENCED, message=posted.message, http_status=None)
+    if posted.ok:
+        return BindResult(kind=BindOutcome.BOUND, message="", http_status=posted.status, node=node)
+    # No answer (status None): sent, maybe accepted, only reading the pod can tell.
+    result = _bind_failure(posted.status, posted.message)
     if metrics is not None:
         metrics.binding_errors.labels(result=result.kind.value).inc()
     quiet = (BindOutcome.ALREADY_BOUND, BindOutcome.GONE, BindOutcome.GATED)  # normal in a race

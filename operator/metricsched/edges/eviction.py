@@ -1,7 +1,7 @@
 """The Eviction API: how rebalancing moves a pod, so that PodDisruptionBudgets hold.
 
 ``evict`` sends one policy/v1 Eviction (``pods/{name}/eviction``), fenced exactly as a
-Binding is (``wire.fenced``): nothing is sent with less leadership left, and the
+Binding is (``wire.fenced_post``): nothing is sent with less leadership left, and the
 request's timeout is cut to what is left. The Eviction carries the pod's uid as a delete
 precondition, so a pod re-created under the same name (a StatefulSet's) is never evicted
 by mistake. A 429 is a PodDisruptionBudget saying "not now": an answer, not an error.
@@ -54,23 +54,15 @@ async def evict(
         "metadata": {"name": name, "namespace": namespace},
         "deleteOptions": {"preconditions": {"uid": uid}},
     }
-    count = metrics.api_writes.labels(kind="eviction").inc if metrics is not None else None
-    try:
-        answer = await http.request(
-            "POST",
-            kube.path("api/v1/namespaces", namespace, "pods", name, "eviction"),
-            body=body,
-            gate=wire.fence_gate(fence, timeout_s, on_send=count),
-        )
-    except kube_http.NotSent as e:
-        return EvictResult(kind=EvictOutcome.FENCED, message=str(e), http_status=None)
-    except kube_http.TRANSPORT_ERRORS as e:
-        failed = wire.failure(e)
-    else:
-        if answer.ok:
-            return EvictResult(kind=EvictOutcome.EVICTED, message="", http_status=answer.status)
-        failed = wire.answer_failure(answer)
-    result = _failure(failed.status, failed.message)
+    path = kube.path("api/v1/namespaces", namespace, "pods", name, "eviction")
+    posted = await wire.fenced_post(
+        http, path, body=body, kind="eviction", timeout_s=timeout_s, fence=fence, metrics=metrics
+    )
+    if posted.fenced:
+        return EvictResult(kind=EvictOutcome.FENCED, message=posted.message, http_status=None)
+    if posted.ok:
+        return EvictResult(kind=EvictOutcome.EVICTED, message="", http_status=posted.status)
+    result = _failure(posted.status, posted.message)
     quiet = (EvictOutcome.BLOCKED, EvictOutcome.GONE)  # normal: a budget, or a race
     log = logger.info if result.kind in quiet else logger.warning
     log("evicting %s/%s: %s: %s", namespace, name, result.kind.value, result.message)

@@ -1,4 +1,4 @@
-"""The kubernetes client at the edge: credentials, paged LISTs, writes, reading answers.
+"""The kubernetes client at the edge: credentials, and the few calls still made in threads.
 
 Every raw answer (``_preload_content=False``) is read to its end before its connection
 goes back to urllib3's pool: a connection returned with an unread body makes the *next*
@@ -10,12 +10,15 @@ was a Binding the server accepted, its success would be lost. ``read_json`` and
 refresh, connection pool) with bodies already in wire form: the generated per-verb methods
 validate every argument with pydantic, build models and serialise them back to dicts,
 which cost as much CPU as the request itself. ``Api`` offers the few calls the operator
-makes this way (LISTs, reads, the policy status, the auth reviews) under the
-generated methods' names: importing the generated ``CoreV1Api`` and its siblings alone
-costs ≈ 26 MiB of RSS and ≈ 1 s of CPU at start-up, for methods the operator never calls.
+makes this way (the policy status, the auth reviews, the shadow report's read of a
+policy) under the generated methods' names: importing the generated ``CoreV1Api`` and its
+siblings alone costs ≈ 26 MiB of RSS and ≈ 1 s of CPU at start-up, for methods the
+operator never calls.
 
-Blocking: call from worker threads only. The writers of the hot path (Bindings, Events,
-pod status, Evictions) are on the event loop instead (``kube_http``).
+Blocking: call from worker threads only. Everything else (the LISTs and watches of the
+informers, the Lease, Bindings, Events, pod status, Evictions) is on the event loop
+instead (``kube_http``). ``Paged`` and ``list_all`` read a paged LIST for tools outside
+the operator (``hack/loadmodel.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import kubernetes
 import kubernetes.client.exceptions
 import urllib3
 import urllib3.exceptions
+
+from metricsched.edges import kube_http
 
 
 class KubeconfigError(RuntimeError):
@@ -95,26 +100,16 @@ DEFAULT_TIMEOUT_S = 60.0
 
 
 class Api:
-    """The kubernetes API calls the operator makes besides ``write``, by the generated
-    client's method names and arguments (``limit``, ``_continue``, ``field_selector``,
-    ``_request_timeout``, by default ``DEFAULT_TIMEOUT_S``), always with raw answers (the
-    generated methods' ``_preload_content=False``; the argument is accepted and must not
-    be True)."""
+    """The kubernetes API calls the operator still makes in threads, by the generated
+    client's method names and arguments (``_request_timeout``, by default
+    ``DEFAULT_TIMEOUT_S``), always with raw answers (the generated methods'
+    ``_preload_content=False``; the argument is accepted and must not be True)."""
 
     def __init__(self, api_client: Any) -> None:
         self.api_client = api_client
 
     def _get(self, resource_path: str, kw: Mapping[str, Any]) -> urllib3.BaseHTTPResponse:
-        query: list[tuple[str, str | int]] = [
-            (name, kw[arg])
-            for arg, name in (
-                ("limit", "limit"),
-                ("_continue", "continue"),
-                ("field_selector", "fieldSelector"),
-            )
-            if kw.get(arg)
-        ]
-        return self._send("GET", resource_path, None, kw, query=query)
+        return self._send("GET", resource_path, None, kw)
 
     def _send(
         self,
@@ -123,7 +118,6 @@ class Api:
         body: Mapping[str, Any] | None,
         kw: Mapping[str, Any],
         *,
-        query: Sequence[tuple[str, str | int]] = (),
         content_type: str = "application/json",
     ) -> urllib3.BaseHTTPResponse:
         if kw.get("_preload_content", False):
@@ -133,50 +127,11 @@ class Api:
             method,
             resource_path,
             body,
-            query=query,
             timeout_s=kw.get("_request_timeout", DEFAULT_TIMEOUT_S),
             content_type=content_type,
         )
 
-    # --- core/v1 ---------------------------------------------------------------------------
-
-    def list_node(self, **kw: Any) -> urllib3.BaseHTTPResponse:
-        return self._get(path("api/v1", "nodes"), kw)
-
-    def list_pod_for_all_namespaces(self, **kw: Any) -> urllib3.BaseHTTPResponse:
-        return self._get(path("api/v1", "pods"), kw)
-
-    def list_namespace(self, **kw: Any) -> urllib3.BaseHTTPResponse:
-        return self._get(path("api/v1", "namespaces"), kw)
-
-    def list_persistent_volume_claim_for_all_namespaces(
-        self, **kw: Any
-    ) -> urllib3.BaseHTTPResponse:
-        return self._get(path("api/v1", "persistentvolumeclaims"), kw)
-
-    def list_persistent_volume(self, **kw: Any) -> urllib3.BaseHTTPResponse:
-        return self._get(path("api/v1", "persistentvolumes"), kw)
-
-    def read_namespaced_pod(self, name: str, namespace: str, **kw: Any) -> urllib3.BaseHTTPResponse:
-        return self._get(path("api/v1/namespaces", namespace, "pods", name), kw)
-
-    # --- storage.k8s.io/v1 -----------------------------------------------------------------
-
-    def list_storage_class(self, **kw: Any) -> urllib3.BaseHTTPResponse:
-        return self._get(path("apis/storage.k8s.io/v1", "storageclasses"), kw)
-
-    def list_csi_node(self, **kw: Any) -> urllib3.BaseHTTPResponse:
-        return self._get(path("apis/storage.k8s.io/v1", "csinodes"), kw)
-
-    def list_volume_attachment(self, **kw: Any) -> urllib3.BaseHTTPResponse:
-        return self._get(path("apis/storage.k8s.io/v1", "volumeattachments"), kw)
-
     # --- custom resources ------------------------------------------------------------------
-
-    def list_cluster_custom_object(
-        self, group: str, version: str, plural: str, **kw: Any
-    ) -> urllib3.BaseHTTPResponse:
-        return self._get(path(f"apis/{group}/{version}", plural), kw)
 
     def get_namespaced_custom_object(
         self, group: str, version: str, namespace: str, plural: str, name: str, **kw: Any
@@ -231,14 +186,7 @@ def read_json(response: object) -> dict[str, Any]:
 def describe_error(e: BaseException) -> str:
     """One line: HTTP status and the API's message, or the transport error."""
     if isinstance(e, kubernetes.client.exceptions.ApiException):
-        message = e.reason
-        try:
-            parsed = json.loads(e.body) if e.body else None
-            if isinstance(parsed, dict) and parsed.get("message"):
-                message = parsed["message"]
-        except (TypeError, ValueError):
-            pass
-        return f"HTTP {e.status}: {message}"[:1024]
+        return f"HTTP {e.status}: {kube_http.status_message(e.body, e.reason)}"[:1024]
     return f"{type(e).__name__}: {e}"[:1024]
 
 
@@ -277,11 +225,6 @@ def list_all(fetch: Callable[[str | None], Any]) -> tuple[list[Mapping[str, Any]
     pages = Paged(fetch)
     items = list(pages)
     return items, pages.version
-
-
-def iter_all(fetch: Callable[[str | None], Any]) -> Iterator[Mapping[str, Any]]:
-    """The items of a paged LIST, a page at a time (see ``Paged``)."""
-    yield from Paged(fetch)
 
 
 def connection_info(api_client: Any) -> kopf.ConnectionInfo:

@@ -77,15 +77,29 @@ class ApiStatusError(Exception):
         self.message = message
 
 
-def status_error(answer: Answer) -> ApiStatusError:
-    message = answer.data[:300].decode(errors="replace")
+# Characters of an error body kept when it carries no Status message (a proxy's page).
+ERROR_TEXT_LIMIT = 1024
+
+
+def status_message(body: object, fallback: object = "") -> str:
+    """The one reading of an API error's text: the ``message`` of a metav1.Status body,
+    else the body itself (cut to ``ERROR_TEXT_LIMIT``), else ``fallback``. ``body`` is an
+    answer's bytes or an ``ApiException``'s text."""
+    if isinstance(body, bytes | bytearray):
+        text = bytes(body).decode("utf-8", "replace").strip()
+    else:
+        text = "" if body is None else str(body).strip()
     try:
-        body = orjson.loads(answer.data)
-        if isinstance(body, Mapping) and body.get("message"):
-            message = str(body["message"])
+        parsed = orjson.loads(text) if text else None
     except orjson.JSONDecodeError:
-        pass
-    return ApiStatusError(answer.status, message)
+        parsed = None
+    if isinstance(parsed, Mapping) and parsed.get("message"):
+        return str(parsed["message"])
+    return text[:ERROR_TEXT_LIMIT] or ("" if fallback is None else str(fallback))
+
+
+def status_error(answer: Answer) -> ApiStatusError:
+    return ApiStatusError(answer.status, status_message(answer.data))
 
 
 def json_object(answer: Answer) -> dict[str, Any]:

@@ -1,22 +1,23 @@
 """The wire between the edges and the API server: messages, times and failures.
 
 Shared by the writers (``binder``, ``pod_status``, ``events``, ``eviction``): the text of
-an API error or a transport error, one classification of what a failed call raised, the
-fence as a request's gate, Event note truncation and RFC 3339 times. No API calls here.
+a transport error, one classification of what a failed call raised (an API error's text
+is ``kube_http.status_message``'s), the fence as a request's gate, the one fenced POST of a
+write as leader (a Binding, an Eviction), Event note truncation and RFC 3339 times.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import aiohttp
 import kubernetes.client.exceptions
 
 from metricsched.core import cycle, parse
-from metricsched.edges import kube, kube_http
+from metricsched.edges import kube, kube_http, observe
 
 DEFAULT_TIMEOUT_S = 10.0
 MESSAGE_LIMIT = cycle.MESSAGE_LIMIT  # bytes; the API's limit for event notes
@@ -27,18 +28,6 @@ def decode(data: object) -> str:
     if isinstance(data, bytes | bytearray):
         return bytes(data).decode("utf-8", "replace")
     return "" if data is None else str(data)
-
-
-def status_message(body: object, fallback: object) -> str:
-    """The ``message`` of a metav1.Status body, else the body itself, else ``fallback``."""
-    text = decode(body).strip()
-    try:
-        parsed = json.loads(text) if text else None
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict) and parsed.get("message"):
-        return str(parsed["message"])
-    return text[:MESSAGE_LIMIT] or decode(fallback)
 
 
 def transport_message(e: BaseException) -> str:
@@ -65,7 +54,7 @@ def failure(e: BaseException) -> Failure:
     """The one reading of an exception from ``API_ERRORS``: an ApiException's status and
     its Status message, or a transport error's type and text."""
     if isinstance(e, kubernetes.client.exceptions.ApiException):
-        return Failure(int(e.status or 0) or None, status_message(e.body, e.reason))
+        return Failure(int(e.status or 0) or None, kube_http.status_message(e.body, e.reason))
     return Failure(None, transport_message(e))
 
 
@@ -113,9 +102,59 @@ def fence_gate(
     return gate
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Posted:
+    """What a write as leader came to: the answer's HTTP status (None: no answer arrived,
+    or nothing was sent) and the message (the API's, the transport error's, or why it was
+    not sent; "" on success)."""
+
+    status: int | None
+    message: str
+    fenced: bool = False  # not sent: this replica may no longer write as leader
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+async def fenced_post(
+    http: kube_http.AsyncApi,
+    resource_path: str,
+    *,
+    body: Mapping[str, Any],
+    kind: str,
+    timeout_s: float,
+    fence: Callable[[], float] | None,
+    metrics: observe.Metrics | None,
+) -> Posted:
+    """POST a write as leader (a Binding, an Eviction): exactly one API write, or none if
+    fenced. The fence is read right before each send (``fence_gate``: the first, and the
+    one after a 401, sent again once after a credential refresh by ``kube_http``); each
+    send is counted in ``api_writes`` under ``kind``. Nothing raises: a send the fence
+    refused is ``fenced``; no answer (refused, reset, timed out: the write may have been
+    accepted, only a read can tell) has no status and the transport error's message; an
+    error answer has its status and message (``answer_failure``)."""
+    count = metrics.api_writes.labels(kind=kind).inc if metrics is not None else None
+    try:
+        answer = await http.request(
+            "POST",
+            resource_path,
+            body=body,
+            gate=fence_gate(fence, timeout_s, on_send=count),
+        )
+    except kube_http.NotSent as e:
+        return Posted(None, str(e), fenced=True)
+    except kube_http.TRANSPORT_ERRORS as e:
+        return Posted(None, transport_message(e))
+    if answer.ok:
+        return Posted(answer.status, "")
+    failed = answer_failure(answer)
+    return Posted(failed.status, failed.message)
+
+
 def answer_failure(answer: kube_http.Answer) -> Failure:
     """``failure`` for an error answer of ``kube_http`` (its status and Status message)."""
-    return Failure(answer.status, status_message(answer.data, f"HTTP {answer.status}"))
+    return Failure(answer.status, kube_http.status_message(answer.data, f"HTTP {answer.status}"))
 
 
 def truncate_message(message: str) -> str:

@@ -412,7 +412,7 @@ class Operator:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop.set)
-        # The blocking calls (Prometheus queries, the Lease, policy status, LISTs) run in
+        # The blocking calls (Prometheus queries, policy status, the auth reviews) run in
         # threads; the writers no longer do (they are on the loop), the pool's size is kept.
         loop.set_default_executor(
             concurrent.futures.ThreadPoolExecutor(

@@ -15,8 +15,6 @@ import pytest
 
 from metricsched.edges import kube
 
-LIST_KW = {"limit": 500, "_continue": "tok", "_preload_content": False, "_request_timeout": 5.0}
-
 
 def _echo(request: fakes.Request) -> tuple[int, Any]:
     if request.path.endswith("/missing"):
@@ -24,54 +22,14 @@ def _echo(request: fakes.Request) -> tuple[int, Any]:
     return 200, {"kind": "Echo", "path": request.path}
 
 
+def _read_policy(api: kube.Api, namespace: str, name: str, **kw: Any) -> Any:
+    return api.get_namespaced_custom_object(
+        "metricsched.io", "v1alpha1", namespace, "schedulingpolicies", name, **kw
+    )
+
+
 # (call, method, path, query, body sent)
 CASES: list[tuple[Callable[[kube.Api], Any], str, str, dict[str, list[str]], Any]] = [
-    (
-        lambda a: a.list_node(**LIST_KW),
-        "GET",
-        "/api/v1/nodes",
-        {"limit": ["500"], "continue": ["tok"]},
-        None,
-    ),
-    (
-        lambda a: a.list_pod_for_all_namespaces(field_selector="status.phase!=Failed", **LIST_KW),
-        "GET",
-        "/api/v1/pods",
-        {"limit": ["500"], "continue": ["tok"], "fieldSelector": ["status.phase!=Failed"]},
-        None,
-    ),
-    (lambda a: a.list_namespace(limit=500), "GET", "/api/v1/namespaces", {"limit": ["500"]}, None),
-    (
-        lambda a: a.list_persistent_volume_claim_for_all_namespaces(),
-        "GET",
-        "/api/v1/persistentvolumeclaims",
-        {},
-        None,
-    ),
-    (lambda a: a.list_persistent_volume(), "GET", "/api/v1/persistentvolumes", {}, None),
-    (
-        lambda a: a.read_namespaced_pod("web-1", "shop"),
-        "GET",
-        "/api/v1/namespaces/shop/pods/web-1",
-        {},
-        None,
-    ),
-    (lambda a: a.list_storage_class(), "GET", "/apis/storage.k8s.io/v1/storageclasses", {}, None),
-    (lambda a: a.list_csi_node(), "GET", "/apis/storage.k8s.io/v1/csinodes", {}, None),
-    (
-        lambda a: a.list_volume_attachment(),
-        "GET",
-        "/apis/storage.k8s.io/v1/volumeattachments",
-        {},
-        None,
-    ),
-    (
-        lambda a: a.list_cluster_custom_object("metricsched.io", "v1alpha1", "schedulingpolicies"),
-        "GET",
-        "/apis/metricsched.io/v1alpha1/schedulingpolicies",
-        {},
-        None,
-    ),
     (
         lambda a: a.get_namespaced_custom_object(
             "metricsched.io", "v1alpha1", "shop", "schedulingpolicies", "web"
@@ -139,8 +97,11 @@ class TestWhatGoesOverTheWire:
         self, fake_kube: fakes.FakeServer, kube_api: kube.Api
     ) -> None:
         with pytest.raises(kubernetes.client.exceptions.ApiException):
-            kube_api.read_namespaced_pod("a/b", "ns")
-        assert fake_kube.requests[0].path == "/api/v1/namespaces/ns/pods/a%2Fb"
+            _read_policy(kube_api, "ns", "a/b")
+        assert (
+            fake_kube.requests[0].path
+            == "/apis/metricsched.io/v1alpha1/namespaces/ns/schedulingpolicies/a%2Fb"
+        )
 
 
 class TestAnswers:
@@ -148,7 +109,7 @@ class TestAnswers:
         server = fakes.FakeServer(_echo)
         try:
             with pytest.raises(kubernetes.client.exceptions.ApiException) as caught:
-                fakes.api(server.url).read_namespaced_pod("missing", "ns")
+                _read_policy(fakes.api(server.url), "ns", "missing")
             assert caught.value.status == 404
             assert "missing not found" in kube.describe_error(caught.value)
         finally:
@@ -156,7 +117,7 @@ class TestAnswers:
 
     def test_preloaded_answers_are_refused(self, kube_api: kube.Api) -> None:
         with pytest.raises(ValueError, match="raw"):
-            kube_api.list_node(_preload_content=True)
+            _read_policy(kube_api, "ns", "web", _preload_content=True)
 
 
 def test_the_operator_loads_no_generated_api_module() -> None:
@@ -219,7 +180,7 @@ class TestCredentialRefresh:
         assert isinstance(hook, kube.RefreshAtMost)
         for _ in range(3):
             with pytest.raises(kubernetes.client.exceptions.ApiException):
-                kube.Api(client).read_namespaced_pod("p", "ns")
+                _read_policy(kube.Api(client), "ns", "p")
         # The token still rides on every request.
         assert [r.headers["authorization"] for r in fake_kube.requests] == ["Bearer secret"] * 3
 
@@ -232,6 +193,6 @@ def test_a_call_without_a_timeout_gets_the_default_one(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(kube, "request", fake_request)
     api = kube.Api(object())
-    api.read_namespaced_pod("p", "ns")
-    api.list_node(_request_timeout=(5.0, 60.0))
+    _read_policy(api, "ns", "p")
+    api.create_token_review({"spec": {}}, _request_timeout=(5.0, 60.0))
     assert seen == [kube.DEFAULT_TIMEOUT_S, (5.0, 60.0)]
