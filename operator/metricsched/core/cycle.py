@@ -448,11 +448,14 @@ def _score_and_select(
 
     # Thresholds and onMissing: Exclude; a DaemonSet's pod is exempt unless the policy says
     # otherwise (its node affinity leaves it one node, which a threshold would only strand).
-    # Each node's bounds: its group's (overrides), laid out once per node-table version.
+    # Each node's bounds where a threshold has overrides (None: the threshold's own for
+    # every node), laid out once per node-table version and picked for the feasible rows.
     bounds = [
         _rows_bounds(
             metric_threshold.row_bounds(metric=metric, table=table, memo=cycle.memo), feasible
         )
+        if metric.threshold_overrides
+        else None
         for metric in chosen.metrics
     ]
     if metric_threshold.exempts(policy=chosen, pod=pod):
@@ -644,7 +647,7 @@ def _fail_open(
     samples: Sequence[tuple[columns.Floats, columns.Floats]],
     added: Sequence[columns.Floats],
     metrics: model.MetricView,
-    bounds: Sequence[metric_threshold.Bounds],
+    bounds: Sequence[metric_threshold.Bounds | None],
 ) -> _Unlearned | None:
     """No node passed the thresholds: if one does without what was learned (each learning
     metric's estimate without its learned value; declared amounts and the other metrics'

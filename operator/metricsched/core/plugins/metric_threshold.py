@@ -118,13 +118,14 @@ def threshold_filter(
     *,
     policy: model.Policy,
     values: Sequence[columns.Floats],
-    bounds: Sequence[Bounds] | None = None,
+    bounds: Sequence[Bounds | None] | None = None,
     lift_soft: bool = False,
 ) -> ThresholdResult:
     """The thresholds of ``policy`` over one value array per metric (NaN: missing), with
-    each node's bounds per metric (``row_bounds`` at the same positions; None: every
-    node has the threshold's own). With ``lift_soft``, when no node passes but some
-    pass all but the Soft thresholds, those pass and the Soft reasons are ``lifted``."""
+    each node's bounds per metric (``row_bounds`` at the same positions; None, for all
+    metrics or one: every node has the threshold's own). With ``lift_soft``, when no node
+    passes but some pass all but the Soft thresholds, those pass and the Soft reasons
+    are ``lifted``."""
     size = len(values[0]) if values else 0
     nothing = np.zeros(size, dtype=np.bool_)
     failed_by: list[
