@@ -38,6 +38,7 @@ MESSAGE_LIMIT: Final = 1024
 
 NO_FRESH_VALUES: Final = "no fresh metric values for any feasible node"
 FAIL_OPEN_NOTE: Final = "with it no node passes the thresholds the samples allow"
+SOFT_NOTE: Final = "Soft threshold lifted, every node was outside it"
 
 
 def truncate_message(message: str, *, limit: int = MESSAGE_LIMIT) -> str:
@@ -105,6 +106,7 @@ def _scored_message(
     penalty: float,
     basis: Mapping[str, str],
     ignored: Sequence[str] = (),
+    lifted: Mapping[str, int] | None = None,
 ) -> str:
     parts = [
         f"{metric.metric} {scoring.format_sample(metric, basis=basis.get(metric.metric, ''))}"
@@ -124,6 +126,8 @@ def _scored_message(
         text += f"; runner-up {runner_up.node} {scoring.format_score(runner_up.score)}"
     if ignored:
         text += f"; learned estimate of {', '.join(ignored)} left out: {FAIL_OPEN_NOTE}"
+    if lifted:
+        text += f"; {SOFT_NOTE}: " + ", ".join(f"{n} {r}" for r, n in lifted.items())
     return text + ")"
 
 
@@ -447,10 +451,20 @@ def _score_and_select(
 
     # Thresholds and onMissing: Exclude; a DaemonSet's pod is exempt unless the policy says
     # otherwise (its node affinity leaves it one node, which a threshold would only strand).
+    # Each node's bounds where a threshold has overrides (None: the threshold's own for
+    # every node), laid out once per node-table version and picked for the feasible rows.
+    bounds = [
+        _rows_bounds(
+            metric_threshold.row_bounds(metric=metric, table=table, memo=cycle.memo), feasible
+        )
+        if metric.threshold_overrides
+        else None
+        for metric in chosen.metrics
+    ]
     if metric_threshold.exempts(policy=chosen, pod=pod):
         thresholds = metric_threshold.none_failed(len(feasible))
     else:
-        thresholds = metric_threshold.threshold_filter(policy=chosen, values=values)
+        thresholds = metric_threshold.threshold_filter(policy=chosen, values=values, bounds=bounds)
     ignored: tuple[str, ...] = ()
     if not thresholds.passed.any():
         unlearned = _fail_open(
@@ -461,9 +475,17 @@ def _score_and_select(
             samples=samples,
             added=added,
             metrics=metrics,
+            bounds=bounds,
         )
         if unlearned is not None:
             added, values, thresholds, ignored = unlearned
+    if not thresholds.passed.any() and any(
+        metric.threshold_mode is model.ThresholdMode.SOFT for metric in chosen.metrics
+    ):
+        # Soft thresholds: rather than refuse, score the nodes the others let pass.
+        thresholds = metric_threshold.threshold_filter(
+            policy=chosen, values=values, bounds=bounds, lift_soft=True
+        )
     for position, reasons in thresholds.reasons.items():
         verdicts.reject(
             int(feasible[position]),
@@ -569,6 +591,7 @@ def _score_and_select(
             penalty=float(scores.penalties[top[0]]),
             basis=basis,
             ignored=ignored,
+            lifted=thresholds.lifted,
         ),
         verdicts=final,
         estimate_basis=basis,
@@ -609,6 +632,10 @@ def _usage(
     return None if series is None else series.usage
 
 
+def _rows_bounds(bounds: metric_threshold.Bounds, rows: columns.Rows) -> metric_threshold.Bounds:
+    return bounds[0][rows], bounds[1][rows]
+
+
 _Unlearned = tuple[
     list[columns.Floats], list[columns.Floats], metric_threshold.ThresholdResult, tuple[str, ...]
 ]
@@ -623,6 +650,7 @@ def _fail_open(
     samples: Sequence[tuple[columns.Floats, columns.Floats]],
     added: Sequence[columns.Floats],
     metrics: model.MetricView,
+    bounds: Sequence[metric_threshold.Bounds | None],
 ) -> _Unlearned | None:
     """No node passed the thresholds: if one does without what was learned (each learning
     metric's estimate without its learned value; declared amounts and the other metrics'
@@ -652,7 +680,7 @@ def _fail_open(
     if not ignored:
         return None
     values = [found + extra for (found, _), extra in zip(samples, plain, strict=True)]
-    thresholds = metric_threshold.threshold_filter(policy=chosen, values=values)
+    thresholds = metric_threshold.threshold_filter(policy=chosen, values=values, bounds=bounds)
     if not thresholds.passed.any():
         return None
     return plain, values, thresholds, tuple(ignored)

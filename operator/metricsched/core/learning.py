@@ -74,10 +74,17 @@ def cap(metric: model.MetricSpec) -> float:
     A utilisation ratio (``estimate.resource`` set): 1, the whole node. Otherwise the
     threshold's range: ``max - min`` with both bounds, else the one bound's magnitude (a
     pod alone never pushes a node from 0 past it). No threshold, or a bound of 0: no cap
-    (such a value can only move scores; it holds no pod back)."""
+    (such a value can only move scores; it holds no pod back). With overrides per node
+    group, the widest of them and the threshold's own (one cap for every node)."""
     if metric.estimate.resource is not None:
         return 1.0
-    low, high = metric.threshold_min, metric.threshold_max
+    groups = [(metric.threshold_min, metric.threshold_max)] + [
+        (override.threshold_min, override.threshold_max) for override in metric.threshold_overrides
+    ]
+    return max(_range_cap(low, high) for low, high in groups)
+
+
+def _range_cap(low: float | None, high: float | None) -> float:
     if low is not None and high is not None and high > low:
         return high - low
     bound = high if high is not None else low

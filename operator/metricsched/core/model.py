@@ -320,6 +320,13 @@ class PolicyMode(enum.StrEnum):
     SHADOW = "Shadow"  # other schedulers place them; metricsched only says what it would do
 
 
+class ThresholdMode(enum.StrEnum):
+    """What a metric's threshold does when it would leave a pod no node."""
+
+    HARD = "Hard"  # the pod stays pending (FailedScheduling names the threshold)
+    SOFT = "Soft"  # the threshold is lifted for that decision: the nodes are scored
+
+
 class DaemonSetPods(enum.StrEnum):
     """Whether a DaemonSet's pod meets the policy's thresholds (and onMissing: Exclude)."""
 
@@ -396,6 +403,15 @@ NO_ESTIMATE: Final = EstimateSpec(source=EstimateFrom.NONE, settle_s=0.0, declar
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ThresholdOverride:
+    """A metric's bounds on the nodes ``node_selector`` matches (the first match wins)."""
+
+    node_selector: LabelSelector
+    threshold_min: float | None
+    threshold_max: float | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class MetricSpec:
     name: str
     source: PrometheusSource | AnnotationSource
@@ -411,6 +427,10 @@ class MetricSpec:
     tolerance_percent: float = 5.0
     value_range: float | None = None
     estimate: EstimateSpec = NO_ESTIMATE
+    # per node group: the first override whose selector matches a node's labels gives
+    # its bounds there (``core.plugins.metric_threshold.row_bounds``)
+    threshold_overrides: tuple[ThresholdOverride, ...] = ()
+    threshold_mode: ThresholdMode = ThresholdMode.HARD
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ MAX_TOLERANCE_PERCENT: Final = 100
 MAX_QUERY_LENGTH: Final = 4096
 MAX_METRIC_AGE_LIMIT_S: Final = 24 * 3600.0
 MAX_BURST_WINDOW_S: Final = 3600.0
+MAX_THRESHOLD_OVERRIDES: Final = 16
 
 # --- defaults (the CRD's; compared with it by tests/unit/policy/test_parsing.py) -------
 
@@ -51,6 +52,7 @@ DEFAULT_NODE_LABEL: Final = "node"
 DEFAULT_WEIGHT: Final = 1
 DEFAULT_GOAL: Final = model.Goal.MINIMIZE
 DEFAULT_ON_MISSING: Final = model.OnMissing.NEUTRAL
+DEFAULT_THRESHOLD_MODE: Final = model.ThresholdMode.HARD
 DEFAULT_TOLERANCE_PERCENT: Final = 5
 DEFAULT_MAX_METRIC_AGE: Final = "2m"
 DEFAULT_BURST_PENALTY: Final = 5
@@ -113,6 +115,7 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "spec.metrics[].weight": DEFAULT_WEIGHT,
     "spec.metrics[].goal": DEFAULT_GOAL.value,
     "spec.metrics[].onMissing": DEFAULT_ON_MISSING.value,
+    "spec.metrics[].threshold.mode": DEFAULT_THRESHOLD_MODE.value,
     "spec.metrics[].tolerancePercent": DEFAULT_TOLERANCE_PERCENT,
     "spec.metrics[].estimate.learn": DEFAULT_ESTIMATE_LEARN,
     "spec.maxMetricAge": DEFAULT_MAX_METRIC_AGE,
@@ -358,6 +361,13 @@ def _threshold(
     threshold = _mapping(raw, path=path, problems=problems)
     if threshold is None:
         return None
+    return _bounds(threshold, path=path, problems=problems)
+
+
+def _bounds(
+    threshold: Mapping[str, Any], *, path: str, problems: _Problems
+) -> tuple[float | None, float | None] | None:
+    """``min`` and ``max`` of a threshold or of one of its overrides."""
     low = threshold.get("min")
     high = threshold.get("max")
     if low is None and high is None:
@@ -371,6 +381,64 @@ def _threshold(
         problems.add(path, f"min ({low_value:g}) must not be greater than max ({high_value:g})")
         return None
     return low_value, high_value
+
+
+def _threshold_groups(
+    raw: object,
+    *,
+    base: tuple[float | None, float | None],
+    path: str,
+    problems: _Problems,
+) -> tuple[tuple[model.ThresholdOverride, ...], model.ThresholdMode | None]:
+    """A threshold's ``overrides`` (per node group, first match wins; each states the
+    bounds the base states, so a node group never loses or gains a side) and ``mode``."""
+    threshold = raw if isinstance(raw, Mapping) else {}
+    mode = _enum(
+        threshold.get("mode", DEFAULT_THRESHOLD_MODE),
+        kind=model.ThresholdMode,
+        path=f"{path}.mode",
+        problems=problems,
+    )
+    raw_overrides = threshold.get("overrides") or []
+    if not isinstance(raw_overrides, list) or len(raw_overrides) > MAX_THRESHOLD_OVERRIDES:
+        problems.add(
+            f"{path}.overrides",
+            f"must list at most {MAX_THRESHOLD_OVERRIDES} overrides, got {raw_overrides!r}",
+        )
+        return (), mode
+    overrides: list[model.ThresholdOverride] = []
+    for index, raw_override in enumerate(raw_overrides):
+        where = f"{path}.overrides[{index}]"
+        override = _mapping(raw_override, path=where, problems=problems)
+        if override is None:
+            continue
+        if "nodeSelector" not in override:
+            problems.add(f"{where}.nodeSelector", "is required (a label selector of nodes)")
+            continue
+        selector = _label_selector(
+            override["nodeSelector"], path=f"{where}.nodeSelector", problems=problems
+        )
+        if not selector.match_labels and not selector.match_expressions:
+            problems.add(
+                f"{where}.nodeSelector",
+                "needs matchLabels or matchExpressions (the threshold itself is for every node)",
+            )
+            continue
+        bounds = _bounds(override, path=where, problems=problems)
+        if bounds is None:
+            continue
+        if (bounds[0] is None) != (base[0] is None) or (bounds[1] is None) != (base[1] is None):
+            stated = " and ".join(
+                n for n, b in (("min", base[0]), ("max", base[1])) if b is not None
+            )
+            problems.add(where, f"must state what the threshold states: {stated}")
+            continue
+        overrides.append(
+            model.ThresholdOverride(
+                node_selector=selector, threshold_min=bounds[0], threshold_max=bounds[1]
+            )
+        )
+    return tuple(overrides), mode
 
 
 def _scale(
@@ -581,8 +649,14 @@ def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec 
         problems=problems,
     )
     threshold: tuple[float | None, float | None] | None = (None, None)
+    overrides: tuple[model.ThresholdOverride, ...] = ()
+    threshold_mode: model.ThresholdMode | None = model.ThresholdMode.HARD
     if metric.get("threshold") is not None:
         threshold = _threshold(metric["threshold"], path=f"{path}.threshold", problems=problems)
+        if threshold is not None:
+            overrides, threshold_mode = _threshold_groups(
+                metric["threshold"], base=threshold, path=f"{path}.threshold", problems=problems
+            )
     scale = _scale(metric, path=path, problems=problems)
     estimate = _estimate(
         metric.get("estimate"),
@@ -602,7 +676,7 @@ def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec 
         return None
     assert isinstance(name, str) and source is not None and weight is not None
     assert goal is not None and on_missing is not None and threshold is not None
-    assert scale is not None and estimate is not None
+    assert scale is not None and estimate is not None and threshold_mode is not None
     return model.MetricSpec(
         name=name,
         source=source,
@@ -615,6 +689,8 @@ def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec 
         tolerance_percent=scale[1],
         value_range=scale[2],
         estimate=estimate,
+        threshold_overrides=overrides,
+        threshold_mode=threshold_mode,
     )
 
 
@@ -845,6 +921,12 @@ def _trigger(
         above = _number(trigger["above"], path=f"{path}.above", problems=problems)
     elif trigger.get("below") is not None:
         below = _number(trigger["below"], path=f"{path}.below", problems=problems)
+    elif metric is not None and metric.threshold_overrides:
+        problems.add(
+            path,
+            f"metric {metric.name!r} has threshold overrides (one threshold per node group): "
+            "set trigger.above or trigger.below",
+        )
     elif metric is not None:
         above, below = metric.threshold_max, None
         if above is None:

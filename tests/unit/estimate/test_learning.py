@@ -3,6 +3,7 @@ and what the recent measures say together, robustly, within bounds, while they l
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -101,6 +102,16 @@ def test_the_cap_is_the_whole_node_or_the_thresholds_range():
     assert learning.cap(metric(low=0.2, high=0.7)) == pytest.approx(0.5)
     assert learning.cap(metric(goal=model.Goal.MAXIMIZE, low=0.2, high=None)) == 0.2
     assert learning.cap(metric(high=None)) == math.inf  # it only moves scores
+
+
+def test_the_cap_is_the_widest_threshold_range_of_any_node_group():
+    gpu = model.ThresholdOverride(
+        node_selector=model.LabelSelector(match_labels={"pool": "gpu"}, match_expressions=()),
+        threshold_min=None,
+        threshold_max=0.9,
+    )
+    grouped = dataclasses.replace(metric(high=0.5), threshold_overrides=(gpu,))
+    assert learning.cap(grouped) == 0.9
 
 
 # --- what recent batches say -------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from metricsched.core import policy
+from metricsched.core import model, policy
 
 CRD_PATH = pathlib.Path(__file__).resolve().parents[3] / "crds" / "schedulingpolicy.yaml"
 
@@ -144,6 +144,9 @@ def test_crd_bounds_equal_the_parsers_bounds(schema):
     )
     assert metric["prometheus"]["properties"]["query"]["maxLength"] == policy.MAX_QUERY_LENGTH
     assert spec["metrics"]["maxItems"] == policy.MAX_METRICS
+    threshold = metric["threshold"]["properties"]
+    assert threshold["overrides"]["maxItems"] == policy.MAX_THRESHOLD_OVERRIDES
+    assert threshold["mode"]["enum"] == [mode.value for mode in model.ThresholdMode]
 
 
 def test_printer_columns_show_metrics_fallback_ready_scheduled_and_age(version):
