@@ -45,7 +45,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(oracle.shrunk_reproduction(scenario, kind, harness))
     print(report.coverage_summary())
     print(report.scores_summary())
-    print(f"{report.summary()} (seed {args.seed}, {elapsed:.1f}s)")
+    if report.by_class:
+        print("disagreements by kind and plugin:")
+        print("\n".join(report.classes_summary()))
+    print(
+        f"kube-scheduler {harness.version}: {report.summary()} (seed {args.seed}, {elapsed:.1f}s)"
+    )
     return 1 if report.disagreements else 0
 
 
