@@ -760,6 +760,14 @@ def _kube_apiserver_ready(nodes: int) -> None:
     )
 
 
+def kcm_controllers(version: str | None) -> str:
+    """Every controller but node IPAM (kwok assigns pod CIDRs) and, where
+    kube-controller-manager still has it (before v1.37, which dropped it from its known
+    controllers and refuses to start when it is named), the cloud node lifecycle one."""
+    minor = int(version.split(".")[1]) if version else 35
+    return "*,-node-ipam-controller" + (",-cloud-node-lifecycle-controller" if minor < 37 else "")
+
+
 def _kube_controller_manager_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
     pki = STATE / "pki"
     p = PORTS
@@ -777,7 +785,7 @@ def _kube_controller_manager_argv(bin_dir: Path, nodes: int, quiet: bool) -> lis
         "--use-service-account-credentials=false",
         "--kube-api-qps=500",
         "--kube-api-burst=1000",
-        "--controllers=*,-node-ipam-controller,-cloud-node-lifecycle-controller",
+        f"--controllers={kcm_controllers(read_version_setting())}",
         *([f"--node-monitor-grace-period={QUIET_GRACE_PERIOD}"] if quiet else []),
         "--v=1",
     ]

@@ -22,7 +22,8 @@
 // DynamicResources through its informers (DRA-backed extended resources: a class with
 // spec.extendedResourceName).
 //
-// Objects are defaulted as the API server would store them (SetObjectDefaults_*).
+// Objects are defaulted as the API server would store them (SetObjectDefaults_*, and for
+// pods what the version's create strategy adds: compat.go's defaultOnCreate).
 // Output: one JSON line per scenario, {"results": [...]} with, per incoming pod, the nodes
 // that pass every filter, each other node's status (plugin and reasons), and, when no node
 // fits, kube-scheduler's FailedScheduling message without and with the PostFilter part,
@@ -191,6 +192,9 @@ func run(sc *scenario) ([]result, error) {
 		for i := range pods {
 			pod := &pods[i] // defaulted in place: ask uses the incoming ones
 			apiv1defaults.SetObjectDefaults_Pod(pod)
+			if err := defaultOnCreate(pod); err != nil {
+				return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
 			if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 			}
@@ -207,6 +211,12 @@ func run(sc *scenario) ([]result, error) {
 		if !ok {
 			return nil, fmt.Errorf("informer %v did not sync", informer)
 		}
+	}
+	// The event handlers too: the pod handler puts pending pods into the scheduling queue
+	// (nominated ones into its nominator) asynchronously; a handler still running while a
+	// pod is asked about made the answer depend on timing.
+	if err := sched.WaitForHandlersSync(ctx); err != nil {
+		return nil, fmt.Errorf("event handlers did not sync: %w", err)
 	}
 	defer func() {
 		cancel() // informers stop on the context; Shutdown waits for them
@@ -238,6 +248,9 @@ func run(sc *scenario) ([]result, error) {
 	for i := range sc.Pods {
 		pod := &sc.Pods[i]
 		apiv1defaults.SetObjectDefaults_Pod(pod)
+		if err := defaultOnCreate(pod); err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
 		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 			continue // kube-scheduler's pod informer selects status.phase!=Succeeded,Failed
 		}

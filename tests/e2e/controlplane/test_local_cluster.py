@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
-from tests.e2e.conftest import ROOT, Cluster, wait_for
+from tests.e2e.conftest import Cluster, pinned_kube_versions, wait_for
 
 
 def test_simulated_nodes_are_ready_with_their_taint_and_cordon(cluster: Cluster) -> None:
@@ -23,13 +22,7 @@ def test_simulated_nodes_are_ready_with_their_taint_and_cordon(cluster: Cluster)
 
 
 def test_server_reports_the_pinned_kubernetes_version(cluster: Cluster) -> None:
-    pinned = subprocess.run(
-        [str(ROOT / "hack" / "build-tools.sh"), "--versions"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    wanted = os.environ.get("METRICSCHED_KUBE_VERSION") or pinned[0]
+    wanted = os.environ.get("METRICSCHED_KUBE_VERSION") or pinned_kube_versions()[0]
     out = json.loads(cluster.kubectl("version", "-o", "json"))
     assert out["serverVersion"]["gitVersion"] == wanted
     assert out["clientVersion"]["gitVersion"] == wanted

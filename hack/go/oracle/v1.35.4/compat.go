@@ -32,3 +32,6 @@ func newScheduler(ctx context.Context, client clientset.Interface, factory infor
 func (s *oracleScheduler) schedulePod(ctx context.Context, prof framework.Framework, state fwk.CycleState, pod *v1.Pod) (scheduler.ScheduleResult, error) {
 	return s.SchedulePod(ctx, prof, state, pod)
 }
+
+// defaultOnCreate: v1.35 defaults pod-level requests in SetDefaults_Pod already.
+func defaultOnCreate(*v1.Pod) error { return nil }

@@ -9,6 +9,9 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	podutil "k8s.io/kubernetes/pkg/api/pod"
+	api "k8s.io/kubernetes/pkg/apis/core"
+	apiv1 "k8s.io/kubernetes/pkg/apis/core/v1"
 	"k8s.io/kubernetes/pkg/scheduler"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -45,4 +48,24 @@ func (s *oracleScheduler) schedulePod(ctx context.Context, prof framework.Framew
 		return scheduler.ScheduleResult{}, err
 	}
 	return s.SchedulePod(ctx, prof, state, &framework.QueuedPodInfo{PodInfo: info})
+}
+
+// defaultOnCreate applies what the pod strategy's PrepareForCreate adds to SetDefaults_Pod
+// since v1.37 (PodLevelResourcesFixDefaulting, beta and on): pod-level requests (and
+// limits) defaulted from the containers' and the pod-level limits.
+func defaultOnCreate(pod *v1.Pod) error {
+	if pod.Spec.Resources == nil {
+		return nil
+	}
+	internal := &api.Pod{}
+	if err := apiv1.Convert_v1_Pod_To_core_Pod(pod, internal, nil); err != nil {
+		return err
+	}
+	podutil.DefaultPodLevelResources(internal)
+	out := &v1.Pod{}
+	if err := apiv1.Convert_core_Pod_To_v1_Pod(internal, out, nil); err != nil {
+		return err
+	}
+	pod.Spec.Resources = out.Spec.Resources
+	return nil
 }
