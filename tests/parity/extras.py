@@ -51,6 +51,15 @@ class Options:
         on = minor >= 36
         return cls(nominated=on, declared_features=on, dra_extended_resources=on)
 
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        """``none`` or comma-separated field names (``nominated,declared_features``)."""
+        names = {name.strip() for name in text.split(",") if name.strip()} - {"none"}
+        fields = {field.name for field in dataclasses.fields(cls)}
+        if unknown := names - fields:
+            raise ValueError(f"unknown extras {sorted(unknown)}; known: {sorted(fields)}")
+        return cls(**dict.fromkeys(names, True))
+
     @property
     def any(self) -> bool:
         return self.nominated or self.declared_features or self.dra_extended_resources
