@@ -97,6 +97,7 @@ PARITY_VERSIONS ?= $(shell hack/build-tools.sh --versions)
 
 .PHONY: parity
 parity: install ## Differential oracle vs kube-scheduler, per pinned version (PARITY_VERSIONS), on N random pods (N=5000, SEED=1); prints minimal reproductions
+	@test -n "$(PARITY_VERSIONS)" || { echo "parity: no versions (hack/build-tools.sh --versions)" >&2; exit 2; }
 	@failed=; for v in $(PARITY_VERSIONS); do \
 	  echo "=== kube-scheduler $$v"; \
 	  METRICSCHED_KUBE_VERSION=$$v hack/build-tools.sh --oracle >/dev/null || exit 1; \

@@ -25,6 +25,11 @@ K8S_VERSION=${METRICSCHED_KUBE_VERSION:-$DEFAULT_KUBE_VERSION}
 HELM_VERSION=v3.21.4
 KUBECONFORM_VERSION=v0.7.0
 
+if [ "${1:-}" = --versions ]; then
+  echo "$DEFAULT_KUBE_VERSION"
+  for v in $KUBE_VERSIONS; do [ "$v" = "$DEFAULT_KUBE_VERSION" ] || echo "$v"; done
+  exit 0
+fi
 case " $KUBE_VERSIONS " in
   *" $K8S_VERSION "*) ;;
   *)
@@ -32,11 +37,6 @@ case " $KUBE_VERSIONS " in
     exit 2
     ;;
 esac
-if [ "${1:-}" = --versions ]; then
-  echo "$DEFAULT_KUBE_VERSION"
-  for v in $KUBE_VERSIONS; do [ "$v" = "$DEFAULT_KUBE_VERSION" ] || echo "$v"; done
-  exit 0
-fi
 
 pins_hash() {
   (cd "$here" && cat build-tools.sh go/{etcd,kwok,helm,kubeconform}/go.{mod,sum} \

@@ -424,8 +424,9 @@ class Report:
         ]
 
     def coverage_summary(self) -> str:
+        shown = [*coverage.FEATURES, *(f for f in coverage.EXTRA_FEATURES if self.coverage[f])]
         return "pending pods with: " + ", ".join(
-            f"{feature} {self.coverage[feature]}" for feature in coverage.FEATURES
+            f"{feature} {self.coverage[feature]}" for feature in shown
         )
 
     def scores_summary(self) -> str:
