@@ -31,7 +31,7 @@ deps: ## Install system packages the cluster needs (Prometheus, openssl) if miss
 	@bash hack/install-deps.sh
 
 .PHONY: tools
-tools: ## Build (or reuse) the pinned control-plane binaries, cached in ~/.cache/metricsched
+tools: ## Build (or reuse) the pinned control-plane binaries, cached in ~/.cache/metricsched (version: METRICSCHED_KUBE_VERSION)
 	@hack/build-tools.sh >/dev/null
 
 .PHONY: cluster-up
@@ -99,9 +99,19 @@ unit: install tools ## Unit tests only (no cluster, no image; the chart tests us
 test: install deps tools image lint ## Lint, then all tests: unit, e2e, image and the fault suite (starts the local control plane if needed)
 	$(VENV)/bin/pytest --durations=30 $(PYTEST_ARGS)
 
+# The pinned Kubernetes versions (hack/go/k8s/<v>), the default first; make parity runs the
+# oracle of each, make parity PARITY_VERSIONS=v1.37.2 one of them.
+PARITY_VERSIONS ?= $(shell hack/build-tools.sh --versions)
+
 .PHONY: parity
-parity: install tools ## Differential oracle vs kube-scheduler v1.35.4 on N random pods (N=5000, SEED=1); prints minimal reproductions
-	$(PY) -m tests.parity --pods $(N) --seed $(SEED)
+parity: install ## Differential oracle vs kube-scheduler, per pinned version (PARITY_VERSIONS), on N random pods (N=5000, SEED=1); prints minimal reproductions
+	@test -n "$(PARITY_VERSIONS)" || { echo "parity: no versions (hack/build-tools.sh --versions)" >&2; exit 2; }
+	@failed=; for v in $(PARITY_VERSIONS); do \
+	  echo "=== kube-scheduler $$v"; \
+	  METRICSCHED_KUBE_VERSION=$$v hack/build-tools.sh --oracle >/dev/null || exit 1; \
+	  METRICSCHED_KUBE_VERSION=$$v $(PY) -m tests.parity --pods $(N) --seed $(SEED) || failed="$$failed $$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "parity: disagreements on$$failed"; exit 1; fi
 
 .PHONY: e2e
 e2e: install deps tools ## End-to-end tests only; one test: make e2e PYTEST_ARGS='-k smoke'

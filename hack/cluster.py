@@ -18,6 +18,11 @@ kubeconfig and a shell-sourceable ``env``.
     python hack/cluster.py kill kube-apiserver             # SIGKILL one component
     python hack/cluster.py restart kube-apiserver --kill --down-for 10
 
+The Kubernetes version is METRICSCHED_KUBE_VERSION (one of ``hack/build-tools.sh
+--versions``; unset, the first: the default). It too is remembered: ``up`` restarts a
+running cluster of another version, and ``start``/``restart`` of one component use the
+running cluster's version whatever the environment says.
+
 ``--quiet-nodes`` (the benchmark passes it; tests never do) makes the simulated nodes cheap
 enough for 5,000 of them on two cores: kwok renews no node Leases
 (``--node-lease-duration-seconds=0``) and posts each node's status heartbeat once every
@@ -98,10 +103,23 @@ def log(msg: str) -> None:
 # --- binaries ------------------------------------------------------------------------------
 
 
-def tools_bin(build: bool) -> Path:
+KUBE_VERSION_ENV = "METRICSCHED_KUBE_VERSION"
+
+
+def wanted_kube_version() -> str:
+    """METRICSCHED_KUBE_VERSION, or build-tools.sh's default (the first it lists)."""
+    if found := os.environ.get(KUBE_VERSION_ENV):
+        return found
+    script = ROOT / "hack" / "build-tools.sh"
+    out = subprocess.run([str(script), "--versions"], check=True, stdout=subprocess.PIPE, text=True)
+    return out.stdout.split()[0]
+
+
+def tools_bin(build: bool, version: str | None = None) -> Path:
     script = ROOT / "hack" / "build-tools.sh"
     args = [str(script)] if build else [str(script), "--print"]
-    out = subprocess.run(args, check=False, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, KUBE_VERSION_ENV: version or wanted_kube_version()}
+    out = subprocess.run(args, check=False, stdout=subprocess.PIPE, text=True, env=env)
     if out.returncode != 0:
         raise ClusterError("building the control-plane binaries failed (see the log named above)")
     return Path(out.stdout.strip().splitlines()[-1])
@@ -762,6 +780,14 @@ def _kube_apiserver_ready(nodes: int) -> None:
     )
 
 
+def kcm_controllers(version: str | None) -> str:
+    """Every controller but node IPAM (kwok assigns pod CIDRs) and, where
+    kube-controller-manager still has it (before v1.37, which dropped it from its known
+    controllers and refuses to start when it is named), the cloud node lifecycle one."""
+    minor = int(version.split(".")[1]) if version else 35
+    return "*,-node-ipam-controller" + (",-cloud-node-lifecycle-controller" if minor < 37 else "")
+
+
 def _kube_controller_manager_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
     pki = STATE / "pki"
     p = PORTS
@@ -779,7 +805,7 @@ def _kube_controller_manager_argv(bin_dir: Path, nodes: int, quiet: bool) -> lis
         "--use-service-account-credentials=false",
         "--kube-api-qps=500",
         "--kube-api-burst=1000",
-        "--controllers=*,-node-ipam-controller,-cloud-node-lifecycle-controller",
+        f"--controllers={kcm_controllers(read_version_setting())}",
         *([f"--node-monitor-grace-period={QUIET_GRACE_PERIOD}"] if quiet else []),
         "--v=1",
     ]
@@ -964,6 +990,14 @@ def write_quiet_setting(quiet: bool) -> None:
         (STATE / "quiet-nodes").unlink(missing_ok=True)
 
 
+def read_version_setting() -> str | None:
+    """The Kubernetes version the cluster in STATE was started with (None: unknown)."""
+    try:
+        return (STATE / "kube-version").read_text().strip() or None
+    except OSError:
+        return None
+
+
 def read_nodes_setting() -> int:
     try:
         return int((STATE / "nodes").read_text())
@@ -977,8 +1011,13 @@ def read_nodes_setting() -> int:
 def cmd_up(nodes: int, quiet: bool = False) -> None:
     t0 = time.monotonic()
     STATE.mkdir(parents=True, exist_ok=True)
-    bin_dir = tools_bin(build=True)
+    version = wanted_kube_version()
+    bin_dir = tools_bin(build=True, version=version)
     running = healthy(0)
+    if running and read_version_setting() not in (None, version):
+        log(f"the running cluster runs Kubernetes {read_version_setting()}; now {version}")
+        cmd_down(quiet=True)
+        running = False
     if running and read_quiet_setting() != quiet:
         log(
             f"the running cluster was started {'with' if read_quiet_setting() else 'without'} "
@@ -1006,6 +1045,7 @@ def cmd_up(nodes: int, quiet: bool = False) -> None:
         write_kubeconfig()
         (STATE / "nodes").write_text(str(nodes))
         write_quiet_setting(quiet)
+        (STATE / "kube-version").write_text(version + "\n")
         for name in COMPONENTS:
             start_component(name, bin_dir, nodes)
     write_env(bin_dir)
@@ -1067,7 +1107,9 @@ def restart(name: str, *, hard: bool, down_for: float) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not port_free(PORTS[name]):
         time.sleep(0.05)
-    start_component(name, tools_bin(build=False), read_nodes_setting())
+    start_component(
+        name, tools_bin(build=False, version=read_version_setting()), read_nodes_setting()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1104,7 +1146,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "restart":
             restart(args.component, hard=args.kill, down_for=args.down_for)
         elif args.cmd == "start":
-            start_component(args.component, tools_bin(build=False), read_nodes_setting())
+            start_component(
+                args.component,
+                tools_bin(build=False, version=read_version_setting()),
+                read_nodes_setting(),
+            )
     except ClusterError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -5,7 +5,7 @@ kubeconform downloads its schemas from GitHub by default; this machine (and CI) 
 schemas are made here instead, from the same sources the real API server uses:
 
 * built-in kinds: the OpenAPI v2 document (api/openapi-spec/swagger.json) of the pinned
-  k8s.io/kubernetes module (hack/go/k8s, the version of our kube-apiserver), one file per
+  k8s.io/kubernetes module (hack/go/k8s/v1.35.4, the oldest pinned kube-apiserver), one file per
   group/version/kind, with the definitions it references embedded;
 * custom resources: the openAPIV3Schema of each version of each CRD given (crds/*.yaml).
 
@@ -42,17 +42,20 @@ def kind_suffix(group: str, version: str) -> str:
     return f"-{first}-{version.lower()}" if group else f"-{version.lower()}"
 
 
+# The chart is checked against the oldest pinned version it supports (helm-lint.sh's
+# k8s_version, tests/unit/chart/chart_helpers.py's K8S_VERSION).
+MODULE = HERE / "go" / "k8s" / "v1.35.4"
+
+
 def pinned_swagger() -> Path:
-    """swagger.json of the k8s.io/kubernetes module pinned in hack/go/k8s (downloads it once)."""
+    """swagger.json of the k8s.io/kubernetes module pinned in MODULE (downloads it once)."""
     cmd = ["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"]
-    out = subprocess.run(cmd, cwd=HERE / "go" / "k8s", capture_output=True, text=True, check=False)
+    out = subprocess.run(cmd, cwd=MODULE, capture_output=True, text=True, check=False)
     directory = out.stdout.strip()
     if out.returncode != 0 or not directory or not Path(directory).is_dir():
-        subprocess.run(
-            ["go", "mod", "download", "k8s.io/kubernetes"], cwd=HERE / "go" / "k8s", check=True
-        )
+        subprocess.run(["go", "mod", "download", "k8s.io/kubernetes"], cwd=MODULE, check=True)
         directory = subprocess.run(
-            cmd, cwd=HERE / "go" / "k8s", capture_output=True, text=True, check=True
+            cmd, cwd=MODULE, capture_output=True, text=True, check=True
         ).stdout.strip()
     return Path(directory) / "api" / "openapi-spec" / "swagger.json"
 

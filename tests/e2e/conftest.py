@@ -253,6 +253,25 @@ def _loadmodel_scraped_as_tests_want() -> bool:
     )
 
 
+def _runs_the_wanted_version() -> bool:
+    """Whether the running cluster is of METRICSCHED_KUBE_VERSION (unset: the default
+    version); ``up`` restarts one of another. A cluster that recorded none predates the
+    choice and runs the default."""
+    try:
+        running = (STATE / "kube-version").read_text().strip()
+    except OSError:
+        return True
+    wanted = os.environ.get("METRICSCHED_KUBE_VERSION") or pinned_kube_versions()[0]
+    return running == wanted
+
+
+def pinned_kube_versions() -> list[str]:
+    """hack/build-tools.sh --versions: the pinned Kubernetes versions, the default first."""
+    script = ROOT / "hack" / "build-tools.sh"
+    out = subprocess.run([str(script), "--versions"], check=True, capture_output=True, text=True)
+    return out.stdout.split()
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     started = False
@@ -260,7 +279,7 @@ def cluster() -> Iterator[Cluster]:
     if not _healthy():
         subprocess.run([sys.executable, str(CLUSTER), "up"], check=True, env=env)
         started = True
-    elif not _loadmodel_scraped_as_tests_want():
+    elif not _loadmodel_scraped_as_tests_want() or not _runs_the_wanted_version():
         subprocess.run([sys.executable, str(CLUSTER), "up"], check=True, env=env)
     yield Cluster()
     if started and os.environ.get("METRICSCHED_KEEP_CLUSTER") != "1":

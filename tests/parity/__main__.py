@@ -8,7 +8,7 @@ import argparse
 import sys
 import time
 
-from tests.parity import oracle
+from tests.parity import extras, oracle
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +22,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="compare the FitError text only, without the PostFilter (preemption) suffix",
     )
+    parser.add_argument(
+        "--extras",
+        default="",
+        help="the generator's extras, comma-separated (nominated, declared_features, "
+        "dra_extended_resources), or none; default: those of the oracle's version",
+    )
     args = parser.parse_args(argv)
 
     binary = oracle.harness_binary()
@@ -30,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     with oracle.Harness(binary, postfilter=args.postfilter) as harness:
-        report = oracle.run(pods=args.pods, seed=args.seed, harness=harness)
+        options = extras.Options.parse(args.extras) if args.extras else None
+        report = oracle.run(pods=args.pods, seed=args.seed, harness=harness, options=options)
         elapsed = time.monotonic() - started
         for index, disagreement in report.disagreements:
             print(
@@ -45,7 +52,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(oracle.shrunk_reproduction(scenario, kind, harness))
     print(report.coverage_summary())
     print(report.scores_summary())
-    print(f"{report.summary()} (seed {args.seed}, {elapsed:.1f}s)")
+    if report.by_class:
+        print("disagreements by kind and plugin:")
+        print("\n".join(report.classes_summary()))
+    print(
+        f"kube-scheduler {harness.version}: {report.summary()} (seed {args.seed}, {elapsed:.1f}s)"
+    )
     return 1 if report.disagreements else 0
 
 

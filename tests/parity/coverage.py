@@ -9,7 +9,7 @@ import collections
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tests.parity import pools
+from tests.parity import extras, pools
 
 if TYPE_CHECKING:
     from tests.parity import oracle
@@ -32,6 +32,12 @@ FEATURES = (
     "preemptionPolicy Never",
     "kube would preempt",
     "PostFilter state missing",
+)
+# What the generator's extras add (tests/parity/extras.py), for versions after v1.35.
+EXTRA_FEATURES = (
+    "needs a declared feature",
+    "DRA-backed extended resource",
+    "nominated pods beside it",
 )
 
 
@@ -88,5 +94,16 @@ def exercised(scenario: Body, theirs: Sequence[oracle.Answer]) -> collections.Co
             features.add("kube would preempt")
         if answer.post_filter_error:
             features.add("PostFilter state missing")
+        if (spec.get("hostNetwork") and spec.get("hostUsers") is False) or any(
+            "restartPolicyRules" in c for c in spec["containers"]
+        ):
+            features.add("needs a declared feature")
+        if scenario.get("deviceClasses") and any(
+            extras.DRA_RESOURCE in c.get("resources", {}).get("limits", {})
+            for c in spec["containers"]
+        ):
+            features.add("DRA-backed extended resource")
+        if scenario.get("nominated"):
+            features.add("nominated pods beside it")
         found.update(features)
     return found

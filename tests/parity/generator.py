@@ -58,6 +58,11 @@ def scenario(rng: random.Random, *, pods: int) -> Body:
     }
 
 
+def pending_pod(rng: random.Random, name: str, nodes: list[str]) -> Body:
+    """A pending pod without claims (tests/parity/extras.py nominates some)."""
+    return _pod(rng, name, node_name="", nodes=nodes)
+
+
 def _refuse_port_conflicts(pods: list[Body]) -> None:
     """A pod bound where another running pod holds its host port is refused by the kubelet
     (phase Failed), as in a real cluster; kube-scheduler's preemption dry run cannot

@@ -43,7 +43,7 @@ import yaml
 
 from metricsched.core import cycle, framework, model, node_state, parse, policy
 from metricsched.core.plugins import dynamic_resources, kube_scores, preemption
-from tests.parity import coverage, generator
+from tests.parity import coverage, extras, generator
 
 ROOT = Path(__file__).resolve().parents[2]
 PODS_PER_SCENARIO = 8
@@ -62,6 +62,8 @@ class Answer:
     # a PostFilter plugin's error (see Harness).
     nominated: str = ""
     post_filter_error: str = ""
+    # kube-scheduler's only: rejected node -> the plugin that rejected it
+    plugins: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # feasible node -> score plugin -> its normalised score (0..100); empty when none fits
     scores: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
 
@@ -79,12 +81,15 @@ class Disagreement:
     kind: str  # feasible | reasons | message | scores
     pod: str
     detail: str
+    # the plugins it is about: kube-scheduler's rejecting plugin for a node it rejects,
+    # "metricsched: <reason>" for one only metricsched rejects, the score plugin
+    plugins: tuple[str, ...] = ()
 
 
 @functools.cache
 def harness_binary() -> Path:
-    """Where ``make tools`` puts sched-oracle built from this tree's hack/go/oracle (it may
-    not be built yet)."""
+    """Where ``make tools`` puts sched-oracle built from this tree's hack/go/oracle for
+    METRICSCHED_KUBE_VERSION (it may not be built yet)."""
     out = subprocess.run(
         [str(ROOT / "hack" / "build-tools.sh"), "--print-oracle"],
         capture_output=True,
@@ -92,6 +97,12 @@ def harness_binary() -> Path:
         check=True,
     )
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def harness_version(binary: Path) -> str:
+    """The Kubernetes version ``binary`` runs the framework of."""
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
 
 
 # DynamicResources' PostFilter error when its PreFilter did not run (see Harness).
@@ -119,6 +130,7 @@ class Harness:
 
     def __init__(self, binary: Path, *, postfilter: bool = True) -> None:
         self.postfilter = postfilter
+        self.version = harness_version(binary)
         self._message = "fullMessage" if postfilter else "message"
         self._process = subprocess.Popen(
             [str(binary)],
@@ -149,6 +161,10 @@ class Harness:
                 message=self._expected_message(result, pod),
                 nominated=result.get("nominatedNode", ""),
                 post_filter_error=result.get("postFilterError", ""),
+                plugins={
+                    node: status.get("plugin") or "PreFilter"
+                    for node, status in result["rejected"].items()
+                },
                 scores=_normalised(result.get("scores") or {}),
             )
             for result, pod in zip(reply["results"], scenario["incoming"], strict=True)
@@ -288,7 +304,9 @@ def compare(scenario: Body, ours: Sequence[Answer], theirs: Sequence[Answer]) ->
                 f"feasible: kube-scheduler {sorted(kube.feasible)}, "
                 f"metricsched {sorted(mine.feasible)}"
             )
-            found.append(Disagreement("feasible", name, detail))
+            plugins = {kube.plugins.get(n, "?") for n in mine.feasible - kube.feasible}
+            plugins |= {_ours(mine, n) for n in kube.feasible - mine.feasible}
+            found.append(Disagreement("feasible", name, detail, tuple(sorted(plugins))))
         both = sorted(set(kube.rejected) & set(mine.rejected))
         if differ := [n for n in both if kube.rejected[n] != mine.rejected[n]]:
             detail = "; ".join(
@@ -296,14 +314,21 @@ def compare(scenario: Body, ours: Sequence[Answer], theirs: Sequence[Answer]) ->
                 f"{list(mine.rejected[n])}"
                 for n in differ
             )
-            found.append(Disagreement("reasons", name, detail))
+            plugins = {kube.plugins.get(n, "?") for n in differ}
+            found.append(Disagreement("reasons", name, detail, tuple(sorted(plugins))))
         if mine.message != kube.message:
             detail = f"kube-scheduler {kube.message!r}, metricsched {mine.message!r}"
             found.append(Disagreement("message", name, detail))
         # Normalisation is over the feasible nodes: with other nodes, other scores follow.
         if mine.feasible == kube.feasible and (differ := _score_differences(mine, kube)):
-            found.append(Disagreement("scores", name, "; ".join(differ)))
+            plugins = {entry.split(":", 1)[0].split(" ", 1)[1] for entry in differ}
+            found.append(Disagreement("scores", name, "; ".join(differ), tuple(sorted(plugins))))
     return found
+
+
+def _ours(mine: Answer, node: str) -> str:
+    reasons = mine.rejected.get(node) or ("?",)
+    return f"metricsched: {reasons[0]}"
 
 
 def _score_differences(mine: Answer, kube: Answer) -> list[str]:
@@ -340,14 +365,24 @@ def check(scenario: Body, harness: Harness) -> list[Disagreement]:
 # --- many scenarios --------------------------------------------------------------------
 
 
-def scenarios(*, pods: int, seed: int) -> Iterator[tuple[int, Body]]:
+def scenarios(
+    *, pods: int, seed: int, options: extras.Options = extras.NONE
+) -> Iterator[tuple[int, Body]]:
     """(index, scenario) pairs holding ``pods`` pending pods in all; scenario ``index``
-    of ``seed`` is always the same."""
+    of ``seed`` is always the same, and so is its part without ``options``' extras."""
     index = 0
     left = pods
     while left > 0:
         count = min(PODS_PER_SCENARIO, left)
-        yield index, generator.scenario(random.Random(f"{seed}/{index}"), pods=count)
+        scenario = generator.scenario(random.Random(f"{seed}/{index}"), pods=count)
+        if options.any:
+            extras.add(
+                random.Random(f"{seed}/{index}/extras"),
+                scenario,
+                options,
+                pod=generator.pending_pod,
+            )
+        yield index, scenario
         left -= count
         index += 1
 
@@ -365,6 +400,11 @@ class Report:
         default_factory=collections.Counter
     )
     scores_varied: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    # (kind, plugin) -> disagreements, and the first pod ("scenario index pod") of each
+    by_class: collections.Counter[tuple[str, str]] = dataclasses.field(
+        default_factory=collections.Counter
+    )
+    example_of_class: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> str:
         kinds: dict[str, int] = {}
@@ -376,9 +416,17 @@ class Report:
             f"{len(self.disagreements)} disagreements" + (f" ({counted})" if counted else "")
         )
 
+    def classes_summary(self) -> list[str]:
+        """One line per (kind, plugin) class: its count and its first pod."""
+        return [
+            f"  {kind} {plugin}: {count} (first: scenario {self.example_of_class[kind, plugin]})"
+            for (kind, plugin), count in sorted(self.by_class.items())
+        ]
+
     def coverage_summary(self) -> str:
+        shown = [*coverage.FEATURES, *(f for f in coverage.EXTRA_FEATURES if self.coverage[f])]
         return "pending pods with: " + ", ".join(
-            f"{feature} {self.coverage[feature]}" for feature in coverage.FEATURES
+            f"{feature} {self.coverage[feature]}" for feature in shown
         )
 
     def scores_summary(self) -> str:
@@ -397,9 +445,12 @@ class Report:
                 self.scores_varied[plugin] += len(set(found)) > 1
 
 
-def run(*, pods: int, seed: int, harness: Harness) -> Report:
+def run(*, pods: int, seed: int, harness: Harness, options: extras.Options | None = None) -> Report:
+    """``options``: the generator's extras; unset, those of the harness's version."""
+    if options is None:
+        options = extras.Options.for_version(harness.version)
     report = Report()
-    for index, scenario in scenarios(pods=pods, seed=seed):
+    for index, scenario in scenarios(pods=pods, seed=seed, options=options):
         report.scenarios += 1
         report.pods += len(scenario["incoming"])
         theirs = harness.ask(scenario)
@@ -408,6 +459,11 @@ def run(*, pods: int, seed: int, harness: Harness) -> Report:
         report.count_scores(theirs, ours)
         for disagreement in compare(scenario, ours, theirs):
             report.disagreements.append((index, disagreement))
+            for plugin in disagreement.plugins or ("-",):
+                report.by_class[disagreement.kind, plugin] += 1
+                report.example_of_class.setdefault(
+                    (disagreement.kind, plugin), f"{index} {disagreement.pod}"
+                )
             if disagreement.kind not in report.first_of_kind:
                 report.first_of_kind[disagreement.kind] = _single_pod(scenario, disagreement.pod)
     return report

@@ -1,6 +1,7 @@
 // Command sched-oracle answers "where does kube-scheduler let this pod go, and what does
 // it say when nowhere?" for scenarios read from stdin, using kube-scheduler's own code
-// (k8s.io/kubernetes/pkg/scheduler at the pinned version) in-process: the real Scheduler
+// (k8s.io/kubernetes/pkg/scheduler at a pinned version: each <version>/ module here links
+// this file and adds compat.go, what differs between the versions) in-process: the real Scheduler
 // built by scheduler.New with the default profile from the config defaults, its cache fed
 // the scenario's nodes and bound pods exactly as its informer handlers would, and its
 // SchedulePod (PreFilter, Filter, FitError) and PostFilter (DefaultPreemption) run for
@@ -10,9 +11,19 @@
 // Input: one JSON scenario per line,
 //
 //	{"namespaces": [Namespace], "claims": [PersistentVolumeClaim], "volumes": [PersistentVolume],
-//	 "nodes": [Node], "pods": [Pod with spec.nodeName], "incoming": [Pod]}
+//	 "nodes": [Node], "pods": [Pod with spec.nodeName], "incoming": [Pod],
+//	 "nominated": [pending Pod with status.nominatedNodeName],
+//	 "deviceClasses": [DeviceClass], "resourceSlices": [ResourceSlice]}
 //
-// Objects are defaulted as the API server would store them (SetObjectDefaults_*).
+// Nominated pods are pending pods another cycle (or another scheduler) nominated to a
+// node: they sit in the scheduling queue's nominator, as kube-scheduler's pod informer puts
+// them there, and the filters count those of equal or higher priority on their node
+// (RunFilterPluginsWithNominatedPods). DeviceClasses and ResourceSlices are read by
+// DynamicResources through its informers (DRA-backed extended resources: a class with
+// spec.extendedResourceName).
+//
+// Objects are defaulted as the API server would store them (SetObjectDefaults_*, and for
+// pods what the version's create strategy adds: compat.go's defaultOnCreate).
 // Output: one JSON line per scenario, {"results": [...]} with, per incoming pod, the nodes
 // that pass every filter, each other node's status (plugin and reasons), and, when no node
 // fits, kube-scheduler's FailedScheduling message without and with the PostFilter part,
@@ -33,6 +44,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -48,12 +60,15 @@ import (
 )
 
 type scenario struct {
-	Namespaces []v1.Namespace             `json:"namespaces"`
-	Claims     []v1.PersistentVolumeClaim `json:"claims"`
-	Volumes    []v1.PersistentVolume      `json:"volumes"`
-	Nodes      []v1.Node                  `json:"nodes"`
-	Pods       []v1.Pod                   `json:"pods"`
-	Incoming   []v1.Pod                   `json:"incoming"`
+	Namespaces []v1.Namespace              `json:"namespaces"`
+	Claims     []v1.PersistentVolumeClaim  `json:"claims"`
+	Volumes    []v1.PersistentVolume       `json:"volumes"`
+	Nodes      []v1.Node                   `json:"nodes"`
+	Pods       []v1.Pod                    `json:"pods"`
+	Incoming   []v1.Pod                    `json:"incoming"`
+	Nominated  []v1.Pod                    `json:"nominated"`
+	Classes    []resourceapi.DeviceClass   `json:"deviceClasses"`
+	Slices     []resourceapi.ResourceSlice `json:"resourceSlices"`
 }
 
 type nodeStatus struct {
@@ -85,6 +100,10 @@ type answer struct {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println(kubeVersion)
+		return
+	}
 	klog.SetLogger(logr.Discard())
 	// OpportunisticBatching (beta, on in v1.35) lets a later cycle try a node remembered
 	// from an earlier one and stop there. It never changes which nodes are feasible, but
@@ -158,17 +177,32 @@ func run(sc *scenario) ([]result, error) {
 			return nil, fmt.Errorf("persistentvolumeclaim %s/%s: %w", pvc.Namespace, pvc.Name, err)
 		}
 	}
-	// DefaultPreemption reads the incoming pods back through the informer.
-	for i := range sc.Incoming {
-		pod := &sc.Incoming[i]
-		apiv1defaults.SetObjectDefaults_Pod(pod)
-		if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	for i := range sc.Classes {
+		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, &sc.Classes[i], metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("deviceclass %s: %w", sc.Classes[i].Name, err)
+		}
+	}
+	for i := range sc.Slices {
+		if _, err := client.ResourceV1().ResourceSlices().Create(ctx, &sc.Slices[i], metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("resourceslice %s: %w", sc.Slices[i].Name, err)
+		}
+	}
+	// DefaultPreemption reads the incoming (and nominated) pods back through the informer.
+	for _, pods := range [][]v1.Pod{sc.Nominated, sc.Incoming} {
+		for i := range pods {
+			pod := &pods[i] // defaulted in place: ask uses the incoming ones
+			apiv1defaults.SetObjectDefaults_Pod(pod)
+			if err := defaultOnCreate(pod); err != nil {
+				return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
+			if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
 		}
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
-	sched, err := scheduler.New(ctx, client, factory, nil, profile.NewRecorderFactory(broadcaster))
+	sched, err := newScheduler(ctx, client, factory, profile.NewRecorderFactory(broadcaster))
 	if err != nil {
 		return nil, fmt.Errorf("scheduler.New: %w", err)
 	}
@@ -177,6 +211,12 @@ func run(sc *scenario) ([]result, error) {
 		if !ok {
 			return nil, fmt.Errorf("informer %v did not sync", informer)
 		}
+	}
+	// The event handlers too: the pod handler puts pending pods into the scheduling queue
+	// (nominated ones into its nominator) asynchronously; a handler still running while a
+	// pod is asked about made the answer depend on timing.
+	if err := sched.WaitForHandlersSync(ctx); err != nil {
+		return nil, fmt.Errorf("event handlers did not sync: %w", err)
 	}
 	defer func() {
 		cancel() // informers stop on the context; Shutdown waits for them
@@ -192,9 +232,25 @@ func run(sc *scenario) ([]result, error) {
 		names = append(names, node.Name)
 	}
 	sort.Strings(names)
+	for i := range sc.Nominated {
+		pod := &sc.Nominated[i]
+		if pod.Spec.NodeName != "" || pod.Status.NominatedNodeName == "" {
+			return nil, fmt.Errorf("nominated pod %s/%s needs status.nominatedNodeName and no spec.nodeName", pod.Namespace, pod.Name)
+		}
+		info, err := framework.NewPodInfo(pod)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		sched.SchedulingQueue.AddNominatedPod(logger, info, &fwk.NominatingInfo{
+			NominatingMode: fwk.ModeOverride, NominatedNodeName: pod.Status.NominatedNodeName,
+		})
+	}
 	for i := range sc.Pods {
 		pod := &sc.Pods[i]
 		apiv1defaults.SetObjectDefaults_Pod(pod)
+		if err := defaultOnCreate(pod); err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
 		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 			continue // kube-scheduler's pod informer selects status.phase!=Succeeded,Failed
 		}
@@ -219,14 +275,14 @@ func run(sc *scenario) ([]result, error) {
 }
 
 // ask runs one scheduling attempt for pod the way scheduleOne does, up to the decision.
-func ask(ctx context.Context, sched *scheduler.Scheduler, pod *v1.Pod, names []string) (result, error) {
+func ask(ctx context.Context, sched *oracleScheduler, pod *v1.Pod, names []string) (result, error) {
 	res := result{Pod: pod.Namespace + "/" + pod.Name, Rejected: map[string]nodeStatus{}}
 	prof, ok := sched.Profiles[pod.Spec.SchedulerName]
 	if !ok {
 		return res, fmt.Errorf("no profile %q", pod.Spec.SchedulerName)
 	}
 	state := framework.NewCycleState()
-	scheduled, err := sched.SchedulePod(ctx, prof, state, pod)
+	scheduled, err := sched.schedulePod(ctx, prof, state, pod)
 	if err == nil {
 		// The pod fits: SchedulePod reports how many nodes do, not which; ask each node
 		// (PreFilter once, then every node's filters) and check the count agrees.

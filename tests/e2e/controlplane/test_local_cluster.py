@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 
-from tests.e2e.conftest import Cluster, wait_for
+from tests.e2e.conftest import Cluster, pinned_kube_versions, wait_for
 
 
 def test_simulated_nodes_are_ready_with_their_taint_and_cordon(cluster: Cluster) -> None:
@@ -21,9 +22,10 @@ def test_simulated_nodes_are_ready_with_their_taint_and_cordon(cluster: Cluster)
 
 
 def test_server_reports_the_pinned_kubernetes_version(cluster: Cluster) -> None:
+    wanted = os.environ.get("METRICSCHED_KUBE_VERSION") or pinned_kube_versions()[0]
     out = json.loads(cluster.kubectl("version", "-o", "json"))
-    assert out["serverVersion"]["gitVersion"] == "v1.35.4"
-    assert out["clientVersion"]["gitVersion"] == "v1.35.4"
+    assert out["serverVersion"]["gitVersion"] == wanted
+    assert out["clientVersion"]["gitVersion"] == wanted
 
 
 def test_prometheus_returns_one_series_per_simulated_node(cluster: Cluster) -> None:

@@ -1,6 +1,6 @@
 // The differential oracle's harness: kube-scheduler's scheduling framework of the pinned
 // version, run in-process on scenarios (see main.go). Same pins and staging replaces as
-// ../k8s/go.mod. Built by hack/build-tools.sh.
+// ../../k8s/v1.35.4/go.mod. Built by hack/build-tools.sh.
 module metricsched.invalid/hack/oracle
 
 go 1.25.0
