@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -522,8 +523,15 @@ def _score_and_select(
         if chosen.kube_weights
         else ()
     )
+    counted = estimate.replaces_burst_penalty(
+        chosen, pod, functools.partial(_usage, metrics, chosen)
+    )
     scores = scoring.score_nodes(
-        policy=chosen, columns=scored_values, burst_counts=scored_bursts, kube=kube_terms
+        policy=chosen,
+        columns=scored_values,
+        burst_counts=scored_bursts,
+        kube=kube_terms,
+        penalty=0.0 if counted else chosen.burst_penalty,
     )
     top = scoring.ranking(
         totals=scores.totals,

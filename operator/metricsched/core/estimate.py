@@ -34,7 +34,7 @@ Purely computational: no I/O, no clocks (times are arguments).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -42,18 +42,39 @@ from metricsched.core import columns, learning, model
 from metricsched.core import usage as usage_mod
 
 
-def replaces_burst_penalty(policy: model.Policy) -> bool:
-    """True when every Prometheus metric of ``policy`` declares an estimate or counts
-    measured usage (``Measured``, the default of a cpu or memory threshold): the binds
-    are then counted and the burst penalty is not applied. A ``Learned`` one does not
-    count: it adds nothing until it has learned, and nothing while it fails open."""
+def replaces_burst_penalty(
+    policy: model.Policy,
+    pod: model.PodInfo | None = None,
+    usage_of: Callable[[model.MetricSpec], model.PodUsage | None] | None = None,
+) -> bool:
+    """True when every Prometheus metric of ``policy`` counts the binds it estimates, so
+    the burst penalty is not applied: a declared estimate (``Requests``, ``Limits``,
+    ``Amount``), or ``Measured`` (the default of a cpu or memory threshold) **for a pod
+    whose own estimate rests on its workload's measured usage or a declared amount**. A
+    pod of a workload nothing has measured yet is counted from ``max(requests, limits) x
+    factor``, which understates exactly the pods that use more than they request: a
+    brand-new workload's first burst then piled onto the coolest nodes (issue 27's
+    scenario a: hottest node 2.5 against kube-scheduler's 1.9), so its pods keep the
+    penalty that spreads a burst. ``usage_of``: the per-pod usage a metric's series
+    carries. A ``Learned`` metric does not count: it adds nothing until it has learned,
+    and nothing while it fails open."""
     found = [m for m in policy.metrics if isinstance(m.source, model.PrometheusSource)]
     return bool(found) and all(
-        m.estimate.active
-        and (m.estimate.declared or m.estimate.source is model.EstimateFrom.MEASURED)
-        and m.estimate.source is not model.EstimateFrom.LEARNED
-        for m in found
+        _counts_binds(m, pod, usage_of(m) if usage_of is not None else None) for m in found
     )
+
+
+def _counts_binds(
+    metric: model.MetricSpec, pod: model.PodInfo | None, usage: model.PodUsage | None
+) -> bool:
+    spec = metric.estimate
+    if not spec.active or spec.source is model.EstimateFrom.LEARNED:
+        return False
+    if spec.source is model.EstimateFrom.MEASURED:
+        if pod is None:
+            return True  # the policy as a whole (no pod): it counts what it can
+        return own_amount(spec, pod, usage).source in ("measured", "declared")
+    return spec.declared
 
 
 def _sign(metric: model.MetricSpec) -> float:

@@ -299,9 +299,12 @@ def score_nodes(
     columns: Sequence[Sequence[float | None] | columns.Floats],
     burst_counts: Sequence[int] | columns.Ints,
     kube: Sequence[KubeTerm] = (),
+    penalty: float | None = None,
 ) -> Scores:
     """Score nodes from their metric values (the feasible nodes only: they set the range)
-    and kube-scheduler's terms for the same nodes.
+    and kube-scheduler's terms for the same nodes. ``penalty``: the burst penalty per
+    recent bind for the pod being placed (None: the policy's, unless its estimates count
+    the binds, ``core.estimate.replaces_burst_penalty``).
 
     A policy without metrics scores every node 0 before the penalty: such policies are
     decided by their fallback strategy, not scored.
@@ -324,8 +327,10 @@ def score_nodes(
     sums = np.zeros(node_count)
     for weight, scores in zip(weights, per_metric, strict=True):
         sums = sums + weight * scores
-    # Estimates count each bind exactly where every metric declares one (core.estimate).
-    penalty = 0.0 if estimate.replaces_burst_penalty(policy) else policy.burst_penalty
+    # Estimates count each bind exactly where every metric declares one (core.estimate);
+    # the cycle says so per pod (``penalty``).
+    if penalty is None:
+        penalty = 0.0 if estimate.replaces_burst_penalty(policy) else policy.burst_penalty
     penalties = penalty * bursts
     if total_weight:
         totals = np.maximum(MIN_SCORE, np.minimum(MAX_SCORE, sums / total_weight) - penalties)

@@ -242,6 +242,61 @@ def test_measured_replaces_the_burst_penalty(cpu_policy):
     assert estimate.replaces_burst_penalty(cpu_policy(measured()))
 
 
+def test_a_pod_of_a_measured_workload_is_counted_not_penalised(web, cpu_policy):
+    policy = cpu_policy(measured())
+    old = [web("w1", "node-1", ago=900)]
+    pod_usage = answer(old, {"shop/w1": 400.0})
+    assert estimate.replaces_burst_penalty(policy, web("w2"), lambda _: pod_usage)
+    declared = cpu_policy(measured(amount=400))
+    assert estimate.replaces_burst_penalty(declared, web("w2"), lambda _: None)
+
+
+def test_a_new_workloads_pods_keep_the_burst_penalty(web, cpu_policy, make_pod):
+    # Issue 27's scenario a: a brand-new workload's pods are counted from requests x
+    # 0.85 (50m here, using 400m): without the penalty a burst piled onto the coolest
+    # nodes (hottest 2.5 against kube-scheduler's 1.9), so they keep it.
+    policy = cpu_policy(measured())
+    stranger = make_pod("new-1", labels={"app": "new"}, cpu=50)
+    pod_usage = answer([web("w1", "node-1", ago=900)], {"shop/w1": 400.0})
+    assert not estimate.replaces_burst_penalty(policy, stranger, lambda _: pod_usage)
+    assert not estimate.replaces_burst_penalty(policy, stranger, lambda _: None)
+
+
+def test_a_new_workloads_burst_is_spread_by_the_penalty(
+    web, make_metric, make_policy, make_view, make_node, make_cluster, schedule
+):
+    # Three nodes, the first cooler; six pods of a workload nothing has measured, each
+    # counted at 50m x 0.85 (~0.01 of a 4-cpu node): by the estimate alone node-1 stays
+    # the best for all six; the penalty (30 points a recent bind here) spreads them.
+    metric = dataclasses.replace(
+        make_metric("cpu", threshold_max=0.8, tolerance_percent=0.0), estimate=measured()
+    )
+    policy = make_policy(metrics=[metric], burst_penalty=30.0)
+    values = {"node-1": 0.30, "node-2": 0.36, "node-3": 0.42}
+    view = make_view(policy, {"cpu": values}, refreshed_at=SAMPLED_AT)
+    placed: dict[str, list[model.PodInfo]] = {name: [] for name in values}
+    for k in range(6):
+        pod = web(f"n{k}", rs="9z")
+        states = [
+            dataclasses.replace(
+                make_node(name, cpu=4000),
+                pods=tuple(pods),
+                recent_binds=tuple(p.bound_at for p in pods),
+            )
+            for name, pods in placed.items()
+        ]
+        decision = schedule(
+            pod=pod, snapshot=make_cluster(*states), policies=[policy], metrics=view
+        )
+        assert decision.outcome is model.Outcome.BIND
+        node = str(decision.node)
+        placed[node].append(
+            dataclasses.replace(pod, node_name=node, phase="Running", bound_at=NOW - 1)
+        )
+    counts = {name: len(pods) for name, pods in placed.items()}
+    assert counts == {"node-1": 4, "node-2": 2, "node-3": 0}  # by the estimate alone: 6, 0, 0
+
+
 # --- what explain lists --------------------------------------------------------------------
 
 
