@@ -263,7 +263,7 @@ def test_a_new_workloads_pods_keep_the_burst_penalty(web, cpu_policy, make_pod):
 
 
 def test_a_new_workloads_burst_is_spread_by_the_penalty(
-    web, make_metric, make_policy, make_view, make_node, make_cluster, schedule
+    *, web, make_metric, make_policy, make_view, make_node, make_cluster, schedule
 ):
     # Three nodes, the first cooler; six pods of a workload nothing has measured, each
     # counted at 50m x 0.85 (~0.01 of a 4-cpu node): by the estimate alone node-1 stays
