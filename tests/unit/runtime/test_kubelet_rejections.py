@@ -4,47 +4,15 @@ race; other failures, other schedulers' pods and standbys' copies are not."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from typing import Any
 
-from metricsched import config as config_mod
 from metricsched.core import decision_record
-from metricsched.edges import metric_store, observe
-from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import informers
-from metricsched.runtime import queue as queue_mod
-from metricsched.runtime import status as status_mod
 from metricsched.runtime import watches as watches_mod
+from tests.unit.runtime.test_watches_and_relist import _watches
 
 Recorded = list[tuple[Any, dict[str, Any]]]
-
-
-def _watches(recorded: Recorded, *, leading: asyncio.Event | None = None) -> watches_mod.Watches:
-    parser = argparse.ArgumentParser()
-    config_mod.add_run_arguments(parser)
-    cache = cache_mod.ClusterCache()
-    metrics = observe.Metrics()
-    return watches_mod.Watches(
-        config=config_mod.from_args(parser.parse_args([]), {}),
-        api_client=None,
-        cache=cache,
-        queue=queue_mod.SchedulingQueue(),
-        status=status_mod.PolicyStatus(
-            api=None,  # type: ignore[arg-type]
-            policies=lambda: cache.policies,
-            nodes=cache.nodes,
-            counters=lambda key: (0, 0),
-            metrics=metrics,
-            interval_s=15.0,
-        ),
-        store=metric_store.MetricStore(),
-        metrics=metrics,
-        health=observe.HealthState(),
-        record=lambda ref, **kw: recorded.append((ref, kw)),
-        refresh_now=asyncio.Event(),
-        leading=leading,
-    )
 
 
 def _bound_pod(
@@ -87,7 +55,7 @@ def _count(w: watches_mod.Watches, *, node: str, reason: str) -> float:
 
 def test_an_out_of_cpu_rejection_of_our_bind_is_counted_by_node_and_reason() -> None:
     recorded: Recorded = []
-    w = _watches(recorded)
+    w = _watches(recorded=recorded)
     w.on_bound_pod("ADDED", _bound_pod("web"))
     # Failed enters the watch of failed pods (and leaves the bound pods' watch).
     w.on_failed_pod("ADDED", _bound_pod("web", phase="Failed", reason="OutOfcpu"))
@@ -96,7 +64,7 @@ def test_an_out_of_cpu_rejection_of_our_bind_is_counted_by_node_and_reason() -> 
 
 def test_the_rejections_event_names_the_race_and_what_to_do() -> None:
     recorded: Recorded = []
-    w = _watches(recorded)
+    w = _watches(recorded=recorded)
     w.on_failed_pod("ADDED", _bound_pod("web", phase="Failed", reason="OutOfmemory"))
     ((ref, event),) = recorded
     assert (ref.kind, ref.namespace, ref.name, ref.uid) == ("Pod", "shop", "web", "uid-web")
@@ -110,7 +78,7 @@ def test_the_rejections_event_names_the_race_and_what_to_do() -> None:
 
 
 def test_every_out_of_resource_and_admission_error_counts() -> None:
-    w = _watches([])
+    w = _watches(recorded=[])
     reasons = ["OutOfpods", "OutOfephemeral-storage", "OutOfexample.com/gpu",
                "UnexpectedAdmissionError", "NodeAffinity"]  # fmt: skip
     for i, reason in enumerate(reasons):
@@ -121,7 +89,7 @@ def test_every_out_of_resource_and_admission_error_counts() -> None:
 
 def test_a_node_affinity_rejection_is_not_blamed_on_another_scheduler() -> None:
     recorded: Recorded = []
-    w = _watches(recorded)
+    w = _watches(recorded=recorded)
     w.on_failed_pod("ADDED", _bound_pod("web", phase="Failed", reason="NodeAffinity"))
     ((_, event),) = recorded
     assert "another scheduler" not in event["message"]
@@ -130,7 +98,7 @@ def test_a_node_affinity_rejection_is_not_blamed_on_another_scheduler() -> None:
 
 def test_failures_that_are_not_admission_are_not_counted() -> None:
     recorded: Recorded = []
-    w = _watches(recorded)
+    w = _watches(recorded=recorded)
     for i, reason in enumerate(["Evicted", "DeadlineExceeded", "", "OutOf"]):
         w.on_failed_pod("ADDED", _bound_pod(f"p{i}", phase="Failed", reason=reason))
     w.on_failed_pod("ADDED", _bound_pod("done", phase="Succeeded"))
@@ -146,7 +114,7 @@ def test_failures_that_are_not_admission_are_not_counted() -> None:
 
 def test_another_schedulers_pods_and_pods_created_on_a_node_are_not_ours_to_report() -> None:
     recorded: Recorded = []
-    w = _watches(recorded)
+    w = _watches(recorded=recorded)
     w.on_failed_pod(
         "ADDED",
         _bound_pod("kube", phase="Failed", reason="OutOfcpu", scheduler="default-scheduler"),
@@ -159,7 +127,7 @@ def test_another_schedulers_pods_and_pods_created_on_a_node_are_not_ours_to_repo
 
 def test_a_rejection_is_reported_once_whatever_copies_arrive() -> None:
     recorded: Recorded = []
-    w = _watches(recorded)
+    w = _watches(recorded=recorded)
     failed = _bound_pod("web", phase="Failed", reason="OutOfpods")
     w.on_failed_pod("ADDED", failed)
     w.on_failed_pod("ADDED", failed)  # a watch resumed from an older version
@@ -170,7 +138,7 @@ def test_a_rejection_is_reported_once_whatever_copies_arrive() -> None:
 def test_a_standby_neither_counts_nor_posts_what_the_leader_reports() -> None:
     recorded: Recorded = []
     leading = asyncio.Event()
-    w = _watches(recorded, leading=leading)
+    w = _watches(recorded=recorded, leading=leading)
     w.on_failed_pod("ADDED", _bound_pod("web", phase="Failed", reason="OutOfcpu"))
     assert recorded == []
     assert _count(w, node="node-3", reason="OutOfcpu") == 0
@@ -182,7 +150,7 @@ def test_a_standby_neither_counts_nor_posts_what_the_leader_reports() -> None:
 
 def test_an_unreadable_failed_pod_is_skipped_and_counted_never_raised() -> None:
     recorded: Recorded = []
-    w = _watches(recorded)
+    w = _watches(recorded=recorded)
     body = _bound_pod("web", phase="Failed", reason="OutOfcpu")
     body["status"]["message"] = {"not": "a string"}
     w.on_failed_pod("ADDED", body)
@@ -195,7 +163,7 @@ def test_an_unreadable_failed_pod_is_skipped_and_counted_never_raised() -> None:
 
 def test_pods_that_had_failed_before_the_watch_are_not_reported() -> None:
     recorded: Recorded = []
-    w = _watches(recorded)
+    w = _watches(recorded=recorded)
     state = informers.ClusterState(
         api=None,  # type: ignore[arg-type]
         cache=w.cache,

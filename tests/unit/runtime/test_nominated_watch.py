@@ -5,45 +5,13 @@ DeviceClasses feed ``device_class_resources`` and are watched only from v1.36 on
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 from typing import Any
 
-from metricsched import config as config_mod
 from metricsched.core import parse, profile
-from metricsched.edges import metric_store, observe
-from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import informers
-from metricsched.runtime import queue as queue_mod
-from metricsched.runtime import status as status_mod
 from metricsched.runtime import watches as watches_mod
 from tests.unit.conftest import build_node_body, build_pod_body
-
-
-def _watches() -> watches_mod.Watches:
-    parser = argparse.ArgumentParser()
-    config_mod.add_run_arguments(parser)
-    cache = cache_mod.ClusterCache()
-    metrics = observe.Metrics()
-    return watches_mod.Watches(
-        config=config_mod.from_args(parser.parse_args([]), {}),
-        api_client=None,
-        cache=cache,
-        queue=queue_mod.SchedulingQueue(),
-        status=status_mod.PolicyStatus(
-            api=None,  # type: ignore[arg-type]
-            policies=lambda: cache.policies,
-            nodes=cache.nodes,
-            counters=lambda key: (0, 0),
-            metrics=metrics,
-            interval_s=15.0,
-        ),
-        store=metric_store.MetricStore(),
-        metrics=metrics,
-        health=observe.HealthState(),
-        record=lambda *a, **kw: None,
-        refresh_now=asyncio.Event(),
-    )
+from tests.unit.runtime.test_watches_and_relist import _watches
 
 
 def _nominated(name: str = "preemptor", *, node: str = "node-a", rv: str = "5") -> dict[str, Any]:

@@ -21,7 +21,14 @@ from metricsched.runtime import status as status_mod
 from metricsched.runtime import watches as watches_mod
 
 
-def _watches(cache: cache_mod.ClusterCache | None = None) -> watches_mod.Watches:
+def _watches(
+    cache: cache_mod.ClusterCache | None = None,
+    *,
+    recorded: list[tuple[Any, dict[str, Any]]] | None = None,
+    leading: asyncio.Event | None = None,
+) -> watches_mod.Watches:
+    """Watches on a fresh cache (or ``cache``), the default configuration; Events posted
+    are appended to ``recorded``; ``leading``: the leader's event (None: always leads)."""
     parser = argparse.ArgumentParser()
     config_mod.add_run_arguments(parser)
     cache = cache if cache is not None else cache_mod.ClusterCache()
@@ -42,8 +49,11 @@ def _watches(cache: cache_mod.ClusterCache | None = None) -> watches_mod.Watches
         store=metric_store.MetricStore(),
         metrics=metrics,
         health=observe.HealthState(),
-        record=lambda *a, **kw: None,
+        record=(lambda *a, **kw: None)
+        if recorded is None
+        else (lambda ref, **kw: recorded.append((ref, kw))),
         refresh_now=asyncio.Event(),
+        leading=leading,
     )
 
 
