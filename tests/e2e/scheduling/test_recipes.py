@@ -5,11 +5,11 @@ node-exporter endpoint (job "node-exporter": node_cpu_seconds_total, node_memory
 node_network_receive_bytes_total per device of the node's CNI,
 node_pressure_cpu_waiting_seconds_total, all labelled instance="<InternalIP>:9100") under
 kube-prometheus's recording rules (hack/prometheus-rules.yml), and hack/exporter.py's
-DCGM_FI_* fields labelled Hostname. Each test applies the example as written (only its
-pods are the test's own) and checks that the pod lands where the metric says. The
-forecast recipe's PromQL is tested by promtool on synthetic series instead
-(tests/unit/load_model/test_recording_rules.py): its windows need minutes of history,
-which a test's seconds-old nodes do not have.
+DCGM_FI_* fields labelled Hostname, one series per GPU. Each test applies the example
+as written (only its pods are the test's own) and checks that the pod lands where the
+metric says. The forecast recipe's PromQL is tested by promtool on synthetic series
+instead (tests/unit/load_model/test_forecast_recipe.py): its windows need minutes of
+history, which a test's seconds-old nodes do not have.
 """
 
 from __future__ import annotations
@@ -225,26 +225,33 @@ def test_cpu_pressure_recipe_keeps_the_pod_off_nodes_where_tasks_wait_for_a_cpu(
     assert place(cluster, namespace, pool, policy, "frontend-0") == pool.names[2]
 
 
-def test_dcgm_recipe_avoids_the_hot_gpu_and_prefers_the_idle_one(
+def test_dcgm_recipe_judges_a_node_by_its_gpus_mean_use_and_its_hottest_gpu(
     cluster: Cluster, operator: OperatorProcess, namespace: str, pools: list[Pool]
 ) -> None:
     pool = Pool(cluster, size=3)
     pools.append(pool)
     pool.create()
-    # The idlest GPU runs hot (ruled out), so the pod goes to the next idlest.
-    util = dict(zip(pool.names, [10.0, 40.0, 70.0], strict=True))
-    temp = dict(zip(pool.names, [90.0, 60.0, 55.0], strict=True))
+    a, b, c = pool.names
+    # Node a: the idlest GPUs, but one of them runs hot: ruled out by its hottest GPU (its
+    # mean, 75 degrees, would let it pass). Node b: one GPU at 20 % (the idlest GPU
+    # anywhere but a's) and one at 80 %, 50 % on average. Node c: four GPUs at 35 % on
+    # average. The pod goes to c: by the mean, not by the idlest GPU.
+    util = {f"{a}/0": 10.0, f"{a}/1": 10.0, f"{b}/0": 20.0, f"{b}/1": 80.0}
+    util |= {f"{c}/{i}": u for i, u in enumerate([30.0, 40.0, 35.0, 35.0])}
+    temp = {f"{a}/0": 60.0, f"{a}/1": 90.0, f"{b}/0": 60.0, f"{b}/1": 62.0}
+    temp |= {f"{c}/{i}": t for i, t in enumerate([70.0, 72.0, 71.0, 75.0])}
     try:
         cluster.set_metric("DCGM_FI_DEV_GPU_UTIL", util)
         cluster.set_metric("DCGM_FI_DEV_GPU_TEMP", temp)
-        wait_values(cluster, "DCGM_FI_DEV_GPU_TEMP", "Hostname", near(temp, 0))
+        per_gpu = "count by (Hostname) (DCGM_FI_DEV_GPU_TEMP)"
+        wait_values(cluster, per_gpu, "Hostname", near({a: 2, b: 2, c: 4}, 0))
         policy = example("dcgm-gpu-policy.yaml")
-        assert place(cluster, namespace, pool, policy, "trainer-0") == pool.names[1]
+        assert place(cluster, namespace, pool, policy, "trainer-0") == c
     finally:
         for metric in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP"):
-            for node in pool.names:
+            for key in util:
                 with contextlib.suppress(Exception):
-                    cluster.delete_metric(metric, node)
+                    cluster.delete_metric(metric, key)
 
 
 def test_price_annotation_recipe_picks_the_cheapest_node(
