@@ -8,7 +8,13 @@
    scales to 12 and prints again: the new pods follow the metric;
 5. waits for one new pod's Scheduled event (the events API, polled for up to 30 s) and
    prints its `kubectl describe`;
-6. cleans up on exit or Ctrl-C (operator stopped, demo namespace deleted, and the
+6. a threshold alone, nothing declared about pod usage: three nodes whose cpu the load
+   model derives from the pods on them, served as node-exporter and cAdvisor serve it
+   (counters, read through kube-prometheus's recording rule and a per-pod rate), a
+   Deployment whose pods request 50m and use 0.5 cores, scaled from 2 to 14 at once: its
+   measured usage keeps every node under 80 % and the pods that do not fit wait, where a
+   requests-only scheduler would bind all 14 and run a node at about 1.1;
+7. cleans up on exit or Ctrl-C (operator stopped, demo namespace deleted, and the
    cluster stopped if the demo started it; DEMO_KEEP=1 keeps everything).
 """
 
@@ -30,6 +36,19 @@ ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / ".cluster"
 NS = "metricsched-demo"
 PY = sys.executable
+LOADMODEL = "loadmodel.metricsched.io/"
+# Act 6's nodes: 4 cpu each, background (things no pod explains) 0.20, 0.50, 0.30: room
+# for 2.4 + 1.2 + 2.0 = 5.6 cores under 80 %, 11 of its pods at 0.5 cores.
+CPU_NODES = [("demo-cpu-1", 0.20), ("demo-cpu-2", 0.50), ("demo-cpu-3", 0.30)]
+CPU_POOL = "metricsched.io/demo-pool"
+# The test bed's recording rules rate over [30s] (hack/prometheus-rules.yml says why): the
+# operator's per-pod query uses the same window, and a sibling counts once bound 20 s.
+POD_USAGE_FLAGS = (
+    "--pod-usage-cpu-query=sum by (namespace, pod) (max by (namespace, pod, container) "
+    '(rate(container_cpu_usage_seconds_total{container!="", image!=""}[30s])))',
+    "--pod-usage-memory-query=",
+    "--pod-usage-settle-time=20s",
+)
 
 
 def say(text: str) -> None:
@@ -122,6 +141,164 @@ def print_table(before: dict[str, str] | None = None) -> dict[str, str]:
     return now
 
 
+def cpu_node(name: str, index: int, background: float) -> dict[str, Any]:
+    """A kwok node the load model serves (its cpu is the background plus its pods' usage),
+    kept for act 6's pods by a taint."""
+    capacity = {"cpu": "4", "memory": "16Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "type": "kwok",
+                CPU_POOL: "cpu",
+                LOADMODEL + "modelled": "true",
+            },
+            "annotations": {
+                "kwok.x-k8s.io/node": "fake",
+                LOADMODEL + "background-cpu": str(background),
+                LOADMODEL + "background-memory": "0.1",
+            },
+        },
+        "spec": {"taints": [{"key": CPU_POOL, "value": "cpu", "effect": "NoSchedule"}]},
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.252.0.{index + 1}"},
+                {"type": "Hostname", "address": name},
+            ],
+        },
+    }
+
+
+def api_deployment(replicas: int) -> dict[str, Any]:
+    """Pods that request 50m and use 0.5 cores (the load model's annotation): what a
+    requests-based scheduler cannot see."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "api"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "api"}},
+            "template": {
+                "metadata": {
+                    "labels": {"app": "api"},
+                    "annotations": {LOADMODEL + "cpu": "0.5", LOADMODEL + "ramp": "5"},
+                },
+                "spec": {
+                    "schedulerName": "metricsched",
+                    "nodeSelector": {CPU_POOL: "cpu"},
+                    "tolerations": [{"key": CPU_POOL, "operator": "Exists"}],
+                    "containers": [
+                        {
+                            "name": "api",
+                            "image": "registry.invalid/api:1",
+                            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def node_cpu() -> dict[str, float]:
+    """Each act-6 node's cpu utilisation as the recipe's recording rule reads it."""
+    by_ip = {f"10.252.0.{i + 1}:9100": name for i, (name, _) in enumerate(CPU_NODES)}
+    url = (
+        env()["PROMETHEUS_URL"]
+        + "/api/v1/query?"
+        + urllib.parse.urlencode(
+            {"query": 'instance:node_cpu_utilisation:rate5m{job="node-exporter"}'}
+        )
+    )
+    with urllib.request.urlopen(url, timeout=5) as r:
+        result = json.loads(r.read())["data"]["result"]
+    return {
+        by_ip[s["metric"]["instance"]]: float(s["value"][1])
+        for s in result
+        if s["metric"].get("instance") in by_ip
+    }
+
+
+def api_pods() -> dict[str, str]:
+    pods = json.loads(kubectl("get", "pods", "-n", NS, "-l", "app=api", "-o", "json"))["items"]
+    return {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in pods}
+
+
+def print_cpu(note: str) -> None:
+    cpu, pods = node_cpu(), api_pods()
+    print(f"{'NODE':12} {'CPU':>5}  API PODS   ({note})")
+    for name, _ in CPU_NODES:
+        count = sum(1 for node in pods.values() if node == name)
+        print(f"{name:12} {cpu.get(name, float('nan')):5.2f}  {count:>8}")
+    pending = sum(1 for node in pods.values() if not node)
+    if pending:
+        print(f"{'(pending)':12} {'':5}  {pending:>8}")
+
+
+def threshold_only() -> None:
+    say("A threshold alone: 3 nodes of 4 cpu whose usage Prometheus reads from counters")
+    for index, (name, background) in enumerate(CPU_NODES):
+        kubectl("apply", "-f", "-", stdin=json.dumps(cpu_node(name, index, background)))
+    policy = ROOT / "manifests" / "examples" / "node-exporter-cpu-memory-policy.yaml"
+    print(kubectl("apply", "-n", NS, "-f", str(policy)).strip())
+    print(
+        "Its cpu metric says only `threshold: {max: 0.8}`, nothing about what pods use: "
+        "kube-prometheus's instance:node_cpu_utilisation:rate5m over node-exporter's "
+        "counters."
+    )
+    wait(
+        "Prometheus to read the 3 nodes",
+        lambda: len(node_cpu()) == 3 and all(v < 0.6 for v in node_cpu().values()),
+        timeout=120,
+    )
+    say("Deployment api: 2 pods requesting 50m and using 0.5 cores each")
+    kubectl("apply", "-n", NS, "-f", "-", stdin=json.dumps(api_deployment(2)))
+    wait("2 api pods placed", lambda: (p := api_pods()) and len(p) == 2 and all(p.values()))
+    print("Waiting for cAdvisor's counters of those 2 pods to show 0.5 cores each (~50 s)")
+    time.sleep(50)
+    print_cpu("before the scale-out")
+
+    say("Scaled to 14 at once, as an autoscaler would: 50m each by requests, 7 cores in use")
+    kubectl("scale", "-n", NS, "deployment/api", "--replicas=14")
+    wait(
+        "every api pod placed or refused",
+        lambda: (
+            len(p := api_pods()) == 14
+            and all(
+                node
+                or "exceeded threshold"
+                in kubectl(
+                    "get", "events", "-n", NS, "--field-selector",
+                    f"involvedObject.name={pod},reason=FailedScheduling", "-o", "json",
+                )
+                for pod, node in p.items()
+            )
+        ),
+        timeout=90,
+    )  # fmt: skip
+    placed = api_pods()
+    newest = sorted(pod for pod, node in placed.items() if node)[-1]
+    event = scheduled_event(newest)
+    print(f"{newest}: {event['message']}")
+    print(
+        "Each new pod counted 0.5 cores, its siblings' measured usage, until its own usage "
+        "showed in a sample (metricsched explain lists the pods still counted)."
+    )
+    print("Waiting for the new pods' usage to show in Prometheus (~45 s)")
+    time.sleep(45)
+    print_cpu("after: the pods that did not fit wait, FailedScheduling says why")
+    print(
+        "A requests-only scheduler would have bound all 14, 4 or 5 a node (50m each fits "
+        "anywhere): demo-cpu-2 would run at about 1.1 and demo-cpu-3 at about 0.9."
+    )
+
+
 def main() -> int:
     started_cluster = (
         subprocess.run(
@@ -183,6 +360,7 @@ def main() -> int:
                 "--health-port=0",
                 "--bind-address=127.0.0.1",
                 "--log-format=text",
+                *POD_USAGE_FLAGS,
             ],
             stdout=logf,
             stderr=subprocess.STDOUT,
@@ -252,10 +430,14 @@ def main() -> int:
         time.sleep(3.5)  # the policy's status counters are written at each refresh
         say("kubectl get spol")
         print(kubectl("get", "spol", "-n", NS, "-o", "wide").rstrip())
+        threshold_only()
         return 0
     except KeyboardInterrupt:
         return 130
     finally:
+        with contextlib.suppress(SystemExit):
+            for name, _ in CPU_NODES:
+                kubectl("delete", "node", name, "--ignore-not-found", "--wait=false", check=False)
         cleanup()
 
 

@@ -13,7 +13,8 @@ demo change the values at run time over HTTP:
 
 A metric named ``DCGM_FI_*`` (``DCGM_FI_DEV_GPU_TEMP``, ``DCGM_FI_DEV_GPU_UTIL``) is served
 in dcgm-exporter's shape instead: labels gpu, UUID, device, modelName and ``Hostname`` (the
-node's name).
+node's name), one series per GPU: a value keyed ``node-3/1`` is GPU 1 of node-3, one keyed
+``node-3`` its GPU 0.
 
 Every change is written to the state file, so a restarted exporter keeps its values.
 Only loopback addresses are ever bound.
@@ -64,15 +65,18 @@ DCGM_PREFIX = "DCGM_FI_"
 DCGM_LABELS = ["gpu", "UUID", "device", "modelName", "Hostname"]
 
 
-def dcgm_family(metric: str, per_node: dict[str, float]) -> prometheus_client.core.Metric:
-    """A DCGM_FI_* field as NVIDIA's dcgm-exporter serves it: one GPU per node, labelled
-    by the node's name in ``Hostname`` (no ``node`` or ``instance`` of its own)."""
+def dcgm_family(metric: str, per_gpu: dict[str, float]) -> prometheus_client.core.Metric:
+    """A DCGM_FI_* field as NVIDIA's dcgm-exporter serves it: one series per GPU (keys
+    ``node/gpu``, or ``node`` for its GPU 0), labelled by the node's name in ``Hostname``
+    (no ``node`` or ``instance`` of its own)."""
     family = prometheus_client.core.GaugeMetricFamily(
         metric, "DCGM field, set at run time by a test or the demo.", labels=DCGM_LABELS
     )
-    for node, value in sorted(per_node.items()):
-        uuid = "GPU-" + hashlib.sha256(node.encode()).hexdigest()[:32]
-        family.add_metric(["0", uuid, "nvidia0", "NVIDIA A100-SXM4-40GB", node], value)
+    for key, value in sorted(per_gpu.items()):
+        node, _, gpu = key.partition("/")
+        gpu = gpu or "0"
+        uuid = "GPU-" + hashlib.sha256(f"{node}/{gpu}".encode()).hexdigest()[:32]
+        family.add_metric([gpu, uuid, f"nvidia{gpu}", "NVIDIA A100-SXM4-40GB", node], value)
     return family
 
 

@@ -21,8 +21,10 @@ annotation a pod uses its requests; an annotation that does not parse is logged 
 ignored. Usage carries multiplicative noise per pod per tick (``--noise``). A node's
 background load comes from its annotations ``.../background-cpu`` and
 ``.../background-memory`` (fractions of allocatable), the cpu drifting by
-``.../background-cpu-drift`` (``sine(period, amplitude)`` or ``walk(step, every,
-bound)``, seeded), or from a run-time override (exact, without drift).
+``.../background-cpu-drift`` (``sine(period, amplitude)``, ``walk(step, every,
+bound)``, seeded, or ``linear(slope, limit)``), or from a run-time override (exact,
+without drift); ``.../cni`` (veth, calico, cilium or flannel) names the host devices its
+pods' traffic crosses.
 
     GET    /metrics                  node_cpu_utilisation, node_memory_utilisation,
                                      node_latency_seconds, loadmodel_node_pods
@@ -32,8 +34,10 @@ bound)``, seeded), or from a run-time override (exact, without drift).
                                      utilisation integrated: user and idle seconds),
                                      node_memory_MemAvailable_bytes, node_memory_MemTotal_bytes,
                                      node_network_receive_bytes_total{device,instance} (eth0
-                                     and veth0 at 1 MB/s per core in use, lo at a constant
-                                     50 MB/s); labels instance="<InternalIP>:9100" only
+                                     at 1 MB/s per core in use, the CNI's devices at 1 MB/s
+                                     per core its pods use, lo at a constant 50 MB/s),
+                                     node_pressure_cpu_waiting_seconds_total{instance} (PSI);
+                                     labels instance="<InternalIP>:9100" only
     GET    /metrics/cadvisor         the kubelets' cAdvisor series of the pods on modelled
                                      nodes: container_cpu_usage_seconds_total and
                                      container_memory_working_set_bytes, per container (the
@@ -207,8 +211,14 @@ class Model:
             dt = now - self.t if self.t else 0.0
             for name, counters in self.counters.items():
                 if name in self.samples and name in self.nodes:
-                    cpu = self.samples[name].cpu
-                    core.advance(counters, node=self.nodes[name], cpu=cpu, dt=dt)
+                    sample = self.samples[name]
+                    core.advance(
+                        counters,
+                        node=self.nodes[name],
+                        cpu=sample.cpu,
+                        dt=dt,
+                        pod_cores=sample.pod_cores,
+                    )
             for pod_counters in self.pod_counters.values():
                 core.advance_pod(pod_counters, dt=dt)
             used: dict[str, list[float]] = {n: [0.0, 0.0, 0] for n in self.nodes}
@@ -234,6 +244,7 @@ class Model:
                     memory=core.utilisation(bg_mem, node.memory, mem_used),
                     latency=core.latency(self.service_time, cpu),
                     pods=int(pods),
+                    pod_cores=cpu_used,
                 )
             # A node or pod gone and back restarts its counters, as the exporters' do.
             for name in [n for n in self.counters if n not in samples]:
@@ -465,7 +476,10 @@ class NodeExporterCollector(prometheus_client.registry.Collector):
                 # wall time, not in tick-sized steps, so a rate over a few scrapes is exact.
                 now = kept.copy()
                 if name in samples and name in nodes:
-                    core.advance(now, node=nodes[name], cpu=samples[name].cpu, dt=since)
+                    sample = samples[name]
+                    core.advance(
+                        now, node=nodes[name], cpu=sample.cpu, dt=since, pod_cores=sample.pod_cores
+                    )
                 counters[name] = now
         cpu = prometheus_client.core.CounterMetricFamily(
             "node_cpu_seconds_total",
@@ -476,6 +490,11 @@ class NodeExporterCollector(prometheus_client.registry.Collector):
             "node_network_receive_bytes_total",
             "Network device statistic receive_bytes.",
             labels=["device", "instance"],
+        )
+        waiting = prometheus_client.core.CounterMetricFamily(
+            "node_pressure_cpu_waiting_seconds_total",
+            "Total time in seconds that processes have waited for CPU time",
+            labels=["instance"],
         )
         available = prometheus_client.core.GaugeMetricFamily(
             "node_memory_MemAvailable_bytes",
@@ -497,10 +516,11 @@ class NodeExporterCollector(prometheus_client.registry.Collector):
                 cpu.add_metric([str(index), node.instance, "user"], counted.user)
             for device, value in sorted(counted.rx_bytes.items()):
                 rx.add_metric([device, node.instance], value)
+            waiting.add_metric([node.instance], counted.cpu_waiting)
             free = max(0.0, 1 - sample.memory) * node.memory
             available.add_metric([node.instance], free)
             total.add_metric([node.instance], node.memory)
-        yield from (cpu, rx, available, total)
+        yield from (cpu, rx, waiting, available, total)
 
 
 def kubelet_instance(node: core.Node) -> str:

@@ -25,6 +25,7 @@ POD_CPU_PATTERN = PREFIX + "cpu-pattern"
 NODE_BACKGROUND_CPU = PREFIX + "background-cpu"
 NODE_BACKGROUND_MEMORY = PREFIX + "background-memory"
 NODE_BACKGROUND_CPU_DRIFT = PREFIX + "background-cpu-drift"
+NODE_CNI = PREFIX + "cni"
 DEFAULT_SELECTOR = PREFIX + "modelled=true"
 DEFAULT_RAMP = "uniform(10,30)"
 MAX_RHO = 0.98  # the latency curve's cap: a saturated node is slow, not infinitely slow
@@ -201,21 +202,31 @@ class Drift:
     - ``walk``: every ``every`` seconds a step drawn from ``uniform(-step, step)`` (per node
       and step number, from the seed), folded back at the walls ``bound`` either side of
       the annotated value and at a background of 0: autocorrelated, unlike the noise.
+    - ``linear``: ``slope * elapsed`` (a fraction of allocatable per second), the
+      background held within [0, ``limit``]: a node heating up (or cooling down) steadily,
+      what a forecast sees coming before an instant reading does.
     """
 
-    kind: Literal["sine", "walk"]
+    kind: Literal["sine", "walk", "linear"]
     period: float = 0.0
     amplitude: float = 0.0
     step: float = 0.0
     every: float = 0.0
     bound: float = 0.0
+    slope: float = 0.0
+    limit: float = 0.0
 
 
 def parse_drift(text: str) -> Drift:
-    """``"sine(period, amplitude)"`` (seconds, a fraction of allocatable) or
-    ``"walk(step, every, bound)"`` (a fraction, seconds, a fraction). Raises ValueError on
+    """``"sine(period, amplitude)"`` (seconds, a fraction of allocatable),
+    ``"walk(step, every, bound)"`` (a fraction, seconds, a fraction) or
+    ``"linear(slope, limit)"`` (a fraction per second, a fraction). Raises ValueError on
     anything else."""
-    kind, args = _call(text, {"sine": (2, 2), "walk": (3, 3)})
+    kind, args = _call(text, {"sine": (2, 2), "walk": (3, 3), "linear": (2, 2)})
+    if kind == "linear":
+        if args[1] < 0:
+            raise ValueError(f"{text!r}: linear(slope, limit >= 0)")
+        return Drift("linear", slope=args[0], limit=args[1])
     if kind == "sine":
         if args[0] <= 0 or args[1] < 0:
             raise ValueError(f"{text!r}: sine(period > 0, amplitude >= 0)")
@@ -251,6 +262,8 @@ def drifted(
     seed and node give the same walk however the ticks fall."""
     if drift is None:
         return base, walk
+    if drift.kind == "linear":
+        return min(drift.limit, max(0.0, base + drift.slope * max(0.0, elapsed))), walk
     if drift.kind == "sine":
         phase = random.Random(f"{seed}:{node}:drift").uniform(0, 2 * math.pi)
         wave = drift.amplitude * math.sin(2 * math.pi * elapsed / drift.period + phase)
@@ -393,6 +406,7 @@ class Node:
     background_cpu: float
     background_memory: float
     drift: Drift | None = None  # of background_cpu
+    cni: str = "veth"  # which host devices its pods' traffic crosses (CNI_DEVICES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -508,6 +522,7 @@ class NodeSample:
     memory: float
     latency: float
     pods: int
+    pod_cores: float = 0.0  # what its pods use of the cpu (cores), background aside
 
 
 def fraction(annotations: Mapping[str, Any], key: str, problems: list[str]) -> float:
@@ -553,8 +568,17 @@ def node_from_body(body: Mapping[str, Any]) -> tuple[Node, list[str]]:
         background_cpu=fraction(annotations, NODE_BACKGROUND_CPU, problems),
         background_memory=fraction(annotations, NODE_BACKGROUND_MEMORY, problems),
         drift=_drift(annotations, problems),
+        cni=_cni(annotations, problems),
     )
     return node, problems
+
+
+def _cni(annotations: Mapping[str, Any], problems: list[str]) -> str:
+    text = str(annotations.get(NODE_CNI, "veth"))
+    if text not in CNI_DEVICES:
+        problems.append(f"{NODE_CNI}={text!r} ignored: one of {', '.join(CNI_DEVICES)}")
+        return "veth"
+    return text
 
 
 def _drift(annotations: Mapping[str, Any], problems: list[str]) -> Drift | None:
@@ -570,28 +594,51 @@ def _drift(annotations: Mapping[str, Any], problems: list[str]) -> Drift | None:
 
 # --- node-exporter-shaped counters -------------------------------------------------------
 
-# Receive traffic the load model attributes to a node: eth0 carries this many bytes per
-# second per core in use (background and pods), veth0 the same traffic again (a pod's
-# packets cross the host's interface and its veth: why recipes exclude veth), and lo a
-# constant amount that has nothing to do with load.
+# Receive traffic the load model attributes to a node: eth0 (the NIC) carries this many
+# bytes per second per core in use (background and pods), lo a constant amount that has
+# nothing to do with load, and the host-side devices of the node's CNI (``CNI_DEVICES``,
+# chosen by the node annotation ``loadmodel.metricsched.io/cni``) the pods' share again:
+# a pod's packets cross the NIC and then its own device, so a sum over every device but lo
+# (kube-prometheus's instance:node_network_receive_bytes_excluding_lo:rate5m) counts pod
+# traffic twice, three times on Flannel (the veth and the cni0 bridge). Why the network
+# recipe names these devices.
 RX_BYTES_PER_CORE = 1_000_000.0
 LO_RX_BYTES = 50_000_000.0
+CNI_DEVICES: dict[str, tuple[str, ...]] = {
+    "veth": ("veth0",),  # a veth pair per pod (the bridge and ptp plugins)
+    "calico": ("cali0",),  # Calico: cali<id> per pod
+    "cilium": ("lxc0",),  # Cilium: lxc<id> per pod
+    "flannel": ("veth0", "cni0"),  # Flannel: the pod's veth and the cni0 bridge
+}
+# cpu pressure (PSI "some": the share of time at least one task waited for a cpu) as the
+# model draws it from utilisation: none up to PSI_ONSET, then rising linearly to all of
+# the time at a fully busy node. Real PSI starts earlier and noisier; what matters to a
+# recipe is that it rises with contention and is served as node-exporter serves it
+# (node_pressure_cpu_waiting_seconds_total, a counter of seconds).
+PSI_ONSET = 0.6
+
+
+def cpu_pressure(cpu: float) -> float:
+    """PSI "some" of cpu (a share of time, 0..1) at utilisation ``cpu``."""
+    return min(1.0, max(0.0, (cpu - PSI_ONSET) / (1 - PSI_ONSET)))
 
 
 @dataclasses.dataclass
 class NodeCounters:
     """What node-exporter would report of a node: the seconds each of its cpus spent idle
     and busy (every cpu alike: node-exporter's per-cpu series are made from these two at
-    scrape time, so a tick costs the same on a 64-core node), and received bytes per
-    device. The seconds are the node's utilisation integrated over time, so
-    ``rate(node_cpu_seconds_total{mode="idle"}[w])`` averaged over cpus is 1 - cpu."""
+    scrape time, so a tick costs the same on a 64-core node), the seconds some task waited
+    for a cpu (PSI), and received bytes per device. The seconds are the node's utilisation
+    integrated over time, so ``rate(node_cpu_seconds_total{mode="idle"}[w])`` averaged over
+    cpus is 1 - cpu."""
 
     idle: float = 0.0
     user: float = 0.0
+    cpu_waiting: float = 0.0
     rx_bytes: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def copy(self) -> NodeCounters:
-        return NodeCounters(self.idle, self.user, dict(self.rx_bytes))
+        return NodeCounters(self.idle, self.user, self.cpu_waiting, dict(self.rx_bytes))
 
 
 def cpus(node: Node) -> int:
@@ -599,19 +646,24 @@ def cpus(node: Node) -> int:
     return max(1, math.ceil(node.cpu))
 
 
-def advance(counters: NodeCounters, *, node: Node, cpu: float, dt: float) -> None:
+def advance(
+    counters: NodeCounters, *, node: Node, cpu: float, dt: float, pod_cores: float = 0.0
+) -> None:
     """Add ``dt`` seconds at utilisation ``cpu`` (clipped to 0..1) to a node's counters:
-    each cpu spends the fraction in mode user and the rest idle."""
+    each cpu spends the fraction in mode user and the rest idle; the NIC receives with
+    every core in use, the CNI's devices with the ``pod_cores`` its pods use."""
     busy = min(1.0, max(0.0, cpu))
     counters.idle += (1 - busy) * dt
     counters.user += busy * dt
+    counters.cpu_waiting += cpu_pressure(cpu) * dt
     cores = max(0.0, cpu) * node.cpu
-    for device, per_s in (
-        ("eth0", cores * RX_BYTES_PER_CORE),
-        ("veth0", cores * RX_BYTES_PER_CORE),
-        ("lo", LO_RX_BYTES),
-    ):
-        counters.rx_bytes[device] = counters.rx_bytes.get(device, 0.0) + per_s * dt
+    pods = max(0.0, pod_cores)
+    devices = [("eth0", cores), *((d, pods) for d in CNI_DEVICES[node.cni])]
+    for device, used in devices:
+        counters.rx_bytes[device] = (
+            counters.rx_bytes.get(device, 0.0) + used * RX_BYTES_PER_CORE * dt
+        )
+    counters.rx_bytes["lo"] = counters.rx_bytes.get("lo", 0.0) + LO_RX_BYTES * dt
 
 
 # --- cAdvisor-shaped counters --------------------------------------------------------------

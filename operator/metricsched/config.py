@@ -79,6 +79,9 @@ class Config:
     # Mimir/Cortex tenant's X-Scope-OrgID, basic auth, a client certificate. Only the
     # paths of the files holding secrets are kept here.
     prometheus_headers: tuple[tuple[str, str], ...] = ()
+    # (name, path): a header whose value is a secret (an API key), read from its file
+    # (a mounted Secret) for every query.
+    prometheus_header_files: tuple[tuple[str, str], ...] = ()
     prometheus_username: str | None = None
     prometheus_password_file: str | None = None
     prometheus_cert_file: str | None = None
@@ -157,6 +160,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="HTTP header sent with every Prometheus query, e.g. X-Scope-OrgID=team-a for a "
         "Mimir or Cortex tenant; repeatable; not for secrets (Authorization is refused: use "
         "the token or basic auth) [METRICSCHED_PROMETHEUS_HEADERS, comma-separated]",
+    )
+    a(
+        "--prometheus-header-file",
+        action="append",
+        dest="prometheus_header_files",
+        metavar="NAME=PATH",
+        help="HTTP header sent with every Prometheus query whose value is read from PATH for "
+        "every query and never logged: a secret such as an API key, from a mounted Secret; "
+        "repeatable [METRICSCHED_PROMETHEUS_HEADER_FILES, comma-separated]",
     )
     a(
         "--prometheus-username",
@@ -468,6 +480,11 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     headers = tuple(_header(h) for h in pick_list("prometheus_headers", "PROMETHEUS_HEADERS", []))
     token_file = pick("prometheus_token_file", "PROMETHEUS_TOKEN_FILE", "") or None
     username = pick("prometheus_username", "PROMETHEUS_USERNAME", "") or None
+    header_files = tuple(
+        _header_file(h, authorization_set=token_file is not None or username is not None)
+        for h in pick_list("prometheus_header_files", "PROMETHEUS_HEADER_FILES", [])
+    )
+    _no_header_twice([name for name, _ in (*headers, *header_files)])
     password_file = pick("prometheus_password_file", "PROMETHEUS_PASSWORD_FILE", "") or None
     if (username is None) != (password_file is None):
         raise ConfigError("basic auth needs both a Prometheus username and a password file")
@@ -552,6 +569,7 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         max_metric_values=pick_int("max_metric_values", "MAX_METRIC_VALUES", 1_000_000, 1, 10**9),
         list_page_size=pick_int("list_page_size", "LIST_PAGE_SIZE", 500, 1, 10_000),
         prometheus_headers=headers,
+        prometheus_header_files=header_files,
         prometheus_username=username,
         prometheus_password_file=password_file,
         prometheus_cert_file=cert_file,
@@ -590,3 +608,32 @@ def _header(item: str) -> tuple[str, str]:
     if any(c in value for c in "\r\n\0"):
         raise ConfigError(f"METRICSCHED_PROMETHEUS_HEADERS: the value of {name} has a line break")
     return name, value
+
+
+def _header_file(item: str, *, authorization_set: bool) -> tuple[str, str]:
+    """``NAME=PATH`` of --prometheus-header-file. Any header may carry a secret here (the
+    value stays in its file), but not Authorization beside the token or basic auth, which
+    set it too."""
+    name, sep, path = item.partition("=")
+    name, path = name.strip(), path.strip()
+    if not sep or not path or not _HEADER_NAME.match(name):
+        raise ConfigError(
+            f"METRICSCHED_PROMETHEUS_HEADER_FILES: not NAME=PATH with a valid header name: {name!r}"
+        )
+    if authorization_set and name.lower() in ("authorization", "proxy-authorization"):
+        raise ConfigError(
+            f"METRICSCHED_PROMETHEUS_HEADER_FILES: {name} is set by the bearer token or basic "
+            "auth already; use one of them"
+        )
+    return name, path
+
+
+def _no_header_twice(names: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name.lower() in seen:
+            raise ConfigError(
+                f"Prometheus header {name} is given twice (--prometheus-header and "
+                "--prometheus-header-file together name each header once)"
+            )
+        seen.add(name.lower())

@@ -60,6 +60,8 @@ class PrometheusConfig:
     verify_tls: bool = True
     # Sent with every request, e.g. (("X-Scope-OrgID", "team-a"),) for a Mimir tenant.
     headers: tuple[tuple[str, str], ...] = ()
+    # (name, path): headers whose values are secrets, read from their files per request.
+    header_files: tuple[tuple[str, str], ...] = ()
     username: str | None = None  # basic auth, with password_file
     password_file: str | None = None
     cert_file: str | None = None  # client certificate, with key_file (PEM)
@@ -80,6 +82,7 @@ class PrometheusConfig:
             ca_file=config.prometheus_ca_file,
             verify_tls=config.prometheus_verify_tls,
             headers=config.prometheus_headers,
+            header_files=config.prometheus_header_files,
             username=config.prometheus_username,
             password_file=config.prometheus_password_file,
             cert_file=config.prometheus_cert_file,
@@ -189,6 +192,48 @@ class _BasicAuthFile(requests.auth.AuthBase):
         return f"<basic auth for {self.username} with the password from {self.path}>"
 
 
+class _HeaderFiles(requests.auth.AuthBase):
+    """Sets each header of ``files`` (name, path) from its file, read fresh for every
+    request (a mounted Secret may be rotated), after ``inner``'s Authorization if any."""
+
+    def __init__(
+        self, files: tuple[tuple[str, str], ...], inner: _BearerTokenFile | _BasicAuthFile | None
+    ) -> None:
+        self.files = files
+        self.inner = inner
+        self._values: collections.deque[str] = collections.deque(maxlen=2 * len(files))
+
+    @property
+    def recent(self) -> list[str]:
+        """The secrets sent lately (the inner auth's and the headers'), only to scrub them
+        from messages."""
+        return [*(self.inner.recent if self.inner is not None else ()), *self._values]
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        if self.inner is not None:
+            request = self.inner(request)
+        for name, path in self.files:
+            try:
+                value = pathlib.Path(path).read_text(encoding="utf-8").strip()
+            except OSError as e:
+                raise _QueryError(
+                    model.QueryErrorKind.UNREACHABLE,
+                    f"cannot read the file of header {name}, {path}: {e.strerror or e}",
+                ) from None
+            if not value or any(c in value for c in "\r\n\0"):
+                raise _QueryError(
+                    model.QueryErrorKind.UNREACHABLE,
+                    f"the file of header {name}, {path}, is empty or holds more than one line",
+                )
+            if value not in self._values:
+                self._values.append(value)
+            request.headers[name] = value
+        return request
+
+    def __repr__(self) -> str:
+        return f"<headers {', '.join(n for n, _ in self.files)} from files>"
+
+
 class PrometheusClient:
     """One Prometheus server behind one ``PrometheusConnect`` (one HTTP connection pool).
 
@@ -207,11 +252,13 @@ class PrometheusClient:
     def __init__(self, config: PrometheusConfig, *, metrics: observe.Metrics | None = None):
         self._config = config
         self._metrics = metrics
-        self._auth: _BearerTokenFile | _BasicAuthFile | None = None
+        self._auth: _BearerTokenFile | _BasicAuthFile | _HeaderFiles | None = None
         if config.token_file:
             self._auth = _BearerTokenFile(config.token_file)
         elif config.username is not None and config.password_file:
             self._auth = _BasicAuthFile(config.username, config.password_file)
+        if config.header_files:
+            self._auth = _HeaderFiles(config.header_files, self._auth)
         self._url = config.url.rstrip("/")
         session = requests.Session()
         session.verify = config.ca_file or config.verify_tls

@@ -1,4 +1,4 @@
-"""Prometheus behind basic auth over TLS (issue 20, deliverable 4).
+"""Prometheus behind basic auth over TLS (issue 20, deliverable 4), and behind mTLS.
 
 A second Prometheus (Debian's binary, as hack/cluster.py runs it) scrapes the test bed's
 exporter and serves only HTTPS with basic auth (``--web.config.file``: a certificate from
@@ -7,7 +7,10 @@ a CA made here with openssl, a bcrypt hash of the password). The operator, start
 --prometheus-ca-file in place of the session's operator, refreshes a policy's metric
 through it and places a pod by it; with a wrong password in the same file (read for every
 query) the policy says MetricQueryFailed in words a person can act on, and the password
-shows up in no message, status or log line.
+shows up in no message, status or log line. With ``client_auth_type:
+RequireAndVerifyClientCert`` instead, the operator's --prometheus-cert-file and
+--prometheus-key-file are what let it in (an API key header read from its file rides
+along, and shows up nowhere either).
 """
 
 from __future__ import annotations
@@ -75,20 +78,43 @@ def make_tls(workdir: Path) -> tuple[Path, Path, Path]:
     return ca, crt, key
 
 
-class SecurePrometheus:
-    """Prometheus serving HTTPS with basic auth, scraping the test bed's exporter."""
+def make_client_cert(workdir: Path) -> tuple[Path, Path]:
+    """A client certificate signed by make_tls's CA (in ``workdir``): (client.crt, client.key)."""
+    ca_key, ca = workdir / "ca.key", workdir / "ca.crt"
+    key, csr, crt = (workdir / n for n in ("client.key", "client.csr", "client.crt"))
+    _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(key))
+    _openssl("req", "-new", "-key", str(key), "-subj", "/CN=metricsched", "-out", str(csr))
+    ext = workdir / "client.ext"
+    ext.write_text("extendedKeyUsage=clientAuth\n")
+    _openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
+        "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(crt),
+    )  # fmt: skip
+    return crt, key
 
-    def __init__(self, cluster: Cluster, workdir: Path) -> None:
+
+class SecurePrometheus:
+    """Prometheus serving HTTPS with basic auth, or with mTLS (``mtls``: a client
+    certificate signed by its CA required, no password), scraping the test bed's exporter."""
+
+    def __init__(self, cluster: Cluster, workdir: Path, *, mtls: bool = False) -> None:
         self.workdir = workdir
         self.port = _free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.ca, crt, key = make_tls(workdir)
-        hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
+        self.client = make_client_cert(workdir) if mtls else None
         web = workdir / "web.yml"
-        web.write_text(
-            f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n"
-            f"basic_auth_users:\n  {USER}: '{hashed}'\n"
-        )
+        if mtls:
+            web.write_text(
+                f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n"
+                f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {self.ca}\n"
+            )
+        else:
+            hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
+            web.write_text(
+                f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n"
+                f"basic_auth_users:\n  {USER}: '{hashed}'\n"
+            )
         exporter = cluster.exporter_url.removeprefix("http://").rstrip("/")
         config = workdir / "prometheus.yml"
         config.write_text(
@@ -113,10 +139,12 @@ class SecurePrometheus:
             stderr=subprocess.STDOUT,
         )
 
-    def get(self, path: str, *, password: str | None = PASSWORD) -> int:
+    def get(self, path: str, *, password: str | None = PASSWORD, cert: bool = True) -> int:
         context = ssl.create_default_context(cafile=str(self.ca))
+        if self.client is not None and cert:
+            context.load_cert_chain(*self.client)
         request = urllib.request.Request(self.url + path)
-        if password is not None:
+        if password is not None and self.client is None:
             token = base64.b64encode(f"{USER}:{password}".encode()).decode()
             request.add_header("Authorization", f"Basic {token}")
         try:
@@ -269,3 +297,83 @@ def _has_series(prometheus: SecurePrometheus, metric: str) -> bool:
 
 def _all_event_messages(cluster: Cluster, namespace: str) -> list[str]:
     return [str(e.message) for e in cluster.core.list_namespaced_event(namespace).items]
+
+
+@pytest.fixture
+def mtls_prometheus(cluster: Cluster, tmp_path: Path) -> Iterator[SecurePrometheus]:
+    prometheus = SecurePrometheus(cluster, tmp_path, mtls=True)
+    try:
+        wait_for("the mTLS Prometheus ready", lambda: prometheus.get("/-/ready") == 200)
+        yield prometheus
+    finally:
+        prometheus.stop()
+
+
+API_KEY = "api-key-e2e-Wf4pX2"
+
+
+def test_mtls_lets_in_the_operators_client_certificate_and_nothing_without_one(
+    cluster: Cluster,
+    operator: OperatorProcess,
+    mtls_prometheus: SecurePrometheus,
+    namespace: str,
+    metric: str,
+) -> None:
+    # Without a client certificate the TLS handshake itself is refused.
+    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+        mtls_prometheus.get("/api/v1/query?query=up", cert=False)
+    assert mtls_prometheus.get("/api/v1/query?query=up") == 200
+    assert mtls_prometheus.client is not None
+    client_crt, client_key = mtls_prometheus.client
+    key_file = mtls_prometheus.workdir / "api-key"
+    key_file.write_text(API_KEY + "\n")
+    operator.stop()
+    secured = OperatorProcess(
+        cluster,
+        extra_args=[
+            f"--prometheus-url={mtls_prometheus.url}",
+            f"--prometheus-ca-file={mtls_prometheus.ca}",
+            f"--prometheus-cert-file={client_crt}",
+            f"--prometheus-key-file={client_key}",
+            f"--prometheus-header-file=X-Api-Key={key_file}",
+        ],
+    )
+    log_start = secured.log.stat().st_size if secured.log.exists() else 0
+    pool = Pool(cluster, size=3)
+    try:
+        secured.start()
+        pool.create()
+        values = dict(zip(pool.names, [0.5, 0.1, 0.9], strict=True))
+        set_and_wait(cluster, metric, values)  # in the test bed's Prometheus
+        wait_for(
+            "the mTLS Prometheus to scrape the metric",
+            lambda: mtls_prometheus.get(f"/api/v1/query?query={metric}") == 200,
+            timeout=30,
+        )
+        apply_policy(
+            cluster,
+            namespace,
+            "mtls",
+            {"metrics": [prom_metric(metric)], "kubeScores": METRICS_ONLY, "burstPenalty": 0},
+        )
+        policy = wait_for(
+            "MetricsAvailable through mTLS",
+            lambda: (
+                (p := get_policy(cluster, namespace, "mtls"))
+                and condition(p, "MetricsAvailable").get("status") == "True"
+                and p["status"]["metrics"][0].get("nodesReporting", 0) >= 3
+                and p
+            ),
+            timeout=45,
+        )
+        assert policy
+        cluster.create_pod(namespace, "by-metric", spec=pool.pod_spec())
+        assert wait_bound(cluster, namespace, "by-metric") == pool.names[1]
+        assert API_KEY not in secured.log.read_text(errors="replace")[log_start:]
+        assert all(API_KEY not in m for m in _all_event_messages(cluster, namespace))
+    finally:
+        with contextlib.suppress(Exception):
+            cluster.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        pool.delete()
+        secured.stop()
+        operator.start()

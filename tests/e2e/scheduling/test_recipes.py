@@ -2,10 +2,14 @@
 
 The test bed serves series shaped as the real exporters serve them: hack/loadmodel.py's
 node-exporter endpoint (job "node-exporter": node_cpu_seconds_total, node_memory_*_bytes,
-node_network_receive_bytes_total, all labelled instance="<InternalIP>:9100") under
+node_network_receive_bytes_total per device of the node's CNI,
+node_pressure_cpu_waiting_seconds_total, all labelled instance="<InternalIP>:9100") under
 kube-prometheus's recording rules (hack/prometheus-rules.yml), and hack/exporter.py's
-DCGM_FI_* fields labelled Hostname. Each test applies the example as written (only its
-pods are the test's own) and checks that the pod lands where the metric says.
+DCGM_FI_* fields labelled Hostname, one series per GPU. Each test applies the example
+as written (only its pods are the test's own) and checks that the pod lands where the
+metric says. The forecast recipe's PromQL is tested by promtool on synthetic series
+instead (tests/unit/load_model/test_forecast_recipe.py): its windows need minutes of
+history, which a test's seconds-old nodes do not have.
 """
 
 from __future__ import annotations
@@ -42,9 +46,15 @@ class NodeExporterPool(Pool):
     """kwok nodes the load model serves, each with an InternalIP (node-exporter's instance
     is "<InternalIP>:9100") and a background cpu and memory load."""
 
-    def __init__(self, cluster: Cluster, backgrounds: list[tuple[float, float]]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        backgrounds: list[tuple[float, float]],
+        cnis: list[str] | None = None,
+    ) -> None:
         super().__init__(cluster, size=len(backgrounds))
         self.backgrounds = backgrounds
+        self.cnis = cnis
         subnet = random.randrange(1, 250)
         self.ips = [f"10.251.{subnet}.{i + 1}" for i in range(self.size)]
 
@@ -59,6 +69,8 @@ class NodeExporterPool(Pool):
             PREFIX + "background-cpu": str(cpu),
             PREFIX + "background-memory": str(memory),
         }
+        if self.cnis is not None:
+            body["metadata"]["annotations"][PREFIX + "cni"] = self.cnis[index]
         return body
 
     def instance(self, index: int) -> str:
@@ -140,53 +152,106 @@ def test_kube_prometheus_node_cpu_and_memory_rules_place_the_pod_on_the_idle_nod
     assert place(cluster, namespace, pool, policy, "api-0") == pool.names[1]
 
 
-def test_network_traffic_recipe_counts_the_nic_not_lo_or_veth(
+def test_network_traffic_recipe_counts_the_nics_not_the_cni_devices_the_stock_rule_counts(
     cluster: Cluster, operator: OperatorProcess, namespace: str, pools: list[Pool]
 ) -> None:
-    # The load model's eth0 (and veth0) traffic follows the cores in use; lo is the same
-    # everywhere. The quietest NIC is the last node's.
-    pool = NodeExporterPool(cluster, [(0.6, 0.1), (0.4, 0.1), (0.1, 0.1)])
+    # The load model's eth0 traffic follows every core in use, the CNI's devices (cali0 on
+    # Calico, lxc0 on Cilium, veth0 + cni0 on Flannel) the cores the pods use, lo is the
+    # same everywhere. On the NICs: 0.5 x 4 = 2.0 cores' worth on the Calico node, 0.6 x 4
+    # = 2.4 on the Flannel node, and 0.1 x 4 + 1.2 (a pod) = 1.6 on the Cilium node, the
+    # quietest. Counting its lxc0 as well (kube-prometheus's excluding-lo rule) makes it
+    # 2.8, the busiest.
+    pool = NodeExporterPool(
+        cluster, [(0.5, 0.1), (0.1, 0.1), (0.6, 0.1)], cnis=["calico", "cilium", "flannel"]
+    )
     pools.append(pool)
     pool.create()
+    calico, cilium, flannel = (pool.instance(i) for i in range(3))
+    talker = pod_body("talker", spec={**pool.pod_spec(), "nodeName": pool.names[1]})
+    talker["metadata"]["annotations"] = {PREFIX + "cpu": "1.2", PREFIX + "ramp": "1"}
+    cluster.core.create_namespaced_pod(namespace, talker)
+    # The stock rule would send the pod to the Calico node: its 30 s windows are full once
+    # the pod has run that long, and then the Cilium node reads 2.8 : 2.0.
+    stock = "instance:node_network_receive_bytes_excluding_lo:rate5m"
+    wait_values(
+        cluster,
+        stock,
+        "instance",
+        lambda got: (
+            all(i in got for i in (calico, cilium, flannel))
+            and got[cilium] > got[flannel] > got[calico] > 0
+            and got[cilium] / got[calico] == pytest.approx(2.8 / 2.0, rel=0.1)
+        ),
+    )
     policy = example("network-traffic-policy.yaml")
     query = policy["spec"]["metrics"][0]["prometheus"]["query"]
-    busiest, quietest = pool.instance(0), pool.instance(2)
-    # The nodes are younger than the recipe's [1m] window, so rate() reads every one of them
-    # low by the same factor: the ratio is what holds. eth0 alone is 0.6 : 0.1 cores in use;
-    # counting lo's 50 MB/s everywhere would bring the ratio near 1.
+    # The recipe's [1m] window is not full yet, so rate() reads the nodes low, the pod's
+    # traffic (younger than the nodes) the most: the order is what holds.
+    got = wait_values(
+        cluster,
+        query,
+        "instance",
+        lambda got: (
+            all(i in got for i in (calico, cilium, flannel))
+            and got[flannel] > got[calico] > got[cilium] > 0
+        ),
+    )
+    assert got[flannel] / got[calico] == pytest.approx(2.4 / 2.0, rel=0.1)
+    assert place(cluster, namespace, pool, policy, "ingest-0") == pool.names[1]
+
+
+def test_cpu_pressure_recipe_keeps_the_pod_off_nodes_where_tasks_wait_for_a_cpu(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, pools: list[Pool]
+) -> None:
+    # The load model's PSI: none up to 0.6 utilisation, then rising to all of the time at
+    # 1.0. At 0.95 tasks wait 87.5 % of the time, at 0.8 50 %, at 0.65 12.5 %.
+    pool = NodeExporterPool(cluster, [(0.95, 0.1), (0.8, 0.1), (0.65, 0.1)])
+    pools.append(pool)
+    pool.create()
+    policy = example("cpu-pressure-policy.yaml")
+    query = policy["spec"]["metrics"][0]["prometheus"]["query"]
+    # rate() reads young nodes low by the same factor: the ratios are what hold.
     wait_values(
         cluster,
         query,
         "instance",
         lambda got: (
             all(pool.instance(i) in got for i in range(3))
-            and got[busiest] > got[pool.instance(1)] > got[quietest] > 0
-            and got[busiest] / got[quietest] == pytest.approx(6, rel=0.1)
+            and got[pool.instance(2)] > 0
+            and got[pool.instance(0)] / got[pool.instance(2)] == pytest.approx(7, rel=0.1)
+            and got[pool.instance(1)] / got[pool.instance(2)] == pytest.approx(4, rel=0.1)
         ),
     )
-    assert place(cluster, namespace, pool, policy, "ingest-0") == pool.names[2]
+    assert place(cluster, namespace, pool, policy, "frontend-0") == pool.names[2]
 
 
-def test_dcgm_recipe_avoids_the_hot_gpu_and_prefers_the_idle_one(
+def test_dcgm_recipe_judges_a_node_by_its_gpus_mean_use_and_its_hottest_gpu(
     cluster: Cluster, operator: OperatorProcess, namespace: str, pools: list[Pool]
 ) -> None:
     pool = Pool(cluster, size=3)
     pools.append(pool)
     pool.create()
-    # The idlest GPU runs hot (ruled out), so the pod goes to the next idlest.
-    util = dict(zip(pool.names, [10.0, 40.0, 70.0], strict=True))
-    temp = dict(zip(pool.names, [90.0, 60.0, 55.0], strict=True))
+    a, b, c = pool.names
+    # Node a: the idlest GPUs, but one of them runs hot: ruled out by its hottest GPU (its
+    # mean, 75 degrees, would let it pass). Node b: one GPU at 20 % (the idlest GPU
+    # anywhere but a's) and one at 80 %, 50 % on average. Node c: four GPUs at 35 % on
+    # average. The pod goes to c: by the mean, not by the idlest GPU.
+    util = {f"{a}/0": 10.0, f"{a}/1": 10.0, f"{b}/0": 20.0, f"{b}/1": 80.0}
+    util |= {f"{c}/{i}": u for i, u in enumerate([30.0, 40.0, 35.0, 35.0])}
+    temp = {f"{a}/0": 60.0, f"{a}/1": 90.0, f"{b}/0": 60.0, f"{b}/1": 62.0}
+    temp |= {f"{c}/{i}": t for i, t in enumerate([70.0, 72.0, 71.0, 75.0])}
     try:
         cluster.set_metric("DCGM_FI_DEV_GPU_UTIL", util)
         cluster.set_metric("DCGM_FI_DEV_GPU_TEMP", temp)
-        wait_values(cluster, "DCGM_FI_DEV_GPU_TEMP", "Hostname", near(temp, 0))
+        per_gpu = "count by (Hostname) (DCGM_FI_DEV_GPU_TEMP)"
+        wait_values(cluster, per_gpu, "Hostname", near({a: 2, b: 2, c: 4}, 0))
         policy = example("dcgm-gpu-policy.yaml")
-        assert place(cluster, namespace, pool, policy, "trainer-0") == pool.names[1]
+        assert place(cluster, namespace, pool, policy, "trainer-0") == c
     finally:
         for metric in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP"):
-            for node in pool.names:
+            for key in util:
                 with contextlib.suppress(Exception):
-                    cluster.delete_metric(metric, node)
+                    cluster.delete_metric(metric, key)
 
 
 def test_price_annotation_recipe_picks_the_cheapest_node(

@@ -45,6 +45,36 @@ def test_headers_basic_auth_and_a_client_certificate_reach_the_operator() -> Non
     assert volumes["prometheus-client-cert"]["secret"]["secretName"] == "metricsched-client-tls"
 
 
+def test_a_header_from_a_secret_is_a_mounted_file_the_operator_reads() -> None:
+    objs = ch.render(
+        "prometheus.headerSecrets[0].header=X-Api-Key",
+        "prometheus.headerSecrets[0].secretName=prom-key",
+        "prometheus.headerSecrets[0].key=api-key",
+        "prometheus.headerSecrets[1].header=X-Org-Token",
+        "prometheus.headerSecrets[1].secretName=org-token",
+    )
+    env = ch.env(objs)
+    parsed = config.from_args(
+        argparse.Namespace(), {k: v for k, v in env.items() if isinstance(v, str)}
+    )
+    mounts = {m["name"]: m for m in ch.container(objs)["volumeMounts"]}
+    volumes = {
+        v["name"]: v for v in ch.one(objs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    }
+    assert parsed.prometheus_header_files == (
+        ("X-Api-Key", f"{mounts['prometheus-header-0']['mountPath']}/value"),
+        ("X-Org-Token", f"{mounts['prometheus-header-1']['mountPath']}/value"),
+    )
+    assert mounts["prometheus-header-0"]["readOnly"] is True
+    assert volumes["prometheus-header-0"]["secret"] == {
+        "secretName": "prom-key",
+        "defaultMode": 0o440,
+        "items": [{"key": "api-key", "path": "value"}],
+    }
+    assert volumes["prometheus-header-1"]["secret"]["items"] == [{"key": "value", "path": "value"}]
+    assert "prom-key" not in str(env)
+
+
 def test_no_secret_is_an_environment_value() -> None:
     env = ch.env(ch.render(values=[VALUES]))
     assert "mimir-reader" not in str(env)
@@ -54,6 +84,22 @@ def test_no_secret_is_an_environment_value() -> None:
 @pytest.mark.parametrize(
     ("sets", "error"),
     [
+        (
+            [
+                "prometheus.bearerTokenSecret.name=t",
+                "prometheus.headerSecrets[0].header=Authorization",
+                "prometheus.headerSecrets[0].secretName=s",
+            ],
+            "set by bearerTokenSecret or basicAuth already",
+        ),
+        (
+            [
+                "prometheus.headers.X-Api-Key=plain",
+                "prometheus.headerSecrets[0].header=X-Api-Key",
+                "prometheus.headerSecrets[0].secretName=s",
+            ],
+            "in prometheus.headers too",
+        ),
         (
             [
                 "prometheus.bearerTokenSecret.name=t",

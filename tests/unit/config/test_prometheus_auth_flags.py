@@ -85,6 +85,17 @@ def test_environment_variables_are_the_flags_equivalents() -> None:
             "not both",
         ),
         (["--prometheus-username=a:b", "--prometheus-password-file=/p"], "cannot contain ':'"),
+        (["--prometheus-header-file=X-Api-Key"], "not NAME=PATH"),
+        (["--prometheus-header-file=X-Api-Key="], "not NAME=PATH"),
+        (["--prometheus-header-file=Bad Name=/k"], "not NAME=PATH"),
+        (
+            ["--prometheus-token-file=/t", "--prometheus-header-file=Authorization=/k"],
+            "set by the bearer token or basic auth",
+        ),
+        (
+            ["--prometheus-header=X-Api-Key=1", "--prometheus-header-file=x-api-key=/k"],
+            "given twice",
+        ),
         (
             ["--prometheus-url=https://p:9091", "--prometheus-cert-file=/c"],
             "both a cert file and a key file",
@@ -104,3 +115,22 @@ def test_a_refused_header_value_is_not_echoed() -> None:
     with pytest.raises(config_mod.ConfigError) as refused:
         _parse(["--prometheus-header=Authorization=Bearer s3cr3t"])
     assert "s3cr3t" not in str(refused.value)
+
+
+def test_a_header_from_a_file_keeps_only_its_path_and_reaches_the_source() -> None:
+    cfg = _parse(
+        ["--prometheus-header-file=X-Api-Key=/etc/h/key"],
+        {"METRICSCHED_PROMETHEUS_HEADER_FILES": "ignored=/x"},
+    )
+    assert cfg.prometheus_header_files == (("X-Api-Key", "/etc/h/key"),)
+    assert prometheus.PrometheusConfig.from_config(cfg).header_files == (
+        ("X-Api-Key", "/etc/h/key"),
+    )
+    from_env = _parse(
+        [], {"METRICSCHED_PROMETHEUS_HEADER_FILES": "X-Api-Key=/etc/h/key,Authorization=/etc/a"}
+    )
+    # Without the token or basic auth, a secret Authorization scheme may come from a file.
+    assert from_env.prometheus_header_files == (
+        ("X-Api-Key", "/etc/h/key"),
+        ("Authorization", "/etc/a"),
+    )

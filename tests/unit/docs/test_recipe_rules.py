@@ -34,6 +34,8 @@ def test_every_recipe_example_is_named_in_the_docs() -> None:
         "node-exporter-cpu-memory-policy.yaml",
         "dcgm-gpu-policy.yaml",
         "network-traffic-policy.yaml",
+        "cpu-pressure-policy.yaml",
+        "cpu-forecast-policy.yaml",
         "price-annotation-policy.yaml",
     ):
         assert (ROOT / "manifests" / "examples" / name).exists()

@@ -107,6 +107,56 @@ def test_a_missing_password_file_is_unreachable_without_sending_anything(
     assert fake_prometheus.requests == []
 
 
+def test_a_header_from_a_file_is_read_for_every_query_beside_basic_auth(
+    fake_prometheus: fakes.FakeServer, tmp_path: pathlib.Path
+) -> None:
+    fake_prometheus.responder = ok
+    key_file, password_file = tmp_path / "key", tmp_path / "password"
+    key_file.write_text("k-one\n")
+    password_file.write_text(PASSWORD)
+    source = make_source(
+        fake_prometheus.url,
+        header_files=(("X-Api-Key", str(key_file)),),
+        username="reader",
+        password_file=str(password_file),
+    )
+    assert query(source).series.error is None
+    key_file.write_text("k-two")  # a Secret updated in place
+    assert query(source).series.error is None
+    assert [r.headers["x-api-key"] for r in fake_prometheus.requests] == ["k-one", "k-two"]
+    assert all(r.headers["authorization"].startswith("Basic ") for r in fake_prometheus.requests)
+
+
+def test_a_headers_secret_never_appears_in_a_message(
+    fake_prometheus: fakes.FakeServer, tmp_path: pathlib.Path
+) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("api-key-s3cr3t")
+    fake_prometheus.responder = lambda r: (
+        400,
+        fakes.prom_error("bad_data", f"bad key {r.headers['x-api-key']}"),
+    )
+    source = make_source(fake_prometheus.url, header_files=(("X-Api-Key", str(key_file)),))
+    message = query(source).series.error_message
+    assert "api-key-s3cr3t" not in message and "[REDACTED]" in message
+    assert "api-key-s3cr3t" not in repr(source._auth)
+
+
+@pytest.mark.parametrize("content", [None, "", "two\nlines"])
+def test_a_missing_empty_or_multi_line_header_file_sends_nothing(
+    fake_prometheus: fakes.FakeServer, tmp_path: pathlib.Path, content: str | None
+) -> None:
+    key_file = tmp_path / "key"
+    if content is not None:
+        key_file.write_text(content)
+    source = make_source(fake_prometheus.url, header_files=(("X-Api-Key", str(key_file)),))
+    report = query(source)
+    assert report.series.error is Kind.UNREACHABLE
+    assert "X-Api-Key" in report.series.error_message
+    assert str(key_file) in report.series.error_message
+    assert fake_prometheus.requests == []
+
+
 # --- client certificates ---------------------------------------------------------------
 
 

@@ -38,6 +38,8 @@ def walk(text: str, *, base: float, seconds: list[float], seed: int = 1) -> list
     [
         ("sine(600, 0.2)", core.Drift("sine", period=600, amplitude=0.2)),
         ("walk(0.02, 10, 0.15)", core.Drift("walk", step=0.02, every=10, bound=0.15)),
+        ("linear(0.01, 0.9)", core.Drift("linear", slope=0.01, limit=0.9)),
+        ("linear(-0.005, 1)", core.Drift("linear", slope=-0.005, limit=1)),
     ],
 )
 def test_drifts_parse(text: str, expected: Any) -> None:
@@ -45,7 +47,16 @@ def test_drifts_parse(text: str, expected: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["sine(0, 0.2)", "sine(600, -0.1)", "walk(0.02, 0, 0.1)", "walk(1, 2)", "random"]
+    "bad",
+    [
+        "sine(0, 0.2)",
+        "sine(600, -0.1)",
+        "walk(0.02, 0, 0.1)",
+        "walk(1, 2)",
+        "linear(0.01)",
+        "linear(0.01, -1)",
+        "random",
+    ],
 )
 def test_a_bad_drift_is_reported_and_the_background_stays_put(bad: str) -> None:
     body = node("n1", background_cpu="0.3")
@@ -53,6 +64,20 @@ def test_a_bad_drift_is_reported_and_the_background_stays_put(bad: str) -> None:
     got, problems = core.node_from_body(body)
     assert got.drift is None and got.background_cpu == 0.3
     assert len(problems) == 1 and core.NODE_BACKGROUND_CPU_DRIFT in problems[0]
+
+
+# --- linear -----------------------------------------------------------------------------
+
+
+def test_a_linear_drift_rises_at_its_slope_and_stops_at_its_limit() -> None:
+    assert drifted("linear(0.01, 0.9)", base=0.2, elapsed=0) == pytest.approx(0.2)
+    assert drifted("linear(0.01, 0.9)", base=0.2, elapsed=30) == pytest.approx(0.5)
+    assert drifted("linear(0.01, 0.9)", base=0.2, elapsed=600) == pytest.approx(0.9)
+
+
+def test_a_falling_linear_drift_stops_at_zero() -> None:
+    assert drifted("linear(-0.01, 1)", base=0.3, elapsed=10) == pytest.approx(0.2)
+    assert drifted("linear(-0.01, 1)", base=0.3, elapsed=100) == 0.0
 
 
 # --- sine -------------------------------------------------------------------------------

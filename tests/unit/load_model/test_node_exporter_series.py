@@ -31,13 +31,54 @@ def test_a_fractional_node_has_one_cpu_label_per_started_core_and_saturates_at_o
     assert counters.user == pytest.approx(2.0)
 
 
-def test_receive_bytes_follow_the_cores_in_use_on_eth0_and_veth_but_not_lo() -> None:
+def test_receive_bytes_follow_every_core_on_eth0_the_pods_cores_on_veth_and_not_lo() -> None:
     n, _ = core.node_from_body(node(cpu="4"))
     counters = core.NodeCounters()
-    core.advance(counters, node=n, cpu=0.5, dt=3)
+    core.advance(counters, node=n, cpu=0.5, dt=3, pod_cores=0.5)
     assert counters.rx_bytes["eth0"] == pytest.approx(3 * 2 * core.RX_BYTES_PER_CORE)
-    assert counters.rx_bytes["veth0"] == counters.rx_bytes["eth0"]
+    assert counters.rx_bytes["veth0"] == pytest.approx(3 * 0.5 * core.RX_BYTES_PER_CORE)
     assert counters.rx_bytes["lo"] == pytest.approx(3 * core.LO_RX_BYTES)
+
+
+@pytest.mark.parametrize(
+    ("cni", "devices"),
+    [
+        ("veth", {"veth0"}),
+        ("calico", {"cali0"}),
+        ("cilium", {"lxc0"}),
+        ("flannel", {"veth0", "cni0"}),
+    ],
+)
+def test_the_cnis_devices_carry_the_pods_traffic_again(cni: str, devices: set[str]) -> None:
+    body = node(cpu="4")
+    body["metadata"]["annotations"][core.NODE_CNI] = cni
+    n, problems = core.node_from_body(body)
+    assert not problems
+    counters = core.NodeCounters()
+    core.advance(counters, node=n, cpu=0.5, dt=1, pod_cores=1.0)
+    assert set(counters.rx_bytes) == {"eth0", "lo", *devices}
+    for device in devices:
+        assert counters.rx_bytes[device] == pytest.approx(core.RX_BYTES_PER_CORE)
+
+
+def test_an_unknown_cni_is_reported_and_taken_as_plain_veth() -> None:
+    body = node(cpu="4")
+    body["metadata"]["annotations"][core.NODE_CNI] = "weave"
+    n, problems = core.node_from_body(body)
+    assert n.cni == "veth"
+    assert len(problems) == 1 and core.NODE_CNI in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("cpu", "waiting"), [(0.3, 0.0), (0.6, 0.0), (0.8, 0.5), (1.0, 1.0), (1.4, 1.0)]
+)
+def test_cpu_pressure_counts_waiting_seconds_only_past_its_onset(
+    cpu: float, waiting: float
+) -> None:
+    n, _ = core.node_from_body(node(cpu="4"))
+    counters = core.NodeCounters()
+    core.advance(counters, node=n, cpu=cpu, dt=10)
+    assert counters.cpu_waiting == pytest.approx(10 * waiting)
 
 
 def test_the_node_exporter_endpoint_labels_series_by_instance_as_node_exporter_does() -> None:
@@ -55,6 +96,8 @@ def test_the_node_exporter_endpoint_labels_series_by_instance_as_node_exporter_d
     assert 'node_memory_MemTotal_bytes{instance="10.0.0.7:9100"} 1000.0' in text
     assert 'node_memory_MemAvailable_bytes{instance="10.0.0.7:9100"} 1000.0' in text
     assert 'node_network_receive_bytes_total{device="lo",instance="10.0.0.7:9100"}' in text
+    # 6 s at 0.5, under the pressure onset: no waiting yet, but the series is there.
+    assert 'node_pressure_cpu_waiting_seconds_total{instance="10.0.0.7:9100"} 0.0' in text
     # Nothing collides with the load model's own gauges, nor carries their node label.
     assert "node_cpu_utilisation" not in text
     assert 'node="' not in text

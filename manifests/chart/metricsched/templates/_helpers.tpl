@@ -87,6 +87,17 @@ two releases in one namespace (say, two scheduler names) do not share a leader.
 {{- define "metricsched.clientCertDir" -}}/etc/metricsched/prometheus-client-cert{{- end }}
 
 {{/* prometheus.headers as METRICSCHED_PROMETHEUS_HEADERS: NAME=VALUE,... sorted by name. */}}
+{{- define "metricsched.headerDir" -}}/etc/metricsched/prometheus-headers{{- end }}
+
+{{/* NAME=PATH pairs of prometheus.headerSecrets, each mounted at headerDir/<index>/value. */}}
+{{- define "metricsched.prometheusHeaderFiles" -}}
+{{- $pairs := list }}
+{{- range $i, $h := .Values.prometheus.headerSecrets }}
+{{- $pairs = append $pairs (printf "%s=%s/%d/value" $h.header (include "metricsched.headerDir" $) $i) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
 {{- define "metricsched.prometheusHeaders" -}}
 {{- $pairs := list }}
 {{- range $name := keys . | sortAlpha }}
