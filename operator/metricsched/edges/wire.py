@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import kubernetes.client.exceptions
 
-from metricsched.core import cycle, parse
+from metricsched.core import api_formats, cycle
 from metricsched.edges import kube, kube_http, observe
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -165,4 +165,4 @@ def truncate_message(message: str) -> str:
 
 def rfc3339(now: float | None) -> str:
     """``now`` (default: the wall clock) as the API writes metav1.Time."""
-    return parse.rfc3339(time.time() if now is None else now)
+    return api_formats.rfc3339(time.time() if now is None else now)
