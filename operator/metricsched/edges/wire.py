@@ -16,11 +16,11 @@ from typing import Any
 import aiohttp
 import kubernetes.client.exceptions
 
-from metricsched.core import api_formats, cycle
+from metricsched.core import api_formats
 from metricsched.edges import kube, kube_http, observe
 
 DEFAULT_TIMEOUT_S = 10.0
-MESSAGE_LIMIT = cycle.MESSAGE_LIMIT  # bytes; the API's limit for event notes
+MESSAGE_LIMIT = api_formats.MESSAGE_LIMIT  # bytes; the API's limit for event notes
 API_ERRORS = kube.API_ERRORS
 
 
@@ -159,8 +159,8 @@ def answer_failure(answer: kube_http.Answer) -> Failure:
 
 def truncate_message(message: str) -> str:
     """Cut to 1024 bytes of UTF-8 with a `` ...`` suffix, as kube-scheduler does (the
-    cycle's rule, ``core.cycle.truncate_message``)."""
-    return cycle.truncate_message(message, limit=MESSAGE_LIMIT)
+    cycle's rule, ``core.api_formats.truncate_message``)."""
+    return api_formats.truncate_message(message, limit=MESSAGE_LIMIT)
 
 
 def rfc3339(now: float | None) -> str:
