@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import itertools
-import signal
 from typing import Any
 
 from bench import env as env_mod
+from bench import helper_process
 from bench.kube import ApiError, Kube, schedulable_node_names
 
 
@@ -72,15 +71,9 @@ class NullBinder:
     async def worker(self, nodes: itertools.cycle[str]) -> None:
         while True:
             namespace, name, uid = await self.queue.get()
-            body = {
-                "apiVersion": "v1",
-                "kind": "Binding",
-                "metadata": {"name": name, "uid": uid},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": next(nodes)},
-            }
             try:
-                await self.kube.request(
-                    "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body
+                await helper_process.post_binding(
+                    self.kube, namespace=namespace, name=name, uid=uid, node=next(nodes)
                 )
                 self.bound += 1
             except (ApiError, OSError, TimeoutError) as e:
@@ -103,18 +96,7 @@ async def main_async(scheduler: str, concurrency: int) -> None:
     cluster = env_mod.load()
     kube = Kube(cluster.server, cluster.token, cluster.ca_file, connections=concurrency + 2)
     binder = NullBinder(kube, scheduler, concurrency)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    task = asyncio.create_task(binder.run())
-    stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
-    for t in (task, stopper):
-        t.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await t
-    await kube.close()
+    await helper_process.run_until_stopped(kube, binder.run())
     print(f"null binder: bound {binder.bound}, errors {binder.errors}", flush=True)
 
 

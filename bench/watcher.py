@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import signal
 import time
 from pathlib import Path
 from typing import Any
 
 from bench import env as env_mod
+from bench import helper_process
 from bench.kube import ApiError, Kube
 
 
@@ -81,17 +80,9 @@ async def run(namespace: str, expect: int, out: Path, ready_file: Path | None) -
     cluster = env_mod.load()
     kube = Kube(cluster.server, cluster.token, cluster.ca_file, connections=4)
     rec = Recorder(expect)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, rec.done.set)
-    task = asyncio.create_task(_watch(kube, namespace, rec, ready_file))
-    done_wait = asyncio.create_task(rec.done.wait())
-    await asyncio.wait([task, done_wait], return_when=asyncio.FIRST_COMPLETED)
-    for t in (task, done_wait):
-        t.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await t
-    await kube.close()
+    task = await helper_process.run_until_stopped(
+        kube, _watch(kube, namespace, rec, ready_file), stop=rec.done
+    )
     error = None
     if task.done() and not task.cancelled() and task.exception() is not None:
         error = repr(task.exception())

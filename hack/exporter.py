@@ -33,6 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import json_http  # hack/json_http.py, beside this script
 import prometheus_client
 import prometheus_client.core
 import prometheus_client.registry
@@ -133,22 +134,7 @@ class Collector(prometheus_client.registry.Collector):
 
 
 def make_handler(state: State, registry: prometheus_client.CollectorRegistry) -> type:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def reply(self, code: int, body: Any, ctype: str = "application/json") -> None:
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def body(self) -> Any:
-            length = int(self.headers.get("Content-Length") or 0)
-            return json.loads(self.rfile.read(length) or b"{}")
-
+    class Handler(json_http.Replies, BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = urllib.parse.urlparse(self.path).path
             if path == "/metrics":

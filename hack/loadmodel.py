@@ -72,6 +72,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
 
+import json_http  # hack/json_http.py, beside this script
 import kubernetes.client.exceptions
 import loadmodel_core as core
 import prometheus_client
@@ -609,18 +610,7 @@ def make_handler(
 ) -> type:
     """The HTTP API; ``registries`` by the path each is served on."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def reply(self, code: int, body: Any, ctype: str = "application/json") -> None:
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(json_http.Replies, BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = urllib.parse.urlparse(self.path).path
             if path in registries:
@@ -636,8 +626,7 @@ def make_handler(
                 self.reply(404, {"error": "not found"})
                 return
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-                req = json.loads(self.rfile.read(length) or b"{}")
+                req = self.body()
                 cpu = optional_fraction(req, "cpu")
                 memory = optional_fraction(req, "memory")
                 model.set_background(str(req["node"]), cpu, memory)

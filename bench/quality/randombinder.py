@@ -16,10 +16,10 @@ import asyncio
 import contextlib
 import dataclasses
 import random
-import signal
 from typing import Any
 
 from bench import env as env_mod
+from bench import helper_process
 from bench.kube import ApiError, Kube, schedulable_node_names
 from metricsched.core import quantity
 
@@ -106,15 +106,14 @@ class RandomBinder:
 
     async def bind(self, pod: dict[str, Any], node: str) -> None:
         meta = pod["metadata"]
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": meta["name"], "uid": meta["uid"]},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding"
         try:
-            await self.kube.request("POST", path, body)
+            await helper_process.post_binding(
+                self.kube,
+                namespace=meta["namespace"],
+                name=meta["name"],
+                uid=meta["uid"],
+                node=node,
+            )
             self.bound += 1
         except (ApiError, OSError, TimeoutError) as e:
             self.errors += 1
@@ -161,18 +160,7 @@ async def main_async(scheduler: str, seed: int) -> None:
     cluster = env_mod.load()
     kube = Kube(cluster.server, cluster.token, cluster.ca_file, connections=8)
     binder = RandomBinder(kube, scheduler, seed)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    task = asyncio.create_task(binder.run())
-    stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
-    for t in (task, stopper):
-        t.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await t
-    await kube.close()
+    await helper_process.run_until_stopped(kube, binder.run())
     print(f"random binder: bound {binder.bound}, errors {binder.errors}", flush=True)
 
 

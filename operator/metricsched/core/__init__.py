@@ -10,6 +10,7 @@ checks it with import-linter).
 Modules:
 - ``model``: typed views of nodes, pods, policies, metric values and decisions.
 - ``parse``: raw API bodies to those views.
+- ``api_formats``: the API's wire formats the writers share (metav1.Time, the note limit).
 - ``node_state``: a node's state from the pods on it (the one builder), and snapshots
   built from pods and nodes.
 - ``quantity``: Kubernetes resource quantities.

@@ -21,6 +21,7 @@ from typing import Any, Final
 import numpy as np
 
 from metricsched.core import (
+    api_formats,
     columns,
     estimate,
     framework,
@@ -34,22 +35,9 @@ from metricsched.core import (
 )
 from metricsched.core.plugins import fallback, kube_scores, metric_threshold, preemption
 
-MESSAGE_LIMIT: Final = 1024
-"""Bytes an event note may hold; kube-scheduler truncates to it the same way."""
-
 NO_FRESH_VALUES: Final = "no fresh metric values for any feasible node"
 FAIL_OPEN_NOTE: Final = "with it no node passes the thresholds the samples allow"
 SOFT_NOTE: Final = "Soft threshold lifted, every node was outside it"
-
-
-def truncate_message(message: str, *, limit: int = MESSAGE_LIMIT) -> str:
-    """Cut ``message`` to ``limit`` UTF-8 bytes, ending with " ..." when cut."""
-    encoded = message.encode()
-    if len(encoded) <= limit:
-        return message
-    suffix = " ..."
-    head = encoded[: limit - len(suffix)].decode(errors="ignore")  # never split a character
-    return head + suffix
 
 
 def _decision(
@@ -72,7 +60,7 @@ def _decision(
         node=node,
         fallback_reason=fallback_reason,
         verdicts=verdicts,
-        message=truncate_message(message),
+        message=api_formats.truncate_message(message),
         fallback_kind=fallback_kind if fallback_reason else None,
         estimate_basis=estimate_basis or {},
         estimate_fail_open=estimate_fail_open,
@@ -252,10 +240,10 @@ def schedule_one(
         return decision
     # The note is what a user of the other install needs: it survives the cut (up to half
     # the message, for a namespace of many such policies).
-    note = truncate_message(note, limit=MESSAGE_LIMIT // 2)
-    limit = MESSAGE_LIMIT - len(note.encode())
+    note = api_formats.truncate_message(note, limit=api_formats.MESSAGE_LIMIT // 2)
+    limit = api_formats.MESSAGE_LIMIT - len(note.encode())
     return dataclasses.replace(
-        decision, message=truncate_message(decision.message, limit=limit) + note
+        decision, message=api_formats.truncate_message(decision.message, limit=limit) + note
     )
 
 

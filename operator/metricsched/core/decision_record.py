@@ -43,7 +43,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-from metricsched.core import model, parse
+from metricsched.core import api_formats, model
 
 ANNOTATION: Final = "metricsched.io/decision"
 MAX_BYTES: Final = 1024
@@ -152,7 +152,7 @@ def _as_json(record: DecisionRecord) -> dict[str, Any]:
             if record.fallback_strategy
             else None
         ),
-        "time": parse.rfc3339(record.time),
+        "time": api_formats.rfc3339(record.time),
         **({"basis": dict(record.basis)} if record.basis else {}),
     }
 

@@ -28,7 +28,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import decision_record, estimate, model, parse, scoring
+from metricsched.core import api_formats, decision_record, estimate, model, scoring
 from metricsched.core import policy as policy_mod
 from metricsched.core.plugins import kube_scores
 
@@ -395,5 +395,5 @@ def rebalanced_note(pod: model.PodInfo, events: Sequence[model.RawBody]) -> str 
             found = (at, message)
     if found is None:
         return None
-    stamp = parse.rfc3339(found[0])
+    stamp = api_formats.rfc3339(found[0])
     return f"note: {pod.key} replaces a pod that rebalancing moved at {stamp}: {found[1]}"

@@ -1050,11 +1050,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def rfc3339(ts: float) -> str:
-    """A unix time as the API writes metav1.Time: RFC 3339, UTC, whole seconds."""
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _timestamp(parent: Mapping[str, Any], key: str, field: str) -> float:
     text = _string(parent, key, field)
     if not text:

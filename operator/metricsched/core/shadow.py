@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from metricsched.core import columns, cycle, model, node_state, parse, scoring
+from metricsched.core import api_formats, columns, cycle, model, node_state, scoring
 
 SHADOW_SCHEDULER: Final = "metricsched-shadow"
 """The schedulerName a shadowed pod is given for the cycle (never sent anywhere)."""
@@ -265,7 +265,7 @@ def status_block(
                 "policyValues": _values_json(e.policy_values),
                 "actualValues": _values_json(e.actual_values),
                 "reason": e.reason,
-                "time": parse.rfc3339(e.time),
+                "time": api_formats.rfc3339(e.time),
             }
             for e in recent
         ],

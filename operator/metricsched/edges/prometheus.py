@@ -26,7 +26,7 @@ import re
 import time
 import types
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import prometheus_api_client.prometheus_connect as prom_connect
@@ -128,6 +128,29 @@ class _QueryError(Exception):
         self.sent = sent
 
 
+def _secret_from_file(path: str, what: str, *, trim: Callable[[str], str]) -> str:
+    """A mounted Secret's file, read fresh for every request (it may be rotated) and
+    trimmed; a file that cannot be read or is empty fails the query as Prometheus
+    unreachable would."""
+    try:
+        secret = trim(pathlib.Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise _QueryError(
+            model.QueryErrorKind.UNREACHABLE,
+            f"cannot read the {what} file {path}: {e.strerror or e}",
+        ) from None
+    if not secret:
+        raise _QueryError(model.QueryErrorKind.UNREACHABLE, f"the {what} file {path} is empty")
+    return secret
+
+
+def _remember(recent: collections.deque[str], *secrets: str) -> None:
+    """Keep what a request sends, only to scrub it from messages about the answer."""
+    for secret in secrets:
+        if secret not in recent:
+            recent.append(secret)
+
+
 class _BearerTokenFile(requests.auth.AuthBase):
     """Sets ``Authorization: Bearer <token>`` from a file read fresh for every request."""
 
@@ -138,19 +161,8 @@ class _BearerTokenFile(requests.auth.AuthBase):
         self.recent: collections.deque[str] = collections.deque(maxlen=2)
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        try:
-            token = pathlib.Path(self.path).read_text(encoding="utf-8").strip()
-        except OSError as e:
-            raise _QueryError(
-                model.QueryErrorKind.UNREACHABLE,
-                f"cannot read the bearer token file {self.path}: {e.strerror or e}",
-            ) from None
-        if not token:
-            raise _QueryError(
-                model.QueryErrorKind.UNREACHABLE, f"the bearer token file {self.path} is empty"
-            )
-        if token not in self.recent:
-            self.recent.append(token)
+        token = _secret_from_file(self.path, "bearer token", trim=str.strip)
+        _remember(self.recent, token)
         request.headers["Authorization"] = f"Bearer {token}"
         return request
 
@@ -169,22 +181,11 @@ class _BasicAuthFile(requests.auth.AuthBase):
         self.recent: collections.deque[str] = collections.deque(maxlen=4)
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        try:
-            password = pathlib.Path(self.path).read_text(encoding="utf-8").rstrip("\r\n")
-        except OSError as e:
-            raise _QueryError(
-                model.QueryErrorKind.UNREACHABLE,
-                f"cannot read the basic-auth password file {self.path}: {e.strerror or e}",
-            ) from None
-        if not password:
-            raise _QueryError(
-                model.QueryErrorKind.UNREACHABLE,
-                f"the basic-auth password file {self.path} is empty",
-            )
+        password = _secret_from_file(
+            self.path, "basic-auth password", trim=lambda text: text.rstrip("\r\n")
+        )
         credentials = base64.b64encode(f"{self.username}:{password}".encode()).decode("ascii")
-        for secret in (password, credentials):
-            if secret not in self.recent:
-                self.recent.append(secret)
+        _remember(self.recent, password, credentials)
         request.headers["Authorization"] = f"Basic {credentials}"
         return request
 

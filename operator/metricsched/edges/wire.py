@@ -16,11 +16,11 @@ from typing import Any
 import aiohttp
 import kubernetes.client.exceptions
 
-from metricsched.core import cycle, parse
+from metricsched.core import api_formats
 from metricsched.edges import kube, kube_http, observe
 
 DEFAULT_TIMEOUT_S = 10.0
-MESSAGE_LIMIT = cycle.MESSAGE_LIMIT  # bytes; the API's limit for event notes
+MESSAGE_LIMIT = api_formats.MESSAGE_LIMIT  # bytes; the API's limit for event notes
 API_ERRORS = kube.API_ERRORS
 
 
@@ -159,10 +159,10 @@ def answer_failure(answer: kube_http.Answer) -> Failure:
 
 def truncate_message(message: str) -> str:
     """Cut to 1024 bytes of UTF-8 with a `` ...`` suffix, as kube-scheduler does (the
-    cycle's rule, ``core.cycle.truncate_message``)."""
-    return cycle.truncate_message(message, limit=MESSAGE_LIMIT)
+    cycle's rule, ``core.api_formats.truncate_message``)."""
+    return api_formats.truncate_message(message, limit=MESSAGE_LIMIT)
 
 
 def rfc3339(now: float | None) -> str:
     """``now`` (default: the wall clock) as the API writes metav1.Time."""
-    return parse.rfc3339(time.time() if now is None else now)
+    return api_formats.rfc3339(time.time() if now is None else now)

@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from metricsched.config import Config
-from metricsched.core import model, parse, rebalance
+from metricsched.core import api_formats, model, rebalance
 from metricsched.edges import events, eviction, kube_http, metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import reservations as reservations_mod
@@ -308,7 +308,7 @@ class Rebalancer:
                 "value": _finite(move.value),
                 "targetValue": _finite(move.target_value),
                 "result": label,
-                "time": parse.rfc3339(now),
+                "time": api_formats.rfc3339(now),
             }
         )
         self._mark(key)
@@ -371,7 +371,7 @@ class Rebalancer:
             "recent": [dict(entry) for entry in state.recent],
         }
         if state.last_move:
-            block["lastMoveTime"] = parse.rfc3339(state.last_move)
+            block["lastMoveTime"] = api_formats.rfc3339(state.last_move)
         return block
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import kubernetes.client.exceptions
 
-from metricsched.core import estimate, model, parse, policy, scoring
+from metricsched.core import api_formats, estimate, model, policy, scoring
 from metricsched.edges import kube, observe, query_rounds
 
 logger = logging.getLogger("metricsched.status")
@@ -280,7 +280,7 @@ class PolicyStatus:
                         "name": m.name,
                         "nodesReporting": r.nodes_reporting,
                         "nodesMissing": r.nodes_missing,
-                        "lastRefreshTime": parse.rfc3339(r.finished_at),
+                        "lastRefreshTime": api_formats.rfc3339(r.finished_at),
                         "lastError": f"{r.error}: {r.error_message}" if r.error else "",
                     }
                 )
@@ -358,7 +358,7 @@ def _condition(
     since = (
         previous["lastTransitionTime"]
         if previous and previous.get("status") == status
-        else parse.rfc3339(time.time())
+        else api_formats.rfc3339(time.time())
     )
     cond = {
         "type": ctype,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import cycle, model, policy
+from metricsched.core import api_formats, model, policy
 
 Outcome = model.Outcome
 
@@ -200,15 +200,15 @@ def test_same_inputs_give_the_same_decision(
 
 def test_long_messages_are_cut_to_1024_bytes_like_kube_scheduler():
     message = "Successfully assigned " + "→" * 2000
-    cut = cycle.truncate_message(message)
+    cut = api_formats.truncate_message(message)
     assert len(cut.encode()) <= 1024
     assert cut.endswith(" ...")
-    assert cycle.truncate_message("short") == "short"
+    assert api_formats.truncate_message("short") == "short"
 
 
 @given(text=st.text(max_size=1500))
 def test_truncated_messages_fit_and_keep_their_beginning(text):
-    cut = cycle.truncate_message(text)
+    cut = api_formats.truncate_message(text)
     assert len(cut.encode()) <= 1024
     if cut != text:
         assert text.startswith(cut.removesuffix(" ..."))

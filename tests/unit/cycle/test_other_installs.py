@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metricsched.core import cycle, model, policy
+from metricsched.core import api_formats, model, policy
 
 Outcome = model.Outcome
 
@@ -100,7 +100,7 @@ def test_the_note_survives_the_message_limit(*, make_node, make_cluster, make_po
         snapshot=make_cluster(make_node("node-1")),
         elsewhere=[elsewhere(n) for n in names],
     )
-    assert len(decision.message.encode()) <= cycle.MESSAGE_LIMIT
+    assert len(decision.message.encode()) <= api_formats.MESSAGE_LIMIT
     assert decision.message.startswith("Successfully assigned shop/web-1 to node-1")
     assert f"(policy shop/{names[0]} selects this pod" in decision.message
 

@@ -1,5 +1,6 @@
-"""The load model's modules (hack/loadmodel_core.py, hack/loadmodel.py), loaded from
-their files (hack/ is not a package), and raw bodies of the kind its watches receive."""
+"""The load model's modules (hack/loadmodel_core.py, hack/loadmodel.py, hack/json_http.py),
+loaded from their files (hack/ is not a package), and raw bodies of the kind its watches
+receive."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def _load(name: str, file: str) -> ModuleType:
     return module
 
 
+_load("json_http", "json_http.py")  # hack/exporter.py and hack/loadmodel.py import this name
 core = _load("loadmodel_core", "loadmodel_core.py")  # hack/loadmodel.py imports this name
 loadmodel = _load("hack_loadmodel", "loadmodel.py")
 
