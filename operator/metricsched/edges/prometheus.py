@@ -214,20 +214,13 @@ class _HeaderFiles(requests.auth.AuthBase):
         if self.inner is not None:
             request = self.inner(request)
         for name, path in self.files:
-            try:
-                value = pathlib.Path(path).read_text(encoding="utf-8").strip()
-            except OSError as e:
+            value = _secret_from_file(path, f"header {name}", trim=str.strip)
+            if any(c in value for c in "\r\n\0"):
                 raise _QueryError(
                     model.QueryErrorKind.UNREACHABLE,
-                    f"cannot read the file of header {name}, {path}: {e.strerror or e}",
-                ) from None
-            if not value or any(c in value for c in "\r\n\0"):
-                raise _QueryError(
-                    model.QueryErrorKind.UNREACHABLE,
-                    f"the file of header {name}, {path}, is empty or holds more than one line",
+                    f"the header {name} file {path} holds more than one line",
                 )
-            if value not in self._values:
-                self._values.append(value)
+            _remember(self._values, value)
             request.headers[name] = value
         return request
 
