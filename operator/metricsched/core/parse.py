@@ -24,11 +24,14 @@ Purely computational: no I/O, no clocks, no clients.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeVar
+
+import orjson
 
 from metricsched.core import decision_record, kubelet_rejection, model, quantity, versions
 
@@ -180,6 +183,121 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         nominated_node=""
         if node_name
         else _shared(_string(status, "nominatedNodeName", "status.nominatedNodeName")),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodDigest:
+    """What ``pod_from_body`` reads from a pod body, read cheaply, so that an event
+    carrying nothing new (a resourceVersion bump, a status-only update) is not parsed
+    again: ``rest`` hashes every part the parse reads except the few that change over a
+    pod's life (its node, phase, bind time, decision record and nomination), which are
+    read here exactly as the parse reads them. Two bodies of one pod with the same
+    ``rest`` parse to ``PodInfo``s that differ at most in those fields
+    (``restamped``)."""
+
+    rest: int
+    node_name: str
+    phase: str
+    bound_at: float
+    placed_by: str
+    nominated_node: str
+
+
+_DIGEST_META: Final = (
+    "namespace",
+    "name",
+    "uid",
+    "labels",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "ownerReferences",
+)
+"""The metadata ``pod_from_body`` reads (annotations: only the decision record, a stamp)."""
+
+
+def pod_digest(body: Mapping[str, Any]) -> PodDigest | None:
+    """The ``PodDigest`` of a pod body; None for anything unusual (a part of an unexpected
+    type, a value orjson cannot write), which the full parse then judges and names."""
+    meta, spec, status = body.get("metadata"), body.get("spec"), _or(body, "status", {})
+    if type(meta) is not dict or type(spec) is not dict or type(status) is not dict:
+        return None
+    node_name, phase = _or(spec, "nodeName", ""), _or(status, "phase", "")
+    nominated = _or(status, "nominatedNodeName", "")
+    if type(node_name) is not str or type(phase) is not str or type(nominated) is not str:
+        return None
+    # Every spec field but the node: a bound pod's spec parses as its pending copy did.
+    rest: list[Any] = [{k: v for k, v in spec.items() if k != "nodeName"}]
+    rest.extend(meta.get(key) for key in _DIGEST_META)
+    conditions = _or(status, "conditions", [])
+    if type(conditions) is not list:
+        return None
+    resize = None  # the first PodResizePending condition's reason (IsPodResizeInfeasible)
+    for condition in conditions:
+        if type(condition) is not dict:
+            return None
+        if resize is None and condition.get("type") == "PodResizePending":
+            resize = str(condition.get("reason"))
+    rest.append(resize)
+    # What in-place resize reports, as ``_container_statuses`` keeps it (the last status
+    # of each name; one without resources says nothing); the rest is the kubelet's news.
+    reported: dict[str, Any] = {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        statuses = _or(status, key, [])
+        if type(statuses) is not list:
+            return None
+        for item in statuses:
+            if type(item) is not dict:
+                return None
+            name = item.get("name")
+            if isinstance(name, str):
+                reported.pop(name, None)  # the last status of a name is the one read
+                if item.get("resources") is not None:
+                    reported[name] = (item["resources"], item.get("allocatedResources"))
+    rest.append(reported)
+    try:
+        encoded = orjson.dumps(rest)
+    except orjson.JSONEncodeError:
+        return None
+    return PodDigest(
+        rest=hash(encoded),
+        node_name=node_name,
+        phase=phase or "Pending",
+        bound_at=_bound_at(status) if node_name else 0.0,
+        placed_by=_placed_by(meta),
+        nominated_node="" if node_name else nominated,
+    )
+
+
+def _or(parent: Mapping[str, Any], key: str, default: Any) -> Any:
+    """``parent[key]``, or ``default`` where it is missing or null (as the parse reads it:
+    a value of another type, even a falsy one, is kept for the caller to refuse)."""
+    value = parent.get(key)
+    return default if value is None else value
+
+
+def restamped(pod: model.PodInfo, digest: PodDigest) -> model.PodInfo:
+    """``pod`` (parsed from a body with ``digest.rest``) as another body with the same
+    ``rest`` parses: the same, with that body's node, phase, bind time, decision record
+    and nomination."""
+    return dataclasses.replace(
+        pod,
+        node_name=_shared(digest.node_name),
+        phase=_shared(digest.phase),
+        bound_at=digest.bound_at,
+        placed_by=_shared(digest.placed_by),
+        nominated_node=_shared(digest.nominated_node),
+    )
+
+
+def stamped_alike(pod: model.PodInfo, digest: PodDigest) -> bool:
+    """Whether ``restamped(pod, digest)`` would be ``pod`` itself."""
+    return (
+        pod.node_name == digest.node_name
+        and pod.phase == digest.phase
+        and pod.bound_at == digest.bound_at
+        and pod.placed_by == digest.placed_by
+        and pod.nominated_node == digest.nominated_node
     )
 
 

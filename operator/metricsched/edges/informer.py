@@ -110,8 +110,12 @@ class Reflector:
         page: int = PAGE,
         clock: Callable[[], float] = time.monotonic,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        list_gate: asyncio.Lock | None = None,
     ) -> None:
         self._api = api
+        # Held for a whole LIST: reflectors sharing it list one kind at a time, so that
+        # at most one page is decoded at once (each page's objects are 5-6x its JSON).
+        self._list_gate = list_gate or asyncio.Lock()
         self.resource = resource
         self._sink = sink
         self._page = page
@@ -194,6 +198,10 @@ class Reflector:
 
     async def _list(self) -> str:
         """Every object, a page at a time, to the sink; returns the LIST's resourceVersion."""
+        async with self._list_gate:
+            return await self._list_pages()
+
+    async def _list_pages(self) -> str:
         started = self._clock()
         keys: set[str] = set()
         token = ""
@@ -218,10 +226,15 @@ class Reflector:
             if not answer.ok:
                 raise kube_http.status_error(answer)
             body = orjson.loads(answer.data)
-            for item in body.get("items") or ():
+            del answer  # the page's bytes
+            items = body.pop("items", None) or []
+            meta = body.get("metadata") or {}
+            del body
+            for index, item in enumerate(items):
+                items[index] = None  # each object goes once handled, not with its page
                 keys.add(self.resource.key(item))
                 self._sink.event(self.resource.kind, "LISTED", item)
-            meta = body.get("metadata") or {}
+            del items
             token = str(meta.get("continue") or "")
             if not token:
                 version = str(meta.get("resourceVersion") or "")

@@ -76,6 +76,9 @@ class ClusterCache:
         self._burst_memory_s = burst_memory_s
         self._holds: dict[str, tuple[model.NodeName, float]] = {}  # uid -> (node, until)
         self._pod_rv: dict[str, int] = {}  # uid -> last resourceVersion seen
+        # uid -> (parse.PodDigest.rest, PodInfo) of the last body parsed of a pod held here:
+        # a later body with the same rest is not parsed again (``parsed_pod``)
+        self._parsed: dict[str, tuple[int, model.PodInfo]] = {}
         self._node_rv: dict[model.NodeName, int] = {}
         self._tombstones: dict[str, int] = {}  # uid -> resourceVersion of its deletion
         self._node_tombstones: dict[model.NodeName, int] = {}
@@ -176,13 +179,25 @@ class ClusterCache:
 
     # --- pods --------------------------------------------------------------------------
 
-    def upsert_pod(self, pod: model.PodInfo, *, ours: bool, resource_version: str = "") -> None:
-        """A pod event. Bound pods count on their node; our unbound pods are pending."""
+    def upsert_pod(
+        self,
+        pod: model.PodInfo,
+        *,
+        ours: bool,
+        resource_version: str = "",
+        digest: int | None = None,
+    ) -> None:
+        """A pod event. Bound pods count on their node; our unbound pods are pending.
+        ``digest``: the ``parse.PodDigest.rest`` of the body ``pod`` was read from."""
         uid = pod.uid
         rv = _rv(resource_version)
         if uid in self._tombstones and rv <= self._tombstones[uid]:
             return  # an old copy (from a LIST) of a pod whose deletion we have seen
         self._pod_rv[uid] = max(self._pod_rv.get(uid, 0), rv)
+        if digest is None:
+            self._parsed.pop(uid, None)
+        else:
+            self._parsed[uid] = (digest, pod)
         if pod.node_name and pod.phase not in _TERMINAL:
             if uid in self._nominated:  # bound: counted on its node from now on, once
                 self.remove_nominated(uid)
@@ -226,6 +241,36 @@ class ClusterCache:
         else:
             self.pending.pop(uid, None)
             self.pod_conditions.pop(uid, None)
+            if uid not in self._pod_node and uid not in self._orphans:
+                self._parsed.pop(uid, None)  # nothing of it held: nothing to compare with
+
+    def parsed_pod(self, uid: str, digest: int) -> model.PodInfo | None:
+        """The pod as parsed from its last body held here, if that body had ``digest``
+        (``parse.PodDigest.rest``): a body with the same digest parses the same but for
+        the fields ``parse.restamped`` sets."""
+        found = self._parsed.get(uid)
+        return found[1] if found is not None and found[0] == digest else None
+
+    def keep_bound(self, uid: str, *, node: str, resource_version: str) -> bool:
+        """An event of a pod bound to ``node`` that parses as the copy counted there
+        already (``parse.stamped_alike``): if the pod is settled there (not assumed,
+        held, pending or nominated), only its resourceVersion is recorded (no node state
+        rebuilt) and True is returned; else False, and the event takes ``upsert_pod``."""
+        if (
+            not node
+            or self._pod_node.get(uid) != node
+            or uid in self._assumed
+            or uid in self._holds
+            or uid in self.pending
+            or uid in self.pod_conditions
+            or uid in self._nominated
+        ):
+            return False
+        rv = _rv(resource_version)
+        if uid in self._tombstones and rv <= self._tombstones[uid]:
+            return True  # an old copy: upsert_pod would ignore it too
+        self._pod_rv[uid] = max(self._pod_rv.get(uid, 0), rv)
+        return True
 
     def remove_pod(self, uid: str, *, resource_version: str = "") -> None:
         if resource_version:
@@ -233,6 +278,7 @@ class ClusterCache:
             while len(self._tombstones) > _MAX_TOMBSTONES:
                 del self._tombstones[next(iter(self._tombstones))]
         self._pod_rv.pop(uid, None)
+        self._parsed.pop(uid, None)
         self._release_hold(uid)
         self.pending.pop(uid, None)
         self.pod_conditions.pop(uid, None)
@@ -285,6 +331,7 @@ class ClusterCache:
             self._latest_pending.pop(uid, None)
         elif uid not in self._pod_node and uid not in self._orphans:
             self._pod_rv.pop(uid, None)  # nothing of it held: forget it
+            self._parsed.pop(uid, None)
 
     def confirm_bound(self, uid: str, *, at: float) -> None:
         """The API accepted our Binding of an assumed pod (``at``: ``time.monotonic()``):

@@ -115,7 +115,13 @@ class ClusterState:
         }
         self._api = api
         self._page = page
-        self.reflectors = [informer.Reflector(api, r, self, page=page) for r in resources]
+        # One LIST at a time across kinds (at start every kind lists at once otherwise):
+        # the decoded pages of several kinds are never held together.
+        self._list_gate = asyncio.Lock()
+        self.reflectors = [
+            informer.Reflector(api, r, self, page=page, list_gate=self._list_gate)
+            for r in resources
+        ]
         self._unlisted = {r.kind for r in resources}  # not listed yet, or re-listing
         self._failing: dict[str, str] = {}
         self.consistent = watches.consistent
@@ -134,7 +140,11 @@ class ClusterState:
         read it. Decisions wait for its first LIST as for the others."""
         if any(r.resource.kind == resource.kind for r in self.reflectors):
             return
-        self.reflectors.append(informer.Reflector(self._api, resource, self, page=self._page))
+        self.reflectors.append(
+            informer.Reflector(
+                self._api, resource, self, page=self._page, list_gate=self._list_gate
+            )
+        )
         self._unlisted.add(resource.kind)
         self.consistent.clear()
 

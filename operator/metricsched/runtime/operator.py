@@ -316,9 +316,11 @@ class Operator:
                     "install it with `kubectl apply -f crds/` (the Helm chart does this)"
                 ) from e
             raise
+        sent = self.watches.clock()
         await informers_mod.list_pending(
             self.http, self.watches, self.config.scheduler_names, page=self.config.list_page_size
         )
+        self.reconciler.pending_listed(at=sent)
 
     async def apply_version_rules(self) -> None:
         """kube-scheduler's rules for the API server's version, before anything is listed:

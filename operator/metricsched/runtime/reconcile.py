@@ -7,6 +7,13 @@ answers 404, and it is dropped). The reconciler LISTs both (``informers.list_pen
 ``informers.list_policies``) once kopf's listing has gone quiet, and every
 ``interval_s`` as a safety net, and drops what the LIST lacks and no newer event showed.
 
+The LIST of pending pods right after kopf's first listing is skipped when the operator's
+own LIST of them was sent less than ``FRESH_S`` before (``pending_listed``): at start-up,
+kopf's first listing follows that LIST by about a second, and a pending pod deleted in
+between is only tried once more (its Binding answers 404, and it is dropped). The policy
+LIST is never skipped (a policy deleted in between would keep governing pods), nor any
+later LIST (kopf restarted, a re-list: a gap of any length).
+
 The rest of the cluster's state is the informer's, which reconciles every kind after each
 of its own LISTs (``runtime.informers``). A failed LIST here is logged and retried: at the
 next interval while the policies are confirmed, with backoff (1 s doubling to 30 s) while
@@ -32,6 +39,9 @@ SETTLE_S = 1.0
 # A failed LIST while decisions wait for it: retried after this, doubling to the max.
 RETRY_S = (1.0, 30.0)
 CONFIRM_BOUND_S = 60.0
+FRESH_S = 30.0
+"""The operator's own LIST of pending pods, sent less than this before the first
+reconciliation, serves as that reconciliation's (see the module docstring)."""
 """How long the policies may stay unconfirmed after a gap (decisions waiting) before
 /readyz turns false with the reason."""
 
@@ -53,6 +63,12 @@ class Reconciler:
         self._interval = interval_s
         self._health = health
         self._confirm_bound_s = confirm_bound_s
+        self._pending_listed_at: float | None = None  # the operator's own LIST, once
+
+    def pending_listed(self, *, at: float) -> None:
+        """The operator LISTed the pending pods itself (its initial sync), sent at ``at``
+        (``watches.clock``): the first reconciliation need not LIST them again."""
+        self._pending_listed_at = at
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile after each gap and every interval, and say when decisions have
@@ -75,7 +91,9 @@ class Reconciler:
             except TimeoutError:
                 pass
             self._watches.relisted.clear()
-            failed = await self.once() is None
+            listed_at, self._pending_listed_at = self._pending_listed_at, None
+            fresh = listed_at is not None and self._watches.clock() - listed_at < FRESH_S
+            failed = await self.once(pending=not fresh) is None
             retry = min(RETRY_S[1], retry * 2) if failed else RETRY_S[0]
 
     async def _watch_confirmed(self, stop: asyncio.Event) -> None:
@@ -115,14 +133,19 @@ class Reconciler:
             if not self._watches.relisted.is_set():
                 return
 
-    async def once(self) -> tuple[int, int] | None:
-        """One reconciliation: (pending pods, policies) removed; None if a LIST failed."""
+    async def once(self, *, pending: bool = True) -> tuple[int, int] | None:
+        """One reconciliation: (pending pods, policies) removed; None if a LIST failed.
+        ``pending=False``: the policies only."""
         try:
-            pods = await informers.list_pending(
-                self._api,
-                self._watches,
-                self._watches.config.scheduler_names,
-                page=self._watches.config.list_page_size,
+            pods = (
+                await informers.list_pending(
+                    self._api,
+                    self._watches,
+                    self._watches.config.scheduler_names,
+                    page=self._watches.config.list_page_size,
+                )
+                if pending
+                else 0
             )
             policies = await informers.list_policies(self._api, self._watches)
         except Exception as e:

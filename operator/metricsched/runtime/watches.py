@@ -259,6 +259,21 @@ class Watches:
         ours = spec.get("schedulerName") in self.config.scheduler_names and (
             not self._namespaces or meta.get("namespace") in self._namespaces
         )
+        # Nothing new the cycle reads (a status-only update, a resourceVersion bump, our
+        # own bind): not parsed again, and a pod counted on its node already is left as
+        # it is, with only its resourceVersion recorded.
+        digest = parse.pod_digest(body)
+        known = self.cache.parsed_pod(uid, digest.rest) if digest is not None else None
+        if known is not None and digest is not None:
+            if parse.stamped_alike(known, digest) and self.cache.keep_bound(
+                uid, node=digest.node_name, resource_version=version
+            ):
+                if self._on_pod_seen is not None and not ours:
+                    self._on_pod_seen(known, body)
+                self.queue.done(uid)
+                return
+            self._upsert_pod(body, parse.restamped(known, digest), ours=ours, digest=digest)
+            return
         try:
             pod = parse.pod_from_body(body)
         except parse.ParseError as e:
@@ -275,10 +290,27 @@ class Watches:
                     message=f"metricsched cannot read this pod's spec: {e}",
                 )
             return
+        self._upsert_pod(body, pod, ours=ours, digest=digest)
+
+    def _upsert_pod(
+        self,
+        body: Mapping[str, Any],
+        pod: model.PodInfo,
+        *,
+        ours: bool,
+        digest: parse.PodDigest | None,
+    ) -> None:
+        uid = pod.uid
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
         if self._on_pod_seen is not None and not ours:
             self._on_pod_seen(pod, body)
         before = self.cache.pending.get(uid)
-        self.cache.upsert_pod(pod, ours=ours, resource_version=version)
+        self.cache.upsert_pod(
+            pod,
+            ours=ours,
+            resource_version=version,
+            digest=digest.rest if digest is not None else None,
+        )
         if uid in self.cache.pending:
             self.cache.pod_conditions[uid] = tuple(
                 (body.get("status") or {}).get("conditions") or ()
