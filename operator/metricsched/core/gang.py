@@ -33,7 +33,10 @@ device-class mapping. Anything else (another class, a PreFilter refusal, a new t
 runs every filter again. So ``now`` needs no cut: nothing that depends on it is reused.
 
 What is not shared yet: normalisation and scoring are redone per pod (vector operations
-over the feasible nodes). Purely computational: no I/O, no clocks.
+over the feasible nodes). Not to be confused with pod-group gang scheduling (all or
+nothing, Kubernetes' Workload API), which metricsched refuses (``core.profile``): a run
+places each pod on its own, exactly as one at a time. Purely computational: no I/O, no
+clocks.
 """
 
 from __future__ import annotations
