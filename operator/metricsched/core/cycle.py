@@ -15,7 +15,7 @@ import collections
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -220,22 +220,86 @@ def schedule_one(
     (the runtime's light index of them): each that selects the pod is named at the end of
     its Scheduled or FailedScheduling message, since it does not place the pod.
     """
-    decision = _decide(
+    prepared = prepare(
         pod=pod,
+        policies=policies,
+        default_fallback=default_fallback,
+        scheduler_names=scheduler_names,
+        elsewhere=elsewhere,
+    )
+    if isinstance(prepared, model.Decision):
+        return prepared
+    return decide_prepared(
+        pod=pod,
+        prepared=prepared,
         snapshot=snapshot,
         table=table,
-        policies=policies,
         metrics=metrics,
-        default_fallback=default_fallback,
         now=now,
-        scheduler_names=scheduler_names,
         rr_counter=rr_counter,
         seed=seed,
         detail=detail,
         namespace_labels=namespace_labels,
         memo=memo,
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Prepared:
+    """What the cycle works out before it looks at any node, from the pod's class (every
+    field but its name, uid and creation time: ``core.gang.same_class``), the policies,
+    the default strategy, the scheduler names and the other installs' policies alone: the
+    policy that governs the pod and the note naming other installs' policies."""
+
+    chosen: model.Policy
+    policy_key: model.PolicyKey | None
+    note: str
+
+
+def prepare(
+    *,
+    pod: model.PodInfo,
+    policies: Sequence[model.Policy],
+    default_fallback: model.FallbackStrategy,
+    scheduler_names: frozenset[str],
+    elsewhere: Sequence[policy.Elsewhere] = (),
+) -> Prepared | model.Decision:
+    """The part of ``schedule_one`` before the nodes: the decision itself when the pod is
+    skipped or refused whatever the nodes (no policy it pins, an unsupported feature, too
+    expensive to evaluate), else what ``decide_prepared`` needs."""
+    skip = _skip_reason(pod, scheduler_names)
+    if skip is not None:
+        return _decision(pod=pod, policy_key=None, outcome=model.Outcome.SKIP, message=skip)
     note = policy.elsewhere_note(pod, elsewhere) if elsewhere else ""
+    choice = policy.select_policy(pod, policies)
+    if choice.reason is policy.ChoiceReason.PINNED_MISSING:
+        return _with_note(
+            _decision(
+                pod=pod,
+                policy_key=choice.pinned,
+                outcome=model.Outcome.UNSCHEDULABLE,
+                message=f"policy {choice.pinned} named by label {policy.POLICY_LABEL} not found",
+            ),
+            note,
+        )
+    chosen = choice.policy or policy.default_policy(default_fallback)
+    policy_key = None if policy.is_default(chosen) else chosen.key
+    refusal = profile.unsupported_reason(pod) or pod_budget.refusal(pod)
+    if refusal:
+        return _with_note(
+            _decision(
+                pod=pod,
+                policy_key=policy_key,
+                outcome=model.Outcome.UNSCHEDULABLE,
+                message=refusal,
+            ),
+            note,
+        )
+    return Prepared(chosen=chosen, policy_key=policy_key, note=note)
+
+
+def _with_note(decision: model.Decision, note: str) -> model.Decision:
+    """``decision`` with the note on other installs' policies at the end of its message."""
     if not note or decision.outcome is model.Outcome.SKIP:
         return decision
     # The note is what a user of the other install needs: it survives the cut (up to half
@@ -247,57 +311,67 @@ def schedule_one(
     )
 
 
-def _decide(
+Finder = Callable[[framework.CycleState], framework.FilterOutcome]
+
+
+def decide_prepared(
     *,
     pod: model.PodInfo,
+    prepared: Prepared,
     snapshot: model.ClusterSnapshot,
     table: columns.NodeTable | None,
-    policies: Sequence[model.Policy],
     metrics: model.MetricView,
-    default_fallback: model.FallbackStrategy,
     now: float,
-    scheduler_names: frozenset[str],
     rr_counter: int,
     seed: int,
     detail: bool = True,
     namespace_labels: selectors.NamespaceLabels | None = None,
     memo: framework.Memo | None = None,
+    find: Finder | None = None,
 ) -> model.Decision:
-    """``schedule_one`` but for the note on other installs' policies."""
+    """The part of ``schedule_one`` that reads the nodes, for a pod ``prepare`` let
+    through. ``find`` runs the PreFilters and Filters (default ``profile.find_feasible``;
+    ``core.gang`` hands in one that redoes only the rows changed since the previous pod
+    of its run)."""
+    return _with_note(
+        _decide(
+            pod=pod,
+            chosen=prepared.chosen,
+            policy_key=prepared.policy_key,
+            snapshot=snapshot,
+            table=table,
+            metrics=metrics,
+            now=now,
+            rr_counter=rr_counter,
+            seed=seed,
+            detail=detail,
+            namespace_labels=namespace_labels,
+            memo=memo,
+            find=find,
+        ),
+        prepared.note,
+    )
+
+
+def _decide(
+    *,
+    pod: model.PodInfo,
+    chosen: model.Policy,
+    policy_key: model.PolicyKey | None,
+    snapshot: model.ClusterSnapshot,
+    table: columns.NodeTable | None,
+    metrics: model.MetricView,
+    now: float,
+    rr_counter: int,
+    seed: int,
+    detail: bool,
+    namespace_labels: selectors.NamespaceLabels | None,
+    memo: framework.Memo | None,
+    find: Finder | None,
+) -> model.Decision:
+    """Filter, score and select for a pod ``prepare`` let through."""
     if namespace_labels is not None:
         snapshot = dataclasses.replace(snapshot, namespace_labels=namespace_labels)
-    skip = _skip_reason(pod, scheduler_names)
-    if skip is not None:
-        return _decision(pod=pod, policy_key=None, outcome=model.Outcome.SKIP, message=skip)
-
-    choice = policy.select_policy(pod, policies)
-    if choice.reason is policy.ChoiceReason.PINNED_MISSING:
-        return _decision(
-            pod=pod,
-            policy_key=choice.pinned,
-            outcome=model.Outcome.UNSCHEDULABLE,
-            message=f"policy {choice.pinned} named by label {policy.POLICY_LABEL} not found",
-        )
-    chosen = choice.policy or policy.default_policy(default_fallback)
-    policy_key = None if policy.is_default(chosen) else chosen.key
-
-    if refusal := profile.unsupported_reason(pod):
-        return _decision(
-            pod=pod,
-            policy_key=policy_key,
-            outcome=model.Outcome.UNSCHEDULABLE,
-            message=refusal,
-        )
-
-    too_expensive = pod_budget.refusal(pod)
-    if too_expensive is not None:
-        return _decision(
-            pod=pod,
-            policy_key=policy_key,
-            outcome=model.Outcome.UNSCHEDULABLE,
-            message=too_expensive,
-        )
-
     # Room rebalancing holds for this pod's workload is free to it (and to it only).
     snapshot, table = reservation.release_for(pod, snapshot, table)
     cycle = framework.CycleState.start(pod, snapshot, table=table, memo=memo)
@@ -309,7 +383,7 @@ def _decide(
             outcome=model.Outcome.UNSCHEDULABLE,
             message=profile.fit_error_message(0, {}),
         )
-    found = profile.find_feasible(cycle)
+    found = (find or profile.find_feasible)(cycle)
     if found.refusal:
         return _decision(
             pod=pod,

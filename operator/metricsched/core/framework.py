@@ -283,7 +283,7 @@ def run_filters(
     table = cycle.table
     names = table.names
     active: list[FilterPlugin] = []
-    allowed: columns.Rows | None = only
+    allowed: columns.Rows | None = None  # the rows the PreFilters leave (None: all)
     for plugin in plugins:
         result = plugin.pre_filter(cycle)
         if result.refusal:
@@ -295,6 +295,7 @@ def run_filters(
     rejected: dict[model.NodeName, tuple[str, ...]] = {}
     rows = np.arange(len(table), dtype=np.intp) if only is None else only
     if allowed is not None:
+        allowed = allowed if only is None else np.intersect1d(only, allowed)
         absent = (REASON_NOT_IN_PREFILTER_RESULT,)
         for row in np.setdiff1d(rows, allowed).tolist():
             rejected[names[row]] = absent

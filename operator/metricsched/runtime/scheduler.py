@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from metricsched.config import Config
-from metricsched.core import cycle, decision_record, framework, model
+from metricsched.core import cycle, decision_record, framework, gang, model
 from metricsched.edges import binder, events, kube_http, logs, metric_store, observe, pod_status
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
@@ -92,6 +92,9 @@ class Scheduler:
         # Work derived from unchanged pods and nodes (parsed terms, a pod class's node
         # affinity, metric values laid out by node), kept from one cycle to the next.
         self.memo = framework.Memo()
+        # The run of the pod class decided last (core.gang): the next pod of that class,
+        # at the same cache generation, reuses its setup and its filters' answers.
+        self._run: gang.Run | None = None
         self.http = http
         self.recorder = recorder
         self.metrics = metrics
@@ -232,22 +235,7 @@ class Scheduler:
     def attempt(self, pod: model.PodInfo, *, now: float) -> model.Decision:
         """Decide for ``pod`` at wall time ``now``; bind, or requeue with backoff."""
         started = time.perf_counter()
-        snapshot = self.cache.snapshot(now=now)
-        decision = cycle.schedule_one(
-            pod=pod,
-            snapshot=snapshot,
-            table=self.cache.table(snapshot),
-            policies=list(self.cache.policies.values()),
-            metrics=self.store.view(),
-            default_fallback=self.config.default_fallback,
-            now=now,
-            scheduler_names=self.config.scheduler_names,
-            elsewhere=self.cache.elsewhere_in(pod.namespace),
-            rr_counter=self._rr,
-            seed=zlib.crc32(pod.uid.encode()),
-            detail=False,  # per-metric scores for winner and runner-up only: half the cost
-            memo=self.memo,
-        )
+        decision = self._decide(pod, now=now)
         elapsed = time.perf_counter() - started
         self.metrics.attempt_duration.observe(elapsed)
         logs.log_decision(logger, decision, duration_ms=elapsed * 1000)
@@ -275,6 +263,54 @@ class Scheduler:
             self.queue.done(pod.uid)
             self.cache.pending.pop(pod.uid, None)
         return decision
+
+    def _decide(self, pod: model.PodInfo, *, now: float) -> model.Decision:
+        """``cycle.schedule_one``'s decision for ``pod``, made by the run of its class
+        (``core.gang``) when the previous pod decided was of the same class, at the same
+        cache generation: the class's setup and its filters' answers for unchanged nodes
+        are then reused, the decision is the same."""
+        snapshot = self.cache.snapshot(now=now)
+        table = self.cache.table(snapshot)
+        elsewhere = self.cache.elsewhere_in(pod.namespace)
+        generation = self.cache.generation
+        run = self._run
+        if run is None or not run.admits(pod, generation=generation, elsewhere=elsewhere):
+            run = self._run = gang.Run.start(
+                pod=pod,
+                policies=list(self.cache.policies.values()),
+                default_fallback=self.config.default_fallback,
+                scheduler_names=self.config.scheduler_names,
+                elsewhere=elsewhere,
+                generation=generation,
+                memo=self.memo,
+            )
+        seed = zlib.crc32(pod.uid.encode())
+        if run is None:  # skipped or refused whatever the nodes: decided alone
+            return cycle.schedule_one(
+                pod=pod,
+                snapshot=snapshot,
+                table=table,
+                policies=list(self.cache.policies.values()),
+                metrics=self.store.view(),
+                default_fallback=self.config.default_fallback,
+                now=now,
+                scheduler_names=self.config.scheduler_names,
+                elsewhere=elsewhere,
+                rr_counter=self._rr,
+                seed=seed,
+                detail=False,
+                memo=self.memo,
+            )
+        return run.decide(
+            pod=pod,
+            snapshot=snapshot,
+            table=table,
+            metrics=self.store.view(),
+            now=now,
+            rr_counter=self._rr,
+            seed=seed,
+            detail=False,  # per-metric scores for winner and runner-up only: half the cost
+        )
 
     def forget_policy(self, key: model.PolicyKey) -> None:
         """A policy is gone (deleted, or re-created under its name): a new one starts at
