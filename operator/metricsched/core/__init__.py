@@ -29,7 +29,7 @@ Modules:
 - ``pod_budget``: caps on what one pod may cost a cycle (terms, tolerations, ...).
 - ``opt_in``: which created pods the opt-in webhook gives this install's scheduler name.
 - ``cycle``: one scheduling decision for one pod.
-- ``gang``: consecutive pods of one class decided as a run, each as ``cycle`` decides it.
+- ``class_run``: consecutive pods of one class decided as a run, each as ``cycle`` decides it.
 - ``decision_record``: the decision annotation kept on the pod.
 - ``explain``: the human-readable table of a decision.
 - ``shadow``: what a shadow policy would have done, and its status block.

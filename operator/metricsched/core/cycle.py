@@ -247,7 +247,7 @@ def schedule_one(
 @dataclasses.dataclass(frozen=True, slots=True)
 class Prepared:
     """What the cycle works out before it looks at any node, from the pod's class (every
-    field but its name, uid and creation time: ``core.gang.same_class``), the policies,
+    field but its name, uid and creation time: ``core.class_run.same_class``), the policies,
     the default strategy, the scheduler names and the other installs' policies alone: the
     policy that governs the pod and the note naming other installs' policies."""
 
@@ -331,7 +331,7 @@ def decide_prepared(
 ) -> model.Decision:
     """The part of ``schedule_one`` that reads the nodes, for a pod ``prepare`` let
     through. ``find`` runs the PreFilters and Filters (default ``profile.find_feasible``;
-    ``core.gang`` hands in one that redoes only the rows changed since the previous pod
+    ``core.class_run`` hands in one that redoes only the rows changed since the previous pod
     of its run)."""
     return _with_note(
         _decide(

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from metricsched.config import Config
-from metricsched.core import cycle, decision_record, framework, gang, model
+from metricsched.core import class_run, cycle, decision_record, framework, model
 from metricsched.edges import binder, events, kube_http, logs, metric_store, observe, pod_status
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import queue as queue_mod
@@ -92,9 +92,9 @@ class Scheduler:
         # Work derived from unchanged pods and nodes (parsed terms, a pod class's node
         # affinity, metric values laid out by node), kept from one cycle to the next.
         self.memo = framework.Memo()
-        # The run of the pod class decided last (core.gang): the next pod of that class,
+        # The run of the pod class decided last (core.class_run): the next pod of that class,
         # at the same cache generation, reuses its setup and its filters' answers.
-        self._run: gang.Run | None = None
+        self._run: class_run.Run | None = None
         self.http = http
         self.recorder = recorder
         self.metrics = metrics
@@ -266,7 +266,7 @@ class Scheduler:
 
     def _decide(self, pod: model.PodInfo, *, now: float) -> model.Decision:
         """``cycle.schedule_one``'s decision for ``pod``, made by the run of its class
-        (``core.gang``) when the previous pod decided was of the same class, at the same
+        (``core.class_run``) when the previous pod decided was of the same class, at the same
         cache generation: the class's setup and its filters' answers for unchanged nodes
         are then reused, the decision is the same."""
         snapshot = self.cache.snapshot(now=now)
@@ -275,7 +275,7 @@ class Scheduler:
         generation = self.cache.generation
         run = self._run
         if run is None or not run.admits(pod, generation=generation, elsewhere=elsewhere):
-            run = self._run = gang.Run.start(
+            run = self._run = class_run.Run.start(
                 pod=pod,
                 policies=list(self.cache.policies.values()),
                 default_fallback=self.config.default_fallback,

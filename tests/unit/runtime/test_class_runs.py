@@ -1,4 +1,4 @@
-"""The scheduler decides consecutive pods of one class with one run (``core.gang``), and
+"""The scheduler decides consecutive pods of one class with one run (``core.class_run``), and
 starts another when the class changes or the cluster does (the cache's generation)."""
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ In process, no cluster: bench/cycle_cost.py's nodes, bound pods, policy and fres
 values, held in a real ``runtime.cache.ClusterCache``. Each of ``--pods`` replicas of one
 ReplicaSet is decided as the scheduler's attempt does (the cache's snapshot and table, the
 decision, the assume on the chosen node), either by ``core.cycle.schedule_one`` for each
-pod (one at a time) or by one ``core.gang.Run`` for the whole backlog (a run). The two
+pod (one at a time) or by one ``core.class_run.Run`` for the whole backlog (a run). The two
 paths start from identical caches, and every decision of the run is checked equal to the
 one-at-a-time decision of the same pod (node, message, verdicts). Reported: µs per pod,
 the median and range of ``--repeats`` passes (each on fresh caches), per size, and the
 median and range of each pass's ratio (run / one at a time: the paired figure).
 
-    python -m bench.gang_cost --sizes 100,1000,5000 --pods 300 --repeats 3
+    python -m bench.class_run_cost --sizes 100,1000,5000 --pods 300 --repeats 3
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import cycle_cost
-from metricsched.core import cycle, framework, gang, model
+from metricsched.core import class_run, cycle, framework, model
 from metricsched.runtime import cache as cache_mod
 
 _NAMES = frozenset({"metricsched"})
@@ -116,16 +116,16 @@ class _OneAtATime:
 
 
 class _InRuns(_OneAtATime):
-    """The scheduler's decision with runs: the run of the pod's class (core.gang)."""
+    """The scheduler's decision with runs: the run of the pod's class (core.class_run)."""
 
-    run: gang.Run | None = None
+    run: class_run.Run | None = None
 
     def __call__(
         self, pod: model.PodInfo, snapshot: model.ClusterSnapshot, now: float, index: int
     ) -> model.Decision:
         generation = self.cache.generation
         if self.run is None or not self.run.admits(pod, generation=generation):
-            self.run = gang.Run.start(
+            self.run = class_run.Run.start(
                 pod=pod,
                 policies=list(self.cache.policies.values()),
                 default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
@@ -182,14 +182,14 @@ def measure_size(n: int, *, pods: int, repeats: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.gang_cost", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.class_run_cost", description=__doc__)
     parser.add_argument("--sizes", default="100,1000,5000")
     parser.add_argument("--pods", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     for n in (int(size) for size in args.sizes.split(",")):
         row = measure_size(n, pods=args.pods, repeats=args.repeats)
-        print(f"[bench] gang cost {row}", flush=True)
+        print(f"[bench] class run cost {row}", flush=True)
     return 0
 
 

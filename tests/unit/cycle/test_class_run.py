@@ -1,4 +1,4 @@
-"""A run of one pod class (``core.gang``) decides every pod exactly as the cycle does for
+"""A run of one pod class (``core.class_run``) decides every pod exactly as the cycle does for
 one pod at a time.
 
 Two runtime caches are driven through the same random workload: consecutive pods of a
@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import cycle, decision_record, framework, gang, model, parse, policy
+from metricsched.core import class_run, cycle, decision_record, framework, model, parse, policy
 from metricsched.runtime import cache as cache_mod
 from tests.unit.conftest import (
     NOW,
@@ -226,7 +226,7 @@ def test_a_run_decides_every_pod_as_the_cycle_does_one_at_a_time(
         view = build_metric_view(chosen, {"latency": dict(zip(NODES, latencies, strict=True))})
     alone, in_runs = _cluster(shape), _cluster(shape)
     memos = framework.Memo(), framework.Memo()
-    run: gang.Run | None = None
+    run: class_run.Run | None = None
     runs_started = 0
     others: dict[int, model.PodInfo] = {}
     now = NOW
@@ -255,7 +255,7 @@ def test_a_run_decides_every_pod_as_the_cycle_does_one_at_a_time(
                 )
                 generation = in_runs.generation if cut else 0
                 if run is None or not run.admits(pod, generation=generation):
-                    run = gang.Run.start(
+                    run = class_run.Run.start(
                         pod=pod,
                         policies=policies,
                         default_fallback=strategy,
@@ -305,14 +305,16 @@ def test_a_run_decides_every_pod_as_the_cycle_does_one_at_a_time(
 
 def test_pods_of_one_class_differ_only_in_name_uid_and_creation_time():
     one = _class_pod(0, "web-1")
-    assert gang.same_class(one, dataclasses.replace(_class_pod(0, "web-2"), creation_timestamp=3))
-    assert not gang.same_class(one, _class_pod(1, "web-2"))
-    assert not gang.same_class(one, dataclasses.replace(one, labels={"app": "web9"}))
+    assert class_run.same_class(
+        one, dataclasses.replace(_class_pod(0, "web-2"), creation_timestamp=3)
+    )
+    assert not class_run.same_class(one, _class_pod(1, "web-2"))
+    assert not class_run.same_class(one, dataclasses.replace(one, labels={"app": "web9"}))
 
 
 def test_a_run_serves_only_its_class_at_its_generation():
     pod = _class_pod(0, "web-1")
-    run = gang.Run.start(
+    run = class_run.Run.start(
         pod=pod,
         policies=(),
         default_fallback=Strategy.LEAST_ALLOCATED,
@@ -329,7 +331,7 @@ def test_a_run_serves_only_its_class_at_its_generation():
 def test_a_pod_refused_whatever_the_nodes_starts_no_run():
     gated = dataclasses.replace(_class_pod(0, "web-1"), scheduling_gates=("wait",))
     assert (
-        gang.Run.start(
+        class_run.Run.start(
             pod=gated,
             policies=(),
             default_fallback=Strategy.LEAST_ALLOCATED,
@@ -342,9 +344,9 @@ def test_a_pod_refused_whatever_the_nodes_starts_no_run():
 
 
 def test_only_classes_whose_filters_read_one_node_reuse_filter_answers():
-    assert gang.node_local(_class_pod(0, "a"))
-    assert gang.node_local(_class_pod(1, "a"))
-    assert gang.node_local(_class_pod(5, "a"))
-    assert not gang.node_local(_class_pod(2, "a"))  # topology spread
-    assert not gang.node_local(_class_pod(3, "a"))  # anti-affinity
-    assert not gang.node_local(_class_pod(4, "a"))  # host port
+    assert class_run.node_local(_class_pod(0, "a"))
+    assert class_run.node_local(_class_pod(1, "a"))
+    assert class_run.node_local(_class_pod(5, "a"))
+    assert not class_run.node_local(_class_pod(2, "a"))  # topology spread
+    assert not class_run.node_local(_class_pod(3, "a"))  # anti-affinity
+    assert not class_run.node_local(_class_pod(4, "a"))  # host port
