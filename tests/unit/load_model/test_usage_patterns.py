@@ -1,6 +1,6 @@
 """Pod usage that changes over a pod's life (``loadmodel.metricsched.io/cpu-pattern``):
-bursty spikes on the pod's own timer, a diurnal wave and a step in step with the clock; each bounded,
-with a known mean over its period, and the same for the same seed and uid."""
+bursty spikes on the pod's own timer, a diurnal wave and a step in step with the clock;
+each bounded, with a known mean over its period, and the same for the same seed and uid."""
 
 from __future__ import annotations
 
