@@ -205,7 +205,9 @@ PLANS: dict[str, QualityPlan] = {
     ),
     # The harness end to end, not a result: scenario d on 6 nodes (3 Deployments, 2 -> 10
     # replicas), metricsched's default policy and kube-scheduler, one seed, one small
-    # backlog pair (make bench-quality-smoke): ~9 min.
+    # backlog pair (make bench-quality-smoke): ~9 min. Asked for (--scenarios e), scenario
+    # e with 24 surge and 60 other pods, the rise at 100 s: the rebalance pair's harness
+    # check (bench/README.md, Rebalancing), ~9 min for the pair.
     "smoke": QualityPlan(
         nodes=6,
         burst_pods=150,
