@@ -15,8 +15,9 @@ A pod's usage is the simulator's own, independent of its requests: the annotatio
 ``.../memory`` (a quantity or a distribution of quantities) and ``.../ramp`` (seconds from
 being seen bound to full usage, linear; default ``uniform(10,30)``). Once ramped up, a
 pod's cpu follows ``.../cpu-pattern``: ``constant`` (the default), ``bursty(period, width,
-peak[, offset])`` (``peak`` times its usage for ``width`` seconds every ``period``) or
-``diurnal(period, amplitude)`` (a sinusoid in step with the clock). Without a usage
+peak[, offset])`` (``peak`` times its usage for ``width`` seconds every ``period``),
+``diurnal(period, amplitude)`` (a sinusoid in step with the clock) or ``step(at, factor)``
+(``factor`` times its usage from the unix time ``at`` on). Without a usage
 annotation a pod uses its requests; an annotation that does not parse is logged and
 ignored. Usage carries multiplicative noise per pod per tick (``--noise``). A node's
 background load comes from its annotations ``.../background-cpu`` and

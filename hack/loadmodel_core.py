@@ -142,14 +142,19 @@ class Pattern:
     - ``diurnal``: ``1 + amplitude * sin(2 pi t / period)``, ``t`` in unix seconds: in step
       with the clock, as a day is for every pod, so the pods of a workload (and their new
       replicas) peak together. Its mean over a period is 1.
+    - ``step``: 1 before the unix time ``at``, ``peak`` from then on: a workload whose
+      usage rises (or falls) for good at a moment of the clock, so its pods and the
+      replicas that replace them later use the new level alike. Its mean is ``peak``
+      (the level that lasts).
     """
 
-    kind: Literal["constant", "bursty", "diurnal"] = "constant"
+    kind: Literal["constant", "bursty", "diurnal", "step"] = "constant"
     period: float = 0.0
     width: float = 0.0
     peak: float = 1.0
     amplitude: float = 0.0
     offset: float | None = None  # bursty; None until draw_usage draws it for the pod
+    at: float = 0.0  # step: unix seconds
 
     def factor(self, *, t: float, seen: float) -> float:
         if self.kind == "bursty":
@@ -157,6 +162,8 @@ class Pattern:
             return self.peak if into < self.width else 1.0
         if self.kind == "diurnal":
             return 1 + self.amplitude * math.sin(2 * math.pi * t / self.period)
+        if self.kind == "step":
+            return self.peak if t >= self.at else 1.0
         return 1.0
 
     @property
@@ -164,16 +171,23 @@ class Pattern:
         """The factor's mean over a whole period."""
         if self.kind == "bursty":
             return 1 + (self.peak - 1) * self.width / self.period
+        if self.kind == "step":
+            return self.peak
         return 1.0
 
 
 def parse_pattern(text: str) -> Pattern:
     """``"constant"``, ``"bursty(period, width, peak)"`` (seconds, seconds, a factor; a
-    fourth number fixes the offset of the spikes in seconds, else it is drawn per pod) or
-    ``"diurnal(period, amplitude)"`` (seconds, 0..1). Raises ValueError on anything else."""
+    fourth number fixes the offset of the spikes in seconds, else it is drawn per pod),
+    ``"diurnal(period, amplitude)"`` (seconds, 0..1) or ``"step(at, factor)"`` (unix
+    seconds, a factor >= 0). Raises ValueError on anything else."""
     if text.strip() == "constant":
         return Pattern()
-    kind, args = _call(text, {"bursty": (3, 4), "diurnal": (2, 2)})
+    kind, args = _call(text, {"bursty": (3, 4), "diurnal": (2, 2), "step": (2, 2)})
+    if kind == "step":
+        if args[1] < 0:
+            raise ValueError(f"{text!r}: the factor must be >= 0")
+        return Pattern("step", peak=args[1], at=args[0])
     period = args[0]
     if period <= 0:
         raise ValueError(f"{text!r}: the period must be above 0 seconds")

@@ -140,12 +140,14 @@ def after_hotspot(
     floor: Callable[[str, float], float],
     level: float = HOT,
 ) -> dict[str, Any]:
-    """Node-seconds above ``level`` from ``since`` (the hot spot) on: on every node, on
-    each hot node, and "avoidable": only while the node's ``floor`` (what moving the
-    scheduler's own pods cannot change, at that tick time) is not itself above ``level``."""
+    """Node-seconds above ``level`` from ``since`` (the heat: scenario c's hot spot, e's
+    rise) on: on every node, on each hot node, and "avoidable": only while the node's
+    ``floor`` (what moving the scheduler's own pods cannot change, at that tick time) is
+    not itself above ``level``; and node-seconds above 100 % from then on."""
     late = [k for k in ticks if k.t >= since]
     return {
         "node_seconds_above_80": round(node_seconds_above(late, level), 1),
+        "node_seconds_above_100": round(node_seconds_above(late, OVERLOAD), 1),
         "avoidable_node_seconds_above_80": round(
             node_seconds_above(late, level, counts=lambda n, t: floor(n, t) <= level), 1
         ),

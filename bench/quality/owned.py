@@ -3,14 +3,17 @@
 Rebalancing moves only pods whose controller recreates them, so the two systems of the
 pair (``metricsched-owned``, rebalance off, and ``metricsched-rebalance``, on) play the
 scenario's own pods as one 1-replica ReplicaSet per event, under one PodDisruptionBudget
-per workload (``api``, ``batch``, ``web``; ``maxUnavailable: MAX_UNAVAILABLE``). A
+per workload (``api``, ``batch``, ``web``, and scenario e's ``surge``; ``maxUnavailable:
+MAX_UNAVAILABLE``). A
 workload's life counts from its first pod's bind; at its end the ReplicaSet is deleted
 (foreground: its pod goes first). The other scheduler's pods stay bare pods.
 
 ``Ledger`` reads the trial's pod watch: which pods the Eviction API took (their
 ``DisruptionTarget`` condition, reason ``EvictionByEvictionAPI``), where each workload's
 replacement went, and whether an eviction ever left more of a budget's workloads down by
-evictions than its ``maxUnavailable`` (a violation: the API server should never allow one).
+evictions than its ``maxUnavailable`` (a violation: the API server should never allow one),
+and whether any workload was evicted more often within the policy's ``workloadInterval``
+than its ``maxPerWorkload`` allows (the per-workload limiter failing: ``over_limit``).
 
 Pure: no I/O, no clocks (times come in with the events).
 """
@@ -18,7 +21,7 @@ Pure: no I/O, no clocks (times come in with the events).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench.quality import scenarios
@@ -28,9 +31,12 @@ MAX_UNAVAILABLE = 5  # per budget (one budget per workload kind)
 EVICTION_REASON = "EvictionByEvictionAPI"
 
 
-def replicaset_body(event: scenarios.PodEvent, scheduler: str) -> dict[str, Any]:
-    """One replica of ``event``'s pod, owned by a ReplicaSet named after the event."""
-    pod = scenarios.pod_body(event, scheduler)
+def replicaset_body(
+    event: scenarios.PodEvent, scheduler: str, *, t0: float = 0.0
+) -> dict[str, Any]:
+    """One replica of ``event``'s pod, owned by a ReplicaSet named after the event (``t0``:
+    as for ``scenarios.pod_body``)."""
+    pod = scenarios.pod_body(event, scheduler, t0=t0)
     labels = {**pod["metadata"]["labels"], WORKLOAD_LABEL: event.name}
     return {
         "apiVersion": "apps/v1",
@@ -59,7 +65,7 @@ def budget_bodies() -> list[dict[str, Any]]:
                 "selector": {"matchLabels": {"app": w.name, scenarios.QUALITY_LABEL: "true"}},
             },
         }
-        for w in scenarios.WORKLOADS
+        for w in (*scenarios.WORKLOADS, scenarios.SURGE)
     ]
 
 
@@ -84,6 +90,17 @@ def _ready(pod: Mapping[str, Any]) -> bool:
     ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
     running = status.get("phase") == "Running"
     return running and (not ready or ready[0].get("status") == "True")
+
+
+def over_limit(times: Mapping[str, Sequence[float]], *, interval_s: float, most: int) -> list[str]:
+    """The workloads evicted more than ``most`` times within some ``interval_s`` (eviction
+    times by workload, seconds): what the operator's per-workload limiter must prevent."""
+    found = []
+    for workload, seen in sorted(times.items()):
+        ordered = sorted(seen)
+        if any(ordered[i + most] - ordered[i] < interval_s for i in range(len(ordered) - most)):
+            found.append(workload)
+    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,15 +150,24 @@ class Ledger:
         """The scenario ended ``workload`` (its ReplicaSet is being deleted)."""
         self._down.pop(workload, None)
 
-    def figures(self) -> dict[str, Any]:
+    def figures(
+        self, *, workload_interval_s: float = 300.0, max_per_workload: int = 1
+    ) -> dict[str, Any]:
+        """The pair's figures; ``workload_interval_s`` and ``max_per_workload``: the policy's
+        per-workload limit (its CRD defaults, 5m and 1, unless told)."""
         moved = {w for w, hops in self.moves.items() if any(a != b for a, b in hops)}
         per_workload: dict[str, int] = {}
+        times: dict[str, list[float]] = {}
         for e in self.evictions:
             per_workload[e.workload] = per_workload.get(e.workload, 0) + 1
+            times.setdefault(e.workload, []).append(e.t)
+        beyond = over_limit(times, interval_s=workload_interval_s, most=max_per_workload)
         return {
             "evictions": len(self.evictions),
             "workloads_evicted": len(per_workload),
             "workloads_evicted_twice": sum(1 for n in per_workload.values() if n > 1),
+            "workloads_over_limit": len(beyond),
+            "workload_limit": [workload_interval_s, max_per_workload],
             "pods_moved": len(moved),
             "evictions_per_pod_moved": (
                 round(len(self.evictions) / len(moved), 3) if moved else None

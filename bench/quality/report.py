@@ -11,6 +11,7 @@ otherwise everything goes beside the results file (git-ignored).
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -331,6 +332,113 @@ def rebalance_section(results: dict[str, Any]) -> list[str]:
     ]
 
 
+# --- rebalancing at scale (issue 32): scenarios c and e, every seed ------------------------
+
+LATE = {"c": "after_hotspot", "e": "after_rise"}  # the trial's block "after the heat"
+PAIR_FIGURES = (  # field, its block ("late": LATE[key]), digits, heading
+    ("node_seconds_above_80", "late", 0, "node-s > 80 % after the heat"),
+    ("node_seconds_above_100", "late", 0, "node-s > 100 % after the heat"),
+    ("avoidable_node_seconds_above_80", "late", 0, "of the > 80 %, avoidable (c)"),
+    ("evictions", "rebalance", 0, "evictions"),
+    ("pods_moved", "rebalance", 0, "pods moved"),
+    ("evictions_per_pod_moved", "rebalance", 2, "evictions per pod moved"),
+    ("budget_violations", "rebalance", 0, "budget violations"),
+    ("workloads_over_limit", "rebalance", 0, "workloads moved again within their limit"),
+)
+
+
+def pair_values(results: dict[str, Any], key: str, system: str, field: str) -> list[float]:
+    """The pair's ``field`` (one of ``PAIR_FIGURES``) in every seed of the cell."""
+    block = next(b for f, b, _, _ in PAIR_FIGURES if f == field)
+    name = LATE[key] if block == "late" else block
+    found = ((t.get(name) or {}).get(field) for t in cells.trials(results, key, system))
+    return [float(v) for v in found if v is not None]
+
+
+def _pair_median(results: dict[str, Any], key: str, system: str, field: str) -> float | None:
+    found = pair_values(results, key, system, field)
+    return statistics.median(found) if found else None
+
+
+def rebalance_pair_rows(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """Issue 32's targets (rebalance on vs off, medians of the seeds, one run; the counts
+    that must be 0 in every seed): text, measured, holds."""
+    rows: list[tuple[str, str, bool | None]] = []
+    for key, field, share, text in (
+        ("e", "node_seconds_above_80", 0.3, "(e) node-s > 80 % after the rise ≤ 0.3x off"),
+        ("e", "node_seconds_above_100", 0.3, "(e) node-s > 100 % after the rise ≤ 0.3x off"),
+        (
+            "c",
+            "avoidable_node_seconds_above_80",
+            0.5,
+            "(c) avoidable node-s > 80 % after the hot spot ≤ 0.5x off",
+        ),
+    ):
+        on = _pair_median(results, key, qsys.REBALANCE, field)
+        off = _pair_median(results, key, qsys.OWNED, field)
+        ratio = f" ({on / off:.2f}x)" if on is not None and off else ""
+        ok = None if on is None or off is None else on <= share * off
+        rows.append((text, f"{_f(on, 0)} vs {_f(off, 0)}{ratio}", ok))
+    for key in ("c", "e"):
+        per = _pair_median(results, key, qsys.REBALANCE, "evictions_per_pod_moved")
+        rows.append(
+            (f"({key}) evictions per pod moved ≤ 1.1", _f(per), None if per is None else per <= 1.1)
+        )
+        for field, text in (
+            ("budget_violations", "0 budget violations, every seed"),
+            ("workloads_over_limit", "no workload moved again within its limit, every seed"),
+        ):
+            found = pair_values(results, key, qsys.REBALANCE, field)
+            worst = max(found) if found else None
+            rows.append((f"({key}) {text}", _f(worst, 0), None if worst is None else worst == 0))
+    return rows
+
+
+def rebalance_pair_table(results: dict[str, Any]) -> list[str]:
+    """One row per scenario and system of the pair: median [range] over the seeds."""
+    lines = [
+        "| scenario | system | seeds | " + " | ".join(h for *_, h in PAIR_FIGURES) + " |",
+        "|---|---|---|" + "---:|" * len(PAIR_FIGURES),
+    ]
+    for key in ("c", "e"):
+        for system in qsys.PAIR:
+            if not cells.trials(results, key, system):
+                continue
+            shown = [
+                "-"
+                if key != "c" and field.startswith("avoidable")
+                else cells.show(pair_values(results, key, system, field), digits)
+                for field, _, digits, _ in PAIR_FIGURES
+            ]
+            seeds = ",".join(str(x) for x in cells.seeds(results, key, system))
+            lines.append(f"| ({key}) | {_label(system)} | {seeds} | " + " | ".join(shown) + " |")
+    return lines
+
+
+def rebalance_pair_section(results: dict[str, Any]) -> list[str]:
+    """Issue 32's rows, when the results file has the pair in scenario e."""
+    if not any(cells.trials(results, "e", s) for s in qsys.PAIR):
+        return []
+    return [
+        "### Rebalancing at scale (issue 32), scenarios c and e",
+        "",
+        "Scenario (e): only metricsched's own pods make the heat (no other scheduler, no "
+        "hot spot): a `surge` workload arrives first, the usual mix follows, every pod "
+        "stays, and the surge pods' usage steps up for good once all have settled; the "
+        "nodes holding most of them go past 0.8 while the cluster as a whole stays under "
+        "0.7. Same pair, policy and budgets as above (plus a `surge` budget). *After the "
+        "heat*: from the hot spot (c) or the rise (e) to the end. *Workloads moved again "
+        "within their limit*: a workload evicted more than `maxPerWorkload` times within "
+        "`workloadInterval` (the operator's per-workload limiter failing). Each cell is the "
+        "median over the seeds with its range.",
+        "",
+        *_judged(rebalance_pair_rows(results), "rebalance on vs off"),
+        "",
+        *rebalance_pair_table(results),
+        "",
+    ]
+
+
 def targets_table(results: dict[str, Any]) -> list[str]:
     """Issue 19's targets: the declared amount equal to the true mean vs kube-scheduler."""
     return _judged(target_rows(results), "amount = true mean vs kube-scheduler, medians")
@@ -492,6 +600,7 @@ def section(results: dict[str, Any], images: dict[str, str]) -> str:
         "",
     ]
     parts += rebalance_section(results)
+    parts += rebalance_pair_section(results)
     for key in _keys(results):
         parts += [
             f"### ({key}) {scenarios.TITLES[key]}",

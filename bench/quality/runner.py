@@ -1,7 +1,7 @@
 """Plays the quality scenarios on the benchmark's control plane, one system at a time.
 
     python -m bench quality [--plan full|smoke] [--pipeline realistic|gauge]
-        [--scenarios a,b,c,d] [--systems ...] [--seeds 1,2,3]
+        [--scenarios a,b,c,d,e] [--systems ...] [--seeds 1,2,3]
 
 Per plan: bring the benchmark cluster up (ports 44xxx, ``.cluster-bench/``, the load
 model scraped and the rules evaluated at the pipeline's interval, bench/quality/systems.py
@@ -9,9 +9,10 @@ model scraped and the rules evaluated at the pipeline's interval, bench/quality/
 system: return to the starting state (no scenario pods, every node at its annotated
 background, Prometheus's policy metric showing it), start the system, play the seeded
 events (scenario d: create its Deployments, then scale them), stop the system and read
-the load model's record for the trial's window. The rebalance pair plays scenario (c)
-only, its own pods as 1-replica ReplicaSets under PodDisruptionBudgets
-(bench/quality/owned.py), and also reports evictions, moves and budget violations. Then
+the load model's record for the trial's window. The rebalance pair plays scenarios (c) and
+(e) only (e when asked for: a plan plays a-d unless told), its own pods as 1-replica
+ReplicaSets under PodDisruptionBudgets (bench/quality/owned.py), and also reports
+evictions, moves, budget violations and workloads moved beyond their limit. Then
 the backlog pair (metricsched's default vs estimate off, binds/s). Results go to
 ``bench/results/quality-PLAN[-gauge].json`` after every trial; the report
 (bench/quality/report.py) renders tables (median and range over the seeds) and plots.
@@ -257,9 +258,9 @@ async def play(
     async def one(event: scenarios.PodEvent) -> None:
         await asyncio.sleep(max(0.0, t0 + event.at - time.time()))
         if event.name in tracker.owned_events:
-            body = owned.replicaset_body(event, scheduler)
+            body = owned.replicaset_body(event, scheduler, t0=t0)
         else:
-            body = scenarios.pod_body(event, scheduler)
+            body = scenarios.pod_body(event, scheduler, t0=t0)
         async with gate:
             await _create(kube, namespace, body, tracker)
 
@@ -452,10 +453,10 @@ class Run:
                 ticks, binds, t0=t0, scheduler=sysdef.scheduler_name, burst_end=sc.burst_end_s
             ),
         )
-        if sc.hotspots:
+        since = sc.heat_at_s
+        if since is not None:
             specs = {n.name: n for n in self.nodes}
-            since = min(h.at for h in sc.hotspots)
-            record["after_hotspot"] = {
+            record["after_hotspot" if sc.hotspots else "after_rise"] = {
                 "since_s": since,
                 **metrics.after_hotspot(
                     ticks,
@@ -465,7 +466,11 @@ class Run:
                 ),
             }
         if qsys.owns_pods(system):
-            record["rebalance"] = tracker.ledger.figures()
+            spec = qsys.REBALANCE_SPEC
+            record["rebalance"] = tracker.ledger.figures(
+                workload_interval_s=float(str(spec["workloadInterval"]).removesuffix("s")),
+                max_per_workload=int(spec["maxPerWorkload"]),
+            )
         return record
 
     async def backlog_trial(self, system: str, rep: int) -> dict[str, Any]:
@@ -622,11 +627,18 @@ def _line(row: dict[str, Any]) -> str:
             f" after_hotspot={late['node_seconds_above_80']}"
             f" avoidable={late['avoidable_node_seconds_above_80']}"
         )
+    if "after_rise" in row:
+        late = row["after_rise"]
+        extra += (
+            f" after_rise={late['node_seconds_above_80']}"
+            f" above_100={late['node_seconds_above_100']}"
+        )
     if "rebalance" in row:
         r = row["rebalance"]
         extra += (
             f" evictions={r['evictions']} moved={r['pods_moved']}"
             f" violations={r['budget_violations']}"
+            f" over_limit={r.get('workloads_over_limit')}"
         )
     return " ".join(f"{k}={row.get(k)}" for k in keys) + extra
 

@@ -9,6 +9,13 @@ Usage differs from requests on purpose (issue 19): ``api`` pods use 3-7 times wh
 request, ``batch`` pods a fifth of it, ``web`` pods about what they ask for; in scenarios
 b and c a second scheduler binds large pods of its own onto the same nodes.
 
+Scenario e is heat that only the scheduler's own pods cause (issue 32): no other
+scheduler, no hot spot. A ``surge`` workload arrives first (so its pods go to the nodes
+that are coolest then), the usual mix follows, and every pod stays to the end; at
+``rise_at_s`` the surge pods' usage steps up ``rise_factor``-fold for good (the load
+model's ``step`` pattern, in step with the clock, so a replacement uses the new level at
+once), which takes the nodes holding most of them past 0.8 while the others keep room.
+
 Scenario d is a scale-out (what an autoscaler does): Deployments that have run for a
 while (so their pods' usage is in Prometheus) are scaled up several-fold at once. Their
 pods request 50m and use 0.3-0.5 cores each, a fixed amount per Deployment (all of a
@@ -29,13 +36,16 @@ RAMP = "loadmodel.metricsched.io/ramp"
 QUALITY_LABEL = "bench.metricsched.io/quality"
 OTHER_SCHEDULER = "bench-other-scheduler"  # pods bound directly, as another scheduler would
 
-ScenarioKey = Literal["a", "b", "c", "d"]
-KEYS: tuple[ScenarioKey, ...] = ("a", "b", "c", "d")
+CPU_PATTERN = "loadmodel.metricsched.io/cpu-pattern"
+ScenarioKey = Literal["a", "b", "c", "d", "e"]
+KEYS: tuple[ScenarioKey, ...] = ("a", "b", "c", "d", "e")
+PLAYED: tuple[ScenarioKey, ...] = ("a", "b", "c", "d")  # a plan's unless it says otherwise
 TITLES: dict[str, str] = {
     "a": "burst into skewed background",
     "b": "steady arrivals and departures",
     "c": "hot spot mid-run",
     "d": "scale-out burst",
+    "e": "our own pods heat up",
 }
 SIZES = (4, 8, 16)  # cpus, cycled over the nodes
 
@@ -62,6 +72,8 @@ WORKLOADS = (
     Workload("web", 200, 256, (0.12, 0.24), 0.30),  # about what it asks for
 )
 OTHER = Workload("other", 500, 512, (0.4, 0.9), 0.0)  # bound by another scheduler
+# Scenario e's workload whose usage rises after placement (times rise_factor).
+SURGE = Workload("surge", 100, 128, (0.10, 0.20), 0.0)
 # What a user would write as "each pod uses about ...": the mean usage of the mix above
 # (0.45 x 0.25 + 0.25 x 0.075 + 0.30 x 0.18 = 0.185 cores), rounded as people do.
 TYPICAL_USAGE = "200m"
@@ -88,6 +100,8 @@ class PodEvent:
     ramp: float  # seconds from bind to full usage
     life: float | None  # seconds from bind to deletion; None: lives to the end
     node: str | None = None  # set: bound at creation by "another scheduler"
+    rise_at: float | None = None  # seconds after the start: usage times ``rise`` from then
+    rise: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +141,14 @@ class Scenario:
     deployments: tuple[Deployment, ...] = ()
     scales: tuple[Scale, ...] = ()
 
+    @property
+    def heat_at_s(self) -> float | None:
+        """When the heat appears: the hot spot (c), the surge pods' rise (e); else None."""
+        if self.hotspots:
+            return min(h.at for h in self.hotspots)
+        rises = [e.rise_at for e in self.pods if e.rise_at is not None]
+        return min(rises) if rises else None
+
 
 @dataclasses.dataclass(frozen=True)
 class QualityPlan:
@@ -143,7 +165,7 @@ class QualityPlan:
     hotspot_cpu: float
     backlog_pods: int  # the throughput trial (estimate on vs off)
     backlog_repeats: int
-    scenarios: tuple[ScenarioKey, ...] = KEYS
+    scenarios: tuple[ScenarioKey, ...] = PLAYED
     # Scenario d: Deployments of scale_from replicas, each scaled to scale_to at
     # scale_at_s (time enough for their pods to settle and be measured: the operator's
     # settle time, a rate window, a scrape and a refresh), observed scale_observe_s more.
@@ -152,6 +174,14 @@ class QualityPlan:
     scale_to: int = 24
     scale_at_s: float = 150.0
     scale_observe_s: float = 120.0
+    # Scenario e: rise_surge surge pods then rise_mix of the usual mix arrive at
+    # steady_rate and stay; the surge pods' usage steps up rise_factor-fold at rise_at_s
+    # (the last arrivals settled and measured), observed rise_observe_s more.
+    rise_surge: int = 40
+    rise_mix: int = 160
+    rise_factor: float = 5.0
+    rise_at_s: float = 150.0
+    rise_observe_s: float = 150.0
 
 
 PLANS: dict[str, QualityPlan] = {
@@ -175,7 +205,9 @@ PLANS: dict[str, QualityPlan] = {
     ),
     # The harness end to end, not a result: scenario d on 6 nodes (3 Deployments, 2 -> 10
     # replicas), metricsched's default policy and kube-scheduler, one seed, one small
-    # backlog pair (make bench-quality-smoke): ~9 min.
+    # backlog pair (make bench-quality-smoke): ~9 min. Asked for (--scenarios e), scenario
+    # e with 24 surge and 60 other pods, the rise at 100 s: the rebalance pair's harness
+    # check (bench/README.md, Rebalancing), ~9 min for the pair.
     "smoke": QualityPlan(
         nodes=6,
         burst_pods=150,
@@ -196,6 +228,10 @@ PLANS: dict[str, QualityPlan] = {
         scale_to=10,
         scale_at_s=100.0,
         scale_observe_s=60.0,
+        rise_surge=24,
+        rise_mix=60,
+        rise_at_s=100.0,
+        rise_observe_s=90.0,
     ),
 }
 
@@ -278,8 +314,23 @@ def _scale_out(plan: QualityPlan, rng: random.Random) -> Scenario:
     return Scenario("d", TITLES["d"], (), (), end, end, deployments, scales)
 
 
+def _rise(plan: QualityPlan, rng: random.Random) -> Scenario:
+    pods: list[PodEvent] = []
+    t = 0.0
+    for i in range(plan.rise_surge + plan.rise_mix):
+        w = SURGE if i < plan.rise_surge else _pick(rng)
+        cpu, ramp = _draw(rng, w)
+        event = PodEvent(round(t, 2), f"e-{i:04d}-{w.name}", w.name, cpu, ramp, None)
+        if w is SURGE:
+            event = dataclasses.replace(event, rise_at=plan.rise_at_s, rise=plan.rise_factor)
+        pods.append(event)
+        t += rng.expovariate(plan.steady_rate)
+    end = plan.rise_at_s + plan.rise_observe_s
+    return Scenario("e", TITLES["e"], tuple(pods), (), end, None)
+
+
 def scenario(key: str, *, plan: QualityPlan, seed: int) -> Scenario:
-    """Scenario ``key`` (a, b, c or d) of ``plan`` with ``seed``."""
+    """Scenario ``key`` (a to e) of ``plan`` with ``seed``."""
     # b and c draw the same arrivals (c is b plus the hot spot), a its own burst.
     rng = random.Random(f"{seed}-{'steady' if key in ('b', 'c') else key}")
     node_specs = nodes(plan.nodes, seed=seed)
@@ -290,8 +341,10 @@ def scenario(key: str, *, plan: QualityPlan, seed: int) -> Scenario:
         )
     if key == "d":
         return _scale_out(plan, rng)
+    if key == "e":
+        return _rise(plan, rng)
     if key not in ("b", "c"):
-        raise ValueError(f"unknown scenario {key!r} (a, b, c or d)")
+        raise ValueError(f"unknown scenario {key!r} (a to e)")
     pods = _steady(key, plan, rng, names)
     hotspots: tuple[HotSpot, ...] = ()
     if key == "c":
@@ -370,7 +423,7 @@ def node_body(node: NodeSpec, index: int) -> dict[str, Any]:
 
 
 def _workload(name: str) -> Workload:
-    return next(w for w in (*WORKLOADS, OTHER) if w.name == name)
+    return next(w for w in (*WORKLOADS, OTHER, SURGE) if w.name == name)
 
 
 def _pod_spec(scheduler: str, *, cpu_m: int, memory_mi: int) -> dict[str, Any]:
@@ -389,8 +442,10 @@ def _pod_spec(scheduler: str, *, cpu_m: int, memory_mi: int) -> dict[str, Any]:
     }
 
 
-def pod_body(event: PodEvent, scheduler: str) -> dict[str, Any]:
-    """The pod of ``event`` for ``scheduler`` (or bound to ``event.node`` by another)."""
+def pod_body(event: PodEvent, scheduler: str, *, t0: float = 0.0) -> dict[str, Any]:
+    """The pod of ``event`` for ``scheduler`` (or bound to ``event.node`` by another);
+    ``t0``: the unix time the scenario started (a rising pod's step is at ``t0 +
+    event.rise_at``)."""
     w = _workload(event.workload)
     spec = _pod_spec(
         OTHER_SCHEDULER if event.node else scheduler,
@@ -405,7 +460,15 @@ def pod_body(event: PodEvent, scheduler: str) -> dict[str, Any]:
         "metadata": {
             "name": event.name,
             "labels": {"app": event.workload, QUALITY_LABEL: "true"},
-            "annotations": {USAGE_CPU: f"{event.cpu:.3f}", RAMP: f"{event.ramp:.1f}"},
+            "annotations": {
+                USAGE_CPU: f"{event.cpu:.3f}",
+                RAMP: f"{event.ramp:.1f}",
+                **(
+                    {CPU_PATTERN: f"step({t0 + event.rise_at:.1f}, {event.rise:g})"}
+                    if event.rise_at is not None
+                    else {}
+                ),
+            },
         },
         "spec": spec,
     }

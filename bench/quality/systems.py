@@ -9,7 +9,7 @@ measured usage), ``from: Measured`` declared, a declared amount equal to the sce
 true mean usage, at half and at double that, and none (``from: None``); and random
 placement (bench.quality.randombinder).
 
-The rebalance pair (issue 23) plays scenario (c) only, with its own pods owned by
+The rebalance pair (issues 23, 32) plays scenarios (c) and (e) only, with its own pods owned by
 1-replica ReplicaSets under PodDisruptionBudgets (bench/quality/owned.py), since
 rebalancing moves only pods a controller recreates: metricsched with the declared amount,
 rebalancing off (``metricsched-owned``) and on (``metricsched-rebalance``). It runs only
@@ -57,7 +57,7 @@ ORDER = (
 PAIR = (OWNED, REBALANCE)  # pods owned by ReplicaSets; rebalancing off, on
 CHOSEN = tuple(s for s in ORDER if s not in PAIR)  # what a run plays unless told
 SMOKE = (DEFAULT, KUBE)  # the smoke plan's: the harness end to end in ~9 min
-ONLY: dict[str, tuple[str, ...]] = {OWNED: ("c",), REBALANCE: ("c",)}  # scenarios they play
+ONLY: dict[str, tuple[str, ...]] = {OWNED: ("c", "e"), REBALANCE: ("c", "e")}  # they play
 THRESHOLD = 0.8
 # How much of the scenario's true mean each declared-amount system states.
 AMOUNT_SCALE = {ESTIMATE: 1.0, AMOUNT_HALF: 0.5, AMOUNT_DOUBLE: 2.0, OWNED: 1.0, REBALANCE: 1.0}
@@ -173,6 +173,9 @@ SYSTEMS = catalogue(PIPELINES["realistic"])  # names and labels (the report's ro
 # three quarters of a node's cpu to other use at once): a node past 0.8 for two scrapes
 # sheds up to 10 pods at a time, at most 30 in all per 10 s, each to a node the dry run
 # finds at or below 0.7 with the pod's estimate; PodDisruptionBudgets pace it further.
+# Each workload (a 1-replica ReplicaSet) moves at most once per 5 minutes (the CRD's
+# defaults, stated so the harness can check the limit held).
+WORKLOAD_INTERVAL_S = 300
 REBALANCE_SPEC: dict[str, Any] = {
     "mode": "Evict",
     "trigger": {"metric": "cpu"},  # above the threshold's max, 0.8
@@ -182,6 +185,8 @@ REBALANCE_SPEC: dict[str, Any] = {
     "maxTotal": 30,
     "minPodAge": "10s",
     "margin": 0.1,
+    "workloadInterval": f"{WORKLOAD_INTERVAL_S}s",
+    "maxPerWorkload": 1,
 }
 
 

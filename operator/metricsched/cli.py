@@ -417,6 +417,9 @@ def explain_pod(
     print(explain.render(decision, policy_metrics=names))
     if chosen.policy is not None:
         print(_counted(op, chosen.policy, snapshot=snapshot, now=now), end="")
+    if chosen.policy is not None and chosen.policy.rebalance is not None:
+        held = explain.render_held(chosen.policy.key, _held(api_client, chosen.policy.key), now=now)
+        print(held or "", end="")
     if record is not None and bound_to:
         print(_changes(op, record=record, decision=decision, chosen=chosen.policy, now=now), end="")
     for key, error in op.cache.policy_errors.items():
@@ -464,6 +467,26 @@ def _rebalanced_events(api_client: Any, pod: model.PodInfo) -> list[Mapping[str,
     except Exception:
         return []  # a note, not the explanation: go on without it
     return [item for item in listed.get("items") or () if isinstance(item, Mapping)]
+
+
+def _held(api_client: Any, key: model.PolicyKey) -> object:
+    """``status.rebalance.held`` of policy ``key`` as the leader wrote it (None: unreadable)."""
+    namespace, _, name = key.partition("/")
+    try:
+        body = kube.read_json(
+            kubernetes.client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+                operator_mod.GROUP,
+                operator_mod.VERSION,
+                namespace,
+                operator_mod.PLURAL,
+                name,
+                _preload_content=False,
+                _request_timeout=(5.0, 30.0),
+            )
+        )
+    except Exception:
+        return None  # a note, not the explanation: go on without it
+    return ((body.get("status") or {}).get("rebalance") or {}).get("held")
 
 
 def _namespace_policies(api_client: Any, namespace: str) -> list[model.Policy]:

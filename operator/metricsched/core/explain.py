@@ -18,6 +18,10 @@ annotation kept, and ``render_changes`` what the policy would decide now and wha
 ``rebalanced_note`` says, for a pod that replaces one rebalancing evicted, which pod that
 was and why it was moved (from the ``Rebalanced`` event naming the pod's controller).
 
+``render_held`` lists, per node, the room the deciding policy's rebalancing holds for the
+replacements of the pods it evicted (its ``status.rebalance.held``, written by the leader:
+explain's own cache holds none, so a target's held room shows here, not in the table).
+
 No I/O here: the caller prints the returned string.
 """
 
@@ -397,3 +401,54 @@ def rebalanced_note(pod: model.PodInfo, events: Sequence[model.RawBody]) -> str 
         return None
     stamp = api_formats.rfc3339(found[0])
     return f"note: {pod.key} replaces a pod that rebalancing moved at {stamp}: {found[1]}"
+
+
+MAX_HELD_ROWS: Final = 20
+"""status.rebalance.held holds at most this many; more in an edited status are cut."""
+
+
+def _held_time(raw: object) -> float | None:
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(raw)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def render_held(policy: str, held: object, *, now: float) -> str | None:
+    """The room ``policy``'s rebalancing holds for replacements (``status.rebalance.held``),
+    per node: whose replacement may take it, how much, and how long it lasts at most.
+    None when it holds none; an entry without a node is left out."""
+    entries = [e for e in held if isinstance(e, Mapping)] if isinstance(held, list) else []
+    rows: list[tuple[str, float, list[str]]] = []
+    for entry in entries:
+        node = entry.get("node")
+        if not isinstance(node, str) or not node:
+            continue
+        amount = entry.get("amount")
+        amount = amount if isinstance(amount, Mapping) else {}
+        until = _held_time(entry.get("until"))
+        left = _NONE if until is None else f"{max(0.0, until - now):.0f}s"
+        cells = [
+            decision_record.printable(node),
+            decision_record.printable(entry.get("owner") or _NONE),
+            decision_record.printable(amount.get("cpu") or _NONE),
+            decision_record.printable(amount.get("memory") or _NONE),
+            left,
+        ]
+        rows.append((node, until if until is not None else float("inf"), cells))
+    if not rows:
+        return None
+    rows.sort(key=lambda r: (r[0], r[1]))
+    lines = [
+        f"Room held for replacements of pods rebalancing moved "
+        f"(status.rebalance.held of {decision_record.printable(policy)}):"
+    ]
+    table = [["NODE", "FOR", "CPU", "MEMORY", "AT MOST"]]
+    table += [cells for _, _, cells in rows[:MAX_HELD_ROWS]]
+    lines.extend(_table(table))
+    return "\n".join(lines) + "\n"

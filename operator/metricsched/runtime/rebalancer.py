@@ -25,6 +25,10 @@ Operator-wide, at most ``--rebalance-eviction-budget`` evictions are sent per mi
 limits: no tenant's policy can churn the cluster or load the API server past it. The
 policy a pass starts with rotates, so one policy cannot take the budget every time.
 
+``status.rebalance.held`` lists the room each policy's moves hold on their targets for
+the replacements (``runtime.reservations``: node, owner, amount, until; at most ``HELD``),
+republished when that set changes (a bind consumed a hold, a hold expired).
+
 A failed pass is logged and the loop goes on; nothing here raises into the operator.
 """
 
@@ -41,7 +45,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from metricsched.config import Config
-from metricsched.core import api_formats, model, rebalance
+from metricsched.core import api_formats, model, quantity, rebalance, reservation
 from metricsched.edges import events, eviction, kube_http, metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import reservations as reservations_mod
@@ -49,6 +53,7 @@ from metricsched.runtime import reservations as reservations_mod
 logger = logging.getLogger("metricsched.rebalancer")
 
 RECENT = 20  # status.rebalance.recent holds at most this many
+HELD = 20  # status.rebalance.held lists at most this many (the soonest to end)
 BUDGET_PERIOD_S = 60.0  # the operator-wide eviction budget counts over this period
 
 
@@ -69,6 +74,7 @@ class PolicyState:
     recent: collections.deque[dict[str, Any]] = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=RECENT)
     )
+    held: frozenset[str] = frozenset()  # the evicted pods' uids status.rebalance.held shows
 
 
 class Rebalancer:
@@ -112,6 +118,7 @@ class Rebalancer:
         self.fence: Callable[[], float] | None = None  # the elector's, as for Bindings
         self.budget = config.rebalance_eviction_budget
         self._sent: collections.deque[float] = collections.deque()  # monotonic, all policies
+        self._held_by: dict[str, model.PolicyKey] = {}  # evicted pod's uid -> whose move held
         self._passes = 0
 
     # --- the loop ------------------------------------------------------------------------
@@ -147,6 +154,7 @@ class Rebalancer:
         start = self._passes % len(rebalancing)
         self._passes += 1
         rebalancing = rebalancing[start:] + rebalancing[:start]
+        self._republish_held()
         moved = 0
         for chosen in rebalancing:
             if not self._may_move():
@@ -272,8 +280,11 @@ class Rebalancer:
         else:
             # Held before the eviction is sent: an arrival must not take the target's room
             # between the eviction and the replacement's bind.
-            if self.reservations is not None:
-                self.reservations.hold(pod, node=move.target, window_s=spec.window_s)
+            if self.reservations is not None and self.reservations.hold(
+                pod, node=move.target, window_s=spec.window_s
+            ):
+                self._held_by[pod.uid] = key
+                state.held |= {pod.uid}
             result = await eviction.evict(
                 self.http,
                 namespace=pod.namespace,
@@ -285,6 +296,8 @@ class Rebalancer:
             outcome, label = result.kind, result.kind.value
             if outcome is not eviction.EvictOutcome.EVICTED and self.reservations is not None:
                 self.reservations.release(pod.uid)  # no replacement is coming
+                self._held_by.pop(pod.uid, None)
+                state.held -= {pod.uid}
             if outcome is not eviction.EvictOutcome.FENCED:
                 self._sent.append(self._monotonic())  # sent: it counts, whatever the answer
             reason = "Rebalanced" if outcome is eviction.EvictOutcome.EVICTED else ""
@@ -372,7 +385,51 @@ class Rebalancer:
         }
         if state.last_move:
             block["lastMoveTime"] = api_formats.rfc3339(state.last_move)
+        if self.reservations is not None:
+            block["held"] = self._held_entries(key)
         return block
+
+    def _holds_of(self, key: model.PolicyKey) -> list[reservations_mod.Hold]:
+        """The holds ``key``'s moves keep now, the soonest to end first."""
+        if self.reservations is None:
+            return []
+        found = [
+            h
+            for h in self.reservations.holds()
+            if self._held_by.get(h.placeholder.uid.removesuffix(reservation.SUFFIX)) == key
+        ]
+        return sorted(found, key=lambda h: (h.until, h.node, h.placeholder.uid))
+
+    def _held_entries(self, key: model.PolicyKey) -> list[dict[str, object]]:
+        """``status.rebalance.held``: node, owner (the workload), amount (the requests
+        held), until (wall time, from the monotonic bound)."""
+        wall, mono = self._clock(), self._monotonic()
+        return [
+            {
+                "node": h.node,
+                "owner": h.workload,
+                "amount": {
+                    "cpu": quantity.format_milli(h.placeholder.requests.milli_cpu),
+                    "memory": quantity.format_int(h.placeholder.requests.memory),
+                },
+                "until": api_formats.rfc3339(wall + max(0.0, h.until - mono)),
+            }
+            for h in self._holds_of(key)[:HELD]
+        ]
+
+    def _republish_held(self) -> None:
+        """Forget the holds that ended, and mark each policy whose held room changed."""
+        if self.reservations is None:
+            return
+        live = {
+            h.placeholder.uid.removesuffix(reservation.SUFFIX) for h in self.reservations.holds()
+        }
+        self._held_by = {uid: key for uid, key in self._held_by.items() if uid in live}
+        for key, state in self.states.items():
+            now_held = frozenset(uid for uid, whose in self._held_by.items() if whose == key)
+            if now_held != state.held:
+                state.held = now_held
+                self._mark(key)
 
 
 def _finite(value: float) -> float:

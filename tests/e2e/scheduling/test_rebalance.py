@@ -370,6 +370,12 @@ def test_rebalancing_cuts_the_time_hot_nodes_spend_above_the_threshold(
         timeout=15,
     )
     assert status["mode"] == "Evict"
+    # The room held for replacements is published (the CRD keeps the field) and only ever
+    # on a node the moves went to, for the Deployment's replacements.
+    assert isinstance(status.get("held"), list), status
+    for hold in status["held"]:
+        assert hold["node"] in nodes.names and hold["node"] not in hot, status
+        assert hold["owner"] == f"{namespace}/Deployment/web", status
     # The budget (maxUnavailable: 1) held at every sample.
     assert fewest >= replicas - 1
 

@@ -47,7 +47,8 @@ def test_a_workload_is_one_replica_of_its_events_pod_under_a_replicaset() -> Non
 
 def test_each_workload_kind_has_a_budget_selecting_only_its_own_pods() -> None:
     budgets = owned.budget_bodies()
-    assert {b["metadata"]["name"] for b in budgets} == {w.name for w in scenarios.WORKLOADS}
+    kinds = (*scenarios.WORKLOADS, scenarios.SURGE)
+    assert {b["metadata"]["name"] for b in budgets} == {w.name for w in kinds}
     for b in budgets:
         assert b["spec"]["maxUnavailable"] == owned.MAX_UNAVAILABLE
         assert b["spec"]["selector"]["matchLabels"]["app"] == b["metadata"]["name"]
@@ -75,6 +76,24 @@ def test_a_workload_evicted_twice_counts_two_evictions_for_one_pod_moved() -> No
     got = ledger.figures()
     assert got["evictions"] == 2 and got["pods_moved"] == 1
     assert got["evictions_per_pod_moved"] == 2.0 and got["workloads_evicted_twice"] == 1
+
+
+def test_a_workload_evicted_again_within_its_limit_is_over_the_limit_and_later_is_not() -> None:
+    times = {"again-soon": [10.0, 200.0], "again-later": [10.0, 320.0], "once": [50.0]}
+    assert owned.over_limit(times, interval_s=300.0, most=1) == ["again-soon"]
+    assert owned.over_limit(times, interval_s=300.0, most=2) == []
+    assert owned.over_limit({"w": [0.0, 100.0, 250.0]}, interval_s=300.0, most=2) == ["w"]
+    assert owned.over_limit({"w": [0.0, 100.0, 350.0]}, interval_s=300.0, most=2) == []
+
+
+def test_the_ledger_reports_workloads_moved_again_within_the_policys_limit() -> None:
+    ledger = owned.Ledger()
+    for first, second, src, dst, t in (("a", "b", "n1", "n2", 5.0), ("b", "c", "n2", "n1", 90.0)):
+        ledger.see(t, "DELETED", pod(first, "w1", node=src, running=True, evicted=True))
+        ledger.see(t + 1, "MODIFIED", pod(second, "w1", node=dst, running=True))
+    assert ledger.figures(workload_interval_s=60.0)["workloads_over_limit"] == 0
+    got = ledger.figures(workload_interval_s=300.0, max_per_workload=1)
+    assert got["workloads_over_limit"] == 1 and got["workload_limit"] == [300.0, 1]
 
 
 def test_more_of_a_budgets_workloads_down_by_evictions_than_it_allows_is_a_violation() -> None:
@@ -118,3 +137,16 @@ def test_after_the_hot_spot_only_node_seconds_from_it_count_and_avoidable_ones_a
     assert got["node_seconds_above_80"] == 10 + 8
     assert got["avoidable_node_seconds_above_80"] == 8
     assert got["per_hot_node"] == {"hot": 10}
+
+
+def test_after_the_heat_node_seconds_above_100_count_only_from_it_on() -> None:
+    # A node of our own pods over 100 % from t=5 to 14, back to 0.7 from 15: heat at 8.
+    ticks = [
+        metrics.Tick(float(t), {"n1": 1.2 if 5 <= t < 15 else 0.7, "n2": 0.5}, {}, {})
+        for t in range(30)
+    ]
+    got = metrics.after_hotspot(ticks, since=8.0, hot_nodes=[], floor=lambda _n, _t: 0.1)
+    assert got["node_seconds_above_100"] == 7
+    assert got["node_seconds_above_80"] == 7
+    assert got["avoidable_node_seconds_above_80"] == 7
+    assert got["per_hot_node"] == {}

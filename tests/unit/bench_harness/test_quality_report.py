@@ -316,3 +316,51 @@ def test_the_section_states_its_conditions_beside_every_table() -> None:
     assert "**BEST CASE.**" in report.section(
         gauge, {"heat-b": "", "heat-d": "", "hottest": "", "over": ""}
     )
+
+
+def scaled_pair(*, on: float, per: float, over: int, violations: int = 0) -> dict[str, Any]:
+    """The pair in scenarios c and e, seeds 1-3: rebalance on at ``on`` times off's heat."""
+    trials = []
+    for seed, spread in ((1, 0.0), (2, 20.0), (3, -20.0)):
+        for key, block in (("c", "after_hotspot"), ("e", "after_rise")):
+            for system, share in ((qsys.OWNED, 1.0), (qsys.REBALANCE, on)):
+                moving = system == qsys.REBALANCE
+                late = {
+                    "node_seconds_above_80": (200.0 + spread) * share,
+                    "node_seconds_above_100": (50.0 + spread / 4) * share,
+                    "avoidable_node_seconds_above_80": (100.0 + spread) * share,
+                }
+                figures = {
+                    "evictions": 10 if moving else 0,
+                    "pods_moved": round(10 / per) if moving else 0,
+                    "evictions_per_pod_moved": per if moving else None,
+                    "budget_violations": violations if moving and seed == 3 else 0,
+                    "workloads_over_limit": over if moving and seed == 2 else 0,
+                }
+                extra = {block: late, "rebalance": figures, "seed": seed}
+                trials.append(trial(key, system, **extra))
+    return {"trials": trials}
+
+
+def test_issue_32s_targets_take_the_medians_of_the_seeds_and_zero_counts_in_every_seed() -> None:
+    rows = report.rebalance_pair_rows(scaled_pair(on=0.25, per=1.0, over=0))
+    assert [ok for _, _, ok in rows] == [True] * 9
+    assert rows[0][1] == "50 vs 200 (0.25x)"  # (e) node-s > 80 %, medians of 3 seeds
+    assert rows[1][1] == "12 vs 50 (0.25x)"
+    rows = report.rebalance_pair_rows(scaled_pair(on=0.4, per=1.25, over=1, violations=2))
+    assert [ok for _, _, ok in rows] == [False, False, True] + [False] * 6
+
+
+def test_issue_32s_section_shows_each_cell_as_a_median_with_its_range_only_with_e() -> None:
+    assert (
+        report.rebalance_pair_section(pair(on_above=25.0, evictions=3, moved=3, violations=0)) == []
+    )
+    lines = report.rebalance_pair_section(scaled_pair(on=0.5, per=1.0, over=0))
+    text = "\n".join(lines)
+    assert "### Rebalancing at scale (issue 32), scenarios c and e" in text
+    e_on = next(x for x in lines if x.startswith("| (e) | metricsched, ReplicaSets, rebalance on"))
+    assert "| 1,2,3 | 100 [90 to 110] | 25 [22 to 28] | - |" in e_on
+    c_off = next(
+        x for x in lines if x.startswith("| (c) | metricsched, ReplicaSets, rebalance off")
+    )
+    assert "| 200 [180 to 220] | 50 [45 to 55] | 100 [80 to 120] |" in c_off

@@ -169,3 +169,52 @@ def test_the_scheduler_places_its_own_events_and_every_scaled_replica() -> None:
     assert scenarios.own_pods(d) == FULL.scale_deployments * FULL.scale_to
     b = scenarios.scenario("b", plan=FULL, seed=1)
     assert scenarios.own_pods(b) == sum(1 for e in b.pods if e.node is None)
+
+
+# --- scenario e: only our own pods heat up ------------------------------------------------
+
+
+def test_in_scenario_e_only_our_own_pods_exist_and_the_surge_rises_after_all_arrived() -> None:
+    sc = scenarios.scenario("e", plan=FULL, seed=1)
+    assert sc.hotspots == () and all(p.node is None for p in sc.pods)
+    surge = [p for p in sc.pods if p.workload == scenarios.SURGE.name]
+    assert len(surge) == FULL.rise_surge and len(sc.pods) == FULL.rise_surge + FULL.rise_mix
+    assert sc.pods[: FULL.rise_surge] == tuple(surge)  # first, onto the coolest nodes
+    assert all(p.rise_at == FULL.rise_at_s and p.rise == FULL.rise_factor for p in surge)
+    assert all(p.rise_at is None and p.rise == 1.0 for p in sc.pods if p not in surge)
+    assert all(p.life is None and p.at + p.ramp < FULL.rise_at_s for p in sc.pods)
+    assert sc.heat_at_s == FULL.rise_at_s
+    assert sc.duration_s == FULL.rise_at_s + FULL.rise_observe_s
+
+
+def test_scenario_e_leaves_room_under_0_7_cluster_wide_after_the_rise() -> None:
+    # Heat a scheduler can undo: the surge adds several cores, and the cluster as a whole
+    # stays under 0.7 (rebalancing has somewhere to put them), for every seed.
+    for seed in (1, 2, 3):
+        nodes = scenarios.nodes(FULL.nodes, seed=seed)
+        sc = scenarios.scenario("e", plan=FULL, seed=seed)
+        before = sum(p.cpu for p in sc.pods)
+        after = sum(p.cpu * p.rise for p in sc.pods)
+        total = sum(n.cpu for n in nodes)
+        background = sum(n.background * n.cpu for n in nodes)
+        assert after - before > 0.1 * total
+        assert (background + after) / total < 0.7
+
+
+def test_a_rising_pod_carries_a_step_at_the_scenarios_clock_time_and_others_none() -> None:
+    sc = scenarios.scenario("e", plan=FULL, seed=1)
+    surge, mix = sc.pods[0], sc.pods[-1]
+    body = scenarios.pod_body(surge, "metricsched", t0=1_000_000.0)
+    annotations = body["metadata"]["annotations"]
+    assert annotations[scenarios.CPU_PATTERN] == f"step({1_000_000.0 + FULL.rise_at_s:.1f}, 5)"
+    assert scenarios.CPU_PATTERN not in scenarios.pod_body(mix, "x")["metadata"]["annotations"]
+
+
+def test_the_heat_appears_at_the_hot_spot_in_c_and_never_in_b() -> None:
+    c = scenarios.scenario("c", plan=FULL, seed=1)
+    assert c.heat_at_s == min(h.at for h in c.hotspots)
+    assert scenarios.scenario("b", plan=FULL, seed=1).heat_at_s is None
+
+
+def test_a_plan_plays_a_to_d_unless_told_and_scenario_e_only_when_asked() -> None:
+    assert FULL.scenarios == ("a", "b", "c", "d") and "e" in scenarios.KEYS

@@ -100,11 +100,12 @@ def test_metricsched_runs_with_the_pipelines_refresh_and_per_pod_flags(tmp_path:
     assert gauge.refresh_interval == "5s"
 
 
-def test_only_metricsched_rows_get_a_policy_and_the_pair_plays_c_only() -> None:
+def test_only_metricsched_rows_get_a_policy_and_the_pair_plays_c_and_e_only() -> None:
     assert not qsys.is_metricsched(qsys.KUBE)
     assert not qsys.is_metricsched(qsys.RANDOM)
     assert all(qsys.is_metricsched(s) for s in qsys.ORDER if s not in (qsys.KUBE, qsys.RANDOM))
-    assert qsys.plays(qsys.REBALANCE, "c")
+    assert qsys.plays(qsys.REBALANCE, "c") and qsys.plays(qsys.OWNED, "c")
+    assert qsys.plays(qsys.REBALANCE, "e") and qsys.plays(qsys.OWNED, "e")
     assert not qsys.plays(qsys.REBALANCE, "d")
     assert not set(qsys.PAIR) & set(qsys.CHOSEN)
 
@@ -135,7 +136,7 @@ def test_systems_and_scenarios_can_be_chosen_and_unknown_ones_are_refused() -> N
     with pytest.raises(SystemExit, match="unknown"):
         runner.selection(args("--systems", "metricsched-estimate-learn"))
     with pytest.raises(SystemExit, match="unknown"):
-        runner.selection(args("--scenarios", "e"))
+        runner.selection(args("--scenarios", "f"))
 
 
 def test_seeds_are_taken_in_order_once_each_else_the_single_seed() -> None:

@@ -1,6 +1,6 @@
 """Pod usage that changes over a pod's life (``loadmodel.metricsched.io/cpu-pattern``):
-bursty spikes on the pod's own timer, a diurnal wave in step with the clock; each bounded,
-with a known mean over its period, and the same for the same seed and uid."""
+bursty spikes on the pod's own timer, a diurnal wave and a step in step with the clock;
+each bounded, with a known mean over its period, and the same for the same seed and uid."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ def over_a_period(
         ),
         (" bursty( 60 , 10 , 3 ) ", core.Pattern("bursty", period=60, width=10, peak=3)),
         ("diurnal(600, 0.5)", core.Pattern("diurnal", period=600, amplitude=0.5)),
+        ("step(1000120.5, 4)", core.Pattern("step", peak=4, at=1000120.5)),
     ],
 )
 def test_patterns_parse(text: str, expected: Any) -> None:
@@ -53,6 +54,9 @@ def test_patterns_parse(text: str, expected: Any) -> None:
         "diurnal(600, 1.5)",  # usage would go negative
         "diurnal(-5, 0.5)",
         "diurnal(600, nan)",
+        "step(1000, -1)",  # usage would go negative
+        "step(1000)",
+        "step(inf, 2)",
         "sine(600, 0.5)",  # a node's drift, not a pod's pattern
         "spiky",
         "",
@@ -119,6 +123,18 @@ def test_diurnal_pods_peak_together_whenever_each_started() -> None:
     assert pattern.factor(t=t, seen=T0) == pattern.factor(t=t, seen=T0 + 250)
 
 
+# --- step -------------------------------------------------------------------------------
+
+
+def test_a_step_multiplies_usage_from_its_clock_time_on_for_every_pod_whenever_seen() -> None:
+    pattern = core.parse_pattern(f"step({T0 + 100}, 4)")
+    assert pattern.factor(t=T0 + 99.9, seen=T0) == 1.0
+    assert pattern.factor(t=T0 + 100, seen=T0) == 4.0
+    # A replacement seen after the step uses the new level at once, not a step of its own.
+    assert pattern.factor(t=T0 + 300, seen=T0 + 290) == 4.0
+    assert pattern.mean == 4.0
+
+
 # --- in the model -------------------------------------------------------------------------
 
 
@@ -139,6 +155,23 @@ def test_the_model_applies_the_pattern_after_the_ramp_and_counts_its_mean_as_eve
     assert m.samples["n1"].cpu == pytest.approx(3 / 4)
     # The bind record's and /truth's eventual utilisation take the pattern's mean.
     assert m.truth(T0 + 65)["nodes"]["n1"]["eventual_cpu"] == pytest.approx((1 + 2 / 3) / 4)
+
+
+def test_the_model_steps_a_pods_usage_up_at_the_clock_time_after_its_ramp() -> None:
+    m = loadmodel.Model(seed=1, noise=0.0, service_time=0.05, record=None)
+    m.nodes_listed([node("n1", cpu="4")])
+    annotations = {
+        core.POD_CPU: "0.5",
+        core.POD_RAMP: "10",
+        core.POD_CPU_PATTERN: f"step({T0 + 40}, 3)",
+    }
+    m.pod_seen(pod("a", annotations=annotations), T0)
+    m.tick(T0 + 5)
+    assert m.samples["n1"].cpu == pytest.approx(0.25 / 4)
+    m.tick(T0 + 39)
+    assert m.samples["n1"].cpu == pytest.approx(0.5 / 4)
+    m.tick(T0 + 41)
+    assert m.samples["n1"].cpu == pytest.approx(1.5 / 4)
 
 
 def test_the_same_seed_gives_the_same_patterned_usage_tick_by_tick() -> None:

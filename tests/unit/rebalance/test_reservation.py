@@ -1,15 +1,19 @@
 """Target reservations: the room a move's target holds for the evicted pod's replacement.
 An arrival of another workload cannot take it, a pod of the reserving workload can (and
 its bind consumes the hold); it ends at that bind, when the eviction fails, and after its
-bound; the rebalancer's dry runs and explain see it."""
+bound; the rebalancer's dry runs and explain see it, and the policy's status lists it."""
 
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 
-from metricsched.core import cycle, model, reservation
+import yaml
+
+from metricsched.core import api_formats, cycle, model, reservation
 from metricsched.edges import observe
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import rebalancer as rebalancer_mod
 from metricsched.runtime import reservations as reservations_mod
 from tests.unit.conftest import NOW, build_node_state, build_pod_info
 from tests.unit.runtime import test_rebalancer
@@ -242,3 +246,82 @@ def test_the_dry_run_does_not_move_a_pod_into_room_held_for_another():
 
     assert found.run(NOW + 60) == 0
     assert found.api.evicted == []
+
+
+# --- status.rebalance.held: the room each policy's moves hold ------------------------------
+
+
+def held_block(found: test_rebalancer.Rig) -> list[dict[str, object]]:
+    block = found.rebalancer.status_block(model.PolicyKey("shop/web-latency"))
+    assert block is not None
+    return block["held"]  # type: ignore[return-value]
+
+
+def test_the_status_lists_the_room_a_move_holds_by_node_owner_amount_and_until():
+    found, _held = rebalancing_rig()
+    found.rebalancer._clock = lambda: found.now  # the status's wall times
+    found.run(NOW)
+    found.run(NOW + 60)
+
+    assert held_block(found) == [
+        {
+            "node": "cool",
+            "owner": found.pod.usage_workload,
+            "amount": {"cpu": "100m", "memory": "128Mi"},
+            # the bound: the policy's window (60 s), shorter than BOUND_S
+            "until": api_formats.rfc3339(NOW + 60 + 60),
+        }
+    ]
+
+
+def test_a_refused_eviction_shows_no_held_room():
+    found, _held = rebalancing_rig(status=429)
+    found.run(NOW)
+    found.run(NOW + 60)
+
+    assert held_block(found) == []
+
+
+def test_held_room_the_replacement_took_leaves_the_status_and_the_policy_is_rewritten():
+    def marks_at_the_next_pass(*, bound: bool) -> tuple[int, list[dict[str, object]]]:
+        found, held = rebalancing_rig()
+        found.run(NOW)
+        found.run(NOW + 60)
+        if bound:
+            held.consume(dataclasses.replace(found.pod, uid="uid-new"), "cool")
+        found.marked.clear()
+        found.run(NOW + 61)
+        return len(found.marked), held_block(found)
+
+    marks, listed = marks_at_the_next_pass(bound=True)
+    unchanged, still = marks_at_the_next_pass(bound=False)
+    assert listed == [] and len(still) == 1
+    assert marks == unchanged + 1  # the status is rewritten for the change, once
+
+
+def test_room_held_by_another_policys_move_is_not_listed():
+    found, held = rebalancing_rig()
+    assert held.hold(GONE, node="cool", window_s=300)  # not this policy's move
+    found.run(NOW)
+
+    assert held_block(found) == []
+
+
+def test_the_held_list_fits_the_crds_status_rebalance_schema():
+    found, _held = rebalancing_rig()
+    found.run(NOW)
+    found.run(NOW + 60)
+    crd = yaml.safe_load(
+        (pathlib.Path(__file__).resolve().parents[3] / "crds" / "schedulingpolicy.yaml").read_text()
+    )
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"][
+        "properties"
+    ]["rebalance"]["properties"]["held"]
+    entries = held_block(found)
+    assert entries and len(entries) <= schema["maxItems"]
+    assert schema["maxItems"] == rebalancer_mod.HELD
+    for entry in entries:
+        assert set(entry) <= set(schema["items"]["properties"])
+        amount = entry["amount"]
+        assert isinstance(amount, dict)
+        assert set(amount) <= set(schema["items"]["properties"]["amount"]["properties"])
