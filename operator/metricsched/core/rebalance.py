@@ -28,9 +28,15 @@ only when all of these hold:
   pod's contribution, ``core.rebalance_room.contribution``, off the source), and the
   pooled room inside ``trigger - margin`` on the other nodes is not used up;
 - **acceptance by improvement**: the dry run places it under this same policy, by its
-  metrics (no fallback), on another node which, with the pod's estimate, ends at or
-  below ``trigger - margin`` in every trigger, and, in each trigger the source is past,
-  at least ``margin`` below the source after the move.
+  metrics (no fallback), on another node which, with the pod (what it measurably uses
+  where the trigger is resource-backed, not a declared amount it may have outgrown),
+  ends at or below ``trigger - margin`` in every trigger, and, in each trigger the source
+  is past, at least ``margin`` below the source after the move.
+
+A pod already moved off a node (gone from it, not a DryRun's would-be move) is taken out
+of the node's values while the per-pod answer still shows it: the node's samples still
+hold it (a rate window, a scrape and a refresh), the next ones will not, and a node judged
+by them alone would shed pods again for a move that has not shown yet.
 
 Why this cannot cycle: let Φ be the sum over nodes and triggers of how far each value is
 past its trigger. A move takes a pod off a node past a trigger (its excess falls by the
@@ -55,7 +61,7 @@ import dataclasses
 import enum
 import math
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 from metricsched.core import columns, cycle, model, node_state, rebalance_room, scoring, shadow
@@ -321,11 +327,18 @@ def plan(
     if spec is None:
         return Plan(moves=(), nodes_outside=0, nodes_due=0, skipped=())
     triggers = spec.triggers
-    found = [values, *more_values][: len(triggers)]
-    found += [{}] * (len(triggers) - len(found))
     by_name = {m.name: m for m in policy.metrics}
     trigger_metrics = [by_name.get(t.metric) for t in triggers]
     usages = [_usage(metrics, policy, t.metric) for t in triggers]
+    found = _without_moved(
+        [values, *more_values][: len(triggers)]
+        + [{}] * max(0, len(triggers) - 1 - len(more_values)),
+        triggers=triggers,
+        metrics=trigger_metrics,
+        usages=usages,
+        history=history,
+        snapshot=snapshot,
+    )
 
     def past(node: model.NodeName) -> list[int]:
         return [i for i, t in enumerate(triggers) if node in found[i] and t.outside(found[i][node])]
@@ -367,6 +380,18 @@ def plan(
         def weigh(pod: model.PodInfo, i: int, on: model.NodeInfo) -> float:
             return rebalance_room.contribution(
                 pod=pod, node=on, metric=trigger_metrics[i], usage=usages[i]
+            )
+
+        def shift(pod: model.PodInfo, i: int, target: model.NodeName) -> float:
+            """On the target, what the pod measurably uses beyond what the cycle's estimate
+            counted for it (a declared amount can be far below a pod that heated up)."""
+            on = snapshot.nodes.get(target)
+            if on is None:
+                return 0.0
+            return rebalance_room.contribution(
+                pod=pod, node=on.node, metric=trigger_metrics[i], usage=usages[i]
+            ) - rebalance_room.own_estimate(
+                pod=pod, node=on.node, metric=trigger_metrics[i], usage=usages[i]
             )
 
         # Victims by contribution to the trigger the node is furthest past (Koordinator's
@@ -414,6 +439,7 @@ def plan(
                     main=main,
                     value=found[main][node],
                     source_after=leaving,
+                    shift=lambda i, target, pod=pod: shift(pod, i, target),  # type: ignore[misc]
                 )
                 if move is not None:
                     moves.append(move)
@@ -438,6 +464,36 @@ def plan(
     )
 
 
+def _without_moved(
+    found: Sequence[Mapping[model.NodeName, float]],
+    *,
+    triggers: Sequence[model.Trigger],
+    metrics: Sequence[model.MetricSpec | None],
+    usages: Sequence[model.PodUsage | None],
+    history: Sequence[Eviction],
+    snapshot: model.ClusterSnapshot,
+) -> list[dict[model.NodeName, float]]:
+    """Each trigger's values with the pods already moved off a node taken out while the
+    samples still hold them: an evicted pod that is gone from its node but still in the
+    per-pod answer (the rate windows still cover it) weighs in the node's sample and will
+    not in the next ones. Without this, a node whose last move has not shown yet looks as
+    hot as before and sheds more pods than it needs (the window can be shorter than a
+    scrape, a rate window and a refresh together)."""
+    adjusted = [dict(values) for values in found]
+    for e in history:
+        state = snapshot.nodes.get(e.node)
+        if e.blocked or state is None or any(p.key == e.pod for p in state.pods):
+            continue  # refused, its node gone, or still there (DryRun moves nothing)
+        for i, trigger in enumerate(triggers):
+            if e.node not in adjusted[i]:
+                continue
+            weight = rebalance_room.still_shown(
+                pod=e.pod, node=state.node, metric=metrics[i], usage=usages[i]
+            )
+            adjusted[i][e.node] -= trigger.load(weight)
+    return adjusted
+
+
 def _usage(metrics: model.MetricView, policy: model.Policy, metric: str) -> model.PodUsage | None:
     series = metrics.get(model.MetricKey(policy=policy.key, metric=metric))
     return series.usage if series is not None else None
@@ -458,6 +514,7 @@ def _judge(
     main: int,
     value: float,
     source_after: Mapping[int, float],
+    shift: Callable[[int, model.NodeName], float] = lambda _i, _node: 0.0,
 ) -> tuple[Skip | None, Move | None]:
     """Acceptance by improvement: the dry run binds the pod under this policy, by its
     metrics, on another node that, with the pod, is inside every trigger by its margin
@@ -472,7 +529,13 @@ def _judge(
     if decision.fallback_reason:
         return Skip.FALLBACK, None
     triggers = spec.triggers
-    targets = [_target_value(decision, t.metric) for t in triggers]
+    target_node = decision.node
+    targets = [
+        None
+        if (v := _target_value(decision, t.metric)) is None
+        else v + t.load(shift(i, target_node))
+        for i, t in enumerate(triggers)
+    ]
     main_target = targets[main]
     if decision.node == node or main_target is None:
         return Skip.NO_BETTER_NODE, None

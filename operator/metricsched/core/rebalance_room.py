@@ -5,7 +5,9 @@
 always further toward the trigger, so a ``below`` trigger on free memory reads as
 negative free memory):
 
-- ``contribution``: how much a pod weighs in the trigger metric on a node. Where the
+- ``contribution``: how much a pod weighs in the trigger metric on a node (and
+  ``own_estimate``, what the cycle's estimate counts for it instead, so that a move is
+  judged on the target by what the pod measurably uses, not by a declared amount). Where the
   metric is resource-backed (its estimate names cpu or memory), it is the pod's own
   measured usage (``PodUsage``, issue P's per-pod source) over the node's allocatable,
   else its estimate (``core.estimate``: the workload's measured quantile, a declared
@@ -37,7 +39,55 @@ def contribution(
     usage: model.PodUsage | None,
 ) -> float:
     """What ``pod`` adds to ``metric`` on ``node``, in the metric's load direction (>= 0;
-    0 when the metric has no resource model)."""
+    0 when the metric has no resource model): its own measured usage where there is one,
+    else its estimate."""
+    return _share(pod=pod, node=node, metric=metric, usage=usage, measured_first=True)
+
+
+def own_estimate(
+    *,
+    pod: model.PodInfo,
+    node: model.NodeInfo,
+    metric: model.MetricSpec | None,
+    usage: model.PodUsage | None,
+) -> float:
+    """What the cycle's estimate adds for ``pod`` itself being placed on ``node`` (its
+    metric's estimate, never its own measured usage: a pending pod has none), in the
+    load direction (>= 0; 0 when the metric has no resource model)."""
+    return _share(pod=pod, node=node, metric=metric, usage=usage, measured_first=False)
+
+
+def still_shown(
+    *,
+    pod: model.PodKey,
+    node: model.NodeInfo,
+    metric: model.MetricSpec | None,
+    usage: model.PodUsage | None,
+) -> float:
+    """What a pod moved off ``node`` still weighs in ``metric``'s samples of it, in the
+    load direction: its usage while the per-pod answer still shows it (the node's rate
+    window still holds it, and the next samples will not), else 0."""
+    if metric is None or not resource_backed(metric) or usage is None:
+        return 0.0
+    resource = metric.estimate.resource
+    if resource is None:
+        return 0.0
+    cpu = resource is model.EstimateResource.CPU
+    measured = (usage.cpu if cpu else usage.memory).get(pod)
+    allocatable = node.allocatable.milli_cpu if cpu else node.allocatable.memory
+    if measured is None or measured <= 0 or allocatable <= 0:
+        return 0.0
+    return float(measured) / float(allocatable)
+
+
+def _share(
+    *,
+    pod: model.PodInfo,
+    node: model.NodeInfo,
+    metric: model.MetricSpec | None,
+    usage: model.PodUsage | None,
+    measured_first: bool,
+) -> float:
     if metric is None or not resource_backed(metric):
         return 0.0
     spec = metric.estimate
@@ -45,7 +95,11 @@ def contribution(
     if resource is None:
         return 0.0
     cpu = resource is model.EstimateResource.CPU
-    measured = (usage.cpu if cpu else usage.memory).get(pod.key) if usage is not None else None
+    measured = (
+        (usage.cpu if cpu else usage.memory).get(pod.key)
+        if usage is not None and measured_first
+        else None
+    )
     if measured is not None:
         amount = measured
     elif spec.source is model.EstimateFrom.MEASURED:

@@ -119,7 +119,7 @@ def test_the_pod_that_measurably_uses_most_goes_first_whatever_its_age():
         sized("big", "hot", milli_cpu=200, created=NOW - 1000),
         sized("mid", "hot", milli_cpu=200, created=NOW - 5000),
     )
-    view = build_metric_view(policy, {"cpu": {"hot": 0.9, "cool": 0.1}})
+    view = build_metric_view(policy, {"cpu": {"hot": 0.9, "cool": 0.0}})
     usage = model.PodUsage(
         at=NOW - 10,
         cpu={"shop/small": 100.0, "shop/big": 1500.0, "shop/mid": 500.0},
@@ -130,7 +130,7 @@ def test_the_pod_that_measurably_uses_most_goes_first_whatever_its_age():
     )
     view = {key: dataclasses.replace(series, usage=usage) for key, series in view.items()}
     plan = run_cpu(
-        cluster(hot, node_with("cool")), {"hot": 0.9, "cool": 0.1}, policy=policy, view=view
+        cluster(hot, node_with("cool")), {"hot": 0.9, "cool": 0.0}, policy=policy, view=view
     )
 
     assert moved(plan) == [("big", "hot", "cool")]
