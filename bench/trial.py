@@ -126,6 +126,15 @@ async def create_bound_pods(kube: Kube, namespace: str, count: int, *, start: in
     )
 
 
+async def _wait_ready(proc: systems.Process, health_port: int, timeout: float) -> None:
+    """Poll a metricsched replica's /readyz (its caches synced) until it answers 200."""
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(systems.operator_ready, health_port):
+        if time.monotonic() > deadline or not proc.alive():
+            raise RuntimeError(f"replica on health port {health_port} did not become ready")
+        await asyncio.sleep(0.5)
+
+
 async def _wait_bound(kube: Kube, namespace: str, name: str, timeout: float) -> float:
     """Poll until the pod is bound; return seconds waited (raise on timeout)."""
     started = time.monotonic()
@@ -223,21 +232,23 @@ class Trial:
             f"--leader-election-id=bench-{self.namespace}",
         )
         leader = self.start_scheduler(extra=lease, replica=0)
-        warm = pod_body("warm-up", spec.system.scheduler_name)
-        await self.kube.request("POST", f"/api/v1/namespaces/{self.namespace}/pods", warm)
-        # A new install's first replica leads one lease duration after it starts.
-        record["first_leader_bind_s"] = round(
-            await _wait_bound(self.kube, self.namespace, "warm-up", spec.timeout_s), 2
-        )
-        standby = self.start_scheduler(extra=lease, replica=1)
-        health = env_mod.OPERATOR_HEALTH_PORT + 10
-        deadline = time.monotonic() + spec.timeout_s
-        while not await asyncio.to_thread(systems.operator_ready, health):
-            if time.monotonic() > deadline or not standby.alive():
-                raise RuntimeError("the standby replica did not become ready")
-            await asyncio.sleep(0.5)
-        record["standby_ready_s"] = round(time.time() - standby.started, 2)
-        await asyncio.sleep(3.0)  # the standby has read the Lease at least once
+        standby: systems.Process | None = None
+        try:
+            warm = pod_body("warm-up", spec.system.scheduler_name)
+            await self.kube.request("POST", f"/api/v1/namespaces/{self.namespace}/pods", warm)
+            # A new install's first replica leads one lease duration after it starts.
+            record["first_leader_bind_s"] = round(
+                await _wait_bound(self.kube, self.namespace, "warm-up", spec.timeout_s), 2
+            )
+            standby = self.start_scheduler(extra=lease, replica=1)
+            await _wait_ready(standby, env_mod.OPERATOR_HEALTH_PORT + 10, spec.timeout_s)
+            record["standby_ready_s"] = round(time.time() - standby.started, 2)
+            await asyncio.sleep(3.0)  # the standby has read the Lease at least once
+        except BaseException:
+            for proc in (leader, standby):
+                if proc is not None:
+                    await asyncio.to_thread(proc.stop)
+            raise
         killed_at = time.time()
         await asyncio.to_thread(leader.kill)
         created = await loadgen.create_backlog(
