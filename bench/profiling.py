@@ -30,6 +30,11 @@ RATE_HZ = 100
 # scheduler is the scheduler's. The plumbing bucket is last and takes only stacks with none
 # of our frames on them (the loop polling, aiohttp reading for nobody in particular).
 CATEGORIES: list[tuple[str, re.Pattern[str]]] = [
+    # A <module> frame below the root (the console script's own) is an import.
+    (
+        "imports (module loading, mostly at start-up)",
+        re.compile(r";<module> \(|importlib\._bootstrap"),
+    ),
     ("the cycle (core/cycle.py: schedule_one and what it calls)", re.compile(r"core/cycle\.py")),
     (
         "event recorder (edges/events.py, edges/policy_events.py)",
@@ -69,9 +74,10 @@ CATEGORIES: list[tuple[str, re.Pattern[str]]] = [
         re.compile(r"prometheus_client/"),
     ),
     ("kubernetes client / urllib3 / ssl (threads)", re.compile(r"kubernetes/|urllib3/")),
-    ("other metricsched code (runtime/, edges/)", re.compile(r"metricsched/")),
+    # Not cli.py: its main() is below the loop on every stack.
+    ("other metricsched code (runtime/, edges/)", re.compile(r"metricsched/(runtime|edges)/")),
     (
-        "event loop and aiohttp plumbing (asyncio/, aiohttp/, ssl; none of our frames)",
+        "event loop and aiohttp plumbing (asyncio/, aiohttp/, ssl; none of our frames below main)",
         re.compile(r"asyncio/|aiohttp/|ssl\.py|selectors\.py"),
     ),
 ]
