@@ -302,7 +302,7 @@ def operator_ready(port: int = env_mod.OPERATOR_HEALTH_PORT) -> bool:
         return False
 
 
-def operator_metrics_text() -> str:
-    url = f"http://127.0.0.1:{env_mod.OPERATOR_METRICS_PORT}/metrics"
+def operator_metrics_text(port: int = env_mod.OPERATOR_METRICS_PORT) -> str:
+    url = f"http://127.0.0.1:{port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as r:
         return str(r.read().decode())

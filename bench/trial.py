@@ -325,7 +325,10 @@ class Trial:
                 record["profile_file"] = str(raw)
         if self.spec.system.name == "metricsched" and proc.alive():
             with contextlib.suppress(OSError):
-                text = await asyncio.to_thread(systems.operator_metrics_text)
+                # The takeover's survivor is the second replica (its ports are +10).
+                replica = 1 if self.spec.scenario == "takeover" else 0
+                port = env_mod.OPERATOR_METRICS_PORT + 10 * replica
+                text = await asyncio.to_thread(systems.operator_metrics_text, port)
                 record["operator"] = counters.operator_counters(text)
         await asyncio.to_thread(proc.stop)
         after = await _snapshot_counters(self.kube, self.cluster)
