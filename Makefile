@@ -146,7 +146,7 @@ bench-quality-smoke: install deps tools $(VENV)/.bench-installed ## Short placem
 	$(PY) -m bench quality --plan smoke --pipeline realistic --seeds $(SEED)
 
 .PHONY: bench-smoke
-bench-smoke: install deps tools $(VENV)/.bench-installed ## Short benchmark (100 nodes, 300 pods, metricsched, null binder, kube-scheduler default and all nodes, 2 repeats, steady, a profile, a takeover; ~10 min); fails only on harness errors
+bench-smoke: install deps tools $(VENV)/.bench-installed ## Short benchmark (100 nodes, 300 pods, metricsched, null binder, kube-scheduler default and all nodes, 2 repeats, steady, a profile, a takeover; ~12-15 min); fails only on harness errors
 	$(PY) -m bench run --plan smoke
 
 .PHONY: demo
