@@ -118,6 +118,13 @@ def interleaved(names: tuple[str, ...], repeats: int) -> list[tuple[int, str]]:
     return order
 
 
+def _backlog_systems(plan: Plan, only: set[str] | None) -> tuple[str, ...]:
+    """The plan's backlog systems that ``--systems`` keeps, then the opt-in ones it names
+    (the null binder's concurrency sweep, metricsched with an Event per pod)."""
+    chosen = tuple(s for s in plan.backlog_systems if only is None or s in only)
+    return chosen + tuple(s for s in systems.OPT_IN if only is not None and s in only)
+
+
 def _specs(
     plan: Plan,
     n: int,
@@ -139,7 +146,7 @@ def _specs(
             repeat=r,
             **common,  # type: ignore[arg-type]
         )
-        for r, s in interleaved(tuple(s for s in plan.backlog_systems if wanted(s)), plan.repeats)
+        for r, s in interleaved(_backlog_systems(plan, only), plan.repeats)
     ]
     for size, rate in plan.steady:
         if size != n:
@@ -354,7 +361,10 @@ def main() -> int:
     run.add_argument("--plan", choices=sorted(PLANS), default="full")
     run.add_argument("--nodes", help="comma-separated node counts (default: the plan's)")
     run.add_argument("--pods", type=int, help="backlog size (default: the plan's)")
-    run.add_argument("--systems", help=f"subset of {','.join(ALL)},profile")
+    run.add_argument(
+        "--systems",
+        help=f"subset of {','.join(ALL)},profile; opt-in (backlog): {','.join(systems.OPT_IN)}",
+    )
     run.add_argument("--scenarios", help="subset of backlog,steady,profile,memory,takeover")
     run.add_argument(
         "--repeats", type=int, help="backlog and steady trials per cell, interleaved (plan's)"

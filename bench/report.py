@@ -24,13 +24,25 @@ from bench import env as env_mod
 from bench import stats
 
 BENCH = env_mod.ROOT / "bench"
-ORDER = ("metricsched", "null", "kube-default", "kube-open", "kube-open-all")
+ORDER = (
+    "metricsched",
+    "metricsched-events",
+    "null",
+    "null-64",
+    "null-256",
+    "kube-default",
+    "kube-open",
+    "kube-open-all",
+)
 COLOURS = {
     "metricsched": "tab:blue",
     "null": "tab:green",
     "kube-default": "tab:orange",
     "kube-open": "tab:red",
     "kube-open-all": "tab:purple",
+    "metricsched-events": "tab:cyan",
+    "null-64": "tab:olive",
+    "null-256": "tab:gray",
 }
 LABELS = {
     "metricsched": "metricsched",
@@ -38,6 +50,9 @@ LABELS = {
     "kube-default": "kube-scheduler QPS 50",
     "kube-open": "kube-scheduler QPS 5000",
     "kube-open-all": "kube-scheduler QPS 5000, all nodes scored",
+    "metricsched-events": "metricsched, one Event per pod",
+    "null-64": "Python null binder, 64 in flight",
+    "null-256": "Python null binder, 256 in flight",
 }
 DPI = 80
 

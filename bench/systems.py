@@ -6,7 +6,11 @@
 - ``kube-open``: the same binary with QPS 5000 / burst 5000 (scheduler_perf's setting).
 - ``kube-open-all``: ``kube-open`` with ``percentageOfNodesToScore: 100``: it evaluates every
   node, as metricsched does, where its default samples (``nodes_evaluated``).
-- ``null``: ``bench.nullbinder``, round-robin, no filters or scores.
+- ``null``: ``bench.nullbinder``, round-robin, no filters or scores, 16 Bindings in flight;
+  ``null-64`` and ``null-256`` the same with 64 and 256 (the ceiling sweep, opt-in).
+- ``metricsched-events``: metricsched with ``--events-per-second=2000`` (burst 4000): one
+  Scheduled Event per pod, as kube-scheduler posts, where the default 50/s budget drops
+  most of them in a backlog (opt-in).
 - ``random`` (the quality benchmark's): ``bench.quality.randombinder``, a random node that
   fits the pod's requests.
 
@@ -81,7 +85,21 @@ SYSTEMS: dict[str, System] = {
         percentage_of_nodes_to_score=100,
     ),
     "null": System("null", "bench-null", "Python null binder"),
+    # Opt-in (``--systems``): not in any plan by default.
+    "null-64": System(
+        "null-64", "bench-null-64", "Python null binder, 64 in flight", concurrency=64
+    ),
+    "null-256": System(
+        "null-256", "bench-null-256", "Python null binder, 256 in flight", concurrency=256
+    ),
+    "metricsched-events": System(
+        "metricsched-events",
+        "metricsched",
+        "metricsched, one Event per pod",
+        extra_args=("--events-per-second=2000",),
+    ),
 }
+OPT_IN = ("null-64", "null-256", "metricsched-events")
 
 # kube-scheduler's numFeasibleNodesToFind (pkg/scheduler/schedule_one.go), its constants.
 MIN_FEASIBLE_NODES = 100
@@ -96,7 +114,7 @@ def nodes_evaluated(system: System, nodes: int) -> int:
     adaptive rule, ``50 - nodes/125`` % (integer division) with a floor of 5 %, and never
     fewer than 100 nodes; every node at 100 %. metricsched scores every feasible node;
     the null binder evaluates none."""
-    if system.name == "null":
+    if system.name.startswith("null"):
         return 0
     if not system.name.startswith("kube-"):
         return nodes

@@ -191,7 +191,7 @@ class Trial:
         )
         argv = self.spec.placement.wrap([*argv, *extra])
         log = self.workdir / "logs" / f"{self.tag}{f'-{replica}' if replica else ''}.log"
-        path = self.spec.operator_path if self.spec.system.name == "metricsched" else None
+        path = self.spec.operator_path if self.spec.system.name.startswith("metricsched") else None
         return systems.Process(self.spec.system, argv, log, python_path=path)
 
     async def backlog(self) -> None:
@@ -323,7 +323,7 @@ class Trial:
             if raw is not None:
                 record["profile"] = profiling.summarise(raw, seconds=seconds)
                 record["profile_file"] = str(raw)
-        if self.spec.system.name == "metricsched" and proc.alive():
+        if self.spec.system.name.startswith("metricsched") and proc.alive():
             with contextlib.suppress(OSError):
                 # The takeover's survivor is the second replica (its ports are +10).
                 replica = 1 if self.spec.scenario == "takeover" else 0
@@ -350,7 +350,7 @@ async def run(
     t = Trial(spec, cluster, kube, workdir)
     print(f"[bench] {t.tag}: namespace {t.namespace}", flush=True)
     await kube.create_namespace(t.namespace)
-    if spec.system.name == "metricsched":
+    if spec.system.name.startswith("metricsched"):
         await kube.create_policy(t.namespace, systems.POLICY_NAME, systems.POLICY_SPEC)
     try:
         if spec.scenario == "steady":

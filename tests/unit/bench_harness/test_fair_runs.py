@@ -162,3 +162,19 @@ def test_startup_table_reports_takeover_and_first_binding() -> None:
     assert report.startup_table({"trials": []}) == [
         "(no memory or takeover trial in this results file)"
     ]
+
+
+def test_opt_in_systems_run_only_when_named(tmp_path: Path) -> None:
+    plan = bench_main.PLANS["full"]
+    default = {s.system.name for s in bench_main._specs(plan, 1000, None)}
+    assert default.isdisjoint(systems.OPT_IN)
+    named = bench_main._specs(plan, 1000, {"null-256", "metricsched-events"})
+    backlog = [s.system.name for s in named if s.scenario == "backlog"]
+    assert backlog.count("null-256") == backlog.count("metricsched-events") == 3
+    cluster = env_mod.ClusterEnv(
+        "https://x", "t", tmp_path / "ca", tmp_path / "kc", "http://p", tmp_path
+    )
+    null = systems.command(systems.SYSTEMS["null-256"], cluster, tmp_path)
+    assert "--concurrency=256" in null
+    events = systems.command(systems.SYSTEMS["metricsched-events"], cluster, tmp_path)
+    assert "--events-per-second=2000" in events and events[1] == "run"
