@@ -35,7 +35,10 @@ CATEGORIES: list[tuple[str, re.Pattern[str]]] = [
         "imports (module loading, mostly at start-up)",
         re.compile(r";<module> \(|importlib\._bootstrap"),
     ),
-    ("the cycle (core/cycle.py: schedule_one and what it calls)", re.compile(r"core/cycle\.py")),
+    (
+        "the cycle (core/cycle.py, core/class_run.py: a pod's or a class run's decision)",
+        re.compile(r"core/(cycle|class_run)\.py"),
+    ),
     (
         "event recorder (edges/events.py, edges/policy_events.py)",
         re.compile(r"edges/(policy_)?events\.py"),

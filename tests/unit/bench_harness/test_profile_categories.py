@@ -43,6 +43,15 @@ def test_the_cycle_is_schedule_one_and_what_it_calls() -> None:
     assert bucket.startswith("the cycle")
 
 
+def test_a_class_runs_decisions_are_the_cycle() -> None:
+    bucket = _bucket(
+        f"_attempt ({OP}/runtime/scheduler.py:200)",
+        f"decide ({OP}/core/class_run.py:120)",
+        f"fits ({OP}/core/filters.py:40)",
+    )
+    assert bucket.startswith("the cycle")
+
+
 def test_the_attempt_around_the_cycle_is_apart_from_it() -> None:
     bucket = _bucket(
         f"_attempt ({OP}/runtime/scheduler.py:200)",
