@@ -133,7 +133,7 @@ $(VENV)/.bench-installed: setup.cfg pyproject.toml | $(VENV)/.installed
 	@touch $@
 
 .PHONY: bench
-bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler and a null binder (~1.5 h on 2 cores), then placement quality (~7-8 h, estimated); writes bench/README.md
+bench: install deps tools $(VENV)/.bench-installed ## Benchmarks vs kube-scheduler (default, all nodes scored) and a null binder, 3 interleaved repeats, pinned (~5-6 h on 2 cores, estimated), then placement quality (~7-8 h, estimated); writes bench/README.md
 	$(PY) -m bench run --plan full
 	$(PY) -m bench quality --plan full --pipeline realistic --seeds $(QUALITY_SEEDS) --publish
 
@@ -146,7 +146,7 @@ bench-quality-smoke: install deps tools $(VENV)/.bench-installed ## Short placem
 	$(PY) -m bench quality --plan smoke --pipeline realistic --seeds $(SEED)
 
 .PHONY: bench-smoke
-bench-smoke: install deps tools $(VENV)/.bench-installed ## Short benchmark (100 nodes, 300 pods, metricsched + null binder, < 3 min); fails only on harness errors
+bench-smoke: install deps tools $(VENV)/.bench-installed ## Short benchmark (100 nodes, 300 pods, metricsched, null binder, kube-scheduler default and all nodes, 2 repeats, steady, a profile, a takeover; ~12-15 min); fails only on harness errors
 	$(PY) -m bench run --plan smoke
 
 .PHONY: demo

@@ -1,6 +1,7 @@
 """Command line of the benchmark.
 
     python -m bench run [--plan full|smoke] [--nodes 100,1000] [--systems metricsched,null]
+                        [--repeats 3] [--cpu-share pin|quota|none]
     python -m bench cycle [--into FILE] [--sizes 1000,5000]  # cycle cost vs nodes (no cluster)
     python -m bench report [FILE]    # plots and bench/README.md from a results file
     python -m bench kopf [--pods N]  # kopf's CPU per pod event: baseline vs tuned settings
@@ -9,7 +10,7 @@
     python -m bench quality [--plan full|smoke] [--pipeline realistic|gauge] [--seeds 1,2,3]
     python -m bench quality-report [FILE] [--publish]  # placement-quality tables and plots
 
-``run`` brings the benchmark's own control plane up (ports 44xxx, ``.cluster-bench/``),
+``run`` brings the benchmark's own control plane up (``BENCH_PORT_BASE``, ``.cluster-bench/``),
 grows it to each node count in turn, runs the trials, writes the results JSON under
 ``bench/results/`` after every trial, then renders the report and stops the cluster
 (``--keep-cluster`` leaves it running). It exits non-zero only when the harness itself
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import cycle_cost, kopf_cost, memory_cost, report, systems, trial, write_cost
+from bench import cycle_cost, fairness, kopf_cost, memory_cost, report, systems, trial, write_cost
 from bench import env as env_mod
 from bench.kube import Kube
 from bench.quality import runner as quality_runner
@@ -54,12 +55,20 @@ class Plan:
     memory_bound: int = 0
     memory_pods: int = 0
     memory_systems: tuple[str, ...] = ()
+    # Backlog and steady trials per cell, interleaved: the systems' order reverses on every
+    # other repeat (A B C, C B A, A B C: ABBA-like), so drift in the box favours nobody.
+    repeats: int = 1
+    # Takeover (two metricsched replicas, the leader killed) at these sizes: takeover_pods
+    # created after the kill on top of takeover_bound - takeover_pods pods already bound.
+    takeover_nodes: tuple[int, ...] = ()
+    takeover_bound: int = 0
+    takeover_pods: int = 0
 
     def backlog_size(self, n: int) -> int:
         return dict(self.backlog_pods_at).get(n, self.backlog_pods)
 
 
-ALL = ("null", "metricsched", "kube-default", "kube-open")
+ALL = ("null", "metricsched", "kube-default", "kube-open", "kube-open-all")
 PLANS = {
     "full": Plan(
         nodes=(100, 1000, 2000, 5000),  # 5000 fits with --quiet-nodes (bench/method.md)
@@ -77,28 +86,56 @@ PLANS = {
         memory_bound=10_000,
         memory_pods=1000,
         memory_systems=("metricsched", "kube-open"),
+        repeats=3,
+        takeover_nodes=(1000, 5000),
+        takeover_bound=10_000,
+        takeover_pods=1000,
     ),
     "smoke": Plan(
         nodes=(100,),
         backlog_pods=300,
-        backlog_systems=("null", "metricsched"),
+        backlog_systems=("null", "metricsched", "kube-open", "kube-open-all"),
         steady=((100, 20.0),),
         steady_s=10.0,
         steady_systems=("null", "metricsched"),
-        profile_nodes=None,
-        profile_pods=0,
+        profile_nodes=100,
+        profile_pods=300,
         cycle_sizes=(100, 500),
         timeout_s=90.0,
+        repeats=2,
+        takeover_nodes=(100,),
+        takeover_bound=300,
+        takeover_pods=100,
     ),
 }
 
 
+def interleaved(names: tuple[str, ...], repeats: int) -> list[tuple[int, str]]:
+    """(repeat, system) in run order: forward on even repeats, backward on odd ones."""
+    order: list[tuple[int, str]] = []
+    for r in range(repeats):
+        order += [(r, s) for s in (names if r % 2 == 0 else tuple(reversed(names)))]
+    return order
+
+
+def _backlog_systems(plan: Plan, only: set[str] | None) -> tuple[str, ...]:
+    """The plan's backlog systems that ``--systems`` keeps, then the opt-in ones it names
+    (the null binder's concurrency sweep, metricsched with an Event per pod)."""
+    chosen = tuple(s for s in plan.backlog_systems if only is None or s in only)
+    return chosen + tuple(s for s in systems.OPT_IN if only is not None and s in only)
+
+
 def _specs(
-    plan: Plan, n: int, only: set[str] | None, operator_path: str | None = None
+    plan: Plan,
+    n: int,
+    only: set[str] | None,
+    operator_path: str | None = None,
+    placement: fairness.Placement = fairness.UNPINNED,
 ) -> list[trial.TrialSpec]:
     def wanted(name: str) -> bool:
         return only is None or name in only
 
+    common = {"operator_path": operator_path, "placement": placement}
     specs = [
         trial.TrialSpec(
             "backlog",
@@ -106,26 +143,28 @@ def _specs(
             n,
             pods=plan.backlog_size(n),
             timeout_s=plan.timeout_s,
-            operator_path=operator_path,
+            repeat=r,
+            **common,  # type: ignore[arg-type]
         )
-        for s in plan.backlog_systems
-        if wanted(s)
+        for r, s in interleaved(_backlog_systems(plan, only), plan.repeats)
     ]
-    specs += [
-        trial.TrialSpec(
-            "steady",
-            systems.SYSTEMS[s],
-            n,
-            rate=rate,
-            duration_s=plan.steady_s,
-            timeout_s=60.0,
-            operator_path=operator_path,
-        )
-        for size, rate in plan.steady
-        if size == n
-        for s in plan.steady_systems
-        if wanted(s)
-    ]
+    for size, rate in plan.steady:
+        if size != n:
+            continue
+        steady = tuple(s for s in plan.steady_systems if wanted(s))
+        specs += [
+            trial.TrialSpec(
+                "steady",
+                systems.SYSTEMS[s],
+                n,
+                rate=rate,
+                duration_s=plan.steady_s,
+                timeout_s=60.0,
+                repeat=r,
+                **common,  # type: ignore[arg-type]
+            )
+            for r, s in interleaved(steady, plan.repeats)
+        ]
     if n == plan.profile_nodes and wanted("metricsched") and wanted("profile"):
         specs.append(
             trial.TrialSpec(
@@ -135,7 +174,7 @@ def _specs(
                 pods=plan.profile_pods,
                 timeout_s=plan.timeout_s,
                 profile=True,
-                operator_path=operator_path,
+                **common,  # type: ignore[arg-type]
             )
         )
     if n == plan.memory_nodes:
@@ -147,11 +186,23 @@ def _specs(
                 pods=plan.memory_pods,
                 bound_before=plan.memory_bound - plan.memory_pods,
                 timeout_s=plan.timeout_s,
-                operator_path=operator_path,
+                **common,  # type: ignore[arg-type]
             )
             for s in plan.memory_systems
             if wanted(s)
         ]
+    if n in plan.takeover_nodes and wanted("metricsched"):
+        specs.append(
+            trial.TrialSpec(
+                "takeover",
+                systems.SYSTEMS["metricsched"],
+                n,
+                pods=plan.takeover_pods,
+                bound_before=plan.takeover_bound - plan.takeover_pods,
+                timeout_s=plan.timeout_s,
+                **common,  # type: ignore[arg-type]
+            )
+        )
     return specs
 
 
@@ -166,10 +217,11 @@ def _save(path: Path, results: dict[str, Any]) -> None:
 
 def _merge(results: dict[str, Any], record: dict[str, Any]) -> None:
     """Replace an earlier record of the same trial (re-runs), else append."""
-    key = (record["scenario"], record["system"], record["nodes"])
-    results["trials"] = [
-        r for r in results["trials"] if (r["scenario"], r["system"], r["nodes"]) != key
-    ] + [record]
+
+    def key(r: dict[str, Any]) -> tuple[str, str, int, int]:
+        return (r["scenario"], r["system"], r["nodes"], r.get("repeat", 0))
+
+    results["trials"] = [r for r in results["trials"] if key(r) != key(record)] + [record]
 
 
 async def _run_size(
@@ -181,10 +233,13 @@ async def _run_size(
     out: Path,
     operator_path: str | None,
     scenarios: set[str] | None,
+    placement: fairness.Placement,
 ) -> None:
     t0 = time.monotonic()
     try:
         env_mod.cluster_cmd("up", "--nodes", str(n), "--quiet-nodes")
+        # A cluster kept from an earlier run was started unpinned: move it too.
+        fairness.pin_processes(placement, fairness.cluster_pids(env_mod.STATE))
     except subprocess.CalledProcessError:
         # Too many nodes for this machine (kwok cannot keep them Ready): say so, go on.
         note = f"hack/cluster.py up --nodes {n} failed after {time.monotonic() - t0:.0f}s"
@@ -202,7 +257,7 @@ async def _run_size(
         print(f"[bench] {ready} nodes ready ({time.monotonic() - t0:.0f}s)", flush=True)
         specs = [
             s
-            for s in _specs(plan, n, only, operator_path)
+            for s in _specs(plan, n, only, operator_path, placement)
             if not scenarios or s.scenario in scenarios
         ]
         for spec in specs:
@@ -228,6 +283,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan = dataclasses.replace(plan, nodes=tuple(int(x) for x in args.nodes.split(",")))
     if args.pods:
         plan = dataclasses.replace(plan, backlog_pods=args.pods, backlog_pods_at=())
+    if args.repeats:
+        plan = dataclasses.replace(plan, repeats=args.repeats)
+    placement = fairness.choose(
+        args.cpu_share, scheduler_cpu=args.scheduler_cpu, quota_cores=args.cpu_quota
+    )
+    fairness.pin_harness(placement)  # before any thread or child: they inherit it
+    print(f"[bench] CPU share: {placement.mode}: {placement.note}", flush=True)
     only = set(args.systems.split(",")) if args.systems else None
     out = Path(args.out) if args.out else env_mod.RESULTS / f"latest-{args.plan}.json"
     results: dict[str, Any] = {"plan": args.plan, "trials": []}
@@ -237,6 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     results["started"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     results.setdefault("runs", []).append({"started": results["started"], "argv": sys.argv[1:]})
     results["machine"] = env_mod.machine()
+    results["cpu_share"] = placement.describe()
     try:
         if not args.no_cycle:
             results["cycle_cost"] = cycle_cost.measure(plan.cycle_sizes)
@@ -251,6 +314,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     out=out,
                     operator_path=args.operator_path,
                     scenarios=set(args.scenarios.split(",")) if args.scenarios else None,
+                    placement=placement,
                 )
             )
         results["machine"]["load_average_end"] = env_mod.load_average()
@@ -259,6 +323,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if not args.keep_cluster:
             env_mod.cluster_cmd("down")
+        fairness.remove(placement)
     report.render(out, publish=args.plan == "full" and not args.out)
     print(f"[bench] results: {out}", flush=True)
     return 0
@@ -296,8 +361,23 @@ def main() -> int:
     run.add_argument("--plan", choices=sorted(PLANS), default="full")
     run.add_argument("--nodes", help="comma-separated node counts (default: the plan's)")
     run.add_argument("--pods", type=int, help="backlog size (default: the plan's)")
-    run.add_argument("--systems", help=f"subset of {','.join(ALL)},profile")
-    run.add_argument("--scenarios", help="subset of backlog,steady,profile,memory")
+    run.add_argument(
+        "--systems",
+        help=f"subset of {','.join(ALL)},profile; opt-in (backlog): {','.join(systems.OPT_IN)}",
+    )
+    run.add_argument("--scenarios", help="subset of backlog,steady,profile,memory,takeover")
+    run.add_argument(
+        "--repeats", type=int, help="backlog and steady trials per cell, interleaved (plan's)"
+    )
+    run.add_argument(
+        "--cpu-share",
+        choices=fairness.MODES,
+        default="pin",
+        help="pin: the scheduler on a CPU of its own, the rest on the others (default); "
+        "quota: a CPU cgroup of --cpu-quota cores; none: opt out",
+    )
+    run.add_argument("--scheduler-cpu", type=int, help="pin: the scheduler's CPU (default: last)")
+    run.add_argument("--cpu-quota", type=float, default=1.0, help="quota: cores (default 1.0)")
     run.add_argument("--out", help="results file (default: bench/results/latest-PLAN.json)")
     run.add_argument("--append", action="store_true", help="merge into an existing results file")
     run.add_argument("--keep-cluster", action="store_true")

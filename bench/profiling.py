@@ -3,8 +3,11 @@
 ``Profiler`` attaches ``py-spy record --gil --format raw`` (collapsed stacks) to a pid and
 stops it with SIGINT, which makes py-spy write its output. ``summarise`` turns the
 collapsed stacks into the share of samples per function (self and inclusive) and per
-coarse category (kopf/watch parsing, the scheduling cycle, the cache, binding, events,
-HTTP/TLS, logging, metrics), which is what the report shows.
+category, which is what the report shows. A category is named after what it measures and
+is chosen by the stack's callers (``CATEGORIES``, first match wins): the cycle, the attempt
+around it, the informer (reads, parsing, cache upserts), the kopf pod handlers, kopf's own
+machinery, Bindings, Events, the queue, the refresher, and the event-loop plumbing that no
+code of ours is on the stack for.
 """
 
 from __future__ import annotations
@@ -21,18 +24,65 @@ from typing import Any
 
 RATE_HZ = 100
 
-# First matching rule wins; matched against "function (file:line)" frames of a stack.
+# First matching rule wins; matched against the whole stack of "function (file:line)"
+# frames, so a bucket names the activity a sample belongs to (its caller chain), not the
+# library at the leaf: the informer's parsing is the informer's, a log line written by the
+# scheduler is the scheduler's. The plumbing bucket is last and takes only stacks with none
+# of our frames on them (the loop polling, aiohttp reading for nobody in particular).
 CATEGORIES: list[tuple[str, re.Pattern[str]]] = [
-    ("scheduling cycle (core.cycle/filters/scoring)", re.compile(r"metricsched/core/")),
-    ("cluster cache (runtime/cache.py)", re.compile(r"runtime/cache\.py")),
-    ("event recorder (edges/binder.py record)", re.compile(r"\brecord(_pod)? \(.*binder\.py")),
-    ("binding call (edges/binder.py bind)", re.compile(r"\bbind \(.*binder\.py")),
-    ("watch event handling (runtime/operator.py on_*)", re.compile(r"on_(pod|node|policy) \(")),
-    ("kopf machinery", re.compile(r"kopf/")),
-    ("kubernetes client / urllib3 / ssl", re.compile(r"kubernetes/|urllib3/|ssl\.py")),
-    ("asyncio / aiohttp", re.compile(r"asyncio/|aiohttp/")),
-    ("logging", re.compile(r"logging/|pythonjsonlogger")),
-    ("prometheus client / refresher", re.compile(r"prometheus_client/|edges/prometheus\.py")),
+    # A <module> frame below the root (the console script's own) is an import.
+    (
+        "imports (module loading, mostly at start-up)",
+        re.compile(r";<module> \(|importlib\._bootstrap"),
+    ),
+    (
+        "the cycle (core/cycle.py, core/class_run.py: a pod's or a class run's decision)",
+        re.compile(r"core/(cycle|class_run)\.py"),
+    ),
+    (
+        "event recorder (edges/events.py, edges/policy_events.py)",
+        re.compile(r"edges/(policy_)?events\.py"),
+    ),
+    ("Binding POST (edges/binder.py)", re.compile(r"edges/binder\.py")),
+    (
+        "kopf pod handlers (runtime/watches.py on_pending_pod, on_bound_pod, on_*)",
+        re.compile(r"\bon_[a-z_]+ \([^;]*runtime/watches\.py"),
+    ),
+    (
+        "informer: watch reads, parsing, cache upserts (edges/informer.py, runtime/informers.py)",
+        re.compile(r"edges/informer\.py|runtime/informers\.py"),
+    ),
+    ("queue (runtime/queue.py)", re.compile(r"runtime/queue\.py")),
+    (
+        "attempt outside the cycle (runtime/scheduler.py: snapshot, record, assume)",
+        re.compile(r"runtime/scheduler\.py"),
+    ),
+    (
+        "metric refresher and Prometheus client (runtime/refresher.py, edges/prometheus*.py)",
+        re.compile(
+            r"runtime/refresher\.py|edges/prometheus(_http|_series)?\.py"
+            r"|edges/query_rounds\.py|edges/metric_store\.py"
+        ),
+    ),
+    ("reconciler (runtime/reconcile.py)", re.compile(r"runtime/reconcile\.py")),
+    ("cluster cache, other callers (runtime/cache.py)", re.compile(r"runtime/cache\.py")),
+    (
+        "other metricsched core (core/, e.g. parse.py outside the informer)",
+        re.compile(r"metricsched/core/"),
+    ),
+    ("kopf machinery (kopf/: watch stream, JSON, dispatch)", re.compile(r"kopf/")),
+    ("logging (outside the callers above)", re.compile(r"logging/|pythonjsonlogger")),
+    (
+        "prometheus_client: /metrics and counters (outside the callers above)",
+        re.compile(r"prometheus_client/"),
+    ),
+    ("kubernetes client / urllib3 / ssl (threads)", re.compile(r"kubernetes/|urllib3/")),
+    # Not cli.py: its main() is below the loop on every stack.
+    ("other metricsched code (runtime/, edges/)", re.compile(r"metricsched/(runtime|edges)/")),
+    (
+        "event loop and aiohttp plumbing (asyncio/, aiohttp/, ssl; none of our frames below main)",
+        re.compile(r"asyncio/|aiohttp/|ssl\.py|selectors\.py"),
+    ),
 ]
 
 
@@ -91,7 +141,8 @@ def _short(frame: str) -> str:
     return f"{found.group(1)} ({tail})"
 
 
-def _category(frames: list[str]) -> str:
+def category(frames: list[str]) -> str:
+    """The bucket of one stack (root first), by ``CATEGORIES``."""
     joined = ";".join(frames)
     for name, pattern in CATEGORIES:
         if pattern.search(joined):
@@ -117,7 +168,7 @@ def summarise(raw: Path, *, seconds: float, rate: int = RATE_HZ, top: int = 25) 
         self_counts[_short(frames[-1])] += count
         for name in {_short(f) for f in frames}:
             incl_counts[name] += count
-        categories[_category(frames)] += count
+        categories[category(frames)] += count
 
     def share(counter: Counter[str]) -> list[list[Any]]:
         return (

@@ -21,20 +21,38 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from bench import env as env_mod
+from bench import stats
 
 BENCH = env_mod.ROOT / "bench"
-ORDER = ("metricsched", "null", "kube-default", "kube-open")
+ORDER = (
+    "metricsched",
+    "metricsched-events",
+    "null",
+    "null-64",
+    "null-256",
+    "kube-default",
+    "kube-open",
+    "kube-open-all",
+)
 COLOURS = {
     "metricsched": "tab:blue",
     "null": "tab:green",
     "kube-default": "tab:orange",
     "kube-open": "tab:red",
+    "kube-open-all": "tab:purple",
+    "metricsched-events": "tab:cyan",
+    "null-64": "tab:olive",
+    "null-256": "tab:gray",
 }
 LABELS = {
     "metricsched": "metricsched",
     "null": "Python null binder",
     "kube-default": "kube-scheduler QPS 50",
     "kube-open": "kube-scheduler QPS 5000",
+    "kube-open-all": "kube-scheduler QPS 5000, all nodes scored",
+    "metricsched-events": "metricsched, one Event per pod",
+    "null-64": "Python null binder, 64 in flight",
+    "null-256": "Python null binder, 256 in flight",
 }
 DPI = 80
 
@@ -43,8 +61,16 @@ def _trials(results: dict[str, Any], scenario: str) -> list[dict[str, Any]]:
     return [t for t in results.get("trials", []) if t["scenario"] == scenario]
 
 
+def _cell(trials: Iterable[dict[str, Any]], system: str, nodes: int) -> list[dict[str, Any]]:
+    """Every repeat of one cell (scenario already chosen), in run order."""
+    return [t for t in trials if t["system"] == system and t["nodes"] == nodes]
+
+
 def _find(trials: Iterable[dict[str, Any]], system: str, nodes: int) -> dict[str, Any] | None:
-    return next((t for t in trials if t["system"] == system and t["nodes"] == nodes), None)
+    """The cell's median trial by throughput (the lower middle of an even count): the one
+    a table of single-trial figures shows."""
+    cell = sorted(_cell(trials, system, nodes), key=lambda t: _tp(t) or 0.0)
+    return cell[(len(cell) - 1) // 2] if cell else None
 
 
 def _tp(trial: dict[str, Any] | None) -> float | None:
@@ -52,6 +78,34 @@ def _tp(trial: dict[str, Any] | None) -> float | None:
         return None
     value = (trial.get("throughput") or {}).get("pods_per_s")
     return float(value) if value is not None else None
+
+
+def _res(key: str) -> Any:
+    return lambda t: (t.get("resources") or {}).get(key)
+
+
+def _mr(cell: list[dict[str, Any]], get: Any) -> tuple[float, float, float] | None:
+    """Median and range of one figure over a cell's repeats."""
+    return stats.median_range([get(t) for t in cell])
+
+
+def _med(cell: list[dict[str, Any]], get: Any) -> float | None:
+    found = _mr(cell, get)
+    return found[0] if found else None
+
+
+def _tp_med(trials: Iterable[dict[str, Any]], system: str, nodes: int) -> float | None:
+    return _med(_cell(trials, system, nodes), _tp)
+
+
+def _fmt_mr(found: tuple[float, float, float] | None, digits: int = 1) -> str:
+    """'median [lowest-highest]', or the one value when they are equal."""
+    if found is None:
+        return "n/a"
+    median, low, high = found
+    if low == high:
+        return f"{median:.{digits}f}"
+    return f"{median:.{digits}f} [{low:.{digits}f}-{high:.{digits}f}]"
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -166,26 +220,70 @@ def plot_cycle_cost(results: dict[str, Any], out: Path) -> None:
 
 
 def throughput_table(results: dict[str, Any]) -> list[str]:
+    """Median [range] over the repeats; ratios are of medians. Nodes evaluated per pod is
+    computed (bench/systems.py ``nodes_evaluated``), not measured."""
     backlog = _trials(results, "backlog")
     lines = [
-        "| nodes | scheduler | bound | pods/s (first→last bind) | start→first bind s "
-        "| ÷ kube QPS 50 | ÷ null binder | ÷ kube QPS 5000 | load avg (1 min) (at) |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| nodes | scheduler | nodes evaluated per pod (computed) | runs | bound "
+        "| pods/s (first→last bind) | start→first bind s | ÷ null binder | ÷ kube QPS 5000 "
+        "| ÷ kube all nodes scored | cores used, drain | CPU ms/pod, drain "
+        "| CPU ms/pod, whole process | load avg (1 min) (at) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n in sorted({t["nodes"] for t in backlog}):
-        base = {s: _tp(_find(backlog, s, n)) for s in ORDER}
+        base = {s: _tp_med(backlog, s, n) for s in ORDER}
         for system in ORDER:
-            t = _find(backlog, system, n)
-            if t is None:
+            cell = _cell(backlog, system, n)
+            if not cell:
                 continue
-            tp = _tp(t)
-            lines.append(
-                f"| {n} | {LABELS[system]} | {t.get('bound')}/{t.get('pods')}"
-                f"{'' if t.get('complete') else ' (timeout)'} | {_fmt(tp)} "
-                f"| {_fmt(t.get('start_to_first_bind_s'))} "
-                f"| {_ratio(tp, base['kube-default'])} | {_ratio(tp, base['null'])} "
-                f"| {_ratio(tp, base['kube-open'])} | {_load(t)} |"
+            t = _find(backlog, system, n) or cell[0]
+            tp = base[system]
+            bound = "; ".join(
+                f"{c.get('bound')}/{c.get('pods')}{'' if c.get('complete') else ' (timeout)'}"
+                for c in cell
             )
+            lines.append(
+                f"| {n} | {LABELS[system]} | {_fmt(t.get('nodes_evaluated'))} | {len(cell)} "
+                f"| {bound} | {_fmt_mr(_mr(cell, _tp))} "
+                f"| {_fmt_mr(_mr(cell, lambda c: c.get('start_to_first_bind_s')), 2)} "
+                f"| {_ratio(tp, base['null'])} | {_ratio(tp, base['kube-open'])} "
+                f"| {_ratio(tp, base['kube-open-all'])} "
+                f"| {_fmt_mr(_mr(cell, _res('cores_drain')), 2)} "
+                f"| {_fmt_mr(_mr(cell, _res('cpu_ms_per_pod_drain')), 2)} "
+                f"| {_fmt_mr(_mr(cell, _res('cpu_ms_per_pod')), 2)} | {_load(t)} |"
+            )
+    return lines
+
+
+def startup_table(results: dict[str, Any]) -> list[str]:
+    """Issue 30 item 6: start to the first Binding with a full cache (the memory trial) and
+    the takeover after the leader is killed (the two-replica trial)."""
+    lines = [
+        "| trial | nodes | pods bound before | pods | scheduler | figure | s |",
+        "|---|---:|---:|---:|---|---|---:|",
+    ]
+    for t in sorted(_trials(results, "memory"), key=lambda t: (t["nodes"], t["system"])):
+        lines.append(
+            f"| start-up (S4) | {t['nodes']} | {t.get('bound_before')} | {t.get('pods')} "
+            f"| {LABELS.get(t['system'], t['system'])} | process start → first Binding "
+            f"| {_fmt(t.get('start_to_first_bind_s'), 2)} |"
+        )
+    for t in sorted(_trials(results, "takeover"), key=lambda t: t["nodes"]):
+        lease = t.get("lease_duration_s")
+        lines.append(
+            f"| takeover | {t['nodes']} | {t.get('bound_before')} | {t.get('pods')} "
+            f"| metricsched, 2 replicas | leader SIGKILLed → the standby's first Binding "
+            f"(target ≤ lease {_fmt(lease, 0)} s + 3 s); then "
+            f"{_fmt(_tp(t))} pods/s; {t.get('bound')}/{t.get('pods')} bound "
+            f"| {_fmt(t.get('takeover_s'), 2)} |"
+        )
+        lines.append(
+            f"| takeover | {t['nodes']} | {t.get('bound_before')} | {t.get('pods')} "
+            f"| metricsched, 2 replicas | new install: start → the first leader's first "
+            f"Binding (waits one lease duration) | {_fmt(t.get('first_leader_bind_s'), 2)} |"
+        )
+    if len(lines) == 2:
+        return ["(no memory or takeover trial in this results file)"]
     return lines
 
 
@@ -197,9 +295,7 @@ def latency_table(results: dict[str, Any]) -> list[str]:
         "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n in sorted({t["nodes"] for t in steady}):
-        base = {
-            t["system"]: (t.get("latency_ms") or {}).get("p99") for t in steady if t["nodes"] == n
-        }
+        base = {s: ((_find(steady, s, n) or {}).get("latency_ms") or {}).get("p99") for s in ORDER}
         for system in ORDER:
             t = _find(steady, system, n)
             if t is None:
@@ -350,14 +446,14 @@ def _target_rows(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     backlog = _trials(results, "backlog")
     steady = _trials(results, "steady")
     n = 1000
-    ms = _tp(_find(backlog, "metricsched", n))
+    ms = _tp_med(backlog, "metricsched", n)
     rows: list[tuple[str, str, bool | None]] = []
     for base, goal, text in (
         ("kube-default", 1.0, "≥ 1.0x kube-scheduler QPS 50 (1000 nodes)"),
         ("null", 0.8, "≥ 0.8x Python null binder (1000 nodes)"),
         ("kube-open", 0.5, "≥ 0.5x kube-scheduler QPS 5000 (1000 nodes)"),
     ):
-        b = _tp(_find(backlog, base, n))
+        b = _tp_med(backlog, base, n)
         ok = None if ms is None or not b else ms / b >= goal
         rows.append((text, f"{_fmt(ms)} vs {_fmt(b)} pods/s = {_ratio(ms, b)}", ok))
     st = _find(steady, "metricsched", n)
@@ -395,12 +491,17 @@ def scale_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
     memory = _trials(results, "memory")
     rows: list[tuple[str, str]] = []
     for n in sorted({t["nodes"] for t in backlog if t["nodes"] >= 1000}):
-        tp = {s: _tp(_find(backlog, s, n)) for s in ("metricsched", "kube-open", "null")}
+        names = ("metricsched", "kube-open", "kube-open-all", "null")
+        tp = {s: _tp_med(backlog, s, n) for s in names}
+        runs = min((len(_cell(backlog, s, n)) for s in names if _cell(backlog, s, n)), default=0)
         rows.append(
             (
-                f"backlog throughput, {n} nodes: metricsched / kube-scheduler QPS 5000 / null",
-                f"{_fmt(tp['metricsched'])} / {_fmt(tp['kube-open'])} / {_fmt(tp['null'])} "
+                f"backlog throughput, {n} nodes, median of {runs}: metricsched / kube-scheduler "
+                "QPS 5000 / the same, all nodes scored / null",
+                f"{_fmt(tp['metricsched'])} / {_fmt(tp['kube-open'])} / "
+                f"{_fmt(tp['kube-open-all'])} / {_fmt(tp['null'])} "
                 f"pods/s ({_ratio(tp['metricsched'], tp['kube-open'])} of kube QPS 5000, "
+                f"{_ratio(tp['metricsched'], tp['kube-open-all'])} of kube all nodes, "
                 f"{_ratio(tp['metricsched'], tp['null'])} of null)",
             )
         )
@@ -428,11 +529,10 @@ def scale_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
             )
         )
     for n in sorted({t["nodes"] for t in backlog if t["nodes"] >= 1000}):
-        ms = ((_find(backlog, "metricsched", n) or {}).get("resources") or {}).get("cpu_ms_per_pod")
-        ko = ((_find(backlog, "kube-open", n) or {}).get("resources") or {}).get("cpu_ms_per_pod")
-        kd = ((_find(backlog, "kube-default", n) or {}).get("resources") or {}).get(
-            "cpu_ms_per_pod"
-        )
+        cpu = _res("cpu_ms_per_pod")
+        ms = _med(_cell(backlog, "metricsched", n), cpu)
+        ko = _med(_cell(backlog, "kube-open", n), cpu)
+        kd = _med(_cell(backlog, "kube-default", n), cpu)
         rows.append(
             (
                 f"CPU per bound pod (backlog), {n} nodes: metricsched vs kube-scheduler",
@@ -469,6 +569,7 @@ def _machine_lines(results: dict[str, Any]) -> list[str]:
         f"- Python {m.get('python')}, kopf {m.get('kopf')}, "
         f"kubernetes client {m.get('kubernetes_client')}",
         f"- {m.get('kube_scheduler')}; {m.get('prometheus')}",
+        f"- CPU share of the scheduler under test: {_cpu_share(results)}",
         f"- run: {results.get('started')} → {results.get('finished')}; "
         f"`hack/cluster.py up` per size took {results.get('cluster_up_s')} s "
         "(last invocation; reusing a running cluster is fast)",
@@ -477,6 +578,13 @@ def _machine_lines(results: dict[str, Any]) -> list[str]:
             for n, why in (results.get("skipped_sizes") or {}).items()
         ],
     ]
+
+
+def _cpu_share(results: dict[str, Any]) -> str:
+    share = results.get("cpu_share")
+    if not share:
+        return "not recorded (a run before issue 30: nothing pinned, no quota)"
+    return f"{share.get('mode')} ({share.get('note')})"
 
 
 def quality_section() -> list[str]:
@@ -519,6 +627,10 @@ def readme(results: dict[str, Any], images: dict[str, str]) -> str:
         *throughput_table(results),
         "",
         f"![pods bound over time]({images['bound']})",
+        "",
+        "### Start-up and takeover",
+        "",
+        *startup_table(results),
         "",
         "### Latency: steady arrivals (S3)",
         "",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -90,3 +91,42 @@ def spread(bound: Mapping[str, tuple[float, str]]) -> dict[str, int]:
     for _, node in bound.values():
         per_node[node] = per_node.get(node, 0) + 1
     return {"nodes_used": len(per_node), "max_pods_per_node": max(per_node.values(), default=0)}
+
+
+def value_at(samples: Sequence[Sequence[float]], t: float) -> float | None:
+    """The cumulative value (column 1) of ``[[time, value]...]`` samples (time ascending) at
+    ``t``, linear between the two samples around it; None outside the sampled span."""
+    if not samples or t < samples[0][0] or t > samples[-1][0]:
+        return None
+    for (t0, v0), (t1, v1) in itertools.pairwise(samples):
+        if t0 <= t <= t1:
+            return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+    return float(samples[-1][1])
+
+
+def drain_cpu(samples: Sequence[Sequence[float]], bind_times: Sequence[float]) -> dict[str, Any]:
+    """CPU over the drain window, first to last bind, from the 1 Hz ``[[time, cpu seconds]
+    ...]`` samples: ms per pod over the (M - 1) pods bound inside it and the cores used.
+    Start-up (before the first bind) and the idle tail are left out; the whole-process
+    figure keeps them. None where the window is not inside the samples."""
+    if len(bind_times) < 2:
+        return {"cpu_ms_per_pod_drain": None, "cores_drain": None}
+    first, last = min(bind_times), max(bind_times)
+    a, b = value_at(samples, first), value_at(samples, last)
+    if a is None or b is None or last <= first:
+        return {"cpu_ms_per_pod_drain": None, "cores_drain": None}
+    return {
+        "cpu_ms_per_pod_drain": round(1000 * (b - a) / (len(bind_times) - 1), 3),
+        "cores_drain": round((b - a) / (last - first), 3),
+    }
+
+
+def median_range(values: Sequence[float | None]) -> tuple[float, float, float] | None:
+    """(median, lowest, highest) of the values that are not None; None when none are.
+    The median of an even count is the mean of the middle two."""
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return None
+    mid = len(present) // 2
+    median = present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2
+    return median, present[0], present[-1]

@@ -4,7 +4,13 @@
 - ``kube-default``: kube-scheduler (same Kubernetes version as the API server) with its
   default client limits, QPS 50 / burst 100.
 - ``kube-open``: the same binary with QPS 5000 / burst 5000 (scheduler_perf's setting).
-- ``null``: ``bench.nullbinder``, round-robin, no filters or scores.
+- ``kube-open-all``: ``kube-open`` with ``percentageOfNodesToScore: 100``: it evaluates every
+  node, as metricsched does, where its default samples (``nodes_evaluated``).
+- ``null``: ``bench.nullbinder``, round-robin, no filters or scores, 16 Bindings in flight;
+  ``null-64`` and ``null-256`` the same with 64 and 256 (the ceiling sweep, opt-in).
+- ``metricsched-events``: metricsched with ``--events-per-second=2000`` (burst 4000): one
+  Scheduled Event per pod, as kube-scheduler posts, where the default 50/s budget drops
+  most of them in a backlog (opt-in).
 - ``random`` (the quality benchmark's): ``bench.quality.randombinder``, a random node that
   fits the pod's requests.
 
@@ -59,6 +65,7 @@ class System:
     refresh_interval: str = "15s"  # metricsched's --refresh-interval
     seed: int = 1  # the random binder's
     extra_args: tuple[str, ...] = ()  # metricsched only: flags of the plan's metric pipeline
+    percentage_of_nodes_to_score: int | None = None  # kube-scheduler only; None: its default
 
 
 SYSTEMS: dict[str, System] = {
@@ -69,12 +76,60 @@ SYSTEMS: dict[str, System] = {
     "kube-open": System(
         "kube-open", "bench-kube-open", "kube-scheduler QPS 5000", qps=5000, burst=5000
     ),
+    "kube-open-all": System(
+        "kube-open-all",
+        "bench-kube-open-all",
+        "kube-scheduler QPS 5000, all nodes scored",
+        qps=5000,
+        burst=5000,
+        percentage_of_nodes_to_score=100,
+    ),
     "null": System("null", "bench-null", "Python null binder"),
+    # Opt-in (``--systems``): not in any plan by default.
+    "null-64": System(
+        "null-64", "bench-null-64", "Python null binder, 64 in flight", concurrency=64
+    ),
+    "null-256": System(
+        "null-256", "bench-null-256", "Python null binder, 256 in flight", concurrency=256
+    ),
+    "metricsched-events": System(
+        "metricsched-events",
+        "metricsched",
+        "metricsched, one Event per pod",
+        extra_args=("--events-per-second=2000",),
+    ),
 }
+OPT_IN = ("null-64", "null-256", "metricsched-events")
+
+# kube-scheduler's numFeasibleNodesToFind (pkg/scheduler/schedule_one.go), its constants.
+MIN_FEASIBLE_NODES = 100
+MIN_FEASIBLE_PERCENTAGE = 5
+BASE_PERCENTAGE = 50
+
+
+def nodes_evaluated(system: System, nodes: int) -> int:
+    """How many nodes a system filters and scores per pod on a cluster of ``nodes``
+    (computed, not measured). kube-scheduler stops filtering once it has found
+    ``numFeasibleNodesToFind`` feasible nodes: with ``percentageOfNodesToScore`` unset, its
+    adaptive rule, ``50 - nodes/125`` % (integer division) with a floor of 5 %, and never
+    fewer than 100 nodes; every node at 100 %. metricsched scores every feasible node;
+    the null binder evaluates none."""
+    if system.name.startswith("null"):
+        return 0
+    if not system.name.startswith("kube-"):
+        return nodes
+    if nodes < MIN_FEASIBLE_NODES:
+        return nodes
+    percentage = system.percentage_of_nodes_to_score or 0
+    if percentage >= 100:
+        return nodes
+    if percentage <= 0:
+        percentage = max(BASE_PERCENTAGE - nodes // 125, MIN_FEASIBLE_PERCENTAGE)
+    return max(nodes * percentage // 100, MIN_FEASIBLE_NODES)
 
 
 def _kube_scheduler_config(system: System, cluster: env_mod.ClusterEnv, workdir: Path) -> Path:
-    cfg = {
+    cfg: dict[str, Any] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {
@@ -85,13 +140,23 @@ def _kube_scheduler_config(system: System, cluster: env_mod.ClusterEnv, workdir:
         "leaderElection": {"leaderElect": False},
         "profiles": [{"schedulerName": system.scheduler_name}],
     }
+    if system.percentage_of_nodes_to_score is not None:
+        cfg["percentageOfNodesToScore"] = system.percentage_of_nodes_to_score
     path = workdir / f"{system.name}-config.yaml"
     path.write_text(json.dumps(cfg, indent=2))  # JSON is YAML
     return path
 
 
-def command(system: System, cluster: env_mod.ClusterEnv, workdir: Path) -> list[str]:
-    """The argv that runs ``system`` against the benchmark cluster."""
+def command(
+    system: System,
+    cluster: env_mod.ClusterEnv,
+    workdir: Path,
+    *,
+    metrics_port: int = env_mod.OPERATOR_METRICS_PORT,
+    health_port: int = env_mod.OPERATOR_HEALTH_PORT,
+) -> list[str]:
+    """The argv that runs ``system`` against the benchmark cluster (the ports: metricsched's,
+    a second replica gets others)."""
     if system.name.startswith("metricsched"):
         return [
             str(Path(sys.executable).parent / "metricsched"),
@@ -99,8 +164,8 @@ def command(system: System, cluster: env_mod.ClusterEnv, workdir: Path) -> list[
             f"--kubeconfig={cluster.kubeconfig}",
             f"--prometheus-url={cluster.prometheus_url}",
             f"--scheduler-name={system.scheduler_name}",
-            f"--metrics-port={env_mod.OPERATOR_METRICS_PORT}",
-            f"--health-port={env_mod.OPERATOR_HEALTH_PORT}",
+            f"--metrics-port={metrics_port}",
+            f"--health-port={health_port}",
             "--bind-address=127.0.0.1",
             "--log-format=json",
             "--log-level=warning",
@@ -184,6 +249,15 @@ class Process:
         except psutil.Error:
             return
 
+    def kill(self) -> int | None:
+        """SIGKILL (a crashed leader: no step-down, no Lease release); return the code."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.proc.kill()
+        self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
     def stop(self, timeout: float = 20.0) -> int | None:
         """Take a last sample, SIGTERM, wait, SIGKILL if needed; return the exit code."""
         self._stop.set()
@@ -237,8 +311,8 @@ def _vm_hwm_kib(pid: int) -> int:
     return 0
 
 
-def operator_ready() -> bool:
-    url = f"http://127.0.0.1:{env_mod.OPERATOR_HEALTH_PORT}/readyz"
+def operator_ready(port: int = env_mod.OPERATOR_HEALTH_PORT) -> bool:
+    url = f"http://127.0.0.1:{port}/readyz"
     try:
         with urllib.request.urlopen(url, timeout=2) as r:
             return bool(r.status == 200)
@@ -246,7 +320,7 @@ def operator_ready() -> bool:
         return False
 
 
-def operator_metrics_text() -> str:
-    url = f"http://127.0.0.1:{env_mod.OPERATOR_METRICS_PORT}/metrics"
+def operator_metrics_text(port: int = env_mod.OPERATOR_METRICS_PORT) -> str:
+    url = f"http://127.0.0.1:{port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as r:
         return str(r.read().decode())

@@ -5,7 +5,12 @@ and the trial ends when the watcher has seen every pod bound (or at the timeout)
 Steady (S3): the scheduler runs and has bound a warm-up pod; pods then arrive open-loop
 at a fixed rate. Memory (S4): a backlog like S1, on a cluster that already holds many bound
 pods (``create_bound_pods``, in a namespace of their own), to read the scheduler's RSS with
-every node and pod of a large cluster in its cache. In all, the independent watcher process
+every node and pod of a large cluster in its cache; its start to first Binding is the
+start-up figure at that size. Takeover: two metricsched replicas with leader election on
+a cluster that already holds many bound pods; the leader is SIGKILLed once the standby is
+ready, a backlog is created right after, and the figure is the time from the kill to the
+first Binding of those pods (the standby's takeover: lease expiry, then its first cycle).
+In all, the independent watcher process
 records the bind times and the harness samples the scheduler's process, its /metrics
 (metricsched), Prometheus's query counter and the API server's write counters.
 """
@@ -23,16 +28,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import counters, loadgen, profiling, stats, systems
+from bench import counters, fairness, loadgen, profiling, stats, systems
 from bench import env as env_mod
 from bench.kube import ApiError, Kube, pod_body, schedulable_node_names
 
 FILLER_NAMESPACE = "bench-bound"
+LEASE_DURATION_S = 15.0  # metricsched's (runtime/leader.py), kube-scheduler's default
 
 
 @dataclasses.dataclass(frozen=True)
 class TrialSpec:
-    scenario: str  # "backlog" | "steady" | "memory"
+    scenario: str  # "backlog" | "steady" | "memory" | "profile" | "takeover"
     system: systems.System
     nodes: int
     pods: int = 0  # backlog size
@@ -42,6 +48,8 @@ class TrialSpec:
     timeout_s: float = 300.0  # after the scheduler starts (backlog) or arrivals end (steady)
     profile: bool = False  # py-spy the scheduler process (metricsched only)
     operator_path: str | None = None  # PYTHONPATH of a scratch copy of the operator
+    repeat: int = 0  # which of the cell's repeats (0-based)
+    placement: fairness.Placement = fairness.UNPINNED  # the scheduler's CPU share
 
 
 class Watcher:
@@ -118,6 +126,15 @@ async def create_bound_pods(kube: Kube, namespace: str, count: int, *, start: in
     )
 
 
+async def _wait_ready(proc: systems.Process, health_port: int, timeout: float) -> None:
+    """Poll a metricsched replica's /readyz (its caches synced) until it answers 200."""
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(systems.operator_ready, health_port):
+        if time.monotonic() > deadline or not proc.alive():
+            raise RuntimeError(f"replica on health port {health_port} did not become ready")
+        await asyncio.sleep(0.5)
+
+
 async def _wait_bound(kube: Kube, namespace: str, name: str, timeout: float) -> float:
     """Poll until the pod is bound; return seconds waited (raise on timeout)."""
     started = time.monotonic()
@@ -139,7 +156,7 @@ class Trial:
         self.cluster = cluster
         self.kube = kube
         self.workdir = workdir
-        self.tag = f"{spec.scenario}-{spec.system.name}-n{spec.nodes}"
+        self.tag = f"{spec.scenario}-{spec.system.name}-n{spec.nodes}-r{spec.repeat}"
         suffix = secrets.token_hex(2)
         self.namespace = f"b-{spec.scenario[:2]}-{spec.system.name}-{spec.nodes}-{suffix}"
         self.record: dict[str, Any] = {
@@ -151,6 +168,9 @@ class Trial:
             "client_burst": spec.system.burst,
             "concurrency": spec.system.concurrency,
             "nodes": spec.nodes,
+            "repeat": spec.repeat,
+            "nodes_evaluated": systems.nodes_evaluated(spec.system, spec.nodes),
+            "cpu_share": spec.placement.describe(),
             "namespace": self.namespace,
             "code": env_mod.code_fingerprint(
                 Path(spec.operator_path) if spec.operator_path else None
@@ -160,10 +180,18 @@ class Trial:
         }
         self.before: dict[str, float] = {}
 
-    def start_scheduler(self) -> systems.Process:
-        argv = systems.command(self.spec.system, self.cluster, self.workdir)
-        log = self.workdir / "logs" / f"{self.tag}.log"
-        path = self.spec.operator_path if self.spec.system.name == "metricsched" else None
+    def start_scheduler(self, *, extra: tuple[str, ...] = (), replica: int = 0) -> systems.Process:
+        """The system under test with its CPU share; ``replica`` > 0 gets other ports."""
+        argv = systems.command(
+            self.spec.system,
+            self.cluster,
+            self.workdir,
+            metrics_port=env_mod.OPERATOR_METRICS_PORT + 10 * replica,
+            health_port=env_mod.OPERATOR_HEALTH_PORT + 10 * replica,
+        )
+        argv = self.spec.placement.wrap([*argv, *extra])
+        log = self.workdir / "logs" / f"{self.tag}{f'-{replica}' if replica else ''}.log"
+        path = self.spec.operator_path if self.spec.system.name.startswith("metricsched") else None
         return systems.Process(self.spec.system, argv, log, python_path=path)
 
     async def backlog(self) -> None:
@@ -191,6 +219,52 @@ class Trial:
         record["start_to_first_bind_s"] = round(min(times) - proc.started, 2) if times else None
         record["bound_curve"] = stats.bound_curve(times, proc.started)
         record["latency_ms"] = stats.latency_ms(created, bound)
+        record["resources"].update(stats.drain_cpu([(t, c) for t, _, c in proc.samples], times))
+
+    async def takeover(self) -> None:
+        """Two replicas; the leader is killed; time from the kill to the next Binding."""
+        spec, record = self.spec, self.record
+        watcher = Watcher(self.namespace, spec.pods + 1, self.workdir)
+        await watcher.wait_ready()
+        lease = (
+            "--leader-elect",
+            f"--leader-election-namespace={self.namespace}",
+            f"--leader-election-id=bench-{self.namespace}",
+        )
+        leader = self.start_scheduler(extra=lease, replica=0)
+        standby: systems.Process | None = None
+        try:
+            warm = pod_body("warm-up", spec.system.scheduler_name)
+            await self.kube.request("POST", f"/api/v1/namespaces/{self.namespace}/pods", warm)
+            # A new install's first replica leads one lease duration after it starts.
+            record["first_leader_bind_s"] = round(
+                await _wait_bound(self.kube, self.namespace, "warm-up", spec.timeout_s), 2
+            )
+            standby = self.start_scheduler(extra=lease, replica=1)
+            await _wait_ready(standby, env_mod.OPERATOR_HEALTH_PORT + 10, spec.timeout_s)
+            record["standby_ready_s"] = round(time.time() - standby.started, 2)
+            await asyncio.sleep(3.0)  # the standby has read the Lease at least once
+        except BaseException:
+            for proc in (leader, standby):
+                if proc is not None:
+                    await asyncio.to_thread(proc.stop)
+            raise
+        killed_at = time.time()
+        await asyncio.to_thread(leader.kill)
+        created = await loadgen.create_backlog(
+            self.kube, self.namespace, spec.system.scheduler_name, spec.pods
+        )
+        record["pods"] = len(created)
+        record["create_s"] = round(time.time() - killed_at, 2)
+        record["bound_before"] = spec.bound_before
+        self.before = await _snapshot_counters(self.kube, self.cluster)
+        complete = await watcher.wait_done(time.monotonic() + spec.timeout_s, standby)
+        bound, _ = await self.finish(standby, watcher, None, complete, set(created))
+        times = [t for t, _ in bound.values()]
+        record["leader_exit"] = leader.proc.returncode
+        record["takeover_s"] = round(min(times) - killed_at, 2) if times else None
+        record["throughput"] = stats.throughput(times)
+        record["lease_duration_s"] = LEASE_DURATION_S
 
     async def steady(self) -> None:
         spec, record = self.spec, self.record
@@ -249,9 +323,12 @@ class Trial:
             if raw is not None:
                 record["profile"] = profiling.summarise(raw, seconds=seconds)
                 record["profile_file"] = str(raw)
-        if self.spec.system.name == "metricsched" and proc.alive():
+        if self.spec.system.name.startswith("metricsched") and proc.alive():
             with contextlib.suppress(OSError):
-                text = await asyncio.to_thread(systems.operator_metrics_text)
+                # The takeover's survivor is the second replica (its ports are +10).
+                replica = 1 if self.spec.scenario == "takeover" else 0
+                port = env_mod.OPERATOR_METRICS_PORT + 10 * replica
+                text = await asyncio.to_thread(systems.operator_metrics_text, port)
                 record["operator"] = counters.operator_counters(text)
         await asyncio.to_thread(proc.stop)
         after = await _snapshot_counters(self.kube, self.cluster)
@@ -273,10 +350,15 @@ async def run(
     t = Trial(spec, cluster, kube, workdir)
     print(f"[bench] {t.tag}: namespace {t.namespace}", flush=True)
     await kube.create_namespace(t.namespace)
-    if spec.system.name == "metricsched":
+    if spec.system.name.startswith("metricsched"):
         await kube.create_policy(t.namespace, systems.POLICY_NAME, systems.POLICY_SPEC)
     try:
-        await (t.steady() if spec.scenario == "steady" else t.backlog())
+        if spec.scenario == "steady":
+            await t.steady()
+        elif spec.scenario == "takeover":
+            await t.takeover()
+        else:
+            await t.backlog()
     finally:
         t.record["load_average_after"] = env_mod.load_average()
         try:
