@@ -20,7 +20,9 @@ they request are counted as they are. A resource amount adds for ``Minimize`` me
 subtracts for ``Maximize`` ones (free memory falls as pods start).
 
 A pod counts while its node's sample was refreshed less than ``settleTime`` after the
-bind ("the sample reflects the pod" once it was taken that long after); the pod being
+bind ("the sample reflects the pod" once it was taken that long after), less what it
+measurably uses already where the per-pod answer shows it and the node's sample is no
+older (a pod is never counted twice, whatever the estimate's source); the pod being
 placed always counts. The sum is added to the sample in the threshold filter and in the
 score (``core.cycle``). Policies whose every Prometheus metric declares an estimate need
 no burst penalty (``replaces_burst_penalty``).
@@ -187,13 +189,50 @@ def estimates(
     overall_ratio = ratio.ratio if ratio else None
     amounts = _declared_amounts(spec, recent, live_slots, live_rows)
     factors = _per_workload(ids, recent.workload_names, by_ratio, overall_ratio, default=1.0)
-    pending_amount = np.bincount(live_at, weights=amounts * factors, minlength=size)
+    pending_amount = np.bincount(
+        live_at,
+        weights=np.maximum(
+            0.0,
+            amounts * factors
+            - _seen(
+                spec,
+                recent,
+                usage=usage,
+                slots=live_slots,
+                at=live_at,
+                rows=rows,
+                refreshed=refreshed,
+            ),
+        ),
+        minlength=size,
+    )
     own_amount = pod_amount(spec, pod) * (_workload_value(pod, by_ratio, overall_ratio) or 1.0)
     available = allocatable(spec, table)[rows].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(available > 0, (pending_amount + own_amount) / available, np.inf)
     signed: columns.Floats = _sign(metric) * share
     return signed
+
+
+def _seen(
+    spec: model.EstimateSpec,
+    recent: columns.RecentPods,
+    *,
+    usage: model.PodUsage | None,
+    slots: columns.Rows,
+    at: columns.Rows,
+    rows: columns.Rows,
+    refreshed: columns.Floats,
+) -> columns.Floats | float:
+    """What each recent pod at (``slots``, ``rows[at]``) measurably uses already, where its
+    node's sample (``refreshed[at]``) is no older than that measurement: the part of it the
+    sample shows, which its estimate must not count again (0 without a per-pod answer)."""
+    if usage is None or spec.resource is None or not len(slots):
+        return 0.0
+    _, shows = _measured_slots(recent, spec.resource, usage, rows[at])
+    shown = usage.at <= refreshed[at] + SAME_ROUND_S
+    seen: columns.Floats = np.where(shown, shows[slots, rows[at]], 0.0)
+    return seen
 
 
 def _learned(

@@ -197,6 +197,40 @@ def test_a_measurement_newer_than_the_nodes_sample_is_not_subtracted(web, decide
     assert verdict.metrics[0].estimate == pytest.approx(0.2)
 
 
+@pytest.mark.parametrize(
+    ("source", "fields"),
+    [
+        (model.EstimateFrom.AMOUNT, {"amount": 400}),
+        (model.EstimateFrom.REQUESTS, {"factor": 8.0}),  # 50m x 8
+        (model.EstimateFrom.LIMITS, {"factor": 8.0}),
+    ],
+)
+def test_a_declared_estimate_counts_only_what_the_sample_does_not_show_yet(
+    web, decide, source, fields
+):
+    # Declared 400m a pod; w2, bound 60 s ago, measures 300m in a sample the node's covers:
+    # it adds the 100m left, not 400m again (a double declaration would hold pods back
+    # for the whole settleTime); the pod being placed counts its 400m.
+    spec = model.EstimateSpec(
+        source=source, resource=model.EstimateResource.CPU, settle_s=300.0, **fields
+    )
+    old = [web("w1", "node-1", ago=900)]
+    shown = web("w2", "node-1", ago=60)
+    pod_usage = answer([*old, shown], {"shop/w1": 400.0, "shop/w2": 300.0})
+    decision = decide(
+        {"node-1": [*old, shown]}, {"node-1": 0.3}, pod=web("w3"), pod_usage=pod_usage, spec=spec
+    )
+    verdict = next(v for v in decision.verdicts if v.node == "node-1")
+    assert verdict.metrics[0].estimate == pytest.approx((100 + 400) / 4000)
+    # A measurement newer than the node's sample: the sample may not show it; counted whole.
+    later = answer([*old, shown], {"shop/w1": 400.0, "shop/w2": 300.0}, at=SAMPLED_AT + 30)
+    decision = decide(
+        {"node-1": [*old, shown]}, {"node-1": 0.3}, pod=web("w3"), pod_usage=later, spec=spec
+    )
+    verdict = next(v for v in decision.verdicts if v.node == "node-1")
+    assert verdict.metrics[0].estimate == pytest.approx((400 + 400) / 4000)
+
+
 def test_settle_time_is_the_upper_bound_for_a_pod_never_measured(web, decide):
     gone_quiet = web("w1", "node-1", ago=400)  # bound before settleTime (300 s), unmeasured
     decision = decide({"node-1": [gone_quiet]}, {"node-1": 0.3}, pod=web("w2"), pod_usage=None)
