@@ -35,6 +35,7 @@ def test_every_recipe_example_is_named_in_the_docs() -> None:
         "dcgm-gpu-policy.yaml",
         "network-traffic-policy.yaml",
         "price-annotation-policy.yaml",
+        "metrics-server-cpu-memory-policy.yaml",
     ):
         assert (ROOT / "manifests" / "examples" / name).exists()
         assert f"`{name}`" in text
