@@ -503,6 +503,10 @@ def _scale(
 MEASURED_SETTLE_S: Final = 300.0
 """A Measured estimate's settleTime when unset: an upper bound only (a pod stops counting
 once its usage shows in the samples), long enough for a 5-minute rate window."""
+METRICS_SERVER_SETTLE_S: Final = 120.0
+"""How long a placed pod's requests count on a metricsServer metric with no estimate
+declared: NodeMetrics cover a window of metrics-server's resolution (60 s by default)
+ending at their timestamp, so two of them hold the pod's own usage."""
 _RESOURCE_WORDS: Final = (
     (model.EstimateResource.CPU, re.compile(r"cpu", re.IGNORECASE)),
     (model.EstimateResource.MEMORY, re.compile(r"memory|\bmem_|_mem_", re.IGNORECASE)),
@@ -547,12 +551,12 @@ def _estimate(
     measurably use (``Measured``); other metrics have none (the burst penalty stands in;
     ``Learned`` is opt-in). ``measured_default`` False (a metrics-server metric: the
     cluster may have no Prometheus to measure pods with): the default counts the pod's
-    requests instead, until its usage shows in NodeMetrics (``MEASURED_SETTLE_S``)."""
+    requests instead, until its usage shows in NodeMetrics (``METRICS_SERVER_SETTLE_S``)."""
     if raw is None:
         if has_threshold and inferred is not None and not measured_default:
             return model.EstimateSpec(
                 source=model.EstimateFrom.REQUESTS,
-                settle_s=MEASURED_SETTLE_S,
+                settle_s=METRICS_SERVER_SETTLE_S,
                 resource=inferred,
                 declared=False,
             )

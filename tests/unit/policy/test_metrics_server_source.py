@@ -57,7 +57,7 @@ def test_a_threshold_counts_the_requests_of_placed_pods_by_default() -> None:
     (metric,) = policy.policy_from_body(raw).metrics
     assert metric.estimate.source is model.EstimateFrom.REQUESTS
     assert metric.estimate.resource is model.EstimateResource.MEMORY
-    assert metric.estimate.settle_s == policy.MEASURED_SETTLE_S
+    assert metric.estimate.settle_s == policy.METRICS_SERVER_SETTLE_S == 120.0
     assert not metric.estimate.declared
 
 
