@@ -1255,6 +1255,18 @@ def _metrics_api_serves() -> bool:
         return False
 
 
+def _apiserver_aggregates() -> bool:
+    """Whether the running kube-apiserver was started with the front proxy's flags."""
+    pid = read_pid("kube-apiserver")
+    try:
+        return (
+            pid is not None
+            and b"--proxy-client-cert-file" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        )
+    except OSError:
+        return False
+
+
 def cmd_metrics_server_up() -> None:
     """Build metrics-server if needed, give kwok its resource metrics (a kwok restart if
     it was started without them), start metrics-server and register its APIService;
@@ -1264,6 +1276,10 @@ def cmd_metrics_server_up() -> None:
     t0 = time.monotonic()
     found = metrics_server_dir(build=True)
     assert found is not None
+    if not _apiserver_aggregates():
+        # A cluster started before kube-apiserver had the aggregation flags.
+        make_front_proxy_pki()
+        restart("kube-apiserver", hard=False, down_for=0.0)
     if "kind: Metric" not in (STATE / "kwok.yaml").read_text():
         restart("kwok", hard=False, down_for=0.0)
     if not alive("metrics-server"):
