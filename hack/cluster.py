@@ -1280,7 +1280,7 @@ def cmd_metrics_server_up() -> None:
         # A cluster started before kube-apiserver had the aggregation flags.
         make_front_proxy_pki()
         restart("kube-apiserver", hard=False, down_for=0.0)
-    if "kind: Metric" not in (STATE / "kwok.yaml").read_text():
+    if "kind: Metric" not in (STATE / "kwok.yaml").read_text().splitlines():
         restart("kwok", hard=False, down_for=0.0)
     if not alive("metrics-server"):
         stop("metrics-server")  # clears a stale pid file
