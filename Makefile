@@ -31,8 +31,9 @@ deps: ## Install system packages the cluster needs (Prometheus, openssl) if miss
 	@bash hack/install-deps.sh
 
 .PHONY: tools
-tools: ## Build (or reuse) the pinned control-plane binaries, cached in ~/.cache/metricsched (version: METRICSCHED_KUBE_VERSION)
+tools: ## Build (or reuse) the pinned control-plane binaries and metrics-server, cached in ~/.cache/metricsched (version: METRICSCHED_KUBE_VERSION)
 	@hack/build-tools.sh >/dev/null
+	@hack/build-metrics-server.sh >/dev/null
 
 .PHONY: cluster-up
 cluster-up: install deps tools ## Start etcd, kube-apiserver, KCM, kwok nodes, exporter, Prometheus (NODES=6)

@@ -72,6 +72,8 @@ PORTS = {
     "exporter": PORT_BASE + 100,
     "loadmodel": PORT_BASE + 101,
     "prometheus": PORT_BASE + 90,
+    # opt-in (``metrics-server up``): not in COMPONENTS, started by the tests that need it
+    "metrics-server": PORT_BASE + 448,
 }
 DEFAULT_NODES = 6
 # How often Prometheus scrapes the load model: a realistic interval by default; the e2e
@@ -356,6 +358,79 @@ def make_pki() -> None:
     (pki / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
 
 
+def make_front_proxy_pki() -> None:
+    """The aggregation layer's front proxy: a CA of its own, and the client certificate
+    kube-apiserver presents when it proxies a request to an extension API server (such as
+    metrics-server, which trusts that CA for the request headers naming the user). Made
+    apart from ``make_pki`` so that a state directory made before it gains them."""
+    pki = STATE / "pki"
+    if (pki / "front-proxy-client.crt").exists():
+        return
+    openssl(
+        "ecparam",
+        "-name",
+        "prime256v1",
+        "-genkey",
+        "-noout",
+        "-out",
+        str(pki / "front-proxy-ca.key"),
+    )
+    openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        str(pki / "front-proxy-ca.key"),
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=metricsched-front-proxy-ca",
+        "-out",
+        str(pki / "front-proxy-ca.crt"),
+    )
+    openssl(
+        "ecparam",
+        "-name",
+        "prime256v1",
+        "-genkey",
+        "-noout",
+        "-out",
+        str(pki / "front-proxy-client.key"),
+    )
+    ext = pki / "front-proxy.ext"
+    ext.write_text("extendedKeyUsage=clientAuth\n")
+    openssl(
+        "req",
+        "-new",
+        "-key",
+        str(pki / "front-proxy-client.key"),
+        "-subj",
+        f"/CN={FRONT_PROXY_CLIENT}",
+        "-out",
+        str(pki / "front-proxy-client.csr"),
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(pki / "front-proxy-client.csr"),
+        "-CA",
+        str(pki / "front-proxy-ca.crt"),
+        "-CAkey",
+        str(pki / "front-proxy-ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(pki / "front-proxy-client.crt"),
+    )
+
+
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
 def server_url() -> str:
     return f"https://127.0.0.1:{PORTS['kube-apiserver']}"
 
@@ -560,6 +635,11 @@ def kwok_config(bin_dir: Path, quiet: bool = False) -> Path:
     if not files:
         raise ClusterError(f"kwok stage files missing in {stages}; re-run hack/build-tools.sh")
     texts = [f.read_text() for f in files]
+    # kwok's emulated kubelet resource metrics (what metrics-server scrapes), once
+    # hack/build-metrics-server.sh has fetched them: extra routes, harmless otherwise.
+    metrics = metrics_server_dir(build=False)
+    if metrics is not None:
+        texts += [(metrics / name).read_text() for name in KWOK_METRICS_FILES]
     if quiet:
         texts = [quiet_heartbeat(t) if "name: node-heartbeat" in t else t for t in texts]
     path = STATE / "kwok.yaml"
@@ -765,6 +845,14 @@ def _kube_apiserver_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
         "--audit-log-format=json",
         "--audit-log-maxsize=100",  # MB per file, then rotated
         "--audit-log-maxbackup=5",
+        # The aggregation layer (APIServices such as metrics.k8s.io): harmless without one.
+        f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+        f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
         "--v=1",
         *_sni_flags(),
     ]
@@ -1042,6 +1130,7 @@ def cmd_up(nodes: int, quiet: bool = False) -> None:
             cmd_down(quiet=True)
         prometheus_binary()  # fail early with the install hint
         make_pki()
+        make_front_proxy_pki()
         write_kubeconfig()
         (STATE / "nodes").write_text(str(nodes))
         write_quiet_setting(quiet)
@@ -1053,7 +1142,7 @@ def cmd_up(nodes: int, quiet: bool = False) -> None:
 
 
 def cmd_down(quiet: bool = False) -> None:
-    any_stopped = False
+    any_stopped = stop("metrics-server")
     for name in reversed(COMPONENTS):
         if stop(name):
             any_stopped = True
@@ -1112,6 +1201,142 @@ def restart(name: str, *, hard: bool, down_for: float) -> None:
     )
 
 
+# --- metrics-server (opt-in) -----------------------------------------------------------
+# The real metrics-server serving metrics.k8s.io through the API server's aggregation
+# layer, scraping kwok's emulated kubelets: a node opts in with an address of type
+# ExternalDNS (localhost, where kwok serves) and the annotation naming its path on kwok
+# (``metrics_server_node_fields``); the other nodes are skipped (no such address).
+
+KWOK_METRICS_FILES = ("kwok-metrics-resource.yaml", "kwok-usage-from-annotation.yaml")
+METRICS_APISERVICE = "v1beta1.metrics.k8s.io"
+# metrics-server keeps a node's usage once it has two scrapes this far apart (its minimum).
+METRICS_RESOLUTION = "10s"
+
+
+def metrics_server_dir(*, build: bool) -> Path | None:
+    """Where hack/build-metrics-server.sh caches metrics-server and kwok's metric files;
+    None when not built (and ``build`` is False)."""
+    script = ROOT / "hack" / "build-metrics-server.sh"
+    if build:
+        out = subprocess.run([str(script)], check=False, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise ClusterError(f"building metrics-server failed:\n{out.stderr[-2000:]}")
+        return Path(out.stdout.strip().splitlines()[-1])
+    if subprocess.run([str(script), "--check"], check=False).returncode != 0:
+        return None
+    out = subprocess.run([str(script), "--print"], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip())
+
+
+def _metrics_server_argv(bin_path: Path) -> list[str]:
+    kubeconfig = str(STATE / "kubeconfig")
+    return [
+        str(bin_path),
+        f"--secure-port={PORTS['metrics-server']}",
+        "--bind-address=127.0.0.1",
+        f"--cert-dir={STATE / 'metrics-server'}",
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        # kwok serves plain HTTP on its server port, one path per node
+        f"--kubelet-port={PORTS['kwok']}",
+        "--deprecated-kubelet-completely-insecure",
+        "--kubelet-preferred-address-types=ExternalDNS",
+        "--kubelet-request-timeout=5s",
+        f"--metric-resolution={METRICS_RESOLUTION}",
+        "--v=1",
+    ]
+
+
+def _metrics_api_serves() -> bool:
+    try:
+        return api("GET", "/apis/metrics.k8s.io/v1beta1/nodes", timeout=3) is not None
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _apiserver_aggregates() -> bool:
+    """Whether the running kube-apiserver was started with the front proxy's flags."""
+    pid = read_pid("kube-apiserver")
+    try:
+        return (
+            pid is not None
+            and b"--proxy-client-cert-file" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        )
+    except OSError:
+        return False
+
+
+def cmd_metrics_server_up() -> None:
+    """Build metrics-server if needed, give kwok its resource metrics (a kwok restart if
+    it was started without them), start metrics-server and register its APIService;
+    returns once the API server serves metrics.k8s.io."""
+    if not healthy(0):
+        raise ClusterError("the cluster is not up; run `hack/cluster.py up` first")
+    t0 = time.monotonic()
+    found = metrics_server_dir(build=True)
+    assert found is not None
+    if not _apiserver_aggregates():
+        # A cluster started before kube-apiserver had the aggregation flags.
+        make_front_proxy_pki()
+        restart("kube-apiserver", hard=False, down_for=0.0)
+    if "kind: Metric" not in (STATE / "kwok.yaml").read_text().splitlines():
+        restart("kwok", hard=False, down_for=0.0)
+    if not alive("metrics-server"):
+        stop("metrics-server")  # clears a stale pid file
+        check_port("metrics-server", PORTS["metrics-server"])
+        (STATE / "metrics-server").mkdir(exist_ok=True)
+        spawn("metrics-server", _metrics_server_argv(found / "metrics-server"))
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "metrics-server", "namespace": "kube-system"},
+        "spec": {"type": "ExternalName", "externalName": "localhost"},
+    }
+    apiservice = {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": METRICS_APISERVICE},
+        "spec": {
+            "group": "metrics.k8s.io",
+            "version": "v1beta1",
+            "service": {
+                "namespace": "kube-system",
+                "name": "metrics-server",
+                "port": PORTS["metrics-server"],
+            },
+            "insecureSkipTLSVerify": True,  # metrics-server's self-signed serving certificate
+            "groupPriorityMinimum": 100,
+            "versionPriority": 100,
+        },
+    }
+    for path, body in (
+        ("/api/v1/namespaces/kube-system/services", service),
+        ("/apis/apiregistration.k8s.io/v1/apiservices", apiservice),
+    ):
+        try:
+            api("POST", path, body)
+        except urllib.error.HTTPError as e:
+            if e.code != 409:
+                raise
+    wait_for("metrics.k8s.io served", _metrics_api_serves, timeout=60, name="metrics-server")
+    log(f"metrics-server serving metrics.k8s.io ({time.monotonic() - t0:.1f}s)")
+
+
+def cmd_metrics_server_down() -> None:
+    """Unregister the APIService and stop metrics-server (kwok keeps its metric routes)."""
+    for path in (
+        f"/apis/apiregistration.k8s.io/v1/apiservices/{METRICS_APISERVICE}",
+        "/api/v1/namespaces/kube-system/services/metrics-server",
+    ):
+        try:
+            api("DELETE", path)
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise
+    stop("metrics-server")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -1131,6 +1356,8 @@ def main(argv: list[str] | None = None) -> int:
     rs.add_argument("component", choices=COMPONENTS)
     rs.add_argument("--kill", action="store_true", help="SIGKILL instead of SIGTERM")
     rs.add_argument("--down-for", type=float, default=0.0, help="seconds to stay down")
+    ms = sub.add_parser("metrics-server", help="the real metrics-server behind metrics.k8s.io")
+    ms.add_argument("action", choices=("up", "down"))
     args = parser.parse_args(argv)
     try:
         if args.cmd == "up":
@@ -1143,6 +1370,8 @@ def main(argv: list[str] | None = None) -> int:
             stop(args.component)
         elif args.cmd == "kill":
             kill(args.component)
+        elif args.cmd == "metrics-server":
+            (cmd_metrics_server_up if args.action == "up" else cmd_metrics_server_down)()
         elif args.cmd == "restart":
             restart(args.component, hard=args.kill, down_for=args.down_for)
         elif args.cmd == "start":

@@ -399,7 +399,7 @@ def explain_pod(
     # The operator's own round, read-only here, for the deciding policy only: explain
     # sends no query of another policy, nor of another namespace.
     deciding = {chosen.policy.key} if chosen.policy is not None else set()
-    asyncio.run(op.refresher.refresh_once(only=deciding))
+    asyncio.run(_refresh_once(op, deciding))
     snapshot = op.cache.snapshot(now=now)
     decision = cycle.schedule_one(
         pod=pod,
@@ -559,3 +559,12 @@ def _changes(
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+async def _refresh_once(op: operator_mod.Operator, only: set[model.PolicyKey]) -> None:
+    """The operator's refresh round for ``only``; the metrics API's pool (a NodeMetrics
+    LIST) closed on this loop, which ends with it."""
+    try:
+        await op.refresher.refresh_once(only=only)
+    finally:
+        await op.http.close()

@@ -97,8 +97,14 @@ def _scored_message(
     ignored: Sequence[str] = (),
     lifted: Mapping[str, int] | None = None,
 ) -> str:
+    # A source other than the policy's usual kinds is named after its metric
+    # ("cpu from metrics-server 0.42 → 81").
+    labels = {
+        m.name: f" from {m.source.event_label}" for m in chosen.metrics if m.source.event_label
+    }
     parts = [
-        f"{metric.metric} {scoring.format_sample(metric, basis=basis.get(metric.metric, ''))}"
+        f"{metric.metric}{labels.get(metric.metric, '')}"
+        f" {scoring.format_sample(metric, basis=basis.get(metric.metric, ''))}"
         f" → {scoring.format_score(metric.score)}"
         for metric in winner.metrics
     ]

@@ -49,7 +49,8 @@ def replaces_burst_penalty(
     pod: model.PodInfo | None = None,
     usage_of: Callable[[model.MetricSpec], model.PodUsage | None] | None = None,
 ) -> bool:
-    """True when every Prometheus metric of ``policy`` counts the binds it estimates, so
+    """True when every metric of ``policy`` that binds move (Prometheus, metrics-server)
+    counts the binds it estimates, so
     the burst penalty is not applied: a declared estimate (``Requests``, ``Limits``,
     ``Amount``), or ``Measured`` (the default of a cpu or memory threshold) **for a pod
     whose own estimate rests on its workload's measured usage or a declared amount**. A
@@ -60,7 +61,7 @@ def replaces_burst_penalty(
     penalty that spreads a burst. ``usage_of``: the per-pod usage a metric's series
     carries. A ``Learned`` metric does not count: it adds nothing until it has learned,
     and nothing while it fails open."""
-    found = [m for m in policy.metrics if isinstance(m.source, model.PrometheusSource)]
+    found = [m for m in policy.metrics if m.source.moves_with_binds]
     return bool(found) and all(
         _counts_binds(m, pod, usage_of(m) if usage_of is not None else None) for m in found
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any, Final, Literal, NewType
+from typing import Any, ClassVar, Final, Literal, NewType, Protocol
 
 from metricsched.core import versions
 
@@ -345,15 +345,59 @@ class FallbackStrategy(enum.StrEnum):
     WAIT = "Wait"
 
 
+class MetricSource(Protocol):
+    """Where a metric's per-node values come from: what the cycle, the refresher and
+    status ask of a source without asking which one it is (``spec.metrics[]`` has exactly
+    one of ``prometheus``, ``nodeAnnotation``, ``metricsServer``)."""
+
+    # The CRD field that declares it; also the source's name in logs and status.
+    field: ClassVar[str]
+    # Values come from the refresher through the metric store, refreshed and aging
+    # (False: read off the node objects, always current).
+    refreshed: ClassVar[bool]
+    # A placed pod moves its values before the samples show it: an estimate applies.
+    moves_with_binds: ClassVar[bool]
+    # How the Scheduled event names the source after the metric ("" : not named, the
+    # policy's default kind of source).
+    event_label: ClassVar[str]
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class PrometheusSource:
+    field: ClassVar[str] = "prometheus"
+    refreshed: ClassVar[bool] = True
+    moves_with_binds: ClassVar[bool] = True
+    event_label: ClassVar[str] = ""
+
     query: str
     node_label: str  # label naming the node (node name or address / host:port)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AnnotationSource:
+    field: ClassVar[str] = "nodeAnnotation"
+    refreshed: ClassVar[bool] = False
+    moves_with_binds: ClassVar[bool] = False
+    event_label: ClassVar[str] = ""
+
     annotation: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricsServerSource:
+    """A node's usage of ``resource`` in ``metrics.k8s.io`` NodeMetrics over its
+    allocatable: a utilisation ratio (0.5 = half the allocatable in use)."""
+
+    field: ClassVar[str] = "metricsServer"
+    refreshed: ClassVar[bool] = True
+    moves_with_binds: ClassVar[bool] = True
+    event_label: ClassVar[str] = "metrics-server"
+
+    resource: EstimateResource  # cpu or memory, the resources NodeMetrics carries
+
+
+# Every source there is (the parser builds one; ``MetricSource`` is what callers ask).
+AnySource = PrometheusSource | AnnotationSource | MetricsServerSource
 
 
 class EstimateFrom(enum.StrEnum):
@@ -414,7 +458,7 @@ class ThresholdOverride:
 @dataclasses.dataclass(frozen=True, slots=True)
 class MetricSpec:
     name: str
-    source: PrometheusSource | AnnotationSource
+    source: AnySource
     weight: int
     goal: Goal
     threshold_min: float | None
@@ -566,6 +610,9 @@ class QueryErrorKind(enum.StrEnum):
     EMPTY_RESULT = "EmptyResult"  # ran fine, returned no series for any known node
     BAD_RESULT = "BadResult"  # not a vector, unparsable values
     RESULT_TOO_LARGE = "ResultTooLarge"  # the answer passed the byte or series cap, unread
+    # metrics.k8s.io answered 404 (no APIService: metrics-server not installed) or 503
+    # (its APIService is registered but its backend is not available)
+    METRICS_API_UNAVAILABLE = "MetricsAPIUnavailable"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

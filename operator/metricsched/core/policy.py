@@ -310,16 +310,18 @@ def _label_selector(raw: object, *, path: str, problems: _Problems) -> model.Lab
     return model.LabelSelector(match_labels=labels, match_expressions=tuple(expressions))
 
 
-def _source(
-    metric: Mapping[str, Any], *, path: str, problems: _Problems
-) -> model.PrometheusSource | model.AnnotationSource | None:
-    has_prometheus = metric.get("prometheus") is not None
-    has_annotation = metric.get("nodeAnnotation") is not None
-    if has_prometheus == has_annotation:
-        detail = "not both" if has_prometheus else "it has neither"
-        problems.add(path, f"needs exactly one source, prometheus or nodeAnnotation ({detail})")
+def _source(metric: Mapping[str, Any], *, path: str, problems: _Problems) -> model.AnySource | None:
+    given = [field for field in _SOURCE_FIELDS if metric.get(field) is not None]
+    if len(given) != 1:
+        detail = f"it has {' and '.join(given)}" if given else "it has none"
+        problems.add(
+            path,
+            f"needs exactly one source, prometheus, nodeAnnotation or metricsServer ({detail})",
+        )
         return None
-    if has_annotation:
+    if given[0] == model.MetricsServerSource.field:
+        return _metrics_server(metric[given[0]], path=f"{path}.{given[0]}", problems=problems)
+    if given[0] == model.AnnotationSource.field:
         annotation = metric["nodeAnnotation"]
         if (
             not isinstance(annotation, str)
@@ -353,6 +355,29 @@ def _source(
     if not ok:
         return None
     return model.PrometheusSource(query=str(query), node_label=str(node_label))
+
+
+_SOURCE_FIELDS: Final = (
+    model.PrometheusSource.field,
+    model.AnnotationSource.field,
+    model.MetricsServerSource.field,
+)
+
+
+def _metrics_server(
+    raw: object, *, path: str, problems: _Problems
+) -> model.MetricsServerSource | None:
+    """``metricsServer: {resource: cpu | memory}``."""
+    spec = _mapping(raw, path=path, problems=problems)
+    if spec is None:
+        return None
+    resource = _enum(
+        spec.get("resource"),
+        kind=model.EstimateResource,
+        path=f"{path}.resource",
+        problems=problems,
+    )
+    return None if resource is None else model.MetricsServerSource(resource=resource)
 
 
 def _threshold(
@@ -478,6 +503,10 @@ def _scale(
 MEASURED_SETTLE_S: Final = 300.0
 """A Measured estimate's settleTime when unset: an upper bound only (a pod stops counting
 once its usage shows in the samples), long enough for a 5-minute rate window."""
+METRICS_SERVER_SETTLE_S: Final = 120.0
+"""How long a placed pod's requests count on a metricsServer metric with no estimate
+declared: NodeMetrics cover a window of metrics-server's resolution (60 s by default)
+ending at their timestamp, so two of them hold the pod's own usage."""
 _RESOURCE_WORDS: Final = (
     (model.EstimateResource.CPU, re.compile(r"cpu", re.IGNORECASE)),
     (model.EstimateResource.MEMORY, re.compile(r"memory|\bmem_|_mem_", re.IGNORECASE)),
@@ -486,13 +515,16 @@ _NOT_USAGE: Final = re.compile(r"temp|thrott|pressure|psi|freq|hz\b|cores?_count
 
 
 def inferred_resource(
-    source: model.PrometheusSource | model.AnnotationSource | None,
+    source: model.AnySource | None,
     threshold: tuple[float | None, float | None],
 ) -> model.EstimateResource | None:
     """The resource a threshold-only metric measures the utilisation of, read from its
     query: "cpu" or "memory" in it (one of them, not both), nothing that says otherwise
     (temperature, throttling, pressure, frequency), and a threshold within 0..1 (a
-    ratio). None: not a utilisation metric we can model (latency, errors, price)."""
+    ratio). None: not a utilisation metric we can model (latency, errors, price). A
+    metrics-server metric is its resource's utilisation by definition."""
+    if isinstance(source, model.MetricsServerSource):
+        return source.resource
     if not isinstance(source, model.PrometheusSource):
         return None
     if any(bound is not None and not 0.0 <= bound <= 1.0 for bound in threshold):
@@ -511,13 +543,23 @@ def _estimate(
     has_threshold: bool,
     problems: _Problems,
     inferred: model.EstimateResource | None = None,
+    measured_default: bool = True,
 ) -> model.EstimateSpec | None:
     """``estimate`` of a metric; ``settle_s`` is -1 when unset (the policy's burstWindow
     fills it in; ``MEASURED_SETTLE_S`` for Measured). Without one, a thresholded metric
     whose query names the utilisation of cpu or memory (``inferred``) counts what pods
     measurably use (``Measured``); other metrics have none (the burst penalty stands in;
-    ``Learned`` is opt-in)."""
+    ``Learned`` is opt-in). ``measured_default`` False (a metrics-server metric: the
+    cluster may have no Prometheus to measure pods with): the default counts the pod's
+    requests instead, until its usage shows in NodeMetrics (``METRICS_SERVER_SETTLE_S``)."""
     if raw is None:
+        if has_threshold and inferred is not None and not measured_default:
+            return model.EstimateSpec(
+                source=model.EstimateFrom.REQUESTS,
+                settle_s=METRICS_SERVER_SETTLE_S,
+                resource=inferred,
+                declared=False,
+            )
         if has_threshold and inferred is not None:
             return model.EstimateSpec(
                 source=model.EstimateFrom.MEASURED,
@@ -664,12 +706,19 @@ def _metric(raw: object, *, path: str, problems: _Problems) -> model.MetricSpec 
         has_threshold=threshold is not None and threshold != (None, None),
         problems=problems,
         inferred=inferred_resource(source, threshold) if threshold is not None else None,
+        measured_default=isinstance(source, model.PrometheusSource),
     )
-    if estimate is not None and estimate.active and not isinstance(source, model.PrometheusSource):
+    if (
+        estimate is not None
+        and estimate.active
+        and source is not None
+        and not source.moves_with_binds
+    ):
         if estimate.declared:
             problems.add(
                 f"{path}.estimate",
-                "applies to prometheus metrics only (a node annotation does not move with binds)",
+                "applies to prometheus and metricsServer metrics only (a node annotation"
+                " does not move with binds)",
             )
         estimate = model.NO_ESTIMATE
     if len(problems.items) > before:

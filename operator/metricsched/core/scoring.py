@@ -180,13 +180,19 @@ def as_values(column: Sequence[float | None] | columns.Floats) -> columns.Floats
     return np.array([np.nan if value is None else value for value in column], dtype=np.float64)
 
 
+_UNREACHABLE: Final = frozenset(
+    {model.QueryErrorKind.UNREACHABLE, model.QueryErrorKind.METRICS_API_UNAVAILABLE}
+)
+
+
 def unreachable_error(*, policy: model.Policy, metrics: model.MetricView) -> str | None:
-    """The error message if any Prometheus metric's last refresh could not reach Prometheus."""
+    """The error message if any refreshed metric's last refresh could not reach its
+    source (Prometheus; the metrics API, absent or unavailable): the policy falls back."""
     for metric in policy.metrics:
-        if not isinstance(metric.source, model.PrometheusSource):
+        if not metric.source.refreshed:
             continue
         series = metrics.get(model.MetricKey(policy=policy.key, metric=metric.name))
-        if series is not None and series.error is model.QueryErrorKind.UNREACHABLE:
+        if series is not None and series.error in _UNREACHABLE:
             return series.error_message or "no error message"
     return None
 

@@ -25,6 +25,8 @@ Modules:
 - ``policy_events``: policy events on a budget of their own, re-sent while they hold.
 - ``prometheus``: the Prometheus client: one instant query (checked against the admin's
   query rules first), answers mapped to nodes, classified and scrubbed errors.
+- ``metrics_api``: the resource metrics API (metrics.k8s.io): one LIST of NodeMetrics
+  read as cpu and memory utilisation per node, for metrics with source metricsServer.
 - ``query_rounds``: a round's queries grouped per distinct query, answers stored for
   each metric, one result per metric for status and events.
 - ``metric_store``: the latest values of every policy metric, one consistent view per

@@ -157,8 +157,12 @@ class Operator:
             on_forget=self.scheduler.forget_policy,
             fail_open=self._fail_open,
         )
+        # The API on the event loop, for the informers, the reconciler's LISTs and the
+        # refresher's NodeMetrics LIST.
+        self.http = kube_http.AsyncApi(api_client)
         self.refresher = refresher_mod.Refresher(
             source=self.source,
+            kube=self.http,
             store=self.store,
             cache=self.cache,
             queue=self.queue,
@@ -205,8 +209,6 @@ class Operator:
         self.rebalancer.active = self.scheduler.active
         self.rebalancer.consistent = self.watches.consistent
         self.rebalancer.policies_confirmed = self.watches.policies_confirmed
-        # The API on the event loop, for the informers and the reconciler's LISTs.
-        self.http = kube_http.AsyncApi(api_client)
         self.cluster_state = informers_mod.ClusterState(
             api=self.http,
             cache=self.cache,

@@ -26,6 +26,10 @@
 - While some metric's estimate is Measured, each round also reads running pods'
   measured usage (``runtime.pod_usage``: the operator's per-pod queries), which rides
   on those metrics' series to the cycle.
+- Metrics whose source is ``metricsServer`` are read with one LIST of NodeMetrics per
+  round (``edges.metrics_api``, on the async client), whatever the number of policies
+  and resources that read them; an API that is absent (404) or unavailable (503) is
+  ``MetricsAPIUnavailable`` for their status and events, and the policies fall back.
 - A query the admin's rules refuse for a policy's namespace is never sent (the edge
   groups queries by the rules' verdict and checks each again before sending). The
   verdicts of a round are computed in a worker thread before it starts: a check parses
@@ -43,7 +47,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 
 from metricsched.core import estimate, model
-from metricsched.edges import metric_store, observe, query_rounds
+from metricsched.edges import kube_http, metric_store, metrics_api, observe, query_rounds
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import fair_slots
@@ -55,6 +59,7 @@ from metricsched.runtime import status as status_mod
 logger = logging.getLogger("metricsched.refresher")
 
 _POD_USAGE = query_rounds.QueryKey("", "", "", None)  # the per-pod usage queries' slot
+_NODE_METRICS = query_rounds.QueryKey("", "metrics.k8s.io", "", None)  # the NodeMetrics LIST
 PolicyEvent = Callable[..., None]  # (policy key, *, topic, event_type, reason, action, message)
 
 
@@ -73,8 +78,10 @@ class Refresher:
         deadline_s: float,
         concurrency: int = 4,
         pod_usage: pod_usage_mod.PodUsageReader | None = None,
+        kube: kube_http.AsyncApi | None = None,
     ) -> None:
         self._source = source
+        self._kube = kube  # the metrics API's transport (None: metricsServer never read)
         self._pod_usage = pod_usage
         self._store = store
         self._cache = cache
@@ -170,6 +177,14 @@ class Refresher:
                 # it too, as the first pods are estimated by it.
                 self._in_flight[_POD_USAGE] = usage_task
                 usage_task.add_done_callback(functools.partial(self._done, _POD_USAGE))
+        served = _metrics_server_members(queried)
+        if served and _NODE_METRICS not in self._in_flight:
+            task = asyncio.get_running_loop().create_task(
+                self._refresh_node_metrics(served, nodes), name="metrics.k8s.io nodes"
+            )
+            self._in_flight[_NODE_METRICS] = task
+            task.add_done_callback(functools.partial(self._done, _NODE_METRICS))
+            started += 1
         for key, members in query_rounds.guarded_query_groups(
             queried, guard=self._source.guard, known=known
         ):
@@ -226,6 +241,43 @@ class Refresher:
         self._apply(members, report, nodes, now, sent=sent and late is None)
         if late is not None:
             self._apply(members, await late, nodes, now, sent=True)
+
+    async def _refresh_node_metrics(
+        self,
+        members: Sequence[tuple[model.Policy, model.MetricSpec]],
+        nodes: list[model.NodeInfo],
+    ) -> None:
+        """One LIST of NodeMetrics stored for every metricsServer metric of ``members``."""
+        now = time.time()
+        if self._kube is None:
+            usage = metrics_api.failed(
+                model.QueryErrorKind.METRICS_API_UNAVAILABLE,
+                "this operator has no client for the metrics API",
+                now=now,
+                duration_s=0.0,
+            )
+        else:
+            usage = await metrics_api.read_nodes(
+                self._kube, nodes=nodes, now=now, timeout_s=self._deadline
+            )
+        for resource, series in usage.series.items():
+            group = [
+                (p, m)
+                for p, m in members
+                if isinstance(m.source, model.MetricsServerSource) and m.source.resource is resource
+            ]
+            if not group:
+                continue
+            report = prom.QueryReport(
+                series=series,
+                series_total=usage.items,
+                series_unknown_node=usage.unknown_node,
+                series_duplicate=0,
+                values_dropped=usage.dropped,
+                duration_s=usage.duration_s,
+                connect_failed=False,
+            )
+            self._apply(group, report, nodes, now, sent=True)
 
     def _apply(
         self,
@@ -324,6 +376,18 @@ class Refresher:
                 )
             health.ok = ok
             self._status.mark(r.policy)
+
+
+def _metrics_server_members(
+    policies: Collection[model.Policy],
+) -> list[tuple[model.Policy, model.MetricSpec]]:
+    """The metrics of ``policies`` read from the resource metrics API."""
+    return [
+        (p, m)
+        for p in policies
+        for m in p.metrics
+        if isinstance(m.source, model.MetricsServerSource)
+    ]
 
 
 def _measured(policies: Collection[model.Policy]) -> list[model.MetricKey]:

@@ -76,6 +76,22 @@ def test_schema_invalid_policy_is_rejected_with_a_readable_message(
             },
             "exactly one",
         ),
+        "metricsServer beside another source": (
+            {"name": "a", "nodeAnnotation": "x/y", "metricsServer": {"resource": "cpu"}},
+            "not several",
+        ),
+        "no source": (
+            {"name": "a", "weight": 1},
+            "set prometheus, nodeAnnotation or metricsServer",
+        ),
+        "metricsServer of another resource": (
+            {"name": "a", "metricsServer": {"resource": "gpu"}},
+            "Unsupported value",
+        ),
+        "estimate on an annotation": (
+            {"name": "a", "nodeAnnotation": "x/y", "estimate": {"from": "Learned"}},
+            "prometheus and metricsServer metrics only",
+        ),
         "min above max": (
             {"name": "a", "nodeAnnotation": "x/y", "threshold": {"min": 5, "max": 1}},
             "min",

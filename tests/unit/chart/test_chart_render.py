@@ -56,6 +56,8 @@ EXPECTED_CLUSTER_RULES = [
         "resources": ["schedulingpolicies/status"],
         "verbs": ["patch"],
     },
+    # edges/metrics_api.py: NodeMetrics for metrics with source metricsServer.
+    {"apiGroups": ["metrics.k8s.io"], "resources": ["nodes"], "verbs": ["get", "list"]},
     # edges/metrics_auth.py: secure /metrics (metrics.secure, on by default).
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +43,27 @@ def test_scheduled_message_names_policy_winning_scores_and_runner_up(
     assert decision.message == (
         "Successfully assigned shop/web-7d4 to node-3 (policy shop/web-latency: "
         "score 92 [latency 0.12 → 100, cpu 0.35 → 81]; runner-up node-5 88)"
+    )
+
+
+def test_scheduled_message_names_a_metrics_server_source_after_its_metric(
+    *, make_node, make_cluster, make_pod, make_metric, make_policy, make_view, schedule
+):
+    usage = dataclasses.replace(
+        make_metric("cpu", tolerance_percent=0.0),
+        source=model.MetricsServerSource(model.EstimateResource.CPU),
+    )
+    web = make_policy("web-load", metrics=[make_metric("latency", tolerance_percent=0.0), usage])
+    cluster = make_cluster(make_node("node-1"), make_node("node-2"))
+    view = make_view(
+        web, {"latency": {"node-1": 0.1, "node-2": 0.2}, "cpu": {"node-1": 0.3, "node-2": 0.9}}
+    )
+
+    decision = schedule(pod=make_pod("web-7d4"), snapshot=cluster, policies=[web], metrics=view)
+
+    assert decision.message == (
+        "Successfully assigned shop/web-7d4 to node-1 (policy shop/web-load: "
+        "score 100 [latency 0.1 → 100, cpu from metrics-server 0.3 → 100]; runner-up node-2 0)"
     )
 
 

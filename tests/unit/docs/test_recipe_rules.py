@@ -37,6 +37,7 @@ def test_every_recipe_example_is_named_in_the_docs() -> None:
         "cpu-pressure-policy.yaml",
         "cpu-forecast-policy.yaml",
         "price-annotation-policy.yaml",
+        "metrics-server-cpu-memory-policy.yaml",
     ):
         assert (ROOT / "manifests" / "examples" / name).exists()
         assert f"`{name}`" in text

@@ -155,6 +155,6 @@ def test_an_annotation_metric_cannot_declare_an_estimate():
     with pytest.raises(policy.PolicyError) as caught:
         policy.policy_from_body(body)
     assert caught.value.problems == (
-        "spec.metrics[0].estimate: applies to prometheus metrics only (a node annotation "
-        "does not move with binds)",
+        "spec.metrics[0].estimate: applies to prometheus and metricsServer metrics only (a node"
+        " annotation does not move with binds)",
     )

@@ -179,7 +179,8 @@ def test_metric_without_source_is_a_problem():
     body = minimal()
     del body["spec"]["metrics"][0]["prometheus"]
     assert problems_of(body) == (
-        "spec.metrics[0]: needs exactly one source, prometheus or nodeAnnotation (it has neither)",
+        "spec.metrics[0]: needs exactly one source, prometheus, nodeAnnotation or metricsServer"
+        " (it has none)",
     )
 
 
@@ -187,7 +188,8 @@ def test_metric_with_two_sources_is_a_problem():
     body = minimal()
     body["spec"]["metrics"][0]["nodeAnnotation"] = "example.com/price"
     assert problems_of(body) == (
-        "spec.metrics[0]: needs exactly one source, prometheus or nodeAnnotation (not both)",
+        "spec.metrics[0]: needs exactly one source, prometheus, nodeAnnotation or metricsServer"
+        " (it has prometheus and nodeAnnotation)",
     )
 
 
