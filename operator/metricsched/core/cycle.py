@@ -52,6 +52,7 @@ def _decision(
     verdicts: tuple[model.NodeVerdict, ...] = (),
     estimate_basis: Mapping[str, str] | None = None,
     estimate_fail_open: tuple[str, ...] = (),
+    soft_lifted: tuple[str, ...] = (),
 ) -> model.Decision:
     return model.Decision(
         pod=pod.key,
@@ -64,6 +65,7 @@ def _decision(
         fallback_kind=fallback_kind if fallback_reason else None,
         estimate_basis=estimate_basis or {},
         estimate_fail_open=estimate_fail_open,
+        soft_lifted=soft_lifted,
     )
 
 
@@ -672,6 +674,13 @@ def _score_and_select(
         verdicts=final,
         estimate_basis=basis,
         estimate_fail_open=ignored,
+        soft_lifted=tuple(
+            metric.name
+            for metric in chosen.metrics
+            if metric.threshold_mode is model.ThresholdMode.SOFT
+        )
+        if thresholds.lifted
+        else (),
     )
 
 

@@ -728,3 +728,6 @@ class Decision:
     # metrics whose learned estimate this decision left out: with it no node passed the
     # thresholds that the samples (and any declared estimate) alone let some node pass
     estimate_fail_open: tuple[str, ...] = ()
+    # metrics whose Soft threshold this decision lifted: every node that passed the other
+    # filters was outside it, so the nodes were scored instead of the pod refused
+    soft_lifted: tuple[str, ...] = ()

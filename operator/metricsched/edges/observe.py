@@ -118,6 +118,14 @@ class Metrics:
             ["policy", "metric"],
             registry=r,
         )
+        self.soft_lifted = prometheus_client.Counter(
+            "metricsched_soft_threshold_lifted_total",
+            "Decisions that lifted a metric's Soft threshold (every node that passed the other "
+            "filters was outside it, so they were scored rather than the pod refused), by "
+            "policy and metric.",
+            ["policy", "metric"],
+            registry=r,
+        )
         self.policy_fallback = prometheus_client.Gauge(
             "metricsched_policy_fallback_active",
             "1 while a policy's latest decision was taken by its fallback strategy (metrics "
@@ -398,6 +406,13 @@ class Metrics:
             self._policy_metrics.add((policy, metric))
         self.estimate_fail_open.labels(policy=policy, metric=metric).inc()
 
+    def count_soft_lifted(self, *, policy: str, metric: str) -> None:
+        """One decision of ``policy`` lifted ``metric``'s Soft threshold (its series is
+        remembered so that ``forget_policy`` can remove it)."""
+        with self._policy_lock:
+            self._policy_metrics.add((policy, metric))
+        self.soft_lifted.labels(policy=policy, metric=metric).inc()
+
     def observe_refresh(self, *, policy: str, metric: str, seconds: float) -> None:
         """Record one refresh of a policy's metric (its per-policy series is remembered
         so that ``forget_policy`` can remove it)."""
@@ -413,6 +428,8 @@ class Metrics:
             self.metric_refresh_duration.remove(policy, metric)
         with contextlib.suppress(KeyError):
             self.estimate_fail_open.remove(policy, metric)
+        with contextlib.suppress(KeyError):
+            self.soft_lifted.remove(policy, metric)
 
     def forget_policy(self, policy: str) -> int:
         """Drop every per-policy series of a deleted policy (``"namespace/name"``); return

@@ -241,6 +241,7 @@ class Scheduler:
         logs.log_decision(logger, decision, duration_ms=elapsed * 1000)
         self._track_fallback(decision)
         self._track_fail_open(decision)
+        self._count_soft_lifted(decision)
         if decision.outcome is model.Outcome.BIND and decision.node is not None:
             self._rr += 1
             # Built before the assume: nothing may raise between the assume and the bind.
@@ -338,6 +339,13 @@ class Scheduler:
             counters.fallback_reason = decision.fallback_reason
             if self._on_fallback_change is not None:
                 self._on_fallback_change(decision.policy, active, decision.fallback_reason)
+
+    def _count_soft_lifted(self, decision: model.Decision) -> None:
+        """Count each Soft threshold a decision lifted (docs/using.md, soft thresholds)."""
+        if decision.policy is None:
+            return
+        for metric in decision.soft_lifted:
+            self.metrics.count_soft_lifted(policy=decision.policy, metric=metric)
 
     def _track_fail_open(self, decision: model.Decision) -> None:
         """Count each learned estimate a decision left out; tell when the set of them a

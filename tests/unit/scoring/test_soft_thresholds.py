@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from metricsched.core import cycle, model
+from metricsched.edges import observe
 
 SOFT = model.ThresholdMode.SOFT
 
@@ -39,6 +40,7 @@ def test_a_soft_threshold_scores_every_node_when_all_are_over_and_says_so(
     assert decision.node == "node-1"  # the least loaded: scored, not picked at random
     assert all(verdict.feasible for verdict in decision.verdicts)
     assert f"; {cycle.SOFT_NOTE}: 2 node(s) exceeded threshold cpu > 0.8)" in decision.message
+    assert decision.soft_lifted == ("cpu",)  # what metricsched_soft_threshold_lifted_total counts
 
 
 def test_a_soft_threshold_still_filters_while_some_node_is_inside(
@@ -52,6 +54,7 @@ def test_a_soft_threshold_still_filters_while_some_node_is_inside(
 
     assert decision.node == "node-2"
     assert cycle.SOFT_NOTE not in decision.message
+    assert decision.soft_lifted == ()
     verdicts = {verdict.node: verdict for verdict in decision.verdicts}
     assert verdicts["node-1"].reason == "node(s) exceeded threshold cpu > 0.8"
 
@@ -99,3 +102,20 @@ def test_a_soft_threshold_is_not_lifted_when_hard_ones_leave_no_node(
 
     assert decision.outcome is model.Outcome.UNSCHEDULABLE
     assert "node(s) exceeded threshold temp > 80" in decision.message
+
+
+def test_each_lifted_soft_threshold_is_counted_per_policy_and_metric():
+    metrics = observe.Metrics()
+    metrics.count_soft_lifted(policy="shop/web", metric="cpu")
+    metrics.count_soft_lifted(policy="shop/web", metric="cpu")
+    value = metrics.registry.get_sample_value(
+        "metricsched_soft_threshold_lifted_total", {"policy": "shop/web", "metric": "cpu"}
+    )
+    assert value == 2
+    metrics.forget_policy("shop/web")
+    assert (
+        metrics.registry.get_sample_value(
+            "metricsched_soft_threshold_lifted_total", {"policy": "shop/web", "metric": "cpu"}
+        )
+        is None
+    )
