@@ -19,9 +19,9 @@ An answer is read to its end before its connection goes back to the pool (``Answ
 holds the bytes), so a lost or half-read answer never poisons the next request.
 
 A write costs the loop little besides aiohttp's own work: its body may come as bytes
-(the Binding's is serialised once, ``binder.body``), a path ``kube.path`` quoted is not
-quoted again, and the TLS files are looked at once a second (``TLS_CHECK_S``), not on
-every request.
+(the Binding's is serialised once, ``binder.body``), its headers are built once per
+credential and content type, a path ``kube.path`` quoted is not quoted again, and the
+TLS files are looked at once a second (``TLS_CHECK_S``), not on every request.
 """
 
 from __future__ import annotations
@@ -171,6 +171,10 @@ class AsyncApi:
         self._session: aiohttp.ClientSession | None = None
         self._tls_files: tuple[tuple[str, float, int], ...] = ()
         self._tls_checked = -float("inf")  # monotonic time of the last look at the files
+        # (authorization, basic credentials, content type) -> a request's headers
+        self._header_cache: dict[
+            tuple[str, tuple[str | None, str | None], str | None], dict[str, str]
+        ] = {}
         self.tls_reloads = 0
         # The configuration's host as set, as used, and whether it is ASCII (an IDN host
         # goes through yarl's encoding).
@@ -198,14 +202,18 @@ class AsyncApi:
             return self.session()
         return self._session
 
-    def _headers(self, *, refresh_now: bool = False) -> dict[str, str]:
+    def _headers(
+        self, *, refresh_now: bool = False, content_type: str | None = None
+    ) -> Mapping[str, str]:
+        """A request's headers, built once per credential and content type (callers
+        never change them: aiohttp copies what it is given)."""
         cfg = self._cfg
         hook = cfg.refresh_api_key_hook
         if hook is not None:
             # ``kube.RefreshAtMost`` runs the loaders' hook at most once a second;
             # ``refresh_now`` (after a 401) runs it past that throttle.
             (getattr(hook, "refresh_now", hook) if refresh_now else hook)(cfg)
-        headers = {"Accept": "application/json", "User-Agent": "metricsched"}
+        authorization = ""
         # As the client's get_api_key_with_prefix reads them, without running the hook
         # once per key it tries.
         for key in ("BearerToken", "authorization"):
@@ -213,12 +221,25 @@ class AsyncApi:
             if token:
                 prefix = cfg.api_key_prefix.get(key)
                 token = f"{prefix} {token}" if prefix else str(token)
-                headers["Authorization"] = token if " " in token else f"Bearer {token}"
+                authorization = token if " " in token else f"Bearer {token}"
                 break
-        if "Authorization" not in headers and (cfg.username or cfg.password):
+        basic = (cfg.username, cfg.password) if not authorization else (None, None)
+        cache_key = (authorization, basic, content_type)
+        headers = self._header_cache.get(cache_key)
+        if headers is not None:
+            return headers
+        headers = {"Accept": "application/json", "User-Agent": "metricsched"}
+        if authorization:
+            headers["Authorization"] = authorization
+        elif cfg.username or cfg.password:
             headers["Authorization"] = aiohttp.BasicAuth(
                 cfg.username or "", cfg.password or ""
             ).encode()
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        if len(self._header_cache) >= 16:  # credentials rotated many times: start afresh
+            self._header_cache.clear()
+        self._header_cache[cache_key] = headers
         return headers
 
     def session(self) -> aiohttp.ClientSession:
@@ -293,9 +314,9 @@ class AsyncApi:
         gate: Gate | None,
         refresh_now: bool = False,
     ) -> Answer:
-        headers = self._headers(refresh_now=refresh_now)
-        if data is not None:
-            headers["Content-Type"] = content_type
+        headers = self._headers(
+            refresh_now=refresh_now, content_type=content_type if data is not None else None
+        )
         if gate is not None:
             timeout = gate()
         async with self._pool().request(
