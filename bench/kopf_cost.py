@@ -11,14 +11,17 @@ operator's scheduler name in a namespace of its own (they stay Pending: nothing 
 them), patches a label on each, then deletes them all: N ADDED, N MODIFIED and N
 DELETED pod events. CPU is the worker's ``getrusage`` (user + system, all threads) per
 phase, less its idle rate measured just before; the handlers' own share is
-``time.thread_time`` around ``Watches.on_pod``. ``--profile`` adds a py-spy profile of
+``time.thread_time`` around ``Watches.on_pending_pod``. ``--profile`` adds a py-spy profile of
 each variant (where kopf spends its share).
 
 A variant is a set of the tunings in ``runtime/kopf_tuning.py`` (``TUNINGS``):
 ``baseline`` has none (kopf as before this tuning), ``tuned`` has all (what the operator
-ships), a single tuning's name has only that one. Variants alternate within each round
-(ABBA...) so that drift in the machine's load falls on all of them; ratios are against
-the baseline of the same run. Only CPU per event is reported, never wall-clock claims.
+ships), a single tuning's name has only that one, and ``tuned+NAME`` adds one of
+``CANDIDATES`` (kopf settings measured but not shipped; ``uvloop`` needs it installed).
+A pending pod is created before each worker starts, for kopf's listing to deliver.
+Variants alternate within each round (ABBA...) so that drift in the machine's load
+falls on all of them; ratios are against the baseline of the same run. Only CPU per
+event is reported, never wall-clock claims.
 
 The cluster is the benchmark's (``bench/env.py``: ``BENCH_PORT_BASE``,
 ``BENCH_CLUSTER_DIR``), brought up with 2 nodes if it is not running; ``--keep-cluster``
@@ -31,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import importlib
 import json
 import os
 import re
@@ -51,6 +55,20 @@ from bench.kube import ApiError, Kube
 NAMESPACE = "kopf-cost"
 SCHEDULER = "metricsched"  # the worker's scheduler name: its pods are "ours" and pending
 PHASES = ("create", "update", "delete")
+
+# Candidate kopf settings measured on top of the shipped ones (``tuned+NAME``), not in the
+# operator unless they win: each a public setting of kopf 1.45 (``OperatorSettings``).
+CANDIDATES: dict[str, Any] = {
+    # keep a pod's worker (and its last body) between its events instead of 0.1 s
+    "idle-1": lambda s: setattr(s.queueing, "idle_timeout", 1.0),
+    "idle-5": lambda s: setattr(s.queueing, "idle_timeout", 5.0),
+    # WatchList (sendInitialEvents) instead of a paged LIST: the listing, not the events
+    "initial-streaming": lambda s: setattr(s.watching, "initial_streaming", True),
+    # at most this many per-object workers at once (kopf's default: unlimited)
+    "worker-limit-16": lambda s: setattr(s.queueing, "worker_limit", 16),
+    # the event loop: uvloop instead of asyncio's (handled in ``main``)
+    "uvloop": lambda s: None,
+}
 _SETTLE_S = 1.5  # past kopf's queueing.idle_timeout (1 s): per-object workers exit in the phase
 
 
@@ -73,13 +91,13 @@ async def _worker(kubeconfig: str, tunings: list[str]) -> None:
     from metricsched.runtime import kopf_tuning  # noqa: PLC0415
     from metricsched.runtime import operator as operator_mod  # noqa: PLC0415
 
-    unknown = set(tunings) - set(kopf_tuning.TUNINGS)
+    unknown = set(tunings) - set(kopf_tuning.TUNINGS) - set(CANDIDATES)
     if unknown:
         raise SystemExit(f"unknown tunings: {sorted(unknown)}")
 
     def configure(settings: Any) -> None:
         for name in tunings:
-            kopf_tuning.TUNINGS[name](settings)
+            (kopf_tuning.TUNINGS.get(name) or CANDIDATES[name])(settings)
 
     kopf_tuning.configure = configure  # the operator's start-up handler calls this
     parser = argparse.ArgumentParser()
@@ -105,7 +123,7 @@ async def _worker(kubeconfig: str, tunings: list[str]) -> None:
             counts["gc2"] += info["generation"] == 2
 
     gc.callbacks.append(gc_clock)
-    on_pod = watches.on_pod
+    on_pod = watches.on_pending_pod  # kopf's pod handler calls it (runtime/watches.py)
 
     def counting(event_type: str | None, body: Any) -> None:
         t0 = time.thread_time()
@@ -113,7 +131,8 @@ async def _worker(kubeconfig: str, tunings: list[str]) -> None:
         counts["handler_s"] += time.thread_time() - t0
         counts["events"] += 1
 
-    watches.on_pod = counting  # type: ignore[method-assign]  # the registry looks it up per event
+    # the registry looks it up per event
+    watches.on_pending_pod = counting  # type: ignore[method-assign]
     stop = asyncio.Event()
     task = asyncio.create_task(watches.run_kopf(stop))
     await asyncio.wait_for(watches.delivering.wait(), timeout=60)
@@ -369,6 +388,9 @@ async def _run_variant(
     profile: bool,
 ) -> dict[str, Any]:
     await _prepare_namespace(kube)
+    # One pending pod for kopf's listing to deliver: the worker starts measuring once an
+    # event has arrived (``Watches.delivering``), and an empty cluster sends none.
+    await kube.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", _pod("kc-sentinel", 0))
     worker = _Worker(tunings, cluster.kubeconfig, workdir / f"worker-{name}.log")
     profiler = None
     try:
@@ -417,9 +439,12 @@ def _variants(names: list[str]) -> dict[str, list[str]]:
             out[name] = list(kopf_tuning.TUNINGS)
         elif name in kopf_tuning.TUNINGS:
             out[name] = [name]
+        elif name.startswith("tuned+") and name[len("tuned+") :] in CANDIDATES:
+            out[name] = [*kopf_tuning.TUNINGS, name[len("tuned+") :]]
         else:
             raise SystemExit(
-                f"unknown variant {name!r}: baseline, tuned or one of {list(kopf_tuning.TUNINGS)}"
+                f"unknown variant {name!r}: baseline, tuned, one of {list(kopf_tuning.TUNINGS)}"
+                f" or tuned+ one of {list(CANDIDATES)}"
             )
     return out
 
@@ -541,7 +566,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--variants",
         default="baseline,tuned",
-        help="comma-separated: baseline, tuned, or one tuning of runtime/kopf_tuning.TUNINGS",
+        help="comma-separated: baseline, tuned, one tuning of runtime/kopf_tuning.TUNINGS,"
+        " or tuned+CANDIDATE (one of CANDIDATES: kopf settings not shipped)",
     )
     parser.add_argument("--profile", action="store_true", help="py-spy each variant (round 0)")
     parser.add_argument("--out", help="results file (default: bench/results/kopf-cost.json)")
@@ -555,7 +581,13 @@ def main() -> int:
     worker.add_argument("--kubeconfig", required=True)
     worker.add_argument("--tunings", default="")
     args = parser.parse_args()
-    asyncio.run(_worker(args.kubeconfig, [t for t in args.tunings.split(",") if t]))
+    tunings = [t for t in args.tunings.split(",") if t]
+    if "uvloop" in tunings:
+        # Not a dependency: installed by hand to measure it (``pip install uvloop``).
+        uvloop = importlib.import_module("uvloop")
+        uvloop.run(_worker(args.kubeconfig, tunings))
+    else:
+        asyncio.run(_worker(args.kubeconfig, tunings))
     return 0
 
 

@@ -275,7 +275,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--bind-concurrency",
         type=int,
-        help="Binding requests in flight (default: 16) [METRICSCHED_BIND_CONCURRENCY]",
+        help="Binding requests in flight (default: 64) [METRICSCHED_BIND_CONCURRENCY]",
     )
     a(
         "--events-per-second",
@@ -547,7 +547,7 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
             env.get("POD_NAMESPACE", "default"),
         ),
         leader_election_id=pick("leader_election_id", "LEADER_ELECTION_ID", "metricsched"),
-        bind_concurrency=pick_int("bind_concurrency", "BIND_CONCURRENCY", 16, 1, 512),
+        bind_concurrency=pick_int("bind_concurrency", "BIND_CONCURRENCY", 64, 1, 512),
         events_per_second=events_rate,
         events_burst=max(1, int(events_rate * 2)),
         query_rules=rules,

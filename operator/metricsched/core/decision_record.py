@@ -43,6 +43,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+import orjson
+
 from metricsched.core import api_formats, model
 
 ANNOTATION: Final = "metricsched.io/decision"
@@ -158,7 +160,10 @@ def _as_json(record: DecisionRecord) -> dict[str, Any]:
 
 
 def _dump(body: Mapping[str, Any]) -> str:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    # orjson: compact UTF-8 (as ``json.dumps(separators=(",", ":"), ensure_ascii=False)``)
+    # in ≈ a fifth of the time, once per Binding. Non-finite values never reach it
+    # (``_value`` makes them null).
+    return orjson.dumps(body).decode()
 
 
 def encode(record: DecisionRecord) -> str:

@@ -51,6 +51,20 @@ class BindResult:
 
 _ASSIGNED_TO = re.compile(r'is already assigned to node "([^"]*)"')
 
+# A Binding's JSON around its two variable parts (the metadata, the node's name).
+_BODY_HEAD = b'{"apiVersion":"v1","kind":"Binding","metadata":'
+_BODY_TARGET = b',"target":{"apiVersion":"v1","kind":"Node","name":'
+
+
+def body(
+    *, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str] | None
+) -> bytes:
+    """A Binding's JSON, serialised once: the fixed parts are bytes made at import."""
+    metadata: dict[str, typing.Any] = {"name": name, "namespace": namespace, "uid": uid}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return b"".join((_BODY_HEAD, orjson.dumps(metadata), _BODY_TARGET, orjson.dumps(node), b"}}"))
+
 
 async def bind(
     http: kube_http.AsyncApi,
@@ -79,18 +93,15 @@ async def bind(
     a pod deleted and re-created under the same name is never bound by mistake. The
     success answer is a ``Status``: only its status code is read.
     """
-    metadata: dict[str, typing.Any] = {"name": name, "namespace": namespace, "uid": uid}
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    body = {
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": metadata,
-        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-    }
     path = kube.path("api/v1/namespaces", namespace, "pods", name, "binding")
     posted = await wire.fenced_post(
-        http, path, body=body, kind="binding", timeout_s=timeout_s, fence=fence, metrics=metrics
+        http,
+        path,
+        body=body(namespace=namespace, name=name, uid=uid, node=node, annotations=annotations),
+        kind="binding",
+        timeout_s=timeout_s,
+        fence=fence,
+        metrics=metrics,
     )
     if posted.fenced:
         return BindResult(kind=BindOutcome.FENCED, message=posted.message, http_status=None)

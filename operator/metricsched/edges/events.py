@@ -507,7 +507,7 @@ class EventRecorder:
     ) -> kube_http.Answer | None:
         """One write; None (logged and counted) when no answer arrived."""
         if self._metrics is not None:
-            self._metrics.api_writes.labels(kind="event").inc()
+            self._metrics.api_write_counters["event"].inc()
         try:
             return await self._http.request(
                 method,

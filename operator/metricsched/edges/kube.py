@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 import typing
 import urllib.parse
@@ -53,10 +54,21 @@ API_ERRORS = (
 )
 
 
+# What ``quote(s, safe="")`` leaves as is: a segment of only these (every valid object
+# name) is used without quoting, a tenth of the cost on the write path.
+_UNQUOTED = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
 def path(prefix: str, *segments: str) -> str:
     """An API path: ``prefix`` as is, then each segment quoted (a name, or a word such as
     ``pods``): ``path("api/v1/namespaces", namespace, "pods", name, "binding")``."""
-    return "/".join(("", prefix, *(urllib.parse.quote(s, safe="") for s in segments)))
+    return "/".join(
+        (
+            "",
+            prefix,
+            *(s if _UNQUOTED.fullmatch(s) else urllib.parse.quote(s, safe="") for s in segments),
+        )
+    )
 
 
 Timeout = float | tuple[float, float] | None  # urllib3's: total, or (connect, read)

@@ -17,6 +17,11 @@ Binding whose connection breaks is an unknown outcome for the caller to read bac
 
 An answer is read to its end before its connection goes back to the pool (``Answer``
 holds the bytes), so a lost or half-read answer never poisons the next request.
+
+A write costs the loop little besides aiohttp's own work: its body may come as bytes
+(the Binding's is serialised once, ``binder.body``), its headers are built once per
+credential and content type, a path ``kube.path`` quoted is not quoted again, and the
+TLS files are looked at once a second (``TLS_CHECK_S``), not on every request.
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
 import orjson
+import yarl
 
 logger = logging.getLogger("metricsched.kube_http")
 
@@ -40,6 +48,14 @@ TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 # Connecting (TCP) takes at most this long, within a request's total timeout.
 CONNECT_S = 5.0
+
+# A request looks at the TLS files on disk (``AsyncApi.session``) at most this often: a
+# rotation is seen within a second, without three ``stat`` calls per Binding.
+TLS_CHECK_S = 1.0
+
+# A path of only these characters (what ``kube.path`` makes) is already quoted: its URL
+# is built without yarl's quoting pass.
+_QUOTED_PATH = re.compile(r"(?:[A-Za-z0-9_.~/-]|%[0-9A-F]{2})*")
 
 
 def timeout(total_s: float, *, connect_s: float = CONNECT_S) -> aiohttp.ClientTimeout:
@@ -146,25 +162,58 @@ def tls_files(cfg: Any) -> tuple[tuple[str, float, int], ...]:
 class AsyncApi:
     """Requests and watch streams to the API server, on the running event loop."""
 
-    def __init__(self, api_client: Any, *, limit: int = 64) -> None:
+    def __init__(
+        self, api_client: Any, *, limit: int = 64, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._cfg = api_client.configuration
+        self._clock = clock
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
         self._tls_files: tuple[tuple[str, float, int], ...] = ()
+        self._tls_checked = -float("inf")  # monotonic time of the last look at the files
+        # (authorization, basic credentials, content type) -> a request's headers
+        self._header_cache: dict[
+            tuple[str, tuple[str | None, str | None], str | None], dict[str, str]
+        ] = {}
         self.tls_reloads = 0
+        # The configuration's host as set, as used, and whether it is ASCII (an IDN host
+        # goes through yarl's encoding).
+        self._host = ("", "", True)
 
     @property
     def host(self) -> str:
-        return str(self._cfg.host).rstrip("/")
+        raw = self._cfg.host
+        if raw != self._host[0]:
+            host = str(raw).rstrip("/")
+            self._host = (raw, host, host.isascii())
+        return self._host[1]
 
-    def _headers(self, *, refresh_now: bool = False) -> dict[str, str]:
+    def _url(self, path: str) -> yarl.URL | str:
+        url = self.host + path
+        if self._host[2] and _QUOTED_PATH.fullmatch(path):
+            return yarl.URL(url, encoded=True)
+        return url
+
+    def _pool(self) -> aiohttp.ClientSession:
+        """``session``, its look at the TLS files made at most every ``TLS_CHECK_S``."""
+        now = self._clock()
+        if self._session is None or self._session.closed or now - self._tls_checked >= TLS_CHECK_S:
+            self._tls_checked = now
+            return self.session()
+        return self._session
+
+    def _headers(
+        self, *, refresh_now: bool = False, content_type: str | None = None
+    ) -> Mapping[str, str]:
+        """A request's headers, built once per credential and content type (callers
+        never change them: aiohttp copies what it is given)."""
         cfg = self._cfg
         hook = cfg.refresh_api_key_hook
         if hook is not None:
             # ``kube.RefreshAtMost`` runs the loaders' hook at most once a second;
             # ``refresh_now`` (after a 401) runs it past that throttle.
             (getattr(hook, "refresh_now", hook) if refresh_now else hook)(cfg)
-        headers = {"Accept": "application/json", "User-Agent": "metricsched"}
+        authorization = ""
         # As the client's get_api_key_with_prefix reads them, without running the hook
         # once per key it tries.
         for key in ("BearerToken", "authorization"):
@@ -172,12 +221,25 @@ class AsyncApi:
             if token:
                 prefix = cfg.api_key_prefix.get(key)
                 token = f"{prefix} {token}" if prefix else str(token)
-                headers["Authorization"] = token if " " in token else f"Bearer {token}"
+                authorization = token if " " in token else f"Bearer {token}"
                 break
-        if "Authorization" not in headers and (cfg.username or cfg.password):
+        basic = (cfg.username, cfg.password) if not authorization else (None, None)
+        cache_key = (authorization, basic, content_type)
+        headers = self._header_cache.get(cache_key)
+        if headers is not None:
+            return headers
+        headers = {"Accept": "application/json", "User-Agent": "metricsched"}
+        if authorization:
+            headers["Authorization"] = authorization
+        elif cfg.username or cfg.password:
             headers["Authorization"] = aiohttp.BasicAuth(
                 cfg.username or "", cfg.password or ""
             ).encode()
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        if len(self._header_cache) >= 16:  # credentials rotated many times: start afresh
+            self._header_cache.clear()
+        self._header_cache[cache_key] = headers
         return headers
 
     def session(self) -> aiohttp.ClientSession:
@@ -252,14 +314,14 @@ class AsyncApi:
         gate: Gate | None,
         refresh_now: bool = False,
     ) -> Answer:
-        headers = self._headers(refresh_now=refresh_now)
-        if data is not None:
-            headers["Content-Type"] = content_type
+        headers = self._headers(
+            refresh_now=refresh_now, content_type=content_type if data is not None else None
+        )
         if gate is not None:
             timeout = gate()
-        async with self.session().request(
+        async with self._pool().request(
             method,
-            self.host + path,
+            self._url(path),
             params=params,
             data=data,
             headers=headers,

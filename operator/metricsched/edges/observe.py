@@ -316,8 +316,11 @@ class Metrics:
         # Known label values start at 0 so rate() and absent() behave from the first scrape.
         for result in ATTEMPT_RESULTS:
             self.attempts.labels(result=result)
-        for kind in API_WRITE_KINDS:
-            self.api_writes.labels(kind=kind)
+        # Each kind's counter, looked up once (``labels`` takes a lock and builds a key:
+        # a few µs on every Binding and Event).
+        self.api_write_counters = {
+            kind: self.api_writes.labels(kind=kind) for kind in API_WRITE_KINDS
+        }
         self._ages = _AgeCollector()
         r.register(self._ages)
         # (policy, metric) pairs with labelled series, so a deleted policy's can be removed.

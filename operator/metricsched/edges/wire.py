@@ -121,7 +121,7 @@ async def fenced_post(
     http: kube_http.AsyncApi,
     resource_path: str,
     *,
-    body: Mapping[str, Any],
+    body: Mapping[str, Any] | bytes,
     kind: str,
     timeout_s: float,
     fence: Callable[[], float] | None,
@@ -129,12 +129,13 @@ async def fenced_post(
 ) -> Posted:
     """POST a write as leader (a Binding, an Eviction): exactly one API write, or none if
     fenced. The fence is read right before each send (``fence_gate``: the first, and the
-    one after a 401, sent again once after a credential refresh by ``kube_http``); each
+    one after a 401, sent again once after a credential refresh by ``kube_http``); ``body``
+    is an object or its JSON bytes (a pre-serialised Binding, ``binder.body``); each
     send is counted in ``api_writes`` under ``kind``. Nothing raises: a send the fence
     refused is ``fenced``; no answer (refused, reset, timed out: the write may have been
     accepted, only a read can tell) has no status and the transport error's message; an
     error answer has its status and message (``answer_failure``)."""
-    count = metrics.api_writes.labels(kind=kind).inc if metrics is not None else None
+    count = metrics.api_write_counters[kind].inc if metrics is not None else None
     try:
         answer = await http.request(
             "POST",

@@ -68,6 +68,10 @@ TaskEndedError = supervise.TaskEndedError
 
 _SYNC_BACKOFF = (1.0, 30.0)
 _RELIST_INTERVAL_S = 300.0
+# Threads for the blocking calls (Prometheus queries, policy status, the auth reviews) and
+# the kubernetes client's connections for them: what ``--bind-concurrency 16`` gave them
+# (16 + 8) before the writers moved onto the loop (``edges.kube_http``), now fixed.
+BLOCKING_THREADS = 24
 
 
 class CrdMissingError(RuntimeError):
@@ -417,10 +421,11 @@ class Operator:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop.set)
         # The blocking calls (Prometheus queries, policy status, the auth reviews) run in
-        # threads; the writers no longer do (they are on the loop), the pool's size is kept.
+        # threads; the writers no longer do (they are on the loop): a fixed pool, no
+        # longer sized by ``--bind-concurrency``.
         loop.set_default_executor(
             concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.config.bind_concurrency + 8, thread_name_prefix="api"
+                max_workers=BLOCKING_THREADS, thread_name_prefix="api"
             )
         )
         self.metrics.set_metric_age_source(
@@ -547,5 +552,5 @@ async def detect_rules(api: kube_http.AsyncApi) -> versions.Choice:
 
 async def run(config: Config) -> None:
     logs.configure("text" if config.log_format == "text" else "json", config.log_level.upper())
-    api_client = kube.load_api_client(config.kubeconfig, pool_size=config.bind_concurrency + 8)
+    api_client = kube.load_api_client(config.kubeconfig, pool_size=BLOCKING_THREADS)
     await Operator(config, api_client).run()

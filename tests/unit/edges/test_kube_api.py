@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ import edges_fakes as fakes
 import kubernetes.client.exceptions
 import pytest
 
-from metricsched.edges import kube
+from metricsched.edges import kube, kube_http
 
 
 def _echo(request: fakes.Request) -> tuple[int, Any]:
@@ -102,6 +103,15 @@ class TestWhatGoesOverTheWire:
             fake_kube.requests[0].path
             == "/apis/metricsched.io/v1alpha1/namespaces/ns/schedulingpolicies/a%2Fb"
         )
+
+    @pytest.mark.parametrize(
+        "segment", ["web-7d4.x_y~z", "a/b", "a b", "ü", "%41", "", "a?b#c", "a+b=c&d"]
+    )
+    def test_a_segment_is_quoted_exactly_as_quote_with_nothing_safe(self, segment: str) -> None:
+        # Plain names skip the quoting call; the path is the same either way.
+        assert kube.path("api/v1", segment) == "/api/v1/" + urllib.parse.quote(segment, safe="")
+        # ... and a path kube_http takes as already quoted never keeps a reserved character.
+        assert kube_http._QUOTED_PATH.fullmatch(kube.path("api/v1", segment))
 
 
 class TestAnswers:

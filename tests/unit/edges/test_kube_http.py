@@ -192,3 +192,31 @@ def test_a_ca_file_replaced_on_disk_gives_a_new_pool_built_with_it(tmp_path: Any
         await second.close()
 
     asyncio.run(go())
+
+
+def test_requests_see_a_rotated_ca_file_within_the_check_interval(tmp_path: Any) -> None:
+    # The request path looks at the files at most every TLS_CHECK_S (not three stats per
+    # Binding): within it the pool stays, past it the rotation is seen.
+    ca = tmp_path / "ca.crt"
+    shutil.copy(certifi.where(), ca)
+    now = [100.0]
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.json_response({}, status=201)
+
+    async def body(port: int) -> None:
+        api_client = client(port)
+        api_client.configuration.ssl_ca_cert = str(ca)
+        api = kube_http.AsyncApi(api_client, clock=lambda: now[0])
+        await api.request("POST", "/api/v1/x", body={})
+        stat = ca.stat()
+        os.utime(ca, (stat.st_atime, stat.st_mtime + 60))
+        now[0] += kube_http.TLS_CHECK_S / 2
+        await api.request("POST", "/api/v1/x", body={})
+        assert api.tls_reloads == 0
+        now[0] += kube_http.TLS_CHECK_S / 2
+        await api.request("POST", "/api/v1/x", body={})
+        assert api.tls_reloads == 1
+        await api.close()
+
+    serve({"/api/v1/x": ok}, body)
