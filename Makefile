@@ -97,8 +97,9 @@ unit: install tools ## Unit tests only (no cluster, no image; the chart tests us
 	$(VENV)/bin/pytest -m 'not e2e and not image and not faults' $(PYTEST_ARGS)
 
 .PHONY: test
-test: install deps tools image lint ## Lint, then all tests: unit, e2e, image and the fault suite (starts the local control plane if needed)
-	$(VENV)/bin/pytest --durations=30 $(PYTEST_ARGS)
+test: install deps tools image lint ## Lint, then all tests: the unit tests on two workers, then e2e, image and the fault suite on the local control plane (started if needed)
+	$(VENV)/bin/pytest -n 2 -m 'not e2e and not image and not faults' $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m 'e2e or image or faults' --durations=30 $(PYTEST_ARGS)
 
 # The pinned Kubernetes versions (hack/go/k8s/<v>), the default first; make parity runs the
 # oracle of each, make parity PARITY_VERSIONS=v1.37.2 one of them.
