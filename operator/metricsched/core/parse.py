@@ -180,6 +180,7 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         nominated_node=""
         if node_name
         else _shared(_string(status, "nominatedNodeName", "status.nominatedNodeName")),
+        required_features=_required_features(spec, containers, init_containers),
     )
 
 
@@ -505,6 +506,42 @@ def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 # --- pod fields for the parity plugins (core/plugins) ---------------------------------
+
+# The node features a pod's spec needs (k8s.io/component-helpers nodedeclaredfeatures,
+# v0.37: the registered features whose InferForScheduling can say yes); read by
+# core.plugins.node_declared_features.
+USER_NAMESPACES_HOST_NETWORK: Final = "UserNamespacesHostNetworkSupport"
+RESTART_ALL_CONTAINERS: Final = "RestartAllContainersOnContainerExits"
+VOLUME_BIND_MOUNT_OPTIONS: Final = "VolumeBindMountOptions"
+
+
+def _required_features(
+    spec: Mapping[str, Any],
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+) -> tuple[str, ...]:
+    """The features a node must declare for ``spec``: hostNetwork with ``hostUsers:
+    false``; a container or init container restart rule with action RestartAllContainers;
+    a volume mount with ``bindMountOptions`` (containers, init and ephemeral ones)."""
+    needed: list[str] = []
+    if spec.get("hostNetwork") is True and spec.get("hostUsers") is False:
+        needed.append(USER_NAMESPACES_HOST_NETWORK)
+    for path, container in (*containers, *init_containers):
+        rules = _list(container, "restartPolicyRules", f"{path}.restartPolicyRules")
+        if any(isinstance(r, Mapping) and r.get("action") == "RestartAllContainers" for r in rules):
+            needed.append(RESTART_ALL_CONTAINERS)
+            break
+    for path, container in (
+        *containers,
+        *init_containers,
+        *_containers(spec, "ephemeralContainers"),
+    ):
+        mounts = _list(container, "volumeMounts", f"{path}.volumeMounts")
+        if any(isinstance(m, Mapping) and m.get("bindMountOptions") for m in mounts):
+            needed.append(VOLUME_BIND_MOUNT_OPTIONS)
+            break
+    return tuple(sorted(needed))
+
 
 # kube-scheduler's requests for containers that request nothing, in its scores
 # (pkg/scheduler/util DefaultMilliCPURequest, DefaultMemoryRequest).
@@ -881,6 +918,9 @@ def node_from_body(body: Mapping[str, Any]) -> model.NodeInfo:
         # A node without allocatable pods admits none, as in kube-scheduler.
         allocatable=_resources(allocatable, pods=quantity.nano_to_int(allocatable.get(_PODS, 0))),
         addresses=tuple(addresses),
+        declared_features=frozenset(
+            _string_list(status, "declaredFeatures", "status.declaredFeatures")
+        ),
     )
 
 
@@ -996,6 +1036,14 @@ def _string(parent: Mapping[str, Any], key: str, field: str) -> str:
     if not isinstance(value, str):
         raise ParseError(field, "must be a string")
     return value
+
+
+def _string_list(parent: Mapping[str, Any], key: str, field: str) -> tuple[str, ...]:
+    items = _list(parent, key, field)
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise ParseError(f"{field}[{index}]", "must be a string")
+    return tuple(_shared(item) for item in items)
 
 
 def _integer(parent: Mapping[str, Any], key: str, field: str) -> int:
