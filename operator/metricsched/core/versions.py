@@ -36,6 +36,9 @@ class Rules:
     dra_extended_resources: bool
     # KEP-5419: pod-level resources resized in place (status.resources at pod level)
     pod_level_resize: bool
+    # NodeResourcesBalancedAllocation scores the change in balance the pod makes,
+    # ``50 + (50 + with pod - without pod) / 2``, not the balance with the pod (v1.36+)
+    balance_change_score: bool
 
     @property
     def name(self) -> str:
@@ -43,13 +46,25 @@ class Rules:
 
 
 V1_35: Final = Rules(
-    minor=35, node_declared_features=False, dra_extended_resources=False, pod_level_resize=False
+    minor=35,
+    node_declared_features=False,
+    dra_extended_resources=False,
+    pod_level_resize=False,
+    balance_change_score=False,
 )
 V1_36: Final = Rules(
-    minor=36, node_declared_features=True, dra_extended_resources=True, pod_level_resize=True
+    minor=36,
+    node_declared_features=True,
+    dra_extended_resources=True,
+    pod_level_resize=True,
+    balance_change_score=True,
 )
 V1_37: Final = Rules(
-    minor=37, node_declared_features=True, dra_extended_resources=True, pod_level_resize=True
+    minor=37,
+    node_declared_features=True,
+    dra_extended_resources=True,
+    pod_level_resize=True,
+    balance_change_score=True,
 )
 
 SUPPORTED: Final = (V1_35, V1_36, V1_37)
