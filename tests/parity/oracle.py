@@ -195,8 +195,8 @@ class Harness:
                 )
         else:
             return str(result["fullMessage"])
-        claims = dynamic_resources.POST_FILTER_NO_CLAIMS
-        return f"{result['message']} {claims}, {preemption.PREFIX}{words}"
+        claims = dynamic_resources.post_filter_words(self.rules)
+        return f"{result['message']} {claims}{preemption.PREFIX}{words}"
 
     def close(self) -> None:
         process = self._process

@@ -15,6 +15,9 @@ rules read, newer ones may have filters metricsched does not know yet.
 | DRAExtendedResource (5004)                   | alpha off | beta on   | GA        |
 | InPlacePodLevelResourcesVerticalScaling (5419) | alpha off | beta on | beta on   |
 
+Changes without a gate: NodeResourcesBalancedAllocation scores the change in balance from
+v1.36; DynamicResources' PostFilter stops saying ``no new claims to deallocate`` in v1.37.
+
 Purely computational: no I/O, no clocks, no module-level state beyond these constants.
 """
 
@@ -39,6 +42,9 @@ class Rules:
     # NodeResourcesBalancedAllocation scores the change in balance the pod makes,
     # ``50 + (50 + with pod - without pod) / 2``, not the balance with the pod (v1.36+)
     balance_change_score: bool
+    # DynamicResources' PostFilter says ``no new claims to deallocate`` for a pod without
+    # claims (to v1.36); from v1.37 it answers Unschedulable with no words
+    dra_post_filter_says_no_claims: bool
 
     @property
     def name(self) -> str:
@@ -51,6 +57,7 @@ V1_35: Final = Rules(
     dra_extended_resources=False,
     pod_level_resize=False,
     balance_change_score=False,
+    dra_post_filter_says_no_claims=True,
 )
 V1_36: Final = Rules(
     minor=36,
@@ -58,6 +65,7 @@ V1_36: Final = Rules(
     dra_extended_resources=True,
     pod_level_resize=True,
     balance_change_score=True,
+    dra_post_filter_says_no_claims=True,
 )
 V1_37: Final = Rules(
     minor=37,
@@ -65,6 +73,7 @@ V1_37: Final = Rules(
     dra_extended_resources=True,
     pod_level_resize=True,
     balance_change_score=True,
+    dra_post_filter_says_no_claims=False,
 )
 
 SUPPORTED: Final = (V1_35, V1_36, V1_37)
