@@ -16,7 +16,9 @@ rules read, newer ones may have filters metricsched does not know yet.
 | InPlacePodLevelResourcesVerticalScaling (5419) | alpha off | beta on | beta on   |
 
 Changes without a gate: NodeResourcesBalancedAllocation scores the change in balance from
-v1.36; DynamicResources' PostFilter stops saying ``no new claims to deallocate`` in v1.37.
+v1.36; DynamicResources' PostFilter stops saying ``no new claims to deallocate`` in v1.37;
+InterPodAffinity matches the incoming pod's namespaceSelector against namespace labels
+in v1.37.
 
 Purely computational: no I/O, no clocks, no module-level state beyond these constants.
 """
@@ -45,6 +47,10 @@ class Rules:
     # DynamicResources' PostFilter says ``no new claims to deallocate`` for a pod without
     # claims (to v1.36); from v1.37 it answers Unschedulable with no words
     dra_post_filter_says_no_claims: bool
+    # InterPodAffinity matches the incoming pod's namespaceSelector against the namespaces'
+    # labels (v1.37); to v1.36 its PreFilter cleared a copy of the selector, which was then
+    # matched against empty labels (``selectors.as_merged_by_kube``)
+    namespace_selector_labels: bool
 
     @property
     def name(self) -> str:
@@ -58,6 +64,7 @@ V1_35: Final = Rules(
     pod_level_resize=False,
     balance_change_score=False,
     dra_post_filter_says_no_claims=True,
+    namespace_selector_labels=False,
 )
 V1_36: Final = Rules(
     minor=36,
@@ -66,6 +73,7 @@ V1_36: Final = Rules(
     pod_level_resize=True,
     balance_change_score=True,
     dra_post_filter_says_no_claims=True,
+    namespace_selector_labels=False,
 )
 V1_37: Final = Rules(
     minor=37,
@@ -74,6 +82,7 @@ V1_37: Final = Rules(
     pod_level_resize=True,
     balance_change_score=True,
     dra_post_filter_says_no_claims=False,
+    namespace_selector_labels=True,
 )
 
 SUPPORTED: Final = (V1_35, V1_36, V1_37)
