@@ -220,7 +220,7 @@ def snapshot_of(
     maps to ``rules``: node state from the node state builder, namespace labels, claims
     and volumes keyed as the runtime cache keys them (runtime/cache.py)."""
     nodes = [parse.node_from_body(body) for body in scenario["nodes"]]
-    pods = [parse.pod_from_body(body) for body in scenario["pods"]]
+    pods = [parse.pod_from_body(body, rules=rules) for body in scenario["pods"]]
     namespace_labels = {
         ns["metadata"]["name"]: ns["metadata"].get("labels", {})
         for ns in scenario.get("namespaces", ())
@@ -258,7 +258,7 @@ def metricsched_answers(
     snapshot = snapshot_of(scenario, rules=rules)
     answers = []
     for body in scenario["incoming"]:
-        pod = parse.pod_from_body(body)
+        pod = parse.pod_from_body(body, rules=rules)
         refusal, reasons = cycle.filter_nodes(pod, snapshot)
         if refusal:  # a PreFilter refusal: every node, for that one reason
             reasons = {name: (refusal,) for name in snapshot.nodes}

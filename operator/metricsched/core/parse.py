@@ -28,7 +28,7 @@ import datetime
 import functools
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 from metricsched.core import decision_record, kubelet_rejection, model, quantity, versions
 
@@ -57,11 +57,10 @@ class ParseError(ValueError):
 
 
 _Parsed = TypeVar("_Parsed")
+_Args = ParamSpec("_Args")
 
 
-def _boundary(
-    read: Callable[[Mapping[str, Any]], _Parsed],
-) -> Callable[[Mapping[str, Any]], _Parsed]:
+def _boundary(read: Callable[_Args, _Parsed]) -> Callable[_Args, _Parsed]:
     """The parsing boundary of one kind: a body from the API is untrusted input (any pod
     author writes it), so whatever it holds ends as a ``ParseError`` for that one object,
     never as another exception that would end the watch or informer reading every object
@@ -69,9 +68,9 @@ def _boundary(
     an unexpected type that a reader missed)."""
 
     @functools.wraps(read)
-    def bounded(body: Mapping[str, Any]) -> _Parsed:
+    def bounded(*args: _Args.args, **kwargs: _Args.kwargs) -> _Parsed:
         try:
-            return read(body)
+            return read(*args, **kwargs)
         except ParseError:
             raise
         except (
@@ -113,8 +112,11 @@ def server_version_from_body(body: Mapping[str, Any]) -> versions.ServerVersion:
 
 
 @_boundary
-def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
-    """The typed view of a raw pod body; raises ``ParseError`` naming the bad field."""
+def pod_from_body(
+    body: Mapping[str, Any], *, rules: versions.Rules = versions.DEFAULT
+) -> model.PodInfo:
+    """The typed view of a raw pod body, its requests as kube-scheduler of ``rules`` counts
+    them; raises ``ParseError`` naming the bad field."""
     if not isinstance(body, Mapping):
         raise ParseError("<pod>", "must be an object")
     meta = _mapping(body, "metadata", "metadata")
@@ -144,7 +146,7 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         ),
         node_name=node_name,
         requests=_pod_requests(
-            spec, status, containers=containers, init_containers=init_containers
+            spec, status, containers=containers, init_containers=init_containers, rules=rules
         ),
         host_ports=_host_ports(containers, init_containers),
         node_selector=_string_map(spec, "nodeSelector", "spec.nodeSelector", shared=True),
@@ -169,6 +171,7 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         **_parity_fields(
             spec,
             status,
+            rules=rules,
             pod_name=_string(meta, "name", "metadata.name"),
             containers=containers,
             init_containers=init_containers,
@@ -295,8 +298,17 @@ def _pod_requests(
     *,
     containers: Sequence[tuple[str, Mapping[str, Any]]],
     init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+    rules: versions.Rules = versions.DEFAULT,
+    defaults: Mapping[str, Any] | None = None,
 ) -> model.Resources:
+    """``defaults``: the requests a container's status-derived list counts for a missing
+    cpu / memory (NonMissingContainerRequests; the spec's are in ``containers`` already)."""
     specs = {path: _container_requests(c, path) for path, c in (*containers, *init_containers)}
+    if rules.resize_max_of_sums:
+        total = _max_of_sums(status, containers, init_containers, specs, defaults or {})
+        _apply_pod_level(total, spec, containers_request=specs.values())
+        _add_into(total, _quantity_map(spec, "overhead", "spec.overhead"))
+        return _resources(total, pods=1)
     # In-place resize (resource.PodRequests with UseStatusResources): a container whose
     # status reports resources counts, per resource, the largest of its spec, actuated and
     # allocated requests, or, while the resize is Infeasible, of actuated and allocated
@@ -317,6 +329,51 @@ def _pod_requests(
     overhead = _quantity_map(spec, "overhead", "spec.overhead")
     _add_into(total, overhead)
     return _resources(total, pods=1)
+
+
+def _max_of_sums(
+    status: Mapping[str, Any],
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+    specs: Mapping[str, _Requests],
+    defaults: Mapping[str, Any],
+) -> _Requests:
+    """In-place resize from v1.37 (resource.AggregateContainerRequests): the pod's spec,
+    actuated and allocated requests are each aggregated over all containers (init ones
+    included), and the pod counts the largest of the three sums per resource (of actuated
+    and allocated only while the resize is Infeasible). A container's allocated requests
+    are its status's ``allocatedResources``, its actuated ones its status's
+    ``resources.requests``, else its allocated ones; without them, its spec (nothing while
+    Infeasible)."""
+    statuses = _container_statuses(status)
+    infeasible = _resize_infeasible(status)
+    fallback = _quantity_map({"defaults": defaults}, "defaults", "defaults")
+
+    def status_of(container: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
+        name = str(container.get("name", ""))
+        return f"status.containerStatuses[{name}]", statuses.get(name)
+
+    def allocated(path: str, container: Mapping[str, Any]) -> _Requests:
+        field, found = status_of(container)
+        if found is not None and found.get("allocatedResources") is not None:
+            own = _quantity_map(found, "allocatedResources", f"{field}.allocatedResources")
+            return {**fallback, **own}
+        return dict(fallback) if infeasible else specs[path]
+
+    def actuated(path: str, container: Mapping[str, Any]) -> _Requests:
+        field, found = status_of(container)
+        if found is not None:
+            resources = _mapping(found, "resources", f"{field}.resources")
+            if resources.get("requests") is not None:
+                own = _quantity_map(resources, "requests", f"{field}.resources.requests")
+                return {**fallback, **own}
+        return allocated(path, container)
+
+    total = _aggregate(containers, init_containers, allocated)
+    _max_into(total, _aggregate(containers, init_containers, actuated))
+    if not infeasible:
+        _max_into(total, _aggregate(containers, init_containers, lambda path, _c: specs[path]))
+    return total
 
 
 def _aggregate(
@@ -552,6 +609,7 @@ def _parity_fields(
     spec: Mapping[str, Any],
     status: Mapping[str, Any],
     *,
+    rules: versions.Rules,
     pod_name: str,
     containers: Sequence[tuple[str, Mapping[str, Any]]],
     init_containers: Sequence[tuple[str, Mapping[str, Any]]],
@@ -595,14 +653,23 @@ def _parity_fields(
     defaulted = [(p, _with_default_requests(c, defaults)) for p, c in containers]
     defaulted_init = [(p, _with_default_requests(c, defaults)) for p, c in init_containers]
     nonzero_requests = None
-    if any(new is not old for (_, new), (_, old) in zip(defaulted, containers, strict=True)) or any(
-        new is not old for (_, new), (_, old) in zip(defaulted_init, init_containers, strict=True)
+    # From v1.37 an Infeasible resize drops a container without status to no requests at
+    # all, which the defaults then fill.
+    if (
+        any(new is not old for (_, new), (_, old) in zip(defaulted, containers, strict=True))
+        or any(
+            new is not old
+            for (_, new), (_, old) in zip(defaulted_init, init_containers, strict=True)
+        )
+        or (rules.resize_max_of_sums and _resize_infeasible(status))
     ):
         nonzero = _pod_requests(
             spec,
             status,
             containers=defaulted,
             init_containers=defaulted_init,
+            rules=rules,
+            defaults=defaults,
         )
         nonzero_requests = model.Resources(milli_cpu=nonzero.milli_cpu, memory=nonzero.memory)
     # NodeResourcesFit's score of the pod being placed reads it without pod-level

@@ -18,7 +18,8 @@ rules read, newer ones may have filters metricsched does not know yet.
 Changes without a gate: NodeResourcesBalancedAllocation scores the change in balance from
 v1.36; DynamicResources' PostFilter stops saying ``no new claims to deallocate`` in v1.37;
 InterPodAffinity matches the incoming pod's namespaceSelector against namespace labels
-in v1.37.
+in v1.37; in-place resize counts the largest of the summed spec, actuated and allocated
+requests in v1.37.
 
 Purely computational: no I/O, no clocks, no module-level state beyond these constants.
 """
@@ -51,6 +52,10 @@ class Rules:
     # labels (v1.37); to v1.36 its PreFilter cleared a copy of the selector, which was then
     # matched against empty labels (``selectors.as_merged_by_kube``)
     namespace_selector_labels: bool
+    # in-place resize: a pod counts the largest of its spec's, actuated and allocated
+    # requests each summed over its containers (v1.37), not the sum of each container's
+    # largest (to v1.36)
+    resize_max_of_sums: bool
 
     @property
     def name(self) -> str:
@@ -65,6 +70,7 @@ V1_35: Final = Rules(
     balance_change_score=False,
     dra_post_filter_says_no_claims=True,
     namespace_selector_labels=False,
+    resize_max_of_sums=False,
 )
 V1_36: Final = Rules(
     minor=36,
@@ -74,6 +80,7 @@ V1_36: Final = Rules(
     balance_change_score=True,
     dra_post_filter_says_no_claims=True,
     namespace_selector_labels=False,
+    resize_max_of_sums=False,
 )
 V1_37: Final = Rules(
     minor=37,
@@ -83,6 +90,7 @@ V1_37: Final = Rules(
     balance_change_score=True,
     dra_post_filter_says_no_claims=False,
     namespace_selector_labels=True,
+    resize_max_of_sums=True,
 )
 
 SUPPORTED: Final = (V1_35, V1_36, V1_37)
