@@ -217,8 +217,9 @@ def snapshot_of(
     scenario: Body, *, rules: versions.Rules = versions.DEFAULT
 ) -> model.ClusterSnapshot:
     """The snapshot metricsched's core sees for ``scenario`` on a cluster whose version
-    maps to ``rules``: node state from the node state builder, namespace labels, claims
-    and volumes keyed as the runtime cache keys them (runtime/cache.py)."""
+    maps to ``rules``: node state from the node state builder, namespace labels, claims,
+    volumes, nominated pods and DeviceClasses as the runtime cache keeps them
+    (runtime/cache.py)."""
     nodes = [parse.node_from_body(body) for body in scenario["nodes"]]
     pods = [parse.pod_from_body(body, rules=rules) for body in scenario["pods"]]
     namespace_labels = {
@@ -226,6 +227,12 @@ def snapshot_of(
         for ns in scenario.get("namespaces", ())
     }
     claims = [parse.claim_from_body(body) for body in scenario.get("claims", ())]
+    nominated: dict[model.NodeName, tuple[model.PodInfo, ...]] = {}
+    for body in scenario.get("nominated", ()):  # as runtime/cache.py's upsert_nominated
+        pod = parse.pod_from_body(body, rules=rules)
+        node = model.NodeName(pod.nominated_node)
+        nominated[node] = (*nominated.get(node, ()), pod)
+    classes = [parse.device_class_from_body(body) for body in scenario.get("deviceClasses", ())]
     volumes = [parse.volume_from_body(body) for body in scenario.get("volumes", ())]
     return dataclasses.replace(
         node_state.snapshot(nodes, pods),
@@ -233,6 +240,8 @@ def snapshot_of(
         claims={f"{claim.namespace}/{claim.name}": claim for claim in claims},
         volumes={volume.name: volume for volume in volumes},
         rules=rules,
+        nominated=nominated,
+        device_class_resources=parse.device_class_resources(classes),
     )
 
 
