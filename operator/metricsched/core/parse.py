@@ -305,8 +305,15 @@ def _pod_requests(
     cpu / memory (NonMissingContainerRequests; the spec's are in ``containers`` already)."""
     specs = {path: _container_requests(c, path) for path, c in (*containers, *init_containers)}
     if rules.resize_max_of_sums:
-        total = _max_of_sums(status, containers, init_containers, specs, defaults or {})
-        _apply_pod_level(total, spec, containers_request=specs.values())
+        total = _max_of_sums(
+            status,
+            containers=containers,
+            init_containers=init_containers,
+            specs=specs,
+            defaults=defaults or {},
+            rules=rules,
+        )
+        _apply_pod_level(total, spec, status, rules, containers_request=specs.values())
         _add_into(total, _quantity_map(spec, "overhead", "spec.overhead"))
         return _resources(total, pods=1)
     # In-place resize (resource.PodRequests with UseStatusResources): a container whose
@@ -325,7 +332,7 @@ def _pod_requests(
             effective[path] = reported
     total = _aggregate(containers, init_containers, lambda path, _c: effective[path])
 
-    _apply_pod_level(total, spec, containers_request=specs.values())
+    _apply_pod_level(total, spec, status, rules, containers_request=specs.values())
     overhead = _quantity_map(spec, "overhead", "spec.overhead")
     _add_into(total, overhead)
     return _resources(total, pods=1)
@@ -333,10 +340,12 @@ def _pod_requests(
 
 def _max_of_sums(
     status: Mapping[str, Any],
+    *,
     containers: Sequence[tuple[str, Mapping[str, Any]]],
     init_containers: Sequence[tuple[str, Mapping[str, Any]]],
     specs: Mapping[str, _Requests],
     defaults: Mapping[str, Any],
+    rules: versions.Rules,
 ) -> _Requests:
     """In-place resize from v1.37 (resource.AggregateContainerRequests): the pod's spec,
     actuated and allocated requests are each aggregated over all containers (init ones
@@ -369,8 +378,14 @@ def _max_of_sums(
                 return {**fallback, **own}
         return allocated(path, container)
 
-    total = _aggregate(containers, init_containers, allocated)
-    _max_into(total, _aggregate(containers, init_containers, actuated))
+    pod_level = _pod_level_status(status) if rules.pod_level_resize else None
+    if pod_level is not None and pod_level[1] is not None:
+        # KEP-5419: the pod's own allocated and actuated requests stand for the sums
+        total, actuated_total = dict(pod_level[1]), pod_level[0]
+        _max_into(total, actuated_total)
+    else:
+        total = _aggregate(containers, init_containers, allocated)
+        _max_into(total, _aggregate(containers, init_containers, actuated))
     if not infeasible:
         _max_into(total, _aggregate(containers, init_containers, lambda path, _c: specs[path]))
     return total
@@ -410,8 +425,26 @@ def _container_requests(container: Mapping[str, Any], path: str) -> _Requests:
     return requests
 
 
+def _pod_level_status(status: Mapping[str, Any]) -> tuple[_Requests, _Requests | None] | None:
+    """The pod's own actuated requests (``status.resources.requests``) and allocated ones
+    (``status.allocatedResources``, None when absent) under KEP-5419's pod-level resize;
+    None when the status reports no pod-level resources."""
+    resources = _mapping(status, "resources", "status.resources")
+    if status.get("resources") is None or resources.get("requests") is None:
+        return None
+    actuated = _quantity_map(resources, "requests", "status.resources.requests")
+    if status.get("allocatedResources") is None:
+        return actuated, None
+    return actuated, _quantity_map(status, "allocatedResources", "status.allocatedResources")
+
+
 def _apply_pod_level(
-    total: _Requests, spec: Mapping[str, Any], *, containers_request: Iterable[_Requests]
+    total: _Requests,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    rules: versions.Rules,
+    *,
+    containers_request: Iterable[_Requests],
 ) -> None:
     resources = _mapping(spec, "resources", "spec.resources")
     requests = _quantity_map(resources, "requests", "spec.resources.requests")
@@ -424,6 +457,17 @@ def _apply_pod_level(
         # request only when no container asks for that resource itself.
         if name not in requests and name not in requested_by_containers:
             requests[name] = amount
+    if requests and rules.pod_level_resize and status.get("resources") is not None:
+        # KEP-5419 (v1.36+): pod-level requests resized in place count the largest of
+        # spec, actuated and allocated (of the last two while the resize is Infeasible);
+        # to v1.36 only for the resources the spec names
+        resources_status = _mapping(status, "resources", "status.resources")
+        effective = {} if _resize_infeasible(status) else dict(requests)
+        _max_into(effective, _quantity_map(resources_status, "requests", "status.resources"))
+        _max_into(effective, _quantity_map(status, "allocatedResources", "status.allocated"))
+        if not rules.resize_max_of_sums:
+            effective = {name: effective.get(name, 0) for name in requests}
+        requests = effective
     for name, amount in requests.items():
         if name in (_CPU, _MEMORY) or name.startswith(_HUGEPAGES_PREFIX):
             total[name] = amount

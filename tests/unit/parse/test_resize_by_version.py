@@ -46,3 +46,44 @@ def test_allocated_resources_count_without_a_resources_status(pod_body, containe
     body["status"]["containerStatuses"] = [{"name": "app", "allocatedResources": {"cpu": "2"}}]
     assert parse.pod_from_body(body, rules=versions.V1_37).requests.milli_cpu == 2000
     assert parse.pod_from_body(body, rules=versions.V1_35).requests.milli_cpu == 500
+
+
+def _pod_level(pod_body, container, *, infeasible: bool = False):
+    body = pod_body(containers=[container("app")], node_name="n1")
+    body["spec"]["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    body["status"]["resources"] = {"requests": {"cpu": "2", "memory": "512Mi"}}
+    body["status"]["allocatedResources"] = {"cpu": "1500m", "memory": "2Gi"}
+    if infeasible:
+        body["status"]["conditions"] = [
+            {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
+        ]
+    return body
+
+
+def test_pod_level_resize_counts_the_largest_of_spec_actuated_and_allocated_from_v1_36(
+    pod_body, container
+):
+    body = _pod_level(pod_body, container)
+    for rules in (versions.V1_36, versions.V1_37):
+        pod = parse.pod_from_body(body, rules=rules)
+        assert (pod.requests.milli_cpu, pod.requests.memory) == (2000, 2 * GI)
+    v135 = parse.pod_from_body(body, rules=versions.V1_35)
+    assert (v135.requests.milli_cpu, v135.requests.memory) == (1000, GI)
+
+
+def test_an_infeasible_pod_level_resize_leaves_the_spec_out(pod_body, container):
+    body = _pod_level(pod_body, container, infeasible=True)
+    body["spec"]["resources"]["requests"] = {"cpu": "4", "memory": "4Gi"}
+    for rules in (versions.V1_36, versions.V1_37):
+        pod = parse.pod_from_body(body, rules=rules)
+        assert (pod.requests.milli_cpu, pod.requests.memory) == (2000, 2 * GI)
+
+
+def test_to_v1_36_only_the_resources_the_pod_level_spec_names_are_resized(pod_body, container):
+    body = _pod_level(pod_body, container)
+    body["spec"]["resources"] = {"requests": {"cpu": "1"}}
+    body["spec"]["containers"][0]["resources"] = {"requests": {"memory": "256Mi"}}
+    v136 = parse.pod_from_body(body, rules=versions.V1_36)
+    assert (v136.requests.milli_cpu, v136.requests.memory) == (2000, 256 * MI)
+    v137 = parse.pod_from_body(body, rules=versions.V1_37)
+    assert (v137.requests.milli_cpu, v137.requests.memory) == (2000, 2 * GI)
