@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from metricsched.core import cycle, framework, model, node_state, parse, policy
+from metricsched.core import cycle, framework, model, node_state, parse, policy, versions
 from metricsched.core.plugins import dynamic_resources, kube_scores, preemption
 from tests.parity import coverage, extras, generator
 
@@ -105,6 +105,13 @@ def harness_version(binary: Path) -> str:
     return out.stdout.strip()
 
 
+def rules_of(version: str) -> versions.Rules:
+    """The rules the operator picks for an API server of ``version`` (``v1.MINOR.PATCH``)."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    server = versions.ServerVersion(major=int(major), minor=int(minor), git_version=version)
+    return versions.rules_for(server).rules
+
+
 # DynamicResources' PostFilter error when its PreFilter did not run (see Harness).
 _DRA_STATE_MISSING = "DynamicResources: not found"
 
@@ -131,6 +138,8 @@ class Harness:
     def __init__(self, binary: Path, *, postfilter: bool = True) -> None:
         self.postfilter = postfilter
         self.version = harness_version(binary)
+        # the rules metricsched applies on a cluster of the harness's version
+        self.rules = rules_of(self.version)
         self._message = "fullMessage" if postfilter else "message"
         self._process = subprocess.Popen(
             [str(binary)],
@@ -186,8 +195,8 @@ class Harness:
                 )
         else:
             return str(result["fullMessage"])
-        claims = dynamic_resources.POST_FILTER_NO_CLAIMS
-        return f"{result['message']} {claims}, {preemption.PREFIX}{words}"
+        claims = dynamic_resources.post_filter_words(self.rules)
+        return f"{result['message']} {claims}{preemption.PREFIX}{words}"
 
     def close(self) -> None:
         process = self._process
@@ -204,23 +213,35 @@ class Harness:
         self.close()
 
 
-def snapshot_of(scenario: Body) -> model.ClusterSnapshot:
-    """The snapshot metricsched's core sees for ``scenario``: node state from the node
-    state builder, namespace labels, claims and volumes keyed as the runtime cache keys
-    them (runtime/cache.py)."""
+def snapshot_of(
+    scenario: Body, *, rules: versions.Rules = versions.DEFAULT
+) -> model.ClusterSnapshot:
+    """The snapshot metricsched's core sees for ``scenario`` on a cluster whose version
+    maps to ``rules``: node state from the node state builder, namespace labels, claims,
+    volumes, nominated pods and DeviceClasses as the runtime cache keeps them
+    (runtime/cache.py)."""
     nodes = [parse.node_from_body(body) for body in scenario["nodes"]]
-    pods = [parse.pod_from_body(body) for body in scenario["pods"]]
+    pods = [parse.pod_from_body(body, rules=rules) for body in scenario["pods"]]
     namespace_labels = {
         ns["metadata"]["name"]: ns["metadata"].get("labels", {})
         for ns in scenario.get("namespaces", ())
     }
     claims = [parse.claim_from_body(body) for body in scenario.get("claims", ())]
+    nominated: dict[model.NodeName, tuple[model.PodInfo, ...]] = {}
+    for body in scenario.get("nominated", ()):  # as runtime/cache.py's upsert_nominated
+        pod = parse.pod_from_body(body, rules=rules)
+        node = model.NodeName(pod.nominated_node)
+        nominated[node] = (*nominated.get(node, ()), pod)
+    classes = [parse.device_class_from_body(body) for body in scenario.get("deviceClasses", ())]
     volumes = [parse.volume_from_body(body) for body in scenario.get("volumes", ())]
     return dataclasses.replace(
         node_state.snapshot(nodes, pods),
         namespace_labels=namespace_labels,
         claims={f"{claim.namespace}/{claim.name}": claim for claim in claims},
         volumes={volume.name: volume for volume in volumes},
+        rules=rules,
+        nominated=nominated,
+        device_class_resources=parse.device_class_resources(classes),
     )
 
 
@@ -238,13 +259,15 @@ def _normalised(weighted: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str
     }
 
 
-def metricsched_answers(scenario: Body, *, postfilter: bool = True) -> list[Answer]:
-    """What metricsched's core decides for each pending pod of ``scenario``; without
-    ``postfilter``, messages lose their PostFilter part."""
-    snapshot = snapshot_of(scenario)
+def metricsched_answers(
+    scenario: Body, *, postfilter: bool = True, rules: versions.Rules = versions.DEFAULT
+) -> list[Answer]:
+    """What metricsched's core decides for each pending pod of ``scenario`` under
+    ``rules``; without ``postfilter``, messages lose their PostFilter part."""
+    snapshot = snapshot_of(scenario, rules=rules)
     answers = []
     for body in scenario["incoming"]:
-        pod = parse.pod_from_body(body)
+        pod = parse.pod_from_body(body, rules=rules)
         refusal, reasons = cycle.filter_nodes(pod, snapshot)
         if refusal:  # a PreFilter refusal: every node, for that one reason
             reasons = {name: (refusal,) for name in snapshot.nodes}
@@ -358,7 +381,7 @@ def _without_postfilter(message: str) -> str:
 
 
 def check(scenario: Body, harness: Harness) -> list[Disagreement]:
-    ours = metricsched_answers(scenario, postfilter=harness.postfilter)
+    ours = metricsched_answers(scenario, postfilter=harness.postfilter, rules=harness.rules)
     return compare(scenario, ours, harness.ask(scenario))
 
 
@@ -455,7 +478,7 @@ def run(*, pods: int, seed: int, harness: Harness, options: extras.Options | Non
         report.pods += len(scenario["incoming"])
         theirs = harness.ask(scenario)
         report.coverage.update(coverage.exercised(scenario, theirs))
-        ours = metricsched_answers(scenario, postfilter=harness.postfilter)
+        ours = metricsched_answers(scenario, postfilter=harness.postfilter, rules=harness.rules)
         report.count_scores(theirs, ours)
         for disagreement in compare(scenario, ours, theirs):
             report.disagreements.append((index, disagreement))
@@ -586,7 +609,7 @@ def shrunk_reproduction(scenario: Body, kind: str, harness: Harness) -> str:
 
 def reproduction(scenario: Body, harness: Harness) -> str:
     """``scenario`` and both answers, as YAML a person can read and re-run."""
-    ours = metricsched_answers(scenario, postfilter=harness.postfilter)
+    ours = metricsched_answers(scenario, postfilter=harness.postfilter, rules=harness.rules)
     theirs = harness.ask(scenario)
     document = {
         "disagreements": [dataclasses.asdict(d) for d in compare(scenario, ours, theirs)],

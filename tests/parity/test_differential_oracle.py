@@ -61,7 +61,7 @@ def test_random_pods_get_the_same_feasible_nodes_reasons_message_and_scores(harn
 def test_the_oracle_sees_a_disagreement_when_metricsched_is_wrong(harness):
     # The comparator is not vacuous: a doctored answer from our side is caught.
     scenario = generator.scenario(random.Random(7), pods=3)
-    ours = oracle.metricsched_answers(scenario)
+    ours = oracle.metricsched_answers(scenario, rules=harness.rules)
     theirs = harness.ask(scenario)
     assert oracle.compare(scenario, ours, theirs) == []
     wrong = [
@@ -73,7 +73,7 @@ def test_the_oracle_sees_a_disagreement_when_metricsched_is_wrong(harness):
 
 def test_the_oracle_sees_a_score_that_differs_from_kube_schedulers(harness):
     scenario = generator.scenario(random.Random(7), pods=3)
-    ours = oracle.metricsched_answers(scenario)
+    ours = oracle.metricsched_answers(scenario, rules=harness.rules)
     theirs = harness.ask(scenario)
     scored = next(answer for answer in ours if answer.scores)
     node = min(scored.scores)

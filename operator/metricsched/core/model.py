@@ -76,6 +76,8 @@ class NodeInfo:
     unschedulable: bool
     allocatable: Resources
     addresses: tuple[str, ...]  # status.addresses[*].address (InternalIP, Hostname, ...)
+    # status.declaredFeatures: what the node's kubelet says it supports (KEP-5328)
+    declared_features: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -140,6 +142,9 @@ class PodInfo:
     # status.nominatedNodeName of an unbound pod: the node a scheduler reserved for it
     # (preemption, or a binding cycle under way); "" when none
     nominated_node: str = ""
+    # the node features the pod needs, inferred from its spec as kube-scheduler's
+    # NodeDeclaredFeatures plugin does (KEP-5328); sorted, () for most pods
+    required_features: tuple[str, ...] = ()
 
     @property
     def owner_kind(self) -> str:

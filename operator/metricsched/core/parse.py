@@ -29,7 +29,7 @@ import datetime
 import functools
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 import orjson
 
@@ -60,11 +60,10 @@ class ParseError(ValueError):
 
 
 _Parsed = TypeVar("_Parsed")
+_Args = ParamSpec("_Args")
 
 
-def _boundary(
-    read: Callable[[Mapping[str, Any]], _Parsed],
-) -> Callable[[Mapping[str, Any]], _Parsed]:
+def _boundary(read: Callable[_Args, _Parsed]) -> Callable[_Args, _Parsed]:
     """The parsing boundary of one kind: a body from the API is untrusted input (any pod
     author writes it), so whatever it holds ends as a ``ParseError`` for that one object,
     never as another exception that would end the watch or informer reading every object
@@ -72,9 +71,9 @@ def _boundary(
     an unexpected type that a reader missed)."""
 
     @functools.wraps(read)
-    def bounded(body: Mapping[str, Any]) -> _Parsed:
+    def bounded(*args: _Args.args, **kwargs: _Args.kwargs) -> _Parsed:
         try:
-            return read(body)
+            return read(*args, **kwargs)
         except ParseError:
             raise
         except (
@@ -116,8 +115,11 @@ def server_version_from_body(body: Mapping[str, Any]) -> versions.ServerVersion:
 
 
 @_boundary
-def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
-    """The typed view of a raw pod body; raises ``ParseError`` naming the bad field."""
+def pod_from_body(
+    body: Mapping[str, Any], *, rules: versions.Rules = versions.DEFAULT
+) -> model.PodInfo:
+    """The typed view of a raw pod body, its requests as kube-scheduler of ``rules`` counts
+    them; raises ``ParseError`` naming the bad field."""
     if not isinstance(body, Mapping):
         raise ParseError("<pod>", "must be an object")
     meta = _mapping(body, "metadata", "metadata")
@@ -147,7 +149,7 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         ),
         node_name=node_name,
         requests=_pod_requests(
-            spec, status, containers=containers, init_containers=init_containers
+            spec, status, containers=containers, init_containers=init_containers, rules=rules
         ),
         host_ports=_host_ports(containers, init_containers),
         node_selector=_string_map(spec, "nodeSelector", "spec.nodeSelector", shared=True),
@@ -172,6 +174,7 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         **_parity_fields(
             spec,
             status,
+            rules=rules,
             pod_name=_string(meta, "name", "metadata.name"),
             containers=containers,
             init_containers=init_containers,
@@ -183,6 +186,7 @@ def pod_from_body(body: Mapping[str, Any]) -> model.PodInfo:
         nominated_node=""
         if node_name
         else _shared(_string(status, "nominatedNodeName", "status.nominatedNodeName")),
+        required_features=_required_features(spec, containers, init_containers),
     )
 
 
@@ -412,8 +416,24 @@ def _pod_requests(
     *,
     containers: Sequence[tuple[str, Mapping[str, Any]]],
     init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+    rules: versions.Rules = versions.DEFAULT,
+    defaults: Mapping[str, Any] | None = None,
 ) -> model.Resources:
+    """``defaults``: the requests a container's status-derived list counts for a missing
+    cpu / memory (NonMissingContainerRequests; the spec's are in ``containers`` already)."""
     specs = {path: _container_requests(c, path) for path, c in (*containers, *init_containers)}
+    if rules.resize_max_of_sums:
+        total = _max_of_sums(
+            status,
+            containers=containers,
+            init_containers=init_containers,
+            specs=specs,
+            defaults=defaults or {},
+            rules=rules,
+        )
+        _apply_pod_level(total, spec, status, rules, containers_request=specs.values())
+        _add_into(total, _quantity_map(spec, "overhead", "spec.overhead"))
+        return _resources(total, pods=1)
     # In-place resize (resource.PodRequests with UseStatusResources): a container whose
     # status reports resources counts, per resource, the largest of its spec, actuated and
     # allocated requests, or, while the resize is Infeasible, of actuated and allocated
@@ -430,10 +450,63 @@ def _pod_requests(
             effective[path] = reported
     total = _aggregate(containers, init_containers, lambda path, _c: effective[path])
 
-    _apply_pod_level(total, spec, containers_request=specs.values())
+    _apply_pod_level(total, spec, status, rules, containers_request=specs.values())
     overhead = _quantity_map(spec, "overhead", "spec.overhead")
     _add_into(total, overhead)
     return _resources(total, pods=1)
+
+
+def _max_of_sums(
+    status: Mapping[str, Any],
+    *,
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+    specs: Mapping[str, _Requests],
+    defaults: Mapping[str, Any],
+    rules: versions.Rules,
+) -> _Requests:
+    """In-place resize from v1.37 (resource.AggregateContainerRequests): the pod's spec,
+    actuated and allocated requests are each aggregated over all containers (init ones
+    included), and the pod counts the largest of the three sums per resource (of actuated
+    and allocated only while the resize is Infeasible). A container's allocated requests
+    are its status's ``allocatedResources``, its actuated ones its status's
+    ``resources.requests``, else its allocated ones; without them, its spec (nothing while
+    Infeasible)."""
+    statuses = _container_statuses(status)
+    infeasible = _resize_infeasible(status)
+    fallback = _quantity_map({"defaults": defaults}, "defaults", "defaults")
+
+    def status_of(container: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
+        name = str(container.get("name", ""))
+        return f"status.containerStatuses[{name}]", statuses.get(name)
+
+    def allocated(path: str, container: Mapping[str, Any]) -> _Requests:
+        field, found = status_of(container)
+        if found is not None and found.get("allocatedResources") is not None:
+            own = _quantity_map(found, "allocatedResources", f"{field}.allocatedResources")
+            return {**fallback, **own}
+        return dict(fallback) if infeasible else specs[path]
+
+    def actuated(path: str, container: Mapping[str, Any]) -> _Requests:
+        field, found = status_of(container)
+        if found is not None:
+            resources = _mapping(found, "resources", f"{field}.resources")
+            if resources.get("requests") is not None:
+                own = _quantity_map(resources, "requests", f"{field}.resources.requests")
+                return {**fallback, **own}
+        return allocated(path, container)
+
+    pod_level = _pod_level_status(status) if rules.pod_level_resize else None
+    if pod_level is not None and pod_level[1] is not None:
+        # KEP-5419: the pod's own allocated and actuated requests stand for the sums
+        total, actuated_total = dict(pod_level[1]), pod_level[0]
+        _max_into(total, actuated_total)
+    else:
+        total = _aggregate(containers, init_containers, allocated)
+        _max_into(total, _aggregate(containers, init_containers, actuated))
+    if not infeasible:
+        _max_into(total, _aggregate(containers, init_containers, lambda path, _c: specs[path]))
+    return total
 
 
 def _aggregate(
@@ -470,8 +543,26 @@ def _container_requests(container: Mapping[str, Any], path: str) -> _Requests:
     return requests
 
 
+def _pod_level_status(status: Mapping[str, Any]) -> tuple[_Requests, _Requests | None] | None:
+    """The pod's own actuated requests (``status.resources.requests``) and allocated ones
+    (``status.allocatedResources``, None when absent) under KEP-5419's pod-level resize;
+    None when the status reports no pod-level resources."""
+    resources = _mapping(status, "resources", "status.resources")
+    if status.get("resources") is None or resources.get("requests") is None:
+        return None
+    actuated = _quantity_map(resources, "requests", "status.resources.requests")
+    if status.get("allocatedResources") is None:
+        return actuated, None
+    return actuated, _quantity_map(status, "allocatedResources", "status.allocatedResources")
+
+
 def _apply_pod_level(
-    total: _Requests, spec: Mapping[str, Any], *, containers_request: Iterable[_Requests]
+    total: _Requests,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    rules: versions.Rules,
+    *,
+    containers_request: Iterable[_Requests],
 ) -> None:
     resources = _mapping(spec, "resources", "spec.resources")
     requests = _quantity_map(resources, "requests", "spec.resources.requests")
@@ -484,6 +575,17 @@ def _apply_pod_level(
         # request only when no container asks for that resource itself.
         if name not in requests and name not in requested_by_containers:
             requests[name] = amount
+    if requests and rules.pod_level_resize and status.get("resources") is not None:
+        # KEP-5419 (v1.36+): pod-level requests resized in place count the largest of
+        # spec, actuated and allocated (of the last two while the resize is Infeasible);
+        # to v1.36 only for the resources the spec names
+        resources_status = _mapping(status, "resources", "status.resources")
+        effective = {} if _resize_infeasible(status) else dict(requests)
+        _max_into(effective, _quantity_map(resources_status, "requests", "status.resources"))
+        _max_into(effective, _quantity_map(status, "allocatedResources", "status.allocated"))
+        if not rules.resize_max_of_sums:
+            effective = {name: effective.get(name, 0) for name in requests}
+        requests = effective
     for name, amount in requests.items():
         if name in (_CPU, _MEMORY) or name.startswith(_HUGEPAGES_PREFIX):
             total[name] = amount
@@ -624,6 +726,42 @@ def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
 
 # --- pod fields for the parity plugins (core/plugins) ---------------------------------
 
+# The node features a pod's spec needs (k8s.io/component-helpers nodedeclaredfeatures,
+# v0.37: the registered features whose InferForScheduling can say yes); read by
+# core.plugins.node_declared_features.
+USER_NAMESPACES_HOST_NETWORK: Final = "UserNamespacesHostNetworkSupport"
+RESTART_ALL_CONTAINERS: Final = "RestartAllContainersOnContainerExits"
+VOLUME_BIND_MOUNT_OPTIONS: Final = "VolumeBindMountOptions"
+
+
+def _required_features(
+    spec: Mapping[str, Any],
+    containers: Sequence[tuple[str, Mapping[str, Any]]],
+    init_containers: Sequence[tuple[str, Mapping[str, Any]]],
+) -> tuple[str, ...]:
+    """The features a node must declare for ``spec``: hostNetwork with ``hostUsers:
+    false``; a container or init container restart rule with action RestartAllContainers;
+    a volume mount with ``bindMountOptions`` (containers, init and ephemeral ones)."""
+    needed: list[str] = []
+    if spec.get("hostNetwork") is True and spec.get("hostUsers") is False:
+        needed.append(USER_NAMESPACES_HOST_NETWORK)
+    for path, container in (*containers, *init_containers):
+        rules = _list(container, "restartPolicyRules", f"{path}.restartPolicyRules")
+        if any(isinstance(r, Mapping) and r.get("action") == "RestartAllContainers" for r in rules):
+            needed.append(RESTART_ALL_CONTAINERS)
+            break
+    for path, container in (
+        *containers,
+        *init_containers,
+        *_containers(spec, "ephemeralContainers"),
+    ):
+        mounts = _list(container, "volumeMounts", f"{path}.volumeMounts")
+        if any(isinstance(m, Mapping) and m.get("bindMountOptions") for m in mounts):
+            needed.append(VOLUME_BIND_MOUNT_OPTIONS)
+            break
+    return tuple(sorted(needed))
+
+
 # kube-scheduler's requests for containers that request nothing, in its scores
 # (pkg/scheduler/util DefaultMilliCPURequest, DefaultMemoryRequest).
 _NON_ZERO_DEFAULTS: Final[Mapping[str, Any]] = {_CPU: "100m", _MEMORY: "200Mi"}
@@ -633,6 +771,7 @@ def _parity_fields(
     spec: Mapping[str, Any],
     status: Mapping[str, Any],
     *,
+    rules: versions.Rules,
     pod_name: str,
     containers: Sequence[tuple[str, Mapping[str, Any]]],
     init_containers: Sequence[tuple[str, Mapping[str, Any]]],
@@ -676,14 +815,23 @@ def _parity_fields(
     defaulted = [(p, _with_default_requests(c, defaults)) for p, c in containers]
     defaulted_init = [(p, _with_default_requests(c, defaults)) for p, c in init_containers]
     nonzero_requests = None
-    if any(new is not old for (_, new), (_, old) in zip(defaulted, containers, strict=True)) or any(
-        new is not old for (_, new), (_, old) in zip(defaulted_init, init_containers, strict=True)
+    # From v1.37 an Infeasible resize drops a container without status to no requests at
+    # all, which the defaults then fill.
+    if (
+        any(new is not old for (_, new), (_, old) in zip(defaulted, containers, strict=True))
+        or any(
+            new is not old
+            for (_, new), (_, old) in zip(defaulted_init, init_containers, strict=True)
+        )
+        or (rules.resize_max_of_sums and _resize_infeasible(status))
     ):
         nonzero = _pod_requests(
             spec,
             status,
             containers=defaulted,
             init_containers=defaulted_init,
+            rules=rules,
+            defaults=defaults,
         )
         nonzero_requests = model.Resources(milli_cpu=nonzero.milli_cpu, memory=nonzero.memory)
     # NodeResourcesFit's score of the pod being placed reads it without pod-level
@@ -999,6 +1147,9 @@ def node_from_body(body: Mapping[str, Any]) -> model.NodeInfo:
         # A node without allocatable pods admits none, as in kube-scheduler.
         allocatable=_resources(allocatable, pods=quantity.nano_to_int(allocatable.get(_PODS, 0))),
         addresses=tuple(addresses),
+        declared_features=frozenset(
+            _string_list(status, "declaredFeatures", "status.declaredFeatures")
+        ),
     )
 
 
@@ -1114,6 +1265,14 @@ def _string(parent: Mapping[str, Any], key: str, field: str) -> str:
     if not isinstance(value, str):
         raise ParseError(field, "must be a string")
     return value
+
+
+def _string_list(parent: Mapping[str, Any], key: str, field: str) -> tuple[str, ...]:
+    items = _list(parent, key, field)
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise ParseError(f"{field}[{index}]", "must be a string")
+    return tuple(_shared(item) for item in items)
 
 
 def _integer(parent: Mapping[str, Any], key: str, field: str) -> int:

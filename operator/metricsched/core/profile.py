@@ -1,13 +1,14 @@
-"""The default profile: kube-scheduler v1.35's filter plugins, in its order, and FitError.
+"""The default profile: kube-scheduler's filter plugins (v1.35-v1.37), in its order, and FitError.
 
 ``FILTERS`` lists the filter plugins as kube-scheduler's default profile enables them
 (pkg/scheduler/apis/config/v1/default_plugins.go): NodeUnschedulable, NodeName,
 TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, NodeVolumeLimits,
 VolumeBinding (with VolumeRestrictions' and VolumeZone's checks), PodTopologySpread,
-InterPodAffinity, then DynamicResources (PreFilter only: pods with resource claims are
-refused). ``find_feasible`` runs them for one pod; ``fit_error_message`` renders what
-they found as kube-scheduler's FitError text ("0/6 nodes are available: ..."), which
-users and cluster autoscalers already know how to read. No I/O.
+InterPodAffinity, NodeDeclaredFeatures (v1.36+: kube-scheduler appends it when its gate
+is on), then DynamicResources (PreFilter only: pods with resource claims are refused).
+``find_feasible`` runs them for one pod; ``fit_error_message`` renders what they found
+as kube-scheduler's FitError text ("0/6 nodes are available: ..."), which users and
+cluster autoscalers already know how to read. No I/O.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from metricsched.core.plugins import (
     dynamic_resources,
     inter_pod_affinity,
     node_affinity,
+    node_declared_features,
     node_name,
     node_ports,
     node_resources_fit,
@@ -44,6 +46,7 @@ FILTERS: Final[tuple[framework.FilterPlugin, ...]] = (
     volume_binding.PLUGIN,
     pod_topology_spread.PLUGIN,
     inter_pod_affinity.PLUGIN,
+    node_declared_features.PLUGIN,
     dynamic_resources.PLUGIN,
 )
 

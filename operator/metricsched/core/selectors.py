@@ -15,7 +15,7 @@ import re
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Final
 
-from metricsched.core import model
+from metricsched.core import model, versions
 
 # Namespace name -> its labels, for affinity terms with a namespaceSelector.
 NamespaceLabels = Mapping[str, Mapping[str, str]]
@@ -394,8 +394,12 @@ def affinity_terms(
 EVERY_NAMESPACE: Final = Selector(())
 
 
-def as_merged_by_kube(term: PodAffinityTerm) -> PodAffinityTerm:
-    """The incoming pod's term as kube-scheduler v1.35.4's InterPodAffinity uses it.
+def as_merged_by_kube(term: PodAffinityTerm, rules: versions.Rules) -> PodAffinityTerm:
+    """The incoming pod's term as kube-scheduler's InterPodAffinity of ``rules`` uses it.
+
+    From v1.37 (``Rules.namespace_selector_labels``) the term as written: its PreFilter
+    merges the namespaces the selector selects (by their labels) and clears the selector.
+    To v1.36:
 
     Its PreFilter merges the namespaces a namespaceSelector selects into the term's
     namespaces and means to clear the selector, but clears a copy (the term is passed by
@@ -403,6 +407,8 @@ def as_merged_by_kube(term: PodAffinityTerm) -> PodAffinityTerm:
     every pod. A selector that matches empty labels (``DoesNotExist``, ``NotIn``) so puts
     pods of every namespace in scope of the incoming pod's required terms, the pod's own
     included (existing pods' anti-affinity terms are not affected)."""
+    if rules.namespace_selector_labels:
+        return term
     selector = term.namespace_selector
     if selector.nothing or selector.empty or not selector.matches({}):
         return term

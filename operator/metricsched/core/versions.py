@@ -15,6 +15,12 @@ rules read, newer ones may have filters metricsched does not know yet.
 | DRAExtendedResource (5004)                   | alpha off | beta on   | GA        |
 | InPlacePodLevelResourcesVerticalScaling (5419) | alpha off | beta on | beta on   |
 
+Changes without a gate: NodeResourcesBalancedAllocation scores the change in balance from
+v1.36; DynamicResources' PostFilter stops saying ``no new claims to deallocate`` in v1.37;
+InterPodAffinity matches the incoming pod's namespaceSelector against namespace labels
+in v1.37; in-place resize counts the largest of the summed spec, actuated and allocated
+requests in v1.37.
+
 Purely computational: no I/O, no clocks, no module-level state beyond these constants.
 """
 
@@ -36,6 +42,20 @@ class Rules:
     dra_extended_resources: bool
     # KEP-5419: pod-level resources resized in place (status.resources at pod level)
     pod_level_resize: bool
+    # NodeResourcesBalancedAllocation scores the change in balance the pod makes,
+    # ``50 + (50 + with pod - without pod) / 2``, not the balance with the pod (v1.36+)
+    balance_change_score: bool
+    # DynamicResources' PostFilter says ``no new claims to deallocate`` for a pod without
+    # claims (to v1.36); from v1.37 it answers Unschedulable with no words
+    dra_post_filter_says_no_claims: bool
+    # InterPodAffinity matches the incoming pod's namespaceSelector against the namespaces'
+    # labels (v1.37); to v1.36 its PreFilter cleared a copy of the selector, which was then
+    # matched against empty labels (``selectors.as_merged_by_kube``)
+    namespace_selector_labels: bool
+    # in-place resize: a pod counts the largest of its spec's, actuated and allocated
+    # requests each summed over its containers (v1.37), not the sum of each container's
+    # largest (to v1.36)
+    resize_max_of_sums: bool
 
     @property
     def name(self) -> str:
@@ -43,13 +63,34 @@ class Rules:
 
 
 V1_35: Final = Rules(
-    minor=35, node_declared_features=False, dra_extended_resources=False, pod_level_resize=False
+    minor=35,
+    node_declared_features=False,
+    dra_extended_resources=False,
+    pod_level_resize=False,
+    balance_change_score=False,
+    dra_post_filter_says_no_claims=True,
+    namespace_selector_labels=False,
+    resize_max_of_sums=False,
 )
 V1_36: Final = Rules(
-    minor=36, node_declared_features=True, dra_extended_resources=True, pod_level_resize=True
+    minor=36,
+    node_declared_features=True,
+    dra_extended_resources=True,
+    pod_level_resize=True,
+    balance_change_score=True,
+    dra_post_filter_says_no_claims=True,
+    namespace_selector_labels=False,
+    resize_max_of_sums=False,
 )
 V1_37: Final = Rules(
-    minor=37, node_declared_features=True, dra_extended_resources=True, pod_level_resize=True
+    minor=37,
+    node_declared_features=True,
+    dra_extended_resources=True,
+    pod_level_resize=True,
+    balance_change_score=True,
+    dra_post_filter_says_no_claims=False,
+    namespace_selector_labels=True,
+    resize_max_of_sums=True,
 )
 
 SUPPORTED: Final = (V1_35, V1_36, V1_37)

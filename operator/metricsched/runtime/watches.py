@@ -234,7 +234,7 @@ class Watches:
             self.cache.remove_nominated(uid)
             return
         try:
-            pod = parse.pod_from_body(body)
+            pod = parse.pod_from_body(body, rules=self.cache.rules)
         except parse.ParseError as e:
             self.skipped("Pod", f"{meta.get('namespace', '')}/{meta.get('name', '')}", str(e))
             self.cache.remove_nominated(uid)
@@ -275,7 +275,7 @@ class Watches:
             self._upsert_pod(body, parse.restamped(known, digest), ours=ours, digest=digest)
             return
         try:
-            pod = parse.pod_from_body(body)
+            pod = parse.pod_from_body(body, rules=self.cache.rules)
         except parse.ParseError as e:
             self.skipped("Pod", f"{meta.get('namespace', '')}/{meta.get('name', '')}", str(e))
             if ours and not spec.get("nodeName"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from metricsched.core import model, parse
+from metricsched.core import model, parse, versions
 from metricsched.core.plugins import preemption
 
 Outcome = model.Outcome
@@ -32,6 +32,23 @@ def test_nodes_ruled_out_for_good_say_preemption_is_not_helpful(
         "no new claims to deallocate, "
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
+
+
+def test_from_v1_37_dynamic_resources_says_nothing_before_preemption(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    nodes = (make_node("node-1", unschedulable=True), make_node("node-2", cpu=500))
+    expected = {
+        versions.V1_36: "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were "
+        "unschedulable. no new claims to deallocate, preemption: 0/2 nodes are available: "
+        "2 Preemption is not helpful for scheduling.",
+        versions.V1_37: "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were "
+        "unschedulable. preemption: 0/2 nodes are available: "
+        "2 Preemption is not helpful for scheduling.",
+    }
+    for rules, message in expected.items():
+        cluster = dataclasses.replace(make_cluster(*nodes), rules=rules)
+        assert schedule(pod=make_pod(cpu=1000), snapshot=cluster).message == message
 
 
 def test_a_full_node_without_lower_priority_pods_has_no_preemption_victims(

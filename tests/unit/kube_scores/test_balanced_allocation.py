@@ -1,7 +1,11 @@
-"""NodeResourcesBalancedAllocation: 1 - std of the cpu and memory fractions (hand-computed)."""
+"""NodeResourcesBalancedAllocation: 1 - std of the cpu and memory fractions (hand-computed);
+from v1.36, the change in that balance the pod makes."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from metricsched.core import versions
 from metricsched.core.plugins.kube_scores import balanced_allocation
 from tests.unit.kube_scores.conftest import table_scores
 
@@ -34,3 +38,24 @@ def test_a_best_effort_pod_is_not_scored(node, pod, snapshot):
     scene = snapshot([node("a")])
     bare = pod(containers=[{"name": "app", "image": "app:1"}])
     assert table_scores(balanced_allocation, bare, scene) is None
+
+
+def test_from_v1_36_the_change_in_balance_the_pod_makes_is_scored(node, pod, snapshot):
+    placed = pod("placed", node_name="a", cpu="1", memory="1Gi")
+    nodes = [node("a", cpu="4", memory="16Gi"), node("b", cpu="4", memory="16Gi")]
+    incoming = pod(cpu="1", memory="1Gi")
+    for rules in (versions.V1_36, versions.V1_37):
+        scene = dataclasses.replace(snapshot(nodes, [placed]), rules=rules)
+        # a: with the pod 81 (above), without: cpu 0.25, memory 0.0625 -> 90;
+        # 50 + (50 + 81 - 90) // 2 = 70. b: with 90, without (empty) 100 -> 70.
+        assert table_scores(balanced_allocation, incoming, scene) == (70.0, 70.0)
+
+
+def test_from_v1_36_a_pod_that_evens_a_node_out_scores_above_75(node, pod, snapshot):
+    placed = pod("placed", node_name="a", cpu="2")
+    scene = dataclasses.replace(
+        snapshot([node("a", cpu="4", memory="16Gi")], [placed]), rules=versions.V1_37
+    )
+    # without: cpu 0.5, memory 0 -> 75; with 8Gi: cpu 0.5, memory 0.5 -> 100.
+    # 50 + (50 + 100 - 75) // 2 = 87 (Go's integer division).
+    assert table_scores(balanced_allocation, pod(cpu="0", memory="8Gi"), scene) == (87.0,)

@@ -9,7 +9,7 @@ Modules:
 - filters, in kube-scheduler's order: ``node_unschedulable``, ``node_name``,
   ``taint_toleration``, ``node_affinity``, ``node_ports``, ``node_resources_fit``,
   ``volume_binding``, ``node_volume_limits``, ``pod_topology_spread``,
-  ``inter_pod_affinity``, ``dynamic_resources``;
+  ``inter_pod_affinity``, ``node_declared_features`` (v1.36+), ``dynamic_resources``;
 - ``metric_threshold``: a policy's thresholds and ``onMissing: Exclude``;
 - ``fallback``: the strategies that pick a node without metrics;
 - ``preemption``: DefaultPreemption's PostFilter message (metricsched does not preempt);

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from typing import Final
 
-from metricsched.core import columns, framework, model
+from metricsched.core import columns, framework, model, versions
 
 NAME: Final = "DynamicResources"
-# Its PostFilter's answer for a pod without claims; kube-scheduler runs it before
-# DefaultPreemption and joins the two answers with ", ".
+# Its PostFilter's answer for a pod without claims to v1.36; kube-scheduler runs it before
+# DefaultPreemption and joins the two answers with ", ". From v1.37 it has no words.
 POST_FILTER_NO_CLAIMS: Final = "no new claims to deallocate"
+
+
+def post_filter_words(rules: versions.Rules) -> str:
+    """What its PostFilter says for a pod without claims under ``rules``, with the
+    ``", "`` that joins it to DefaultPreemption's answer ("" when it says nothing)."""
+    return POST_FILTER_NO_CLAIMS + ", " if rules.dra_post_filter_says_no_claims else ""
 
 
 def pre_filter(pod: model.PodInfo) -> str:

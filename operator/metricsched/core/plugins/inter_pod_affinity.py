@@ -22,7 +22,7 @@ from typing import Final
 
 import numpy as np
 
-from metricsched.core import columns, framework, model, selectors
+from metricsched.core import columns, framework, model, selectors, versions
 
 NAME: Final = "InterPodAffinity"
 REASON_POD_AFFINITY: Final = "node(s) didn't match pod affinity rules"
@@ -34,14 +34,15 @@ Terms = tuple[selectors.PodAffinityTerm, ...]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PodTerms:
-    """The incoming pod's required terms, as kube-scheduler v1.35.4 uses them."""
+    """The incoming pod's required terms, as kube-scheduler uses them (``terms_of``)."""
 
     affinity: Terms
     anti_affinity: Terms
 
 
-def terms_of(pod: model.PodInfo) -> PodTerms | str:
-    """The pod's required (anti-)affinity terms, or kube-scheduler's refusal text."""
+def terms_of(pod: model.PodInfo, rules: versions.Rules) -> PodTerms | str:
+    """The pod's required (anti-)affinity terms as kube-scheduler of ``rules`` uses them, or
+    its refusal text."""
     try:
         affinity = selectors.affinity_terms(
             pod.pod_affinity, owner_namespace=pod.namespace, where="podAffinity"
@@ -52,8 +53,8 @@ def terms_of(pod: model.PodInfo) -> PodTerms | str:
     except selectors.InvalidSpecError as error:
         return f"parsing pod: {error}"
     return PodTerms(
-        tuple(map(selectors.as_merged_by_kube, affinity)),
-        tuple(map(selectors.as_merged_by_kube, anti_affinity)),
+        tuple(selectors.as_merged_by_kube(term, rules) for term in affinity),
+        tuple(selectors.as_merged_by_kube(term, rules) for term in anti_affinity),
     )
 
 
@@ -320,7 +321,10 @@ class InterPodAffinity:
 
     def pre_filter(self, cycle: framework.CycleState) -> framework.PreFilterResult:
         pod = cycle.pod
-        terms = cycle.memo.derived("InterPodAffinity/terms", pod, lambda: terms_of(pod))
+        rules = cycle.rules
+        terms = cycle.memo.derived(
+            f"InterPodAffinity/terms/{rules.name}", pod, lambda: terms_of(pod, rules)
+        )
         if isinstance(terms, str):
             return framework.refuse(terms)
         state = AffinityState.build(

@@ -69,13 +69,14 @@ def suffix(
 ) -> str:
     """The PostFilter text to append to the FitError text of ``pod``:
     `` no new claims to deallocate, preemption: …`` (DynamicResources' answer for a pod
-    without claims, then DefaultPreemption's, as kube-scheduler v1.35 joins them).
+    without claims, then DefaultPreemption's, as kube-scheduler v1.35 joins them; from
+    v1.37 `` preemption: …``, DynamicResources saying nothing).
 
     ``reasons`` holds each node's filter reasons as ``core.profile.find_feasible`` gives them
     (a node missing or with no reasons was ruled out by something removing pods cannot
     change, such as a metric threshold).
     """
-    claims = "" if pod.resource_claims else dynamic_resources.POST_FILTER_NO_CLAIMS + ", "
+    claims = "" if pod.resource_claims else dynamic_resources.post_filter_words(snapshot.rules)
     return (
         " " + claims + PREFIX + _message(pod=pod, snapshot=snapshot, table=table, reasons=reasons)
     )

@@ -8,6 +8,10 @@ standard deviation is ``|f1 - f2| / 2``; the score is ``int((1 - std) * 100)``. 
 requests neither cpu nor memory (best effort) is not scored at all (kube's PreScore Skip,
 so a burst of such pods does not pile onto one balanced node). No normalisation.
 
+From v1.36 (``Rules.balance_change_score``) the score is the change in balance the pod
+makes: with ``with`` and ``without`` the scores above with and without the pod's request,
+``50 + (50 + with - without) // 2`` (``with`` and ``without`` lie in [50, 100]).
+
 A node's score reads only its row and the pod's cpu and memory requests: the scores of
 every node are a pod class's column, kept in the memo per node table and scored again
 only for the rows updated since.
@@ -31,18 +35,33 @@ def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | N
     if request.milli_cpu == 0 and request.memory == 0:
         return None
     table = cycle.table
+    change = cycle.rules.balance_change_score
     column = cycle.memo.per_rows(
         f"{NAME}/scores",
-        (request.milli_cpu, request.memory),
+        (request.milli_cpu, request.memory, change),
         table,
-        lambda changed: _scores(table, changed, cpu=request.milli_cpu, memory=request.memory),
+        lambda changed: _scores(
+            table, changed, cpu=request.milli_cpu, memory=request.memory, change=change
+        ),
     )
     return column[rows]
 
 
 def _scores(
+    table: columns.NodeTable, rows: columns.Rows, *, cpu: int, memory: int, change: bool
+) -> columns.Floats:
+    with_pod = _balance(table, rows, cpu=cpu, memory=memory)
+    if not change:
+        return with_pod
+    without_pod = _balance(table, rows, cpu=0, memory=0)
+    return 50 + (50 + with_pod - without_pod) // 2
+
+
+def _balance(
     table: columns.NodeTable, rows: columns.Rows, *, cpu: int, memory: int
 ) -> columns.Floats:
+    """``int((1 - std) * 100)`` of the nodes' cpu and memory shares with ``cpu`` and
+    ``memory`` added (balancedResourceScore)."""
     allocatable, used = table.allocatable, table.requested
     cpu_capacity = allocatable.milli_cpu[rows]
     memory_capacity = allocatable.memory[rows]

@@ -13,9 +13,10 @@ A node's raw score is the sum over the pairs its labels carry; scores are min-ma
 normalised over the scored nodes (``int(100 * (s - min) / (max - min))``, all 0 when
 equal). Terms match exactly as the filter's do, namespaceSelector included (with the
 namespace labels the snapshot has; unknown labels match nothing), and, as there, the
-incoming pod's terms as kube-scheduler v1.35.4 merges them (``selectors.as_merged_by_kube``:
-a namespaceSelector that matches empty labels puts every namespace in scope). A term that
-cannot be parsed counts for nothing.
+incoming pod's terms as kube-scheduler merges them (``selectors.as_merged_by_kube``: to
+v1.36 a namespaceSelector that matches empty labels puts every namespace in scope; from
+v1.37 it is matched against the namespaces' labels). A term that cannot be parsed counts
+for nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import columns, framework, model, selectors
+from metricsched.core import columns, framework, model, selectors, versions
 
 NAME: Final = "InterPodAffinity"
 SHORT_NAME: Final = NAME
@@ -82,16 +83,17 @@ def _terms_of(pod: model.PodInfo) -> _PodTerms:
     )
 
 
-def _as_merged_by_kube(terms: _PodTerms) -> _PodTerms:
+def _as_merged_by_kube(terms: _PodTerms, rules: versions.Rules) -> _PodTerms:
     # Only the incoming pod's terms (PreScore's mergeAffinityTermNamespacesIfNotEmpty);
     # placed pods' terms are matched with the incoming pod's namespace labels.
     return dataclasses.replace(
         terms,
         affinity=tuple(
-            _Weighted(w.weight, selectors.as_merged_by_kube(w.term)) for w in terms.affinity
+            _Weighted(w.weight, selectors.as_merged_by_kube(w.term, rules)) for w in terms.affinity
         ),
         anti_affinity=tuple(
-            _Weighted(w.weight, selectors.as_merged_by_kube(w.term)) for w in terms.anti_affinity
+            _Weighted(w.weight, selectors.as_merged_by_kube(w.term, rules))
+            for w in terms.anti_affinity
         ),
     )
 
@@ -125,7 +127,7 @@ def topology_scores(
     memo: framework.Memo,
 ) -> dict[str, dict[str, int]]:
     """Points per topology pair (key -> value -> points) from every placed pod."""
-    incoming = _as_merged_by_kube(_terms_of(pod))
+    incoming = _as_merged_by_kube(_terms_of(pod), snapshot.rules)
     has_terms = bool(incoming.affinity or incoming.anti_affinity)
     namespaces = snapshot.namespace_labels
     points: dict[str, dict[str, int]] = {}
