@@ -256,9 +256,12 @@ def pod_digest(body: Mapping[str, Any]) -> PodDigest | None:
             name = item.get("name")
             if isinstance(name, str):
                 reported.pop(name, None)  # the last status of a name is the one read
-                if item.get("resources") is not None:
-                    reported[name] = (item["resources"], item.get("allocatedResources"))
+                # v1.37's rules read allocatedResources without resources too
+                if item.get("resources") is not None or item.get("allocatedResources"):
+                    reported[name] = (item.get("resources"), item.get("allocatedResources"))
     rest.append(reported)
+    # KEP-5419's pod-level resize status (v1.36+ rules)
+    rest.append((status.get("resources"), status.get("allocatedResources")))
     try:
         encoded = orjson.dumps(rest)
     except orjson.JSONEncodeError:

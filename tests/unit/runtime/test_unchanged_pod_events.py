@@ -187,6 +187,10 @@ CHANGES: dict[str, Callable[[Body], None]] = {
     "a resized status request": _set("status.containerStatuses.0.resources.requests.cpu", "900m"),
     "an allocated resource": _set("status.containerStatuses.0.allocatedResources.cpu", "900m"),
     "an infeasible resize": _resize_pending,
+    "a node feature the pod needs": _set(
+        "spec.containers.0.restartPolicyRules",
+        [{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [1]}}],
+    ),
     "the decision record": _decided_by("shop/other"),
     "the controller's uid": _set("metadata.ownerReferences.0.uid", "rs-2"),
     "the controller's name": _set("metadata.ownerReferences.0.name", "web-def"),
@@ -288,9 +292,9 @@ def parsed_bodies(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     seen: list[str] = []
     full = parse.pod_from_body
 
-    def counting(body: Any) -> model.PodInfo:
+    def counting(body: Any, **options: Any) -> model.PodInfo:
         seen.append(body["metadata"]["name"])
-        return full(body)
+        return full(body, **options)
 
     monkeypatch.setattr(parse, "pod_from_body", counting)
     yield seen
