@@ -46,6 +46,11 @@ logger = logging.getLogger("metricsched.kube_http")
 # may or may not have reached the API server.
 TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
+
+class AnswerTooLargeError(Exception):
+    """An answer longer than the request's ``max_bytes``: reading stopped there."""
+
+
 # Connecting (TCP) takes at most this long, within a request's total timeout.
 CONNECT_S = 5.0
 
@@ -275,10 +280,12 @@ class AsyncApi:
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout | None = None,
         gate: Gate | None = None,
+        max_bytes: int | None = None,
     ) -> Answer:
-        """One request; the whole answer read. Transport errors raise (aiohttp's
-        ``ClientError``, ``TimeoutError``: ``TRANSPORT_ERRORS``); an error status is
-        returned, not raised.
+        """One request; the whole answer read (with ``max_bytes``, at most that much:
+        past it, ``AnswerTooLargeError`` and the connection is dropped). Transport errors
+        raise (aiohttp's ``ClientError``, ``TimeoutError``: ``TRANSPORT_ERRORS``); an
+        error status is returned, not raised.
 
         ``gate``, if given, is called right before each send (the first, and the one
         after a 401) and gives that send's timeout; it raises ``NotSent`` to refuse, and
@@ -297,6 +304,7 @@ class AsyncApi:
                 timeout=timeout,
                 gate=gate,
                 refresh_now=refresh_now,
+                max_bytes=max_bytes,
             )
             if answer.status != 401:
                 break
@@ -313,6 +321,7 @@ class AsyncApi:
         timeout: aiohttp.ClientTimeout | None,
         gate: Gate | None,
         refresh_now: bool = False,
+        max_bytes: int | None = None,
     ) -> Answer:
         headers = self._headers(
             refresh_now=refresh_now, content_type=content_type if data is not None else None
@@ -327,7 +336,16 @@ class AsyncApi:
             headers=headers,
             timeout=timeout or aiohttp.ClientTimeout(total=60, sock_connect=10),
         ) as response:
-            return Answer(status=response.status, data=await response.read())
+            if max_bytes is None:
+                return Answer(status=response.status, data=await response.read())
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.content.iter_chunked(64 * 1024):
+                size += len(chunk)
+                if size > max_bytes:
+                    raise AnswerTooLargeError(f"an answer over {max_bytes} bytes")
+                chunks.append(chunk)
+            return Answer(status=response.status, data=b"".join(chunks))
 
     async def lines(
         self,

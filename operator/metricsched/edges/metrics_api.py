@@ -30,6 +30,10 @@ from metricsched.core import model, quantity
 from metricsched.edges import kube_http
 
 NODES_PATH: Final = "/apis/metrics.k8s.io/v1beta1/nodes"
+# The longest NodeMetrics LIST read (the answer comes from metrics-server, or whatever
+# backs the APIService, through the API server): about 400 bytes a node, so room for
+# tens of thousands of nodes; past it the answer is refused, not held in memory.
+MAX_ANSWER_BYTES: Final = 32 * 1024 * 1024
 # The statuses that mean the API itself is not there (as opposed to one failed request).
 UNAVAILABLE: Final = {
     404: "no APIService serves metrics.k8s.io (is metrics-server installed?)",
@@ -72,7 +76,19 @@ async def read_nodes(
     """One LIST of NodeMetrics, as utilisation per resource (see the module's text)."""
     started = time.monotonic()
     try:
-        answer = await api.request("GET", NODES_PATH, timeout=kube_http.timeout(timeout_s))
+        answer = await api.request(
+            "GET",
+            NODES_PATH,
+            timeout=kube_http.timeout(timeout_s),
+            max_bytes=MAX_ANSWER_BYTES,
+        )
+    except kube_http.AnswerTooLargeError as error:
+        return failed(
+            model.QueryErrorKind.BAD_RESULT,
+            f"the metrics API's answer is too large: {error}",
+            now=now,
+            duration_s=time.monotonic() - started,
+        )
     except kube_http.TRANSPORT_ERRORS as error:
         return failed(
             model.QueryErrorKind.UNREACHABLE,

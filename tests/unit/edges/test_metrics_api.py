@@ -175,3 +175,16 @@ def test_a_window_is_read_as_a_go_duration(text: str, seconds: float) -> None:
     assert usage.series[CPU].values[model.NodeName("n1")].refreshed_at == pytest.approx(
         NOW - 100 + seconds
     )
+
+
+def test_an_answer_past_the_size_cap_is_refused_not_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Bytes from whatever backs the APIService: a cap, as for Prometheus's answers.
+    monkeypatch.setattr(metrics_api, "MAX_ANSWER_BYTES", 10_000)
+    items = [node_metrics(f"n{i}", cpu="1", memory="1Gi") for i in range(200)]
+    usage = read(answering(200, {"kind": "NodeMetricsList", "items": items}))
+    cpu = usage.series[CPU]
+    assert cpu.error is model.QueryErrorKind.BAD_RESULT
+    assert "too large" in cpu.error_message and "10000 bytes" in cpu.error_message
+    # Under the cap, the same kind of answer is read.
+    small = read(answering(200, {"kind": "NodeMetricsList", "items": items[:2]}))
+    assert small.series[CPU].error is None
