@@ -218,6 +218,38 @@ def overruns(binds: Sequence[Bind], *, scheduler: str, threshold: float = HOT) -
     return sum(1 for b in binds if b.scheduler == scheduler and b.cpu_after > threshold)
 
 
+def overrun_records(
+    binds: Sequence[Bind],
+    *,
+    scheduler: str,
+    t0: float,
+    decisions: Mapping[str, str] | None = None,
+    threshold: float = HOT,
+) -> list[dict[str, Any]]:
+    """One row per overrun of ``scheduler`` (see ``overruns``), to tell its cause: the
+    node's true eventual utilisation before the pod (``before`` above ``threshold``:
+    the node's other pods were undercounted; below it: the pod itself was), after it,
+    and the decision the scheduler recorded on the pod (``decisions``, by pod name:
+    what it believed the node's value and the pod's estimate were)."""
+    rows: list[dict[str, Any]] = []
+    for b in binds:
+        if b.scheduler != scheduler or b.cpu_after <= threshold:
+            continue
+        name = b.pod.rpartition("/")[2]
+        row: dict[str, Any] = {
+            "t": round(b.t - t0, 1),
+            "pod": name,
+            "node": b.node,
+            "before": round(b.cpu_before, 3),
+            "after": round(b.cpu_after, 3),
+            "cause": "node undercounted" if b.cpu_before > threshold else "pod undercounted",
+        }
+        if decisions and name in decisions:
+            row["decision"] = decisions[name]
+        rows.append(row)
+    return rows
+
+
 def room(ticks: Sequence[Tick], *, node_cpu: Mapping[str, int], level: float = HOT) -> list[float]:
     """Per tick, the most cores one node could take and stay at or below ``level`` by its
     true utilisation at that tick (its ramping pods as they are then)."""

@@ -40,6 +40,7 @@ from bench import systems as bench_systems
 from bench.kube import GROUP, PLURAL, VERSION, ApiError, Kube
 from bench.quality import loadmodel, metrics, owned, scenarios
 from bench.quality import systems as qsys
+from metricsched.core import decision_record
 
 WORK = env_mod.RESULTS / "work" / "quality"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/{namespace}/deployments"
@@ -180,6 +181,7 @@ class Tracker:
         self.created: dict[str, float] = {}
         self.bound: dict[str, tuple[float, str]] = {}
         self.cpu: dict[str, float] = {}  # cores at full usage (its load-model annotation)
+        self.decisions: dict[str, str] = {}  # pod name -> its metricsched.io/decision
         self.deleted: set[str] = set()
 
     async def watch(self) -> None:
@@ -202,6 +204,10 @@ class Tracker:
                             self.cpu.setdefault(name, float(str(usage or "0")))
                     if name and node and name not in self.bound and event["type"] != "DELETED":
                         self.bound[name] = (t, node)
+                    meta = obj.get("metadata") or {}
+                    decision = (meta.get("annotations") or {}).get(decision_record.ANNOTATION)
+                    if node and decision:
+                        self.decisions.setdefault(str(meta.get("name")), str(decision))
             except ApiError as e:
                 if e.status != 410:
                     raise
@@ -451,6 +457,9 @@ class Run:
             window_s=round(t1 - t0, 1),
             **metrics.summarise(
                 ticks, binds, t0=t0, scheduler=sysdef.scheduler_name, burst_end=sc.burst_end_s
+            ),
+            overrun_binds=metrics.overrun_records(
+                binds, scheduler=sysdef.scheduler_name, t0=t0, decisions=tracker.decisions
             ),
         )
         since = sc.heat_at_s

@@ -175,3 +175,25 @@ def test_a_pod_held_while_a_node_had_room_for_its_usage_is_counted() -> None:
 def test_room_is_the_most_any_one_node_can_take_under_the_level() -> None:
     ticks, _ = parsed([tick(100.0, n1=0.5, n2=0.7)])
     assert metrics.room(ticks, node_cpu={"n1": 4, "n2": 16}) == pytest.approx([1.6])
+
+
+class TestOverrunRecords:
+    """Each overrun is kept with what caused it and what the scheduler believed."""
+
+    def test_names_the_cause_and_keeps_the_decision(self) -> None:
+        binds = [
+            metrics.Bind(100.0, "ns/a", "n1", "ms", 0.85, 0.9),
+            metrics.Bind(101.0, "ns/b", "n2", "ms", 0.7, 0.82),
+            metrics.Bind(102.0, "ns/c", "n2", "ms", 0.5, 0.6),
+            metrics.Bind(103.0, "ns/d", "n2", "kube", 0.7, 0.95),
+        ]
+        rows = metrics.overrun_records(
+            binds, scheduler="ms", t0=90.0, decisions={"b": '{"node":"n2"}'}
+        )
+        assert [(r["pod"], r["cause"]) for r in rows] == [
+            ("a", "node undercounted"),
+            ("b", "pod undercounted"),
+        ]
+        assert rows[0]["t"] == 10.0 and "decision" not in rows[0]
+        assert rows[1]["decision"] == '{"node":"n2"}'
+        assert len(rows) == metrics.overruns(binds, scheduler="ms")
