@@ -230,7 +230,7 @@ def _seen(
     sample shows, which its estimate must not count again (0 without a per-pod answer)."""
     if usage is None or spec.resource is None or not len(slots):
         return 0.0
-    _, shows = _measured_slots(recent, spec.resource, usage, rows[at])
+    _, _, shows = _measured_slots(recent, spec.resource, usage, rows[at])
     shown = usage.at <= refreshed[at] + SAME_ROUND_S
     seen: columns.Floats = np.where(shown, shows[slots, rows[at]], 0.0)
     return seen
@@ -308,10 +308,12 @@ def _live_measured(
     live_rows = rows[live_at]
     count = len(live_slots)
     measured = np.full(count, np.nan)
+    starting = np.full(count, np.nan)
     seen = np.zeros(count)
     if usage is not None and count:
-        by_workload, shows = _measured_slots(recent, spec.resource, usage, live_rows)
+        by_workload, early, shows = _measured_slots(recent, spec.resource, usage, live_rows)
         measured = by_workload[live_slots, live_rows]
+        starting = early[live_slots, live_rows]
         shown = usage.at <= refreshed[live_at] + SAME_ROUND_S
         seen = np.where(shown, shows[live_slots, live_rows], 0.0)
     estimated, source = usage_mod.amounts(
@@ -323,6 +325,7 @@ def _live_measured(
         ),
         declared=float(spec.amount),
         factor=spec.measured_factor,
+        starting=starting,
     )
     return _Live(
         slots=live_slots,
@@ -365,6 +368,7 @@ class _MeasuredSlots:
 
     usage: model.PodUsage
     workload: columns.Floats
+    starting: columns.Floats  # the workload's starting pods' quantile (NaN: none)
     seen: columns.Floats
     versions: columns.Ints  # the row versions these rows were computed at (-1: never)
 
@@ -374,10 +378,11 @@ def _measured_slots(
     resource: model.EstimateResource,
     usage: model.PodUsage,
     rows: columns.Rows,
-) -> tuple[columns.Floats, columns.Floats]:
-    """The measured amounts of ``recent``'s slots, kept beside the table (``derived``)
-    across cycles for one usage answer: two lookups per recent pod once per answer and per
-    rewritten row, not in every cycle (a backlog's cycles would spend more on them than
+) -> tuple[columns.Floats, columns.Floats, columns.Floats]:
+    """The measured amounts of ``recent``'s slots (their workloads' settled and starting
+    quantiles, and what each shows), kept beside the table (``derived``) across cycles
+    for one usage answer: three lookups per recent pod once per answer and per rewritten
+    row, not in every cycle (a backlog's cycles would spend more on them than
     on everything else)."""
     cpu = resource is model.EstimateResource.CPU
     entry = recent.derived.get(("measured", resource))
@@ -391,6 +396,7 @@ def _measured_slots(
         entry = _MeasuredSlots(
             usage=usage,
             workload=np.full(shape, np.nan),
+            starting=np.full(shape, np.nan),
             seen=np.zeros(shape),
             versions=np.full(len(recent.row_version), -1, dtype=np.int64),
         )
@@ -398,18 +404,20 @@ def _measured_slots(
     stale = np.unique(rows[entry.versions[rows] != recent.row_version[rows]])
     if len(stale):
         by_workload = usage.workload_cpu if cpu else usage.workload_memory
+        early = usage.starting_cpu if cpu else usage.starting_memory
         measured = usage.cpu if cpu else usage.memory
         for row in stale.tolist():
             slots = np.nonzero(recent.at[:, row] > _NEVER)[0]
             entry.workload[:, row] = np.nan
+            entry.starting[:, row] = np.nan
             entry.seen[:, row] = 0.0
             for slot in slots.tolist():
-                entry.workload[slot, row] = by_workload.get(
-                    str(recent.usage_workload[slot, row]), np.nan
-                )
+                workload = str(recent.usage_workload[slot, row])
+                entry.workload[slot, row] = by_workload.get(workload, np.nan)
+                entry.starting[slot, row] = early.get(workload, np.nan)
                 entry.seen[slot, row] = measured.get(str(recent.key[slot, row]), 0.0)
             entry.versions[row] = recent.row_version[row]
-    return entry.workload, entry.seen
+    return entry.workload, entry.starting, entry.seen
 
 
 _NEVER = -np.inf

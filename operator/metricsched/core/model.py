@@ -665,6 +665,11 @@ class PodUsage:
     workload_cpu: Mapping[str, float]  # usage_workload -> millicores
     workload_memory: Mapping[str, float]  # usage_workload -> bytes
     workload_pods: Mapping[str, int]  # usage_workload -> settled pods measured
+    # The same for a workload's pods still starting (bound less than the settle time
+    # before): what they show so far, a lower bound of their usage (core.usage).
+    starting_cpu: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    starting_memory: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    starting_pods: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 # Everything the refresher knows, by metric.

@@ -10,10 +10,18 @@ DaemonSet, or a namespace's bare pods with the same labels) a high quantile
 pods still starting would pull the quantile down exactly when a burst of their siblings
 is being placed.
 
+A workload whose pods are all still starting (a brand-new one, in its first burst) has
+no settled pods yet, but what those pods show so far is evidence too: a **lower bound**
+of what they will use (a ramp only rises; a rate window only fills). The same quantile of
+the starting pods that show usage is kept apart (``PodUsage.starting_*``): it may raise
+the estimate above what requests say, never lower it.
+
 ``pod_amount`` is the estimate of one pod for a resource: its workload's measured
 quantile, else a declared amount, else ``max(requests, limits) x factor``, else a floor
 (Koordinator's estimator defaults: 85 % cpu, 70 % memory of max(requests, limits); a pod
-requesting nothing counts 250m and 200Mi), with the source named for explanations.
+requesting nothing counts 250m and 200Mi), with the source named for explanations; where
+nothing is declared and the workload's starting pods already show more than that
+fallback, their quantile instead ("starting").
 
 Purely computational: no I/O, no clocks (times are arguments).
 """
@@ -46,8 +54,8 @@ class Amount:
     """One pod's estimated usage of a resource and where the number came from."""
 
     value: float  # millicores or bytes
-    source: str  # "measured" | "declared" | "requests" | "floor"
-    pods: int = 0  # measured: how many settled pods of the workload were measured
+    source: str  # "measured" | "declared" | "requests" | "floor" | "starting"
+    pods: int = 0  # measured (starting): how many settled (starting) pods were measured
 
 
 def pod_usage(
@@ -62,28 +70,40 @@ def pod_usage(
     """One answer of the per-pod queries as a ``PodUsage``: ``cpu`` and ``memory`` by
     "namespace/name"; ``pods`` are the bound pods the cache knows (which workload each
     belongs to, and since when it is bound)."""
-    cpu_by: dict[str, list[float]] = {}
-    memory_by: dict[str, list[float]] = {}
+    settled: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})
+    starting: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})
     for pod in pods:
-        if not pod.bound_at or at - pod.bound_at < settled_s:
+        if not pod.bound_at:
             continue
+        into = starting if at - pod.bound_at < settled_s else settled
         key = pod.key
         workload = pod.usage_workload
-        if (used := cpu.get(key)) is not None:
-            cpu_by.setdefault(workload, []).append(used)
-        if (used := memory.get(key)) is not None:
-            memory_by.setdefault(workload, []).append(used)
-    counted = {
-        w: max(len(cpu_by.get(w, ())), len(memory_by.get(w, ()))) for w in {*cpu_by, *memory_by}
-    }
+        if (used := cpu.get(key)) is not None and (into is settled or used > 0):
+            into[0].setdefault(workload, []).append(used)
+        if (used := memory.get(key)) is not None and (into is settled or used > 0):
+            into[1].setdefault(workload, []).append(used)
+    # A workload with settled pods is estimated from them alone: its starting pods are
+    # kept only for workloads that have none.
+    early = tuple(
+        {w: v for w, v in by.items() if w not in settled[i]} for i, by in enumerate(starting)
+    )
     return model.PodUsage(
         at=at,
         cpu=cpu,
         memory=memory,
-        workload_cpu={w: _quantile(found, quantile) for w, found in cpu_by.items()},
-        workload_memory={w: _quantile(found, quantile) for w, found in memory_by.items()},
-        workload_pods=counted,
+        workload_cpu={w: _quantile(found, quantile) for w, found in settled[0].items()},
+        workload_memory={w: _quantile(found, quantile) for w, found in settled[1].items()},
+        workload_pods=_counted(settled),
+        starting_cpu={w: _quantile(found, quantile) for w, found in early[0].items()},
+        starting_memory={w: _quantile(found, quantile) for w, found in early[1].items()},
+        starting_pods=_counted(early),
     )
+
+
+def _counted(by: tuple[Mapping[str, list[float]], ...]) -> dict[str, int]:
+    """Per workload, how many pods were measured (of either resource)."""
+    names = {w for found in by for w in found}
+    return {w: max(len(found.get(w, ())) for found in by) for w in names}
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -99,8 +119,10 @@ def _quantile(values: list[float], q: float) -> float:
 Values = npt.NDArray[np.float64] | np.float64
 """Per pod (an array) or one pod (a scalar: 0-d results)."""
 
-SOURCES = ("measured", "declared", "requests", "floor")
-"""``Amount.source``'s values, in the order the rule tries them (``amounts``' codes)."""
+SOURCES = ("measured", "declared", "requests", "floor", "starting")
+"""``Amount.source``'s values (``amounts``' codes): the first four in the order the rule
+tries them; "starting" replaces "requests" or "floor" where the starting pods show more."""
+STARTING = SOURCES.index("starting")
 
 
 def amounts(
@@ -111,21 +133,30 @@ def amounts(
     limit: Values,
     declared: float,
     factor: float | None,
+    starting: Values | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """The estimated usage of pods, one per element, and each value's source (an index
     into ``SOURCES``): the workload's ``measured`` quantile (NaN: none), else the
     ``declared`` amount (0: none), else ``max(requested, limit) x factor`` (``factor``
-    overrides the resource's default), else the floor. The one statement of the rule:
-    the cycle applies it to every recent pod at once, ``pod_amount`` to one."""
+    overrides the resource's default), else the floor; where nothing is declared, the
+    workload's ``starting`` quantile (NaN or None: none) when it is above that fallback.
+    The one statement of the rule: the cycle applies it to every recent pod at once,
+    ``pod_amount`` to one."""
     cpu = resource is model.EstimateResource.CPU
     scale = factor if factor is not None else (CPU_FACTOR if cpu else MEMORY_FACTOR)
     floor = FLOOR_CPU_MILLI if cpu else FLOOR_MEMORY_BYTES
     base = np.maximum(requested, limit)
     has_base = base > 0
     fallback = np.where(has_base, base * scale, floor) if declared <= 0 else declared
+    code = 1 if declared > 0 else np.where(has_base, 2, 3)
+    if declared <= 0 and starting is not None:
+        early = np.nan_to_num(np.asarray(starting, dtype=np.float64), nan=-np.inf)
+        rises = early > fallback
+        fallback = np.where(rises, early, fallback)
+        code = np.where(rises, STARTING, code)
     unmeasured = np.isnan(measured)
     value = np.where(unmeasured, fallback, measured)
-    source = np.where(unmeasured, 1 if declared > 0 else np.where(has_base, 2, 3), 0)
+    source = np.where(unmeasured, code, 0)
     return value.astype(np.float64), source.astype(np.int64)
 
 
@@ -144,6 +175,7 @@ def pod_amount(
     counts a container's request where it sets no limit); ``declared`` is the policy's
     stated amount (0: none); ``factor`` overrides the resource's default factor."""
     found = measured_of(usage, resource, workload)
+    early = starting_of(usage, resource, workload)
     value, source = amounts(
         resource=resource,
         measured=np.float64(math.nan if found is None else found),
@@ -151,6 +183,7 @@ def pod_amount(
         limit=np.float64(limit),
         declared=declared,
         factor=factor,
+        starting=np.float64(math.nan if early is None else early),
     )
     return amount_of(float(value), int(source), usage, workload)
 
@@ -165,10 +198,24 @@ def measured_of(
     return (usage.workload_cpu if cpu else usage.workload_memory).get(workload)
 
 
+def starting_of(
+    usage: model.PodUsage | None, resource: model.EstimateResource, workload: str
+) -> float | None:
+    """``workload``'s quantile of its starting pods' ``resource`` so far; None: none."""
+    if usage is None:
+        return None
+    cpu = resource is model.EstimateResource.CPU
+    return (usage.starting_cpu if cpu else usage.starting_memory).get(workload)
+
+
 def amount_of(value: float, source: int, usage: model.PodUsage | None, workload: str) -> Amount:
     """One of ``amounts``' results as an ``Amount`` (with the measured pods' count)."""
     name = SOURCES[source]
-    pods = usage.workload_pods.get(workload, 0) if usage is not None and source == 0 else 0
+    pods = 0
+    if usage is not None and source == 0:
+        pods = usage.workload_pods.get(workload, 0)
+    elif usage is not None and source == STARTING:
+        pods = usage.starting_pods.get(workload, 0)
     return Amount(value, name, pods)
 
 
@@ -180,6 +227,11 @@ def describe(amount: Amount, *, resource: model.EstimateResource, workload: str)
         return (
             f"{name}'s measured {shown_amount} (p{QUANTILE * 100:.0f} of {amount.pods} pod"
             f"{'' if amount.pods == 1 else 's'})"
+        )
+    if amount.source == "starting":
+        return (
+            f"{name}'s {shown_amount} so far (p{QUANTILE * 100:.0f} of {amount.pods} starting "
+            f"pod{'' if amount.pods == 1 else 's'}, more than requests say)"
         )
     if amount.source == "declared":
         return f"declared {shown_amount} (no measured pods of {name} yet)"

@@ -144,6 +144,90 @@ def test_a_pod_is_estimated_by_measured_then_declared_then_requests_then_a_floor
     assert memory.value == pytest.approx(1000 * usage.MEMORY_FACTOR)
 
 
+# --- a brand-new workload: its starting pods, a lower bound ------------------------------
+
+
+def test_a_workload_without_settled_pods_keeps_its_starting_pods_quantile_apart(web, make_pod):
+    starting = [web(f"s{i}", "node-1", ago=20) for i in range(3)]
+    quiet = web("s3", "node-1", ago=10)  # shows nothing yet: not evidence of anything
+    settled_db = dataclasses.replace(
+        make_pod("db-0", labels={"tier": "db"}), node_name="node-1", bound_at=NOW - 900
+    )
+    young_db = dataclasses.replace(settled_db, name="db-1", bound_at=NOW - 20)
+    cpu = {"shop/s0": 200.0, "shop/s1": 250.0, "shop/s2": 300.0, "shop/s3": 0.0}
+    found = answer(
+        [*starting, quiet, settled_db, young_db],
+        cpu | {"shop/db-0": 500.0, "shop/db-1": 900.0},
+        at=NOW,
+    )
+    assert "shop/Deployment/web" not in found.workload_cpu
+    assert found.starting_cpu == {"shop/Deployment/web": pytest.approx(290.0)}  # p90, 3 pods
+    assert found.starting_pods == {"shop/Deployment/web": 3}
+    # db has a settled pod: it is estimated from that one alone, its young pod is not kept
+    assert found.workload_cpu == {"shop/Pod/{tier=db}": 500.0}
+
+
+def test_starting_pods_raise_an_undeclared_estimate_and_never_lower_it():
+    cpu = model.EstimateResource.CPU
+    seen = model.PodUsage(
+        at=NOW,
+        cpu={},
+        memory={},
+        workload_cpu={"shop/Deployment/old": 80.0},
+        workload_memory={},
+        workload_pods={"shop/Deployment/old": 4},
+        starting_cpu={
+            "shop/Deployment/web": 290.0,
+            "shop/Deployment/old": 900.0,
+            "shop/Job/x": 5.0,
+        },
+        starting_pods={"shop/Deployment/web": 3, "shop/Deployment/old": 2, "shop/Job/x": 1},
+    )
+
+    def amount(workload: str, **kw: object) -> usage.Amount:
+        args: dict[str, object] = {
+            "resource": cpu,
+            "usage": seen,
+            "workload": workload,
+            "requested": 50.0,
+            "limit": 50.0,
+            "declared": 0.0,
+            "factor": None,
+        }
+        return usage.pod_amount(**{**args, **kw})  # type: ignore[arg-type]
+
+    assert amount("shop/Deployment/web") == usage.Amount(290.0, "starting", 3)
+    # below what requests say (50m x 0.85): the requests stand
+    assert amount("shop/Job/x") == usage.Amount(pytest.approx(50 * usage.CPU_FACTOR), "requests")
+    # settled pods measured: they decide, lower or not
+    assert amount("shop/Deployment/old") == usage.Amount(80.0, "measured", 4)
+    # a declaration is the user's word: starting pods do not override it
+    assert amount("shop/Deployment/web", declared=100.0) == usage.Amount(100.0, "declared")
+    text = usage.describe(
+        amount("shop/Deployment/web"), resource=cpu, workload="shop/Deployment/web"
+    )
+    assert text == "web's 0.29 cores so far (p90 of 3 starting pods, more than requests say)"
+
+
+def test_a_new_workloads_burst_counts_what_its_starting_pods_already_show(web, decide):
+    # Seven pods of web bound 20 s ago (settling takes 120 s), each showing 300m so far;
+    # requests say 50m. The node reads 0.75 with them in it: one more pod counted by
+    # requests (0.76) would fit under 0.8, counted at 300m (0.825) it does not.
+    busy = [web(f"w{i}", "node-1", ago=20) for i in range(7)]
+    shows = answer(busy, {f"shop/w{i}": 300.0 for i in range(7)})
+    blind = dataclasses.replace(shows, starting_cpu={}, starting_pods={})  # as before
+    by_requests = decide({"node-1": busy}, {"node-1": 0.75}, pod=web("w9"), pod_usage=blind)
+    by_starting = decide({"node-1": busy}, {"node-1": 0.75}, pod=web("w9"), pod_usage=shows)
+    assert by_requests.node == "node-1"
+    assert by_starting.outcome is model.Outcome.UNSCHEDULABLE
+    assert THRESHOLD in by_starting.message
+    # the starting pods are not counted twice: they show their 300m in the sample
+    roomy = decide({"node-1": busy}, {"node-1": 0.6}, pod=web("w9"), pod_usage=shows)
+    verdict = next(v for v in roomy.verdicts if v.node == "node-1")
+    assert verdict.metrics[0].estimate == pytest.approx(300 / 4000)
+    assert "web's 0.3 cores so far (p90 of 7 starting pods" in roomy.message
+
+
 # --- what the cycle adds -------------------------------------------------------------------
 
 
@@ -257,7 +341,9 @@ def test_other_schedulers_pods_count_by_their_own_workloads_usage(web, decide, m
     assert THRESHOLD in decision.message
 
 
-def test_a_brand_new_workloads_first_burst_is_protected_only_by_what_is_declared(web, decide):
+def test_a_brand_new_workloads_first_burst_before_any_pod_shows_is_protected_by_a_declaration(
+    web, decide
+):
     # No sibling measured: requests (50m) understate a 400m pod; a declared amount does not.
     busy = [web(f"w{i}", "node-1", ago=2) for i in range(7)]
     by_requests = decide({"node-1": busy}, {"node-1": 0.1}, pod=web("w9"), pod_usage=None)
