@@ -43,6 +43,8 @@ DEFAULT_POD_MEMORY_QUERY = (
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Config:
+    """What `metricsched run` was given; made by from_args, its defaults are FLAGS's."""
+
     kubeconfig: str | None
     scheduler_names: frozenset[str]
     prometheus_url: str
@@ -67,44 +69,44 @@ class Config:
     events_per_second: float
     events_burst: int
     # Tenant safety (README "Security"): what namespaced policies may query, answer caps.
-    query_rules: promql_guard.Rules = dataclasses.field(default_factory=promql_guard.Rules)
-    max_result_series: int = 10_000
+    query_rules: promql_guard.Rules
+    max_result_series: int
     # Measured per-pod usage (the Measured estimate, README "Placement on real load"): the
     # operator's own queries, one answer per refresh each; "" turns one off.
-    pod_usage_cpu_query: str = DEFAULT_POD_CPU_QUERY
-    pod_usage_memory_query: str = DEFAULT_POD_MEMORY_QUERY
-    pod_usage_max_pods: int = 50_000
+    pod_usage_cpu_query: str
+    pod_usage_memory_query: str
+    pod_usage_max_pods: int
     # Rebalancing (README "Rebalancing"): evictions per minute across every policy at most.
-    rebalance_eviction_budget: int = 10
-    pod_usage_settled_s: float = 120.0  # a pod counts in its workload's quantile once bound so long
-    max_result_bytes: int = 8 * 1024 * 1024
+    rebalance_eviction_budget: int
+    pod_usage_settled_s: float  # a pod counts in its workload's quantile once bound so long
+    max_result_bytes: int
     # Memory bounds (docs/operating.md "Memory"): stored metric values across every
     # policy (about 100 bytes each: metrics x nodes), and objects per page of a LIST.
-    max_metric_values: int = 1_000_000
-    list_page_size: int = 500
+    max_metric_values: int
+    list_page_size: int
     # More Prometheus credentials (README "Operator flags"): extra headers such as a
     # Mimir/Cortex tenant's X-Scope-OrgID, basic auth, a client certificate. Only the
     # paths of the files holding secrets are kept here.
-    prometheus_headers: tuple[tuple[str, str], ...] = ()
+    prometheus_headers: tuple[tuple[str, str], ...]
     # (name, path): a header whose value is a secret (an API key), read from its file
     # (a mounted Secret) for every query.
-    prometheus_header_files: tuple[tuple[str, str], ...] = ()
-    prometheus_username: str | None = None
-    prometheus_password_file: str | None = None
-    prometheus_cert_file: str | None = None
-    prometheus_key_file: str | None = None
+    prometheus_header_files: tuple[tuple[str, str], ...]
+    prometheus_username: str | None
+    prometheus_password_file: str | None
+    prometheus_cert_file: str | None
+    prometheus_key_file: str | None
     # The namespace opt-in webhook (README "Opt a namespace in without editing workloads"):
     # served by kopf's own WebhookServer on every replica, leader or not.
-    webhook_enabled: bool = False
-    webhook_bind_address: str = "0.0.0.0"
-    webhook_port: int = 9443
-    webhook_cert_file: str | None = None
-    webhook_key_file: str | None = None
-    webhook_scheduler_name: str = "metricsched"  # what it sets; one of scheduler_names
+    webhook_enabled: bool
+    webhook_bind_address: str
+    webhook_port: int
+    webhook_cert_file: str | None
+    webhook_key_file: str | None
+    webhook_scheduler_name: str  # what it sets; one of scheduler_names
     # Never mutated: kube-system always, the operator's own namespace, and these.
-    webhook_excluded_namespaces: tuple[str, ...] = ()
+    webhook_excluded_namespaces: tuple[str, ...]
     # The pod label whose value opts one pod in (ours) or leaves it to another install.
-    webhook_pod_label: str = "metricsched.io/scheduler"
+    webhook_pod_label: str
 
 
 def _env_bool(value: str) -> bool:
