@@ -673,31 +673,14 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     )
     _no_header_twice([name for name, _ in (*headers, *header_files)])
     password_file = read.optional("prometheus_password_file")
-    if (username is None) != (password_file is None):
-        raise ConfigError("basic auth needs both a Prometheus username and a password file")
-    if username is not None and token_file is not None:
-        raise ConfigError(
-            "set a Prometheus bearer token file or basic auth, not both: each is the "
-            "Authorization header"
-        )
-    if username is not None and ":" in username:
-        raise ConfigError("a basic-auth username cannot contain ':'")
+    _check_basic_auth(username, password_file, token_file=token_file)
     cert_file = read.optional("prometheus_cert_file")
     key_file = read.optional("prometheus_key_file")
-    if (cert_file is None) != (key_file is None):
-        raise ConfigError("a Prometheus client certificate needs both a cert file and a key file")
-    if cert_file is not None and not url.startswith("https://"):
-        raise ConfigError("a Prometheus client certificate needs an https:// Prometheus URL")
+    _check_client_certificate(cert_file, key_file, url=url)
     webhook = read.boolean("webhook")
     webhook_cert = read.optional("webhook_cert_file")
     webhook_key = read.optional("webhook_key_file")
-    if (webhook_cert is None) != (webhook_key is None):
-        raise ConfigError("the webhook needs both a certificate file and a key file")
-    if webhook and webhook_cert is None:
-        raise ConfigError(
-            "the webhook needs --webhook-cert-file and --webhook-key-file: the API server "
-            "calls it over HTTPS only (the chart makes them, or cert-manager does)"
-        )
+    _check_webhook_certificate(webhook_cert, webhook_key, webhook=webhook)
     webhook_name = read.text("webhook_scheduler_name", default=names[0])
     if webhook_name not in names:
         raise ConfigError(
@@ -759,6 +742,39 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         # An empty label would match no pod: the default stands in for it.
         webhook_pod_label=read.text("webhook_pod_label") or read.default("webhook_pod_label"),
     )
+
+
+def _check_basic_auth(
+    username: str | None, password_file: str | None, *, token_file: str | None
+) -> None:
+    if (username is None) != (password_file is None):
+        raise ConfigError("basic auth needs both a Prometheus username and a password file")
+    if username is not None and token_file is not None:
+        raise ConfigError(
+            "set a Prometheus bearer token file or basic auth, not both: each is the "
+            "Authorization header"
+        )
+    if username is not None and ":" in username:
+        raise ConfigError("a basic-auth username cannot contain ':'")
+
+
+def _check_client_certificate(cert_file: str | None, key_file: str | None, *, url: str) -> None:
+    if (cert_file is None) != (key_file is None):
+        raise ConfigError("a Prometheus client certificate needs both a cert file and a key file")
+    if cert_file is not None and not url.startswith("https://"):
+        raise ConfigError("a Prometheus client certificate needs an https:// Prometheus URL")
+
+
+def _check_webhook_certificate(
+    cert_file: str | None, key_file: str | None, *, webhook: bool
+) -> None:
+    if (cert_file is None) != (key_file is None):
+        raise ConfigError("the webhook needs both a certificate file and a key file")
+    if webhook and cert_file is None:
+        raise ConfigError(
+            "the webhook needs --webhook-cert-file and --webhook-key-file: the API server "
+            "calls it over HTTPS only (the chart makes them, or cert-manager does)"
+        )
 
 
 # An HTTP field name (RFC 9110 token); credentials have flags of their own.
