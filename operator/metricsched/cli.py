@@ -35,7 +35,6 @@ import os
 import pathlib
 import sys
 import time
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,6 +54,7 @@ from metricsched.core import (
 )
 from metricsched.core import shadow as shadow_mod
 from metricsched.edges import kube, kube_http, metrics_auth
+from metricsched.runtime import cycle_inputs
 from metricsched.runtime import operator as operator_mod
 
 CLUSTER_ENV_NAMES = {
@@ -400,19 +400,14 @@ def explain_pod(
     # sends no query of another policy, nor of another namespace.
     deciding = {chosen.policy.key} if chosen.policy is not None else set()
     asyncio.run(_refresh_once(op, deciding))
-    snapshot = op.cache.snapshot(now=now)
-    decision = cycle.schedule_one(
-        pod=pod,
-        snapshot=snapshot,
-        table=op.cache.table(snapshot),
-        policies=policies,
-        metrics=op.store.view(),
-        default_fallback=config.default_fallback,
-        now=now,
-        scheduler_names=config.scheduler_names | {pod.scheduler_name},
-        rr_counter=0,
-        seed=zlib.crc32(pod.uid.encode()),
+    read = cycle_inputs.build(
+        cache=op.cache, store=op.store, config=config, now=now, namespace=pod.namespace
     )
+    inputs = dataclasses.replace(
+        read, policies=policies, scheduler_names=config.scheduler_names | {pod.scheduler_name}
+    )
+    snapshot = inputs.snapshot
+    decision = cycle.decide(pod, inputs)
     names = [m.name for m in chosen.policy.metrics] if chosen.policy else []
     print(explain.render(decision, policy_metrics=names))
     if chosen.policy is not None:

@@ -107,10 +107,7 @@ class Run:
         cls,
         *,
         pod: model.PodInfo,
-        policies: Sequence[model.Policy],
-        default_fallback: model.FallbackStrategy,
-        scheduler_names: frozenset[str],
-        elsewhere: Sequence[policy.Elsewhere] = (),
+        inputs: cycle.Inputs,
         generation: int,
         memo: framework.Memo,
     ) -> Run | None:
@@ -120,17 +117,17 @@ class Run:
         a run serves only pods decided at the same one."""
         prepared = cycle.prepare(
             pod=pod,
-            policies=policies,
-            default_fallback=default_fallback,
-            scheduler_names=scheduler_names,
-            elsewhere=elsewhere,
+            policies=inputs.policies,
+            default_fallback=inputs.default_fallback,
+            scheduler_names=inputs.scheduler_names,
+            elsewhere=inputs.elsewhere,
         )
         if isinstance(prepared, model.Decision):
             return None
         return cls(
             template=pod,
             generation=generation,
-            elsewhere=tuple(elsewhere),
+            elsewhere=tuple(inputs.elsewhere),
             prepared=prepared,
             memo=memo,
             local=node_local(pod),
@@ -149,29 +146,27 @@ class Run:
 
     def decide(
         self,
-        *,
         pod: model.PodInfo,
-        snapshot: model.ClusterSnapshot,
-        table: columns.NodeTable | None,
-        metrics: model.MetricView,
-        now: float,
-        rr_counter: int,
-        seed: int,
+        inputs: cycle.Inputs,
+        *,
+        rr_counter: int = 0,
         detail: bool = True,
     ) -> model.Decision:
-        """``cycle.schedule_one``'s decision for ``pod`` (one the run ``admits``) on
-        ``snapshot`` at ``now``, the previous pods of the run assumed in it."""
+        """``cycle.decide``'s decision for ``pod`` (one the run ``admits``) on ``inputs``
+        (its snapshot with the previous pods of the run assumed in it); the run's policy
+        choice and memo stand for those of ``inputs``."""
         self.decided += 1
         return cycle.decide_prepared(
             pod=pod,
             prepared=self.prepared,
-            snapshot=snapshot,
-            table=table,
-            metrics=metrics,
-            now=now,
+            snapshot=inputs.snapshot,
+            table=inputs.table,
+            metrics=inputs.metrics,
+            now=inputs.now,
             rr_counter=rr_counter,
-            seed=seed,
+            seed=cycle.seed_of(pod),
             detail=detail,
+            namespace_labels=inputs.namespace_labels,
             memo=self.memo,
             find=self._find,
         )

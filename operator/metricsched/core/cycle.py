@@ -6,6 +6,13 @@ message a person reads in ``kubectl describe pod``, and a verdict for every node
 ``metricsched explain`` renders. The same inputs always give the same decision: the clock,
 the round-robin counter and the random seed are arguments.
 
+``Inputs`` is everything a cycle reads besides the pod, as one object: the scheduler,
+``metricsched explain``, shadow evaluation and rebalancing each get it from the runtime's
+one builder (``runtime.scheduler.cycle_inputs``) and call ``decide``; shadow and
+rebalance change only what their question changes (the pod's node taken out, the
+policy). ``seed_of`` is the one rule for a pod's random seed, so that the same pod asked
+about twice gets the same draw.
+
 No I/O here: no clients, no clocks, no logging.
 """
 
@@ -15,6 +22,7 @@ import collections
 import dataclasses
 import functools
 import math
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -181,6 +189,53 @@ def filter_nodes(
     if found.refusal:
         return found.refusal, {}
     return "", {name: found.rejected.get(name, ()) for name in cycle.table.names}
+
+
+def seed_of(pod: model.PodInfo) -> int:
+    """The seed of ``pod``'s Random strategy and tie-breaks: the CRC-32 of its uid, so
+    that the scheduler, ``explain``, shadow and rebalance draw the same for one pod."""
+    return zlib.crc32(pod.uid.encode())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Inputs:
+    """What one cycle reads besides the pod (``schedule_one``'s arguments of the same
+    names): the cluster at ``now``, the policies, the metric view, the default policy's
+    strategy, the scheduler names this install serves, the other installs' policies of
+    the pod's namespace, and the runtime's memo (None: start from nothing)."""
+
+    snapshot: model.ClusterSnapshot
+    table: columns.NodeTable | None
+    policies: Sequence[model.Policy]
+    metrics: model.MetricView
+    default_fallback: model.FallbackStrategy
+    scheduler_names: frozenset[str]
+    now: float
+    elsewhere: Sequence[policy.Elsewhere] = ()
+    namespace_labels: selectors.NamespaceLabels | None = None
+    memo: framework.Memo | None = None
+
+
+def decide(
+    pod: model.PodInfo, inputs: Inputs, *, rr_counter: int = 0, detail: bool = True
+) -> model.Decision:
+    """``schedule_one`` for ``pod`` on ``inputs``, with the pod's own seed (``seed_of``)."""
+    return schedule_one(
+        pod=pod,
+        snapshot=inputs.snapshot,
+        table=inputs.table,
+        policies=inputs.policies,
+        metrics=inputs.metrics,
+        default_fallback=inputs.default_fallback,
+        now=inputs.now,
+        scheduler_names=inputs.scheduler_names,
+        elsewhere=inputs.elsewhere,
+        rr_counter=rr_counter,
+        seed=seed_of(pod),
+        detail=detail,
+        namespace_labels=inputs.namespace_labels,
+        memo=inputs.memo,
+    )
 
 
 def schedule_one(

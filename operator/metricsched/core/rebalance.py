@@ -60,7 +60,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
@@ -264,35 +263,14 @@ def with_pod(
 
 
 def dry_run(
-    *,
-    pod: model.PodInfo,
-    policy: model.Policy,
-    policies: Sequence[model.Policy],
-    snapshot: model.ClusterSnapshot,
-    table: columns.NodeTable | None,
-    metrics: model.MetricView,
-    default_fallback: model.FallbackStrategy,
-    scheduler_names: frozenset[str],
-    now: float,
+    pod: model.PodInfo, inputs: cycle.Inputs
 ) -> tuple[model.Decision, model.ClusterSnapshot, columns.NodeTable | None]:
-    """The cycle's decision for ``pod`` as if it were pending, on ``snapshot`` without it;
-    and that snapshot with its node table."""
-    before, before_table = shadow.without_pod(snapshot, table, pod)
+    """The cycle's decision for ``pod`` as if it were pending, on ``inputs`` with the pod
+    taken off its node; and that snapshot with its node table."""
+    before, before_table = shadow.without_pod(inputs.snapshot, inputs.table, pod)
     pending = dataclasses.replace(pod, node_name="", bound_at=0.0)
-    decision = cycle.schedule_one(
-        pod=pending,
-        snapshot=before,
-        table=before_table,
-        policies=policies,
-        metrics=metrics,
-        default_fallback=default_fallback,
-        now=now,
-        scheduler_names=scheduler_names,
-        rr_counter=0,
-        seed=zlib.crc32(pod.uid.encode()),
-        detail=False,
-    )
-    return decision, before, before_table
+    asked = dataclasses.replace(inputs, snapshot=before, table=before_table)
+    return cycle.decide(pending, asked, detail=False), before, before_table
 
 
 def _target_value(decision: model.Decision, metric: str) -> float | None:
@@ -306,23 +284,20 @@ def _target_value(decision: model.Decision, metric: str) -> float | None:
 def plan(
     *,
     policy: model.Policy,
-    policies: Sequence[model.Policy],
-    snapshot: model.ClusterSnapshot,
-    table: columns.NodeTable | None = None,
-    metrics: model.MetricView,
+    inputs: cycle.Inputs,
     outside_since: Mapping[model.NodeName, float],
     values: Mapping[model.NodeName, float],
     history: Sequence[Eviction],
-    default_fallback: model.FallbackStrategy,
-    scheduler_names: frozenset[str],
-    now: float,
     more_values: Sequence[Mapping[model.NodeName, float]] = (),
 ) -> Plan:
-    """The pods ``policy`` moves now (see the module docstring); ``values`` are the first
-    trigger's fresh values (``trigger_values``) and ``more_values`` those of the others
-    (``more_trigger_values``), ``outside_since`` from ``track_outside``, ``history`` the
-    policy's evictions (older ones than the window and the intervals are ignored);
-    ``table`` the snapshot's node table, as its maker hands it out beside it."""
+    """The pods ``policy`` moves now (see the module docstring), on ``inputs`` (the
+    cluster, the metrics and the policies a cycle reads, at its ``now``); ``values`` are
+    the first trigger's fresh values (``trigger_values``) and ``more_values`` those of the
+    others (``more_trigger_values``), ``outside_since`` from ``track_outside``,
+    ``history`` the policy's evictions (older ones than the window and the intervals are
+    ignored)."""
+    snapshot, table, metrics, now = inputs.snapshot, inputs.table, inputs.metrics, inputs.now
+    scheduler_names = inputs.scheduler_names
     spec = policy.rebalance
     if spec is None:
         return Plan(moves=(), nodes_outside=0, nodes_due=0, skipped=())
@@ -420,15 +395,7 @@ def plan(
             if reason is None:
                 dry_runs += 1
                 decision, without, without_table = dry_run(
-                    pod=pod,
-                    policy=policy,
-                    policies=policies,
-                    snapshot=working,
-                    table=working_table,
-                    metrics=metrics,
-                    default_fallback=default_fallback,
-                    scheduler_names=scheduler_names,
-                    now=now,
+                    pod, dataclasses.replace(inputs, snapshot=working, table=working_table)
                 )
                 leaving = {i: after[i] - weigh(pod, i, state.node) for i in outside}
                 reason, move = _judge(

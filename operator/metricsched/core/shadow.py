@@ -19,7 +19,6 @@ No I/O here: no clients, no clocks, no logging.
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -84,27 +83,25 @@ def evaluate(
     *,
     pod: model.PodInfo,
     policy: model.Policy,
-    snapshot: model.ClusterSnapshot,
-    table: columns.NodeTable | None = None,
-    metrics: model.MetricView,
-    now: float,
+    inputs: cycle.Inputs,
 ) -> Evaluation:
     """What ``policy`` (a shadow policy) would have done with ``pod``, bound by another
-    scheduler to ``pod.node_name``; ``snapshot`` may or may not count the pod there.
-    ``table``: the snapshot's node table, as its maker hands it out beside it."""
+    scheduler to ``pod.node_name``, on ``inputs``' cluster and metrics at its ``now``
+    (its snapshot may or may not count the pod there); the policy alone decides, as if
+    active, for a scheduler of its own."""
     actual = model.NodeName(pod.node_name)
-    before, before_table = without_pod(snapshot, table, pod)
-    decision = cycle.schedule_one(
-        pod=dataclasses.replace(pod, node_name="", scheduler_name=SHADOW_SCHEDULER),
+    before, before_table = without_pod(inputs.snapshot, inputs.table, pod)
+    asked = dataclasses.replace(
+        inputs,
         snapshot=before,
         table=before_table,
         policies=[dataclasses.replace(policy, mode=model.PolicyMode.ACTIVE)],
-        metrics=metrics,
         default_fallback=policy.fallback,
-        now=now,
         scheduler_names=frozenset({SHADOW_SCHEDULER}),
-        rr_counter=0,
-        seed=zlib.crc32(pod.uid.encode()),
+        elsewhere=(),
+    )
+    decision = cycle.decide(
+        dataclasses.replace(pod, node_name="", scheduler_name=SHADOW_SCHEDULER), asked
     )
     verdicts = {v.node: v for v in decision.verdicts}
     chosen = decision.node if decision.outcome is model.Outcome.BIND else None
@@ -140,13 +137,13 @@ def evaluate(
         agree=agree,
         score_gap=gap,
         policy_values=_values(
-            policy=policy, snapshot=before, node=chosen, metrics=metrics, now=now
+            policy=policy, snapshot=before, node=chosen, metrics=inputs.metrics, now=inputs.now
         ),
         actual_values=_values(
-            policy=policy, snapshot=before, node=actual, metrics=metrics, now=now
+            policy=policy, snapshot=before, node=actual, metrics=inputs.metrics, now=inputs.now
         ),
         reason=reason[:MAX_REASON_CHARS],
-        time=now,
+        time=inputs.now,
     )
 
 

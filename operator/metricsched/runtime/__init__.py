@@ -14,6 +14,9 @@ Modules:
 - ``reconcile``: kopf's pending pods and policies compared with a fresh LIST after kopf
   re-lists.
 - ``queue``: which pending pod next, backoff, and the hints that wake pods.
+- ``cycle_inputs``: the one builder of a cycle's inputs (``core.cycle.Inputs``) from the
+  cache, the metric store and the configuration: the scheduler, explain, shadow and
+  rebalance read through it.
 - ``scheduler``: the loop that runs the pure cycle and hands decisions to the binder.
 - ``refresher``: one PromQL query per metric per interval, answers into the store.
 - ``pod_usage``: running pods' measured usage (the Measured estimate), once per round.

@@ -135,7 +135,7 @@ class Operator:
             cache=self.cache,
             store=self.store,
             metrics=self.metrics,
-            scheduler_names=config.scheduler_names,
+            config=config,
             mark=self._mark_status,
         )
         self.rebalancer = rebalancer_mod.Rebalancer(

@@ -45,9 +45,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from metricsched.config import Config
-from metricsched.core import api_formats, model, quantity, rebalance, reservation
+from metricsched.core import api_formats, cycle, model, quantity, rebalance, reservation
 from metricsched.edges import events, eviction, kube_http, metric_store, observe
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import cycle_inputs
 from metricsched.runtime import reservations as reservations_mod
 
 logger = logging.getLogger("metricsched.rebalancer")
@@ -161,17 +162,11 @@ class Rebalancer:
                 break
             # A snapshot per policy, taken right before its plan: the cache's (and its node
             # table's) state moves on while a previous policy's evictions are awaited.
-            snapshot = self.cache.snapshot(now=now)
-            view = self.store.view()
-            nodes = [state.node for state in snapshot.nodes.values()]
+            read = cycle_inputs.build(
+                cache=self.cache, store=self.store, config=self.config, now=now, namespace=""
+            )
             moved += await self._policy_pass(
-                chosen,
-                policies=policies,
-                snapshot=snapshot,
-                view=view,
-                nodes=nodes,
-                now=now,
-                mono=mono,
+                chosen, inputs=dataclasses.replace(read, policies=policies), mono=mono
             )
             await asyncio.sleep(0)  # a pass's dry runs are cycles: let the watches in
         return moved
@@ -180,13 +175,13 @@ class Rebalancer:
         self,
         chosen: model.Policy,
         *,
-        policies: list[model.Policy],
-        snapshot: model.ClusterSnapshot,
-        view: model.MetricView,
-        nodes: list[model.NodeInfo],
-        now: float,
+        inputs: cycle.Inputs,
         mono: float,
     ) -> int:
+        """One policy's part of a pass on ``inputs`` (the snapshot taken right before it,
+        the policies of the pass's start, no other installs' policies)."""
+        view, now = inputs.metrics, inputs.now
+        nodes = [state.node for state in inputs.snapshot.nodes.values()]
         spec = chosen.rebalance
         assert spec is not None
         key = chosen.key
@@ -213,17 +208,11 @@ class Rebalancer:
         shift = now - mono
         found = rebalance.plan(
             policy=chosen,
-            policies=policies,
-            snapshot=snapshot,
-            table=self.cache.table(snapshot),
-            metrics=view,
+            inputs=inputs,
             outside_since={node: since + shift for node, since in state.outside_since.items()},
             values=values,
             more_values=more_values,
             history=tuple(dataclasses.replace(e, time=e.time + shift) for e in state.history),
-            default_fallback=self.config.default_fallback,
-            scheduler_names=self.config.scheduler_names,
-            now=now,
         )
         if (found.nodes_outside, found.nodes_due) != (state.nodes_outside, state.nodes_due):
             state.nodes_outside, state.nodes_due = found.nodes_outside, found.nodes_due

@@ -21,7 +21,6 @@ import collections
 import dataclasses
 import logging
 import time
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,7 @@ from metricsched.config import Config
 from metricsched.core import class_run, cycle, decision_record, framework, model
 from metricsched.edges import binder, events, kube_http, logs, metric_store, observe, pod_status
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import cycle_inputs
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import reservations as reservations_mod
 
@@ -270,48 +270,20 @@ class Scheduler:
         (``core.class_run``) when the previous pod decided was of the same class, at the same
         cache generation: the class's setup and its filters' answers for unchanged nodes
         are then reused, the decision is the same."""
-        snapshot = self.cache.snapshot(now=now)
-        table = self.cache.table(snapshot)
-        elsewhere = self.cache.elsewhere_in(pod.namespace)
+        read = cycle_inputs.build(
+            cache=self.cache, store=self.store, config=self.config, now=now, namespace=pod.namespace
+        )
+        inputs = dataclasses.replace(read, memo=self.memo)
         generation = self.cache.generation
         run = self._run
-        if run is None or not run.admits(pod, generation=generation, elsewhere=elsewhere):
+        if run is None or not run.admits(pod, generation=generation, elsewhere=inputs.elsewhere):
             run = self._run = class_run.Run.start(
-                pod=pod,
-                policies=list(self.cache.policies.values()),
-                default_fallback=self.config.default_fallback,
-                scheduler_names=self.config.scheduler_names,
-                elsewhere=elsewhere,
-                generation=generation,
-                memo=self.memo,
+                pod=pod, inputs=inputs, generation=generation, memo=self.memo
             )
-        seed = zlib.crc32(pod.uid.encode())
+        # per-metric scores for winner and runner-up only: half the cost
         if run is None:  # skipped or refused whatever the nodes: decided alone
-            return cycle.schedule_one(
-                pod=pod,
-                snapshot=snapshot,
-                table=table,
-                policies=list(self.cache.policies.values()),
-                metrics=self.store.view(),
-                default_fallback=self.config.default_fallback,
-                now=now,
-                scheduler_names=self.config.scheduler_names,
-                elsewhere=elsewhere,
-                rr_counter=self._rr,
-                seed=seed,
-                detail=False,
-                memo=self.memo,
-            )
-        return run.decide(
-            pod=pod,
-            snapshot=snapshot,
-            table=table,
-            metrics=self.store.view(),
-            now=now,
-            rr_counter=self._rr,
-            seed=seed,
-            detail=False,  # per-metric scores for winner and runner-up only: half the cost
-        )
+            return cycle.decide(pod, inputs, rr_counter=self._rr, detail=False)
+        return run.decide(pod, inputs, rr_counter=self._rr, detail=False)
 
     def forget_policy(self, key: model.PolicyKey) -> None:
         """A policy is gone (deleted, or re-created under its name): a new one starts at

@@ -29,9 +29,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from metricsched.config import Config
 from metricsched.core import model, policy, shadow
 from metricsched.edges import metric_store, observe
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import cycle_inputs
 
 logger = logging.getLogger("metricsched.shadow")
 
@@ -56,7 +58,7 @@ class ShadowEvaluator:
         cache: cache_mod.ClusterCache,
         store: metric_store.MetricStore,
         metrics: observe.Metrics,
-        scheduler_names: frozenset[str],
+        config: Config,
         mark: Callable[[model.PolicyKey], None],
         capacity: int = QUEUE_CAPACITY,
         window: int = WINDOW,
@@ -67,7 +69,8 @@ class ShadowEvaluator:
         self._cache = cache
         self._store = store
         self._metrics = metrics
-        self._ours = scheduler_names
+        self._config = config
+        self._ours = config.scheduler_names
         self._mark = mark
         self._clock = clock
         self._timer = timer
@@ -134,14 +137,16 @@ class ShadowEvaluator:
         chosen = self._cache.policies.get(key)
         if chosen is None or chosen.mode is not model.PolicyMode.SHADOW:
             return None
-        snapshot = self._cache.snapshot(now=self._clock())
+        inputs = cycle_inputs.build(
+            cache=self._cache,
+            store=self._store,
+            config=self._config,
+            now=self._clock(),
+            namespace=pod.namespace,
+        )
+        # the cluster as it is now, the metrics' freshness as when the pod was bound
         evaluation = shadow.evaluate(
-            pod=pod,
-            policy=chosen,
-            snapshot=snapshot,
-            table=self._cache.table(snapshot),
-            metrics=self._store.view(),
-            now=now,
+            pod=pod, policy=chosen, inputs=dataclasses.replace(inputs, now=now)
         )
         record = self._record(key)
         record.evaluations.append(evaluation)

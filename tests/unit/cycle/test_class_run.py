@@ -237,7 +237,6 @@ def test_a_run_decides_every_pod_as_the_cycle_does_one_at_a_time(
             for copy in range(count):
                 now += 0.5
                 pod = _class_pod(pod_class, f"web-{number}-{copy}")
-                seed = zlib.crc32(pod.uid.encode())
                 snapshot = alone.snapshot(now=now)
                 expected = cycle.schedule_one(
                     pod=pod,
@@ -249,33 +248,28 @@ def test_a_run_decides_every_pod_as_the_cycle_does_one_at_a_time(
                     now=now,
                     scheduler_names=NAMES,
                     rr_counter=number,
-                    seed=seed,
+                    seed=zlib.crc32(pod.uid.encode()),
                     detail=detail,
                     memo=memos[0],
                 )
                 generation = in_runs.generation if cut else 0
+                snapshot = in_runs.snapshot(now=now)
+                inputs = cycle.Inputs(
+                    snapshot=snapshot,
+                    table=in_runs.table(snapshot),
+                    policies=policies,
+                    metrics=view,
+                    default_fallback=strategy,
+                    scheduler_names=NAMES,
+                    now=now,
+                )
                 if run is None or not run.admits(pod, generation=generation):
                     run = class_run.Run.start(
-                        pod=pod,
-                        policies=policies,
-                        default_fallback=strategy,
-                        scheduler_names=NAMES,
-                        generation=generation,
-                        memo=memos[1],
+                        pod=pod, inputs=inputs, generation=generation, memo=memos[1]
                     )
                     runs_started += 1
                 assert run is not None
-                snapshot = in_runs.snapshot(now=now)
-                got = run.decide(
-                    pod=pod,
-                    snapshot=snapshot,
-                    table=in_runs.table(snapshot),
-                    metrics=view,
-                    now=now,
-                    rr_counter=number,
-                    seed=seed,
-                    detail=detail,
-                )
+                got = run.decide(pod, inputs, rr_counter=number, detail=detail)
                 assert got == expected
                 assert decision_record.annotation(
                     got, fallback_strategy=strategy, now=now
@@ -312,13 +306,24 @@ def test_pods_of_one_class_differ_only_in_name_uid_and_creation_time():
     assert not class_run.same_class(one, dataclasses.replace(one, labels={"app": "web9"}))
 
 
+def _nothing() -> cycle.Inputs:
+    """No node, no policy: what a run's start reads of the inputs is their policies."""
+    return cycle.Inputs(
+        snapshot=model.ClusterSnapshot(nodes={}),
+        table=None,
+        policies=(),
+        metrics={},
+        default_fallback=Strategy.LEAST_ALLOCATED,
+        scheduler_names=NAMES,
+        now=NOW,
+    )
+
+
 def test_a_run_serves_only_its_class_at_its_generation():
     pod = _class_pod(0, "web-1")
     run = class_run.Run.start(
         pod=pod,
-        policies=(),
-        default_fallback=Strategy.LEAST_ALLOCATED,
-        scheduler_names=NAMES,
+        inputs=_nothing(),
         generation=7,
         memo=framework.Memo(),
     )
@@ -333,9 +338,7 @@ def test_a_pod_refused_whatever_the_nodes_starts_no_run():
     assert (
         class_run.Run.start(
             pod=gated,
-            policies=(),
-            default_fallback=Strategy.LEAST_ALLOCATED,
-            scheduler_names=NAMES,
+            inputs=_nothing(),
             generation=0,
             memo=framework.Memo(),
         )

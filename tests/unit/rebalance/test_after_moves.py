@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from metricsched.core import model, rebalance
+from metricsched.core import cycle, model, rebalance
 from tests.unit.conftest import NOW, build_metric_view, build_policy
 from tests.unit.rebalance.test_plan import moved, node_with, skipped
 from tests.unit.rebalance.test_scale import CPU, CPU_POLICY, CPU_SPEC, cluster, sized
@@ -48,15 +48,18 @@ def plan(
     values = {model.NodeName(n): v for n, v in cpu.items()}
     return rebalance.plan(
         policy=policy,
-        policies=(policy,),
-        snapshot=snapshot,
-        metrics=view,
+        inputs=cycle.Inputs(
+            snapshot=snapshot,
+            table=None,
+            policies=(policy,),
+            metrics=view,
+            default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
+            scheduler_names=SCHEDULERS,
+            now=NOW,
+        ),
         outside_since={n: NOW - 600 for n, v in values.items() if spec.outside(v)},
         values=values,
         history=history,
-        default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
-        scheduler_names=SCHEDULERS,
-        now=NOW,
     )
 
 

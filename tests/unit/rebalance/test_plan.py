@@ -8,7 +8,7 @@ import hypothesis
 import hypothesis.strategies as st
 import pytest
 
-from metricsched.core import model, rebalance
+from metricsched.core import cycle, model, rebalance
 from tests.unit.conftest import (
     NOW,
     build_metric_spec,
@@ -92,15 +92,18 @@ def run(
     }
     return rebalance.plan(
         policy=policy,
-        policies=policies or (policy,),
-        snapshot=snapshot,
-        metrics=view or build_metric_view(policy, {"latency": latency}),
+        inputs=cycle.Inputs(
+            snapshot=snapshot,
+            table=None,
+            policies=policies or (policy,),
+            metrics=view or build_metric_view(policy, {"latency": latency}),
+            default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
+            scheduler_names=SCHEDULERS,
+            now=NOW,
+        ),
         outside_since=outside,
         values={model.NodeName(n): v for n, v in latency.items()},
         history=history,
-        default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
-        scheduler_names=SCHEDULERS,
-        now=NOW,
     )
 
 

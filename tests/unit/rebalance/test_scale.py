@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from metricsched.core import model, rebalance
+from metricsched.core import cycle, model, rebalance
 from tests.unit.conftest import NOW, build_metric_spec, build_metric_view, build_policy
 from tests.unit.rebalance.test_plan import SPEC, moved, node_with, placed, skipped
 
@@ -45,16 +45,19 @@ def run_cpu(
     outside = {n: NOW - 600 for n, v in values.items() if spec.outside(v)}
     return rebalance.plan(
         policy=policy,
-        policies=(policy,),
-        snapshot=snapshot,
-        metrics=view or build_metric_view(policy, {"cpu": cpu}),
+        inputs=cycle.Inputs(
+            snapshot=snapshot,
+            table=None,
+            policies=(policy,),
+            metrics=view or build_metric_view(policy, {"cpu": cpu}),
+            default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
+            scheduler_names=SCHEDULERS,
+            now=NOW,
+        ),
         outside_since=outside,
         values=values,
         **({"more_values": more_values} if more_values else {}),
         history=(),
-        default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
-        scheduler_names=SCHEDULERS,
-        now=NOW,
     )
 
 
@@ -159,16 +162,19 @@ def run_two(latency: dict[str, float], cpu: dict[str, float]) -> rebalance.Plan:
     )
     return rebalance.plan(
         policy=TWO_POLICY,
-        policies=(TWO_POLICY,),
-        snapshot=snapshot,
-        metrics=build_metric_view(TWO_POLICY, {"latency": latency, "cpu": cpu}),
+        inputs=cycle.Inputs(
+            snapshot=snapshot,
+            table=None,
+            policies=(TWO_POLICY,),
+            metrics=build_metric_view(TWO_POLICY, {"latency": latency, "cpu": cpu}),
+            default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
+            scheduler_names=SCHEDULERS,
+            now=NOW,
+        ),
         outside_since=outside,
         values=values,
         more_values=more,
         history=(),
-        default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
-        scheduler_names=SCHEDULERS,
-        now=NOW,
     )
 
 

@@ -3,6 +3,7 @@ bounded queue that drops and counts; status and /metrics per policy."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import datetime
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from metricsched import config as config_mod
 from metricsched.core import model
 from metricsched.edges import metric_store, observe
 from metricsched.runtime import cache as cache_mod
@@ -33,11 +35,13 @@ class Rig:
             self.store.update(key, series)
         self.metrics = observe.Metrics()
         self.marked: list[model.PolicyKey] = []
+        parser = argparse.ArgumentParser()
+        config_mod.add_run_arguments(parser)  # the defaults: scheduler name metricsched
         self.evaluator = shadow_mod.ShadowEvaluator(
             cache=self.cache,
             store=self.store,
             metrics=self.metrics,
-            scheduler_names=frozenset({"metricsched"}),
+            config=config_mod.from_args(parser.parse_args([]), {}),
             mark=self.marked.append,
             capacity=capacity,
             clock=lambda: NOW,

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 import yaml
 
-from metricsched.core import model, shadow
+from metricsched.core import cycle, model, shadow
 from tests.unit.conftest import NOW, build_metric_spec
 
 LATENCY = {"node-1": 0.1, "node-2": 0.4, "node-3": 0.2}
@@ -29,6 +29,20 @@ def three_nodes(make_node, make_cluster):
     return make_cluster(make_node("node-1"), make_node("node-2"), make_node("node-3"))
 
 
+def asked(snapshot: model.ClusterSnapshot, metrics: model.MetricView) -> cycle.Inputs:
+    """The cycle's inputs a shadow evaluation reads (it sets the policy, the strategy and
+    the scheduler names itself)."""
+    return cycle.Inputs(
+        snapshot=snapshot,
+        table=None,
+        policies=(),
+        metrics=metrics,
+        default_fallback=model.FallbackStrategy.WAIT,
+        scheduler_names=frozenset(),
+        now=NOW,
+    )
+
+
 def bound(make_pod, node: str):
     return make_pod("web-1", scheduler_name="default-scheduler", node_name=node)
 
@@ -39,9 +53,7 @@ def test_a_pod_placed_elsewhere_records_the_policys_node_values_and_gap(
     evaluation = shadow.evaluate(
         pod=bound(make_pod, "node-2"),
         policy=trial,
-        snapshot=three_nodes,
-        metrics=make_view(trial, {"latency": LATENCY}),
-        now=NOW,
+        inputs=asked(three_nodes, make_view(trial, {"latency": LATENCY})),
     )
     assert (evaluation.node, evaluation.policy_node, evaluation.agree) == (
         "node-2",
@@ -58,9 +70,7 @@ def test_a_pod_placed_where_the_policy_would_agrees(make_pod, trial, three_nodes
     evaluation = shadow.evaluate(
         pod=bound(make_pod, "node-1"),
         policy=trial,
-        snapshot=three_nodes,
-        metrics=make_view(trial, {"latency": LATENCY}),
-        now=NOW,
+        inputs=asked(three_nodes, make_view(trial, {"latency": LATENCY})),
     )
     assert (evaluation.policy_node, evaluation.agree, evaluation.score_gap) == ("node-1", True, 0)
     assert evaluation.reason == ""
@@ -71,9 +81,7 @@ def test_a_tie_with_the_winner_counts_as_agreement(make_pod, trial, three_nodes,
     evaluation = shadow.evaluate(
         pod=bound(make_pod, "node-2"),
         policy=trial,
-        snapshot=three_nodes,
-        metrics=make_view(trial, {"latency": tied}),
-        now=NOW,
+        inputs=asked(three_nodes, make_view(trial, {"latency": tied})),
     )
     assert evaluation.policy_node in {"node-1", "node-2"}  # drawn at random among the tie
     assert evaluation.agree
@@ -93,9 +101,7 @@ def test_the_pod_is_taken_off_its_node_before_the_policy_decides(
     evaluation = shadow.evaluate(
         pod=pod,
         policy=trial,
-        snapshot=snapshot,
-        metrics=make_view(trial, {"latency": {"node-1": 0.3, "node-2": 0.1}}),
-        now=NOW,
+        inputs=asked(snapshot, make_view(trial, {"latency": {"node-1": 0.3, "node-2": 0.1}})),
     )
     assert (evaluation.policy_node, evaluation.agree) == ("node-2", True)
     before, _ = shadow.without_pod(snapshot, None, pod)
@@ -112,9 +118,7 @@ def test_a_pod_the_policy_would_not_place_is_unplaceable(
     evaluation = shadow.evaluate(
         pod=bound(make_pod, "node-2"),
         policy=strict,
-        snapshot=three_nodes,
-        metrics=make_view(strict, {"latency": LATENCY}),
-        now=NOW,
+        inputs=asked(three_nodes, make_view(strict, {"latency": LATENCY})),
     )
     assert (evaluation.policy_node, evaluation.agree) == (None, False)
     assert "exceeded threshold latency" in evaluation.reason
