@@ -92,16 +92,10 @@ MAX_REBALANCE_EVICTIONS: Final = 1000
 DEFAULT_SCHEDULER_NAME: Final = "metricsched"
 """The install that serves a policy without ``spec.schedulerName`` (the chart's default)."""
 
-# spec.kubeScores: kube-scheduler's default profile weights (v1.35); ImageLocality is not
-# computed (node image lists are not cached), so it is not accepted.
-DEFAULT_KUBE_WEIGHTS: Final[Mapping[str, int]] = {
-    "TaintToleration": 3,
-    "NodeAffinity": 2,
-    "NodeResourcesFit": 1,
-    "PodTopologySpread": 2,
-    "InterPodAffinity": 2,
-    "NodeResourcesBalancedAllocation": 1,
-}
+# spec.kubeScores: kube-scheduler's default profile weights (v1.35), from the plugins'
+# registry; ImageLocality is not computed (node image lists are not cached), so it is not
+# accepted.
+DEFAULT_KUBE_WEIGHTS: Final[Mapping[str, int]] = kube_scores.DEFAULT_WEIGHTS
 MIN_KUBE_WEIGHT: Final = 0
 MAX_KUBE_WEIGHT: Final = 100
 NOT_COMPUTED_KUBE_SCORES: Final[Mapping[str, str]] = {

@@ -18,6 +18,11 @@ PreScore skips the plugin for the pod:
 
 ImageLocality is not computed: node image lists are not kept in the cluster cache.
 
+``REGISTRY`` is the one table of them: one ``ScorePlugin`` record per plugin (its name,
+the short name events use, kube-scheduler's default weight, its scorer), in the order of
+kube-scheduler's default profile; ``PLUGINS``, ``SHORT_NAMES`` and ``DEFAULT_WEIGHTS``
+are read from it. A new plugin is one module and one record.
+
 ``score_terms`` runs the enabled plugins for one pod over the nodes to score; how the
 terms are blended with the metric scores is ``core.scoring.score_nodes``'s rule.
 ``normalised_scores`` runs the same scorers for every plugin, unweighted: what the
@@ -28,6 +33,7 @@ derived from unchanged pods and nodes is kept in the cycle's memo (``core.framew
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
@@ -42,26 +48,6 @@ from metricsched.core.plugins.kube_scores import (
     pod_topology_spread,
     taint_toleration,
 )
-
-PLUGINS: Final = (
-    taint_toleration.NAME,
-    node_affinity.NAME,
-    node_resources_fit.NAME,
-    pod_topology_spread.NAME,
-    inter_pod_affinity.NAME,
-    balanced_allocation.NAME,
-)
-"""The plugins, in the order of kube-scheduler's default profile (and of explanations)."""
-
-SHORT_NAMES: Final[Mapping[str, str]] = {
-    taint_toleration.NAME: taint_toleration.SHORT_NAME,
-    node_affinity.NAME: node_affinity.SHORT_NAME,
-    node_resources_fit.NAME: node_resources_fit.SHORT_NAME,
-    pod_topology_spread.NAME: pod_topology_spread.SHORT_NAME,
-    inter_pod_affinity.NAME: inter_pod_affinity.SHORT_NAME,
-    balanced_allocation.NAME: balanced_allocation.SHORT_NAME,
-}
-"""What events and ``explain`` call each plugin's term (LeastAllocated for NodeResourcesFit)."""
 
 _TIMES: Final = "\N{MULTIPLICATION SIGN}"
 
@@ -91,14 +77,60 @@ def _inter_pod_affinity(cycle: framework.CycleState, rows: columns.Rows) -> colu
     return None if found is None else np.array(found, dtype=np.float64)
 
 
-_SCORERS: Final[Mapping[str, _Scorer]] = {
-    taint_toleration.NAME: taint_toleration.score,
-    node_affinity.NAME: node_affinity.score,
-    node_resources_fit.NAME: node_resources_fit.score,
-    pod_topology_spread.NAME: pod_topology_spread.score,
-    inter_pod_affinity.NAME: _inter_pod_affinity,
-    balanced_allocation.NAME: balanced_allocation.score,
-}
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScorePlugin:
+    """One of kube-scheduler's default score plugins as metricsched blends it."""
+
+    name: str  # kube-scheduler's (spec.kubeScores' key)
+    short_name: str  # what events and ``explain`` call its term (LeastAllocated)
+    default_weight: int  # its weight in kube-scheduler's default profile (v1.35)
+    score: _Scorer  # 0..100 per node of the rows, None where PreScore skips it
+
+
+REGISTRY: Final = (
+    ScorePlugin(
+        taint_toleration.NAME,
+        taint_toleration.SHORT_NAME,
+        taint_toleration.DEFAULT_WEIGHT,
+        taint_toleration.score,
+    ),
+    ScorePlugin(
+        node_affinity.NAME,
+        node_affinity.SHORT_NAME,
+        node_affinity.DEFAULT_WEIGHT,
+        node_affinity.score,
+    ),
+    ScorePlugin(
+        node_resources_fit.NAME,
+        node_resources_fit.SHORT_NAME,
+        node_resources_fit.DEFAULT_WEIGHT,
+        node_resources_fit.score,
+    ),
+    ScorePlugin(
+        pod_topology_spread.NAME,
+        pod_topology_spread.SHORT_NAME,
+        pod_topology_spread.DEFAULT_WEIGHT,
+        pod_topology_spread.score,
+    ),
+    ScorePlugin(
+        inter_pod_affinity.NAME,
+        inter_pod_affinity.SHORT_NAME,
+        inter_pod_affinity.DEFAULT_WEIGHT,
+        _inter_pod_affinity,
+    ),
+    ScorePlugin(
+        balanced_allocation.NAME,
+        balanced_allocation.SHORT_NAME,
+        balanced_allocation.DEFAULT_WEIGHT,
+        balanced_allocation.score,
+    ),
+)
+"""The plugins, in the order of kube-scheduler's default profile (and of explanations)."""
+
+PLUGINS: Final = tuple(p.name for p in REGISTRY)
+SHORT_NAMES: Final[Mapping[str, str]] = {p.name: p.short_name for p in REGISTRY}
+DEFAULT_WEIGHTS: Final[Mapping[str, int]] = {p.name: p.default_weight for p in REGISTRY}
+_SCORERS: Final[Mapping[str, _Scorer]] = {p.name: p.score for p in REGISTRY}
 
 
 def score_terms(

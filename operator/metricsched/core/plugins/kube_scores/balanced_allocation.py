@@ -27,6 +27,7 @@ from metricsched.core import columns, framework
 
 NAME: Final = "NodeResourcesBalancedAllocation"
 SHORT_NAME: Final = "BalancedAllocation"
+DEFAULT_WEIGHT: Final = 1  # its weight in kube-scheduler's default profile (v1.35)
 
 
 def score(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | None:

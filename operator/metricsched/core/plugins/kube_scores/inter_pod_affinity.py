@@ -29,6 +29,7 @@ from metricsched.core import columns, framework, model, selectors, versions
 
 NAME: Final = "InterPodAffinity"
 SHORT_NAME: Final = NAME
+DEFAULT_WEIGHT: Final = 2  # its weight in kube-scheduler's default profile (v1.35)
 HARD_POD_AFFINITY_WEIGHT: Final = 1  # kube-scheduler's default InterPodAffinityArgs
 
 

@@ -20,6 +20,7 @@ from metricsched.core.plugins.kube_scores import normalize
 
 NAME: Final = "NodeAffinity"
 SHORT_NAME: Final = NAME
+DEFAULT_WEIGHT: Final = 2  # its weight in kube-scheduler's default profile (v1.35)
 
 
 def _terms(pod: model.PodInfo) -> list[tuple[int, selectors.NodeSelectorTerm]]:

@@ -26,6 +26,7 @@ from metricsched.core import columns, framework, model
 
 NAME: Final = "NodeResourcesFit"
 SHORT_NAME: Final = "LeastAllocated"  # the scoring strategy kube-scheduler's profile uses
+DEFAULT_WEIGHT: Final = 1  # its weight in kube-scheduler's default profile (v1.35)
 
 
 def _resource_scores(

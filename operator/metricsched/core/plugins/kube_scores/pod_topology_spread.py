@@ -41,6 +41,7 @@ from metricsched.core.plugins import taint_toleration as taint_filter
 
 NAME: Final = "PodTopologySpread"
 SHORT_NAME: Final = NAME
+DEFAULT_WEIGHT: Final = 2  # its weight in kube-scheduler's default profile (v1.35)
 HOSTNAME: Final = "kubernetes.io/hostname"
 ZONE: Final = "topology.kubernetes.io/zone"
 # kube-scheduler's systemDefaultConstraints: (topology key, maxSkew), ScheduleAnyway.

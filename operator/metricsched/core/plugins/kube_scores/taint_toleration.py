@@ -17,6 +17,7 @@ from metricsched.core.plugins.kube_scores import normalize
 
 NAME: Final = "TaintToleration"
 SHORT_NAME: Final = NAME
+DEFAULT_WEIGHT: Final = 3  # its weight in kube-scheduler's default profile (v1.35)
 
 
 def intolerable_count(pod: model.PodInfo, node: model.NodeInfo) -> int:
