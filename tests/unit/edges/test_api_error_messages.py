@@ -8,7 +8,9 @@ import kubernetes.client.exceptions
 import orjson
 import pytest
 
+from metricsched import cli
 from metricsched.edges import kube, kube_http, wire
+from metricsched.runtime import leader
 
 STATUS = orjson.dumps({"kind": "Status", "message": 'pods "p" not found', "code": 404})
 
@@ -62,3 +64,47 @@ def test_an_api_exception_without_a_body_gives_its_reason() -> None:
     e = _api_exception(503, "Service Unavailable", "")
     assert kube.describe_error(e) == "HTTP 503: Service Unavailable"
     assert wire.failure(e) == wire.Failure(503, "Service Unavailable")
+
+
+# --- the messages people read, pinned: each reader's text for the same failures -----------
+
+
+def test_explain_says_an_api_error_of_either_client_as_http_status_and_message() -> None:
+    loop_error = kube_http.status_error(kube_http.Answer(403, orjson.dumps({"message": "no"})))
+    thread_error = _api_exception(403, "Forbidden", orjson.dumps({"message": "no"}))
+    for error in (loop_error, thread_error):
+        assert cli.explain_failure(error).startswith("not allowed: HTTP 403: no. explain reads")
+    server_error = kube_http.status_error(kube_http.Answer(500, b"etcd unavailable"))
+    assert cli.explain_failure(server_error) == (
+        "the API server could not be read: HTTP 500: etcd unavailable"
+    )
+
+
+def test_an_error_answer_without_a_body_keeps_each_readers_text() -> None:
+    empty = kube_http.Answer(502, b"")
+    assert str(kube_http.status_error(empty)) == "502: "
+    assert cli.explain_failure(kube_http.status_error(empty)) == (
+        "the API server could not be read: HTTP 502: "
+    )
+    assert wire.answer_failure(empty).message == "HTTP 502"
+    assert wire.answer_failure(empty).detail == "HTTP 502: HTTP 502"
+
+
+def test_a_transport_error_is_its_type_and_text() -> None:
+    e = ConnectionRefusedError("connection refused")
+    assert kube.describe_error(e) == "ConnectionRefusedError: connection refused"
+    assert wire.failure(e).detail == "ConnectionRefusedError: connection refused"
+    assert cli.explain_failure(e) == (
+        "the API server could not be read: ConnectionRefusedError: connection refused"
+    )
+
+
+def test_the_lease_says_an_api_error_as_http_status_and_message() -> None:
+    error = kube_http.status_error(kube_http.Answer(409, STATUS))
+    assert leader._describe(error) == 'HTTP 409: pods "p" not found'
+    assert leader._describe(TimeoutError("late")) == "TimeoutError: late"
+
+
+def test_a_long_message_is_cut_to_one_line_of_1024_characters() -> None:
+    e = _api_exception(500, "Internal Server Error", b"y" * 5000)
+    assert kube.describe_error(e) == ("HTTP 500: " + "y" * 2000)[:1024]
