@@ -74,13 +74,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import json_http  # hack/json_http.py, beside this script
-import kubernetes.client.exceptions
 import loadmodel_core as core
 import prometheus_client
 import prometheus_client.core
 import prometheus_client.registry
 
-from metricsched.edges import kube
+from metricsched.edges import errors, kube
 
 log = logging.getLogger("loadmodel")
 
@@ -377,13 +376,13 @@ def run_informer(  # noqa: PLR0917
                         gone(obj)
         except WatchExpiredError as e:
             log.info("%s: watch expired (%s); re-listing", path, e)
-        except kubernetes.client.exceptions.ApiException as e:
+        except errors.ApiError as e:  # kube.request's error answers
             if e.status != 410:
-                log.warning("%s: %s; re-listing in %.0fs", path, kube.describe_error(e), backoff)
+                log.warning("%s: %s; re-listing in %.0fs", path, errors.describe(e), backoff)
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
         except Exception as e:  # supervised: log, back off, re-list
-            log.warning("%s: %s; re-listing in %.0fs", path, kube.describe_error(e), backoff)
+            log.warning("%s: %s; re-listing in %.0fs", path, errors.describe(e), backoff)
             time.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
 

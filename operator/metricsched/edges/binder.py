@@ -145,7 +145,7 @@ async def read_back(
     if answer.status == 404:
         return BindResult(kind=BindOutcome.GONE, message="pod deleted", http_status=404)
     if not isinstance(body, dict):
-        failed = wire.answer_failure(answer)
+        failed = wire.answer_error(answer)
         return BindResult(
             kind=BindOutcome.UNKNOWN, message=failed.detail, http_status=answer.status
         )

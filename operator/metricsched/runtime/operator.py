@@ -33,6 +33,7 @@ import aiohttp
 from metricsched.config import Config
 from metricsched.core import model, parse, versions
 from metricsched.edges import (
+    errors,
     events,
     kube,
     kube_http,
@@ -315,7 +316,7 @@ class Operator:
         await self.cluster_state.synced()
         try:
             await informers_mod.list_policies(self.http, self.watches)
-        except kube_http.ApiStatusError as e:
+        except errors.ApiError as e:
             if e.status == 404:
                 raise CrdMissingError(
                     f"the SchedulingPolicy CRD ({PLURAL}.{GROUP}) is not installed; "
@@ -359,9 +360,9 @@ class Operator:
                 if self.stop.is_set():
                     return  # asked to stop while the API could not answer: not an error
                 logger.warning(
-                    "initial sync failed (%s); retrying in %gs", kube.describe_error(e), delay
+                    "initial sync failed (%s); retrying in %gs", errors.describe(e), delay
                 )
-                self.health.set_ready(False, f"initial sync failing: {kube.describe_error(e)}")
+                self.health.set_ready(False, f"initial sync failing: {errors.describe(e)}")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), timeout=delay)
             delay = min(cap, delay * 2)
