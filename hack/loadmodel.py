@@ -310,6 +310,21 @@ WATCH_TIMEOUT_S = 60  # the server ends each watch after this; the next resumes 
 LIST_PAGE = 500
 
 
+def list_all(fetch: Callable[[str | None], Any]) -> tuple[list[Mapping[str, Any]], str]:
+    """All items of a paged LIST (``fetch`` gets a page from its continue token) and the
+    list's resourceVersion (its first page's)."""
+    items: list[Mapping[str, Any]] = []
+    version, cont = "", None
+    while True:
+        page = kube.read_json(fetch(cont))
+        items += page.get("items") or []
+        meta = page.get("metadata") or {}
+        version = version or str(meta.get("resourceVersion") or "")
+        cont = meta.get("continue") or None
+        if not cont:
+            return items, version
+
+
 def lister(client: Any, path: str, selector: str) -> Callable[[str | None], Any]:
     def fetch(cont: str | None) -> Any:
         query: list[tuple[str, str | int]] = [("limit", LIST_PAGE)]
@@ -359,7 +374,7 @@ def run_informer(  # noqa: PLR0917
     backoff = 1.0
     while True:
         try:
-            items, version = kube.list_all(lister(client, path, selector))
+            items, version = list_all(lister(client, path, selector))
             listed(list(items))
             backoff = 1.0
             while True:

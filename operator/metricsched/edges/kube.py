@@ -17,8 +17,7 @@ operator never calls.
 
 Blocking: call from worker threads only. Everything else (the LISTs and watches of the
 informers, the Lease, Bindings, Events, pod status, Evictions) is on the event loop
-instead (``kube_http``). ``Paged`` and ``list_all`` read a paged LIST for tools outside
-the operator (``hack/loadmodel.py``).
+instead (``kube_http``).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ import re
 import time
 import typing
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
@@ -203,43 +202,6 @@ def read_json(response: object) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ValueError(f"expected a JSON object, got {type(body).__name__}")
     return body
-
-
-class Paged:
-    """The items of a paged LIST, read a page at a time as they are iterated.
-
-    Only the page being handled is held, and each of its items is let go once the loop
-    has handled it: the bodies of a whole LIST, held at once, cost several times their
-    JSON size (a Deployment's pod: ≈ 6 KB of JSON, ≈ 38 KB as Python objects), and the
-    allocator keeps most of that peak as RSS afterwards (``python -m bench memory``).
-    ``version`` is the list's resourceVersion (its first page's) once iteration began.
-    """
-
-    def __init__(self, fetch: Callable[[str | None], Any]) -> None:
-        self._fetch = fetch
-        self.version = ""
-
-    def __iter__(self) -> Iterator[Mapping[str, Any]]:
-        cont: str | None = None
-        while True:
-            page = read_json(self._fetch(cont))
-            items = list(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            self.version = self.version or str(meta.get("resourceVersion") or "")
-            cont = meta.get("continue") or None
-            del page, meta
-            items.reverse()
-            while items:
-                yield items.pop()
-            if not cont:
-                return
-
-
-def list_all(fetch: Callable[[str | None], Any]) -> tuple[list[Mapping[str, Any]], str]:
-    """All items of a paged LIST and the list's resourceVersion (of its first page)."""
-    pages = Paged(fetch)
-    items = list(pages)
-    return items, pages.version
 
 
 def connection_info(api_client: Any) -> kopf.ConnectionInfo:
