@@ -566,4 +566,4 @@ async def _refresh_once(op: operator_mod.Operator, only: set[model.PolicyKey]) -
     try:
         await op.refresher.refresh_once(only=only)
     finally:
-        await op.http.close()
+        await op.reads.close()
