@@ -659,7 +659,7 @@ def stage_operator(
     op = operator_mod.Operator(config, api)
     out["constructed"] = proc_status()
     fake = FakeHttp(cluster)
-    op.http = fake  # type: ignore[assignment]
+    op.reads = fake  # type: ignore[assignment]
     for reflector in op.cluster_state.reflectors:
         reflector._api = fake  # type: ignore[assignment]
     t = time.perf_counter()

@@ -37,7 +37,7 @@ def main() -> None:
         config, kubernetes.client.ApiClient(kubernetes.client.Configuration())
     )
     fake = memory_cost.FakeHttp(cluster)
-    op.http = fake  # type: ignore[assignment]
+    op.reads = fake  # type: ignore[assignment]
     for reflector in op.cluster_state.reflectors:
         reflector._api = fake  # type: ignore[assignment]
     before = memory_cost.proc_status()

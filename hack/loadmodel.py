@@ -74,13 +74,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import json_http  # hack/json_http.py, beside this script
-import kubernetes.client.exceptions
 import loadmodel_core as core
 import prometheus_client
 import prometheus_client.core
 import prometheus_client.registry
 
-from metricsched.edges import kube
+from metricsched.edges import errors, kube
 
 log = logging.getLogger("loadmodel")
 
@@ -311,6 +310,21 @@ WATCH_TIMEOUT_S = 60  # the server ends each watch after this; the next resumes 
 LIST_PAGE = 500
 
 
+def list_all(fetch: Callable[[str | None], Any]) -> tuple[list[Mapping[str, Any]], str]:
+    """All items of a paged LIST (``fetch`` gets a page from its continue token) and the
+    list's resourceVersion (its first page's)."""
+    items: list[Mapping[str, Any]] = []
+    version, cont = "", None
+    while True:
+        page = kube.read_json(fetch(cont))
+        items += page.get("items") or []
+        meta = page.get("metadata") or {}
+        version = version or str(meta.get("resourceVersion") or "")
+        cont = meta.get("continue") or None
+        if not cont:
+            return items, version
+
+
 def lister(client: Any, path: str, selector: str) -> Callable[[str | None], Any]:
     def fetch(cont: str | None) -> Any:
         query: list[tuple[str, str | int]] = [("limit", LIST_PAGE)]
@@ -360,7 +374,7 @@ def run_informer(  # noqa: PLR0917
     backoff = 1.0
     while True:
         try:
-            items, version = kube.list_all(lister(client, path, selector))
+            items, version = list_all(lister(client, path, selector))
             listed(list(items))
             backoff = 1.0
             while True:
@@ -377,13 +391,13 @@ def run_informer(  # noqa: PLR0917
                         gone(obj)
         except WatchExpiredError as e:
             log.info("%s: watch expired (%s); re-listing", path, e)
-        except kubernetes.client.exceptions.ApiException as e:
+        except errors.ApiError as e:  # kube.request's error answers
             if e.status != 410:
-                log.warning("%s: %s; re-listing in %.0fs", path, kube.describe_error(e), backoff)
+                log.warning("%s: %s; re-listing in %.0fs", path, errors.describe(e), backoff)
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
         except Exception as e:  # supervised: log, back off, re-list
-            log.warning("%s: %s; re-listing in %.0fs", path, kube.describe_error(e), backoff)
+            log.warning("%s: %s; re-listing in %.0fs", path, errors.describe(e), backoff)
             time.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
 

@@ -53,7 +53,7 @@ from metricsched.core import (
     scoring,
 )
 from metricsched.core import shadow as shadow_mod
-from metricsched.edges import kube, kube_http, metrics_auth
+from metricsched.edges import errors, kube, kube_http, metrics_auth
 from metricsched.runtime import cycle_inputs
 from metricsched.runtime import operator as operator_mod
 
@@ -242,24 +242,23 @@ def _with_operator_rules(args: argparse.Namespace, env: Mapping[str, str]) -> Ma
     except kube.API_ERRORS as e:
         raise _ExplainError(
             f"cannot read the operator's query rules from deployment {target}: "
-            f"{kube.describe_error(e)}"
+            f"{errors.describe(kube.api_error(e))}"
         ) from e
     rules = operator_rules_env(body)
     print(f"note: applying the query rules of deployment {target}", file=sys.stderr)
     return {**env, **rules}
 
 
-# What explain's API calls raise: the kubernetes client's (reads) and the asynchronous
-# client's (the informers' LISTs).
-EXPLAIN_ERRORS = (*kube.API_ERRORS, kube_http.ApiStatusError, *kube_http.TRANSPORT_ERRORS)
+# What explain's API calls raise: an error answer of either client, or no answer (the
+# kubernetes client's reads, the asynchronous client's LISTs).
+EXPLAIN_ERRORS = (*kube.API_ERRORS, *kube_http.TRANSPORT_ERRORS)
 
 
 def explain_failure(e: BaseException) -> str:
     """One line for an API call explain could not make (no traceback)."""
-    text = kube.describe_error(e)
-    status = getattr(e, "status", None)
-    if isinstance(e, kube_http.ApiStatusError):
-        text = f"HTTP {e.status}: {e.message}"[:1024]
+    e = kube.api_error(e)
+    text = errors.describe(e)
+    status = e.status if isinstance(e, errors.ApiError) else None
     if status in (401, 403):
         return (
             f"not allowed: {text}. explain reads what the scheduler reads, cluster-wide: "
@@ -311,7 +310,7 @@ def shadow_report(*, kubeconfig: str | None, context: str | None, target: str) -
             )
         )
     except Exception as e:
-        message = kube.describe_error(e)
+        message = errors.describe(kube.api_error(e))
         print(f"metricsched shadow: cannot read policy {target}: {message}", file=sys.stderr)
         return 1
     spec = body.get("spec") or {}
@@ -354,7 +353,7 @@ def explain_pod(
         )
     except Exception as e:
         print(
-            f"metricsched explain: cannot read pod {target}: {kube.describe_error(e)}",
+            f"metricsched explain: cannot read pod {target}: {errors.describe(kube.api_error(e))}",
             file=sys.stderr,
         )
         return 1
@@ -562,4 +561,4 @@ async def _refresh_once(op: operator_mod.Operator, only: set[model.PolicyKey]) -
     try:
         await op.refresher.refresh_once(only=only)
     finally:
-        await op.http.close()
+        await op.reads.close()

@@ -15,13 +15,17 @@ Modules:
   in threads (the policy status, the auth reviews, the shadow report's read).
 - ``kube_http``: the API on an event loop (aiohttp, orjson): requests and watch streams
   with the kubernetes client's credentials; the one transport of the Lease, the
-  informers and every writer; the one reading of an API error's message.
+  informers and every writer.
+- ``errors``: the API's errors in one vocabulary: ``ApiError`` (status, reason,
+  message), the one reading of an error body's message, the one line that describes a
+  failed call.
 - ``informer``: a lean informer (LIST+WATCH with bookmarks, 410 re-list) of one resource.
 - ``binder``: the Binding (one POST per pod, fenced) and the read-back of a lost answer.
 - ``eviction``: the Eviction API (rebalancing), fenced like a Binding.
 - ``pod_status``: the PodScheduled condition, as kube-scheduler sets it.
 - ``events``: Events, merged and rate-limited like a controller's recorder.
-- ``wire``: what the writers share: error messages, one reading of a failure, times.
+- ``wire``: what the writers share: a transport error's text, the fence, the one fenced
+  POST, Event note truncation, times.
 - ``policy_events``: policy events on a budget of their own, re-sent while they hold.
 - ``prometheus``: the Prometheus client: one instant query (checked against the admin's
   query rules first), answers mapped to nodes, classified and scrubbed errors.

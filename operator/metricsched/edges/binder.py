@@ -22,7 +22,6 @@ from metricsched.edges import kube, kube_http, observe, wire
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = wire.DEFAULT_TIMEOUT_S
-MIN_FENCE_S = wire.MIN_FENCE_S  # the fence's margin (``wire.fenced``)
 
 
 # --- binding ---------------------------------------------------------------------------
@@ -84,7 +83,7 @@ async def bind(
     Binding: kube-apiserver copies a Binding's annotations onto the pod it binds.
 
     ``fence`` (the leader elector's) is read right before sending (``wire.fenced_post``):
-    the time this replica may still write as leader. Less than ``MIN_FENCE_S`` left:
+    the time this replica may still write as leader. Less than ``wire.MIN_FENCE_S`` left:
     nothing is sent (``FENCED``); otherwise the request's timeout is cut to what is left,
     so no Binding of ours is still in flight when a successor may start. A 401 is sent
     again once, after a credential refresh (``kube_http``), through the same gate.
@@ -145,7 +144,7 @@ async def read_back(
     if answer.status == 404:
         return BindResult(kind=BindOutcome.GONE, message="pod deleted", http_status=404)
     if not isinstance(body, dict):
-        failed = wire.answer_failure(answer)
+        failed = wire.answer_error(answer)
         return BindResult(
             kind=BindOutcome.UNKNOWN, message=failed.detail, http_status=answer.status
         )

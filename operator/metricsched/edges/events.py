@@ -463,7 +463,7 @@ class EventRecorder:
         )
         if answer is None or not answer.ok:
             if answer is not None:
-                self._failure(what_failed, wire.answer_failure(answer))
+                self._failure(what_failed, wire.answer_error(answer).detail)
             return False
         self._created += 1
         return True
@@ -482,7 +482,7 @@ class EventRecorder:
         ok = answer is not None and answer.ok
         gone = answer is not None and answer.status == 404
         if answer is not None and not ok and not gone:
-            self._failure(what_failed, wire.answer_failure(answer))
+            self._failure(what_failed, wire.answer_error(answer).detail)
         entry.busy = False
         if ok:
             self._patched += 1
@@ -517,9 +517,9 @@ class EventRecorder:
                 timeout=kube_http.timeout(self._timeout),
             )
         except kube_http.TRANSPORT_ERRORS as e:
-            self._failure(what_failed, wire.failure(e))
+            self._failure(what_failed, wire.transport_message(e))
             return None
 
-    def _failure(self, what: str, failed: wire.Failure) -> None:
+    def _failure(self, what: str, detail: str) -> None:
         self._failed += 1
-        logger.warning("%s: %s", what, failed.detail)
+        logger.warning("%s: %s", what, detail)

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
-from metricsched.edges import kube_http
+from metricsched.edges import errors, kube_http
 
 logger = logging.getLogger("metricsched.informer")
 
@@ -169,7 +169,7 @@ class Reflector:
                 continue
             except asyncio.CancelledError:
                 raise
-            except kube_http.ApiStatusError as e:
+            except errors.ApiError as e:
                 reason = str(e)
             except Exception as e:  # retried and reported, whatever it is
                 reason = _describe(e)
@@ -224,7 +224,7 @@ class Reflector:
                 started = self._clock()
                 continue
             if not answer.ok:
-                raise kube_http.status_error(answer)
+                raise answer.error()
             body = orjson.loads(answer.data)
             del answer  # the page's bytes
             items = body.pop("items", None) or []
@@ -276,7 +276,7 @@ class Reflector:
                     code = obj.get("code")
                     if code == 410:
                         raise GoneError
-                    raise kube_http.ApiStatusError(int(code or 500), str(obj.get("message")))
+                    raise errors.ApiError(int(code or 500), str(obj.get("message")))
                 meta = obj.get("metadata") or {}
                 if meta.get("resourceVersion"):
                     version = str(meta["resourceVersion"])
@@ -285,7 +285,7 @@ class Reflector:
                     self._sink.event(self.resource.kind, kind, obj)
                 if stop.is_set():
                     break
-        except kube_http.ApiStatusError as e:
+        except errors.ApiError as e:
             if e.status == 410:
                 raise GoneError from e
             raise

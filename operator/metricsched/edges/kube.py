@@ -17,8 +17,7 @@ operator never calls.
 
 Blocking: call from worker threads only. Everything else (the LISTs and watches of the
 informers, the Lease, Bindings, Events, pod status, Evictions) is on the event loop
-instead (``kube_http``). ``Paged`` and ``list_all`` read a paged LIST for tools outside
-the operator (``hack/loadmodel.py``).
+instead (``kube_http``).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ import re
 import time
 import typing
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
@@ -38,15 +37,18 @@ import kubernetes.client.exceptions
 import urllib3
 import urllib3.exceptions
 
-from metricsched.edges import kube_http
+from metricsched.edges import errors
 
 
 class KubeconfigError(RuntimeError):
     """No usable cluster credentials: said in one line, not a traceback."""
 
 
-# Errors that mean "the API call did not go through (or its answer was lost)".
+# Errors that mean "the API call did not go through (or its answer was lost)": an error
+# answer (``errors.ApiError``; the generated client's ``ApiException`` in
+# ``metricsched explain``), or none.
 API_ERRORS = (
+    errors.ApiError,
     kubernetes.client.exceptions.ApiException,
     urllib3.exceptions.HTTPError,
     OSError,
@@ -85,8 +87,8 @@ def request(
     content_type: str = "application/json",
 ) -> urllib3.BaseHTTPResponse:
     """One request through the kubernetes ``ApiClient`` ``client``; the raw answer, to be
-    read with ``read_and_release``. A non-2xx answer raises ``ApiException`` (after reading
-    it), as the generated methods do with ``_preload_content=False``."""
+    read with ``read_and_release``. A non-2xx answer raises ``errors.ApiError`` (after
+    reading it)."""
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
@@ -100,9 +102,7 @@ def request(
     response = client.call_api(method, url, headers, body, _request_timeout=timeout_s)
     if not 200 <= response.status <= 299:
         response.read()
-        raise kubernetes.client.exceptions.ApiException.from_response(
-            http_resp=response, body=None, data=None
-        )
+        raise api_error(kubernetes.client.exceptions.ApiException(http_resp=response))
     return typing.cast(urllib3.BaseHTTPResponse, response.response)
 
 
@@ -177,6 +177,15 @@ class Api:
         return self._send("POST", resource, body, kw)
 
 
+def api_error(e: BaseException) -> BaseException:
+    """An ``ApiException`` of the kubernetes client as ``errors.ApiError`` (its reason
+    phrase the message of an empty body); anything else as it is."""
+    if not isinstance(e, kubernetes.client.exceptions.ApiException):
+        return e
+    phrase = "" if e.reason is None else str(e.reason)
+    return errors.from_answer(int(e.status or 0), e.body, fallback=phrase, phrase=phrase)
+
+
 def read_and_release(response: object) -> bytes:
     """Read the whole body of a raw answer, then return its connection to the pool."""
     raw = typing.cast(urllib3.BaseHTTPResponse, response)
@@ -193,50 +202,6 @@ def read_json(response: object) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ValueError(f"expected a JSON object, got {type(body).__name__}")
     return body
-
-
-def describe_error(e: BaseException) -> str:
-    """One line: HTTP status and the API's message, or the transport error."""
-    if isinstance(e, kubernetes.client.exceptions.ApiException):
-        return f"HTTP {e.status}: {kube_http.status_message(e.body, e.reason)}"[:1024]
-    return f"{type(e).__name__}: {e}"[:1024]
-
-
-class Paged:
-    """The items of a paged LIST, read a page at a time as they are iterated.
-
-    Only the page being handled is held, and each of its items is let go once the loop
-    has handled it: the bodies of a whole LIST, held at once, cost several times their
-    JSON size (a Deployment's pod: ≈ 6 KB of JSON, ≈ 38 KB as Python objects), and the
-    allocator keeps most of that peak as RSS afterwards (``python -m bench memory``).
-    ``version`` is the list's resourceVersion (its first page's) once iteration began.
-    """
-
-    def __init__(self, fetch: Callable[[str | None], Any]) -> None:
-        self._fetch = fetch
-        self.version = ""
-
-    def __iter__(self) -> Iterator[Mapping[str, Any]]:
-        cont: str | None = None
-        while True:
-            page = read_json(self._fetch(cont))
-            items = list(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            self.version = self.version or str(meta.get("resourceVersion") or "")
-            cont = meta.get("continue") or None
-            del page, meta
-            items.reverse()
-            while items:
-                yield items.pop()
-            if not cont:
-                return
-
-
-def list_all(fetch: Callable[[str | None], Any]) -> tuple[list[Mapping[str, Any]], str]:
-    """All items of a paged LIST and the list's resourceVersion (of its first page)."""
-    pages = Paged(fetch)
-    items = list(pages)
-    return items, pages.version
 
 
 def connection_info(api_client: Any) -> kopf.ConnectionInfo:

@@ -40,6 +40,8 @@ import aiohttp
 import orjson
 import yarl
 
+from metricsched.edges import errors
+
 logger = logging.getLogger("metricsched.kube_http")
 
 # What a request raises when no answer arrived (refused, reset, timed out): the request
@@ -88,47 +90,18 @@ class Answer:
     def ok(self) -> bool:
         return 200 <= self.status < 300
 
-
-class ApiStatusError(Exception):
-    """The API answered with an error status (its Status body's message, when it sent one)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.message = message
-
-
-# Characters of an error body kept when it carries no Status message (a proxy's page).
-ERROR_TEXT_LIMIT = 1024
-
-
-def status_message(body: object, fallback: object = "") -> str:
-    """The one reading of an API error's text: the ``message`` of a metav1.Status body,
-    else the body itself (cut to ``ERROR_TEXT_LIMIT``), else ``fallback``. ``body`` is an
-    answer's bytes or an ``ApiException``'s text."""
-    if isinstance(body, bytes | bytearray):
-        text = bytes(body).decode("utf-8", "replace").strip()
-    else:
-        text = "" if body is None else str(body).strip()
-    try:
-        parsed = orjson.loads(text) if text else None
-    except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, Mapping) and parsed.get("message"):
-        return str(parsed["message"])
-    return text[:ERROR_TEXT_LIMIT] or ("" if fallback is None else str(fallback))
-
-
-def status_error(answer: Answer) -> ApiStatusError:
-    return ApiStatusError(answer.status, status_message(answer.data))
+    def error(self, *, fallback: str = "") -> errors.ApiError:
+        """This error answer as an ``errors.ApiError`` (``fallback``: the message of an
+        empty body)."""
+        return errors.from_answer(self.status, self.data, fallback=fallback)
 
 
 def json_object(answer: Answer) -> dict[str, Any]:
-    """A 2xx answer's body, a JSON object. An error status raises ``ApiStatusError`` (the
+    """A 2xx answer's body, a JSON object. An error status raises ``errors.ApiError`` (the
     caller checks first for the statuses it handles: a GET's 404, a PUT's 409); a body
     that is not a JSON object raises ``ValueError``."""
     if not answer.ok:
-        raise status_error(answer)
+        raise answer.error()
     body = answer.json()
     if not isinstance(body, dict):
         raise ValueError(f"expected a JSON object, got {type(body).__name__}")
@@ -355,12 +328,12 @@ class AsyncApi:
         timeout: aiohttp.ClientTimeout,
     ) -> AsyncIterator[bytes]:
         """A watch stream's lines (one JSON event each). An error status raises
-        ``ApiStatusError``."""
+        ``errors.ApiError``."""
         async with self.session().get(
             self.host + path, params=params, headers=self._headers(), timeout=timeout
         ) as response:
             if response.status != 200:
-                raise status_error(Answer(response.status, await response.read()))
+                raise Answer(response.status, await response.read()).error()
             buffer = b""
             async for chunk in response.content.iter_any():
                 buffer += chunk

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from metricsched.core import model, quantity
-from metricsched.edges import kube_http
+from metricsched.edges import errors, kube_http
 
 NODES_PATH: Final = "/apis/metrics.k8s.io/v1beta1/nodes"
 # The longest NodeMetrics LIST read (the answer comes from metrics-server, or whatever
@@ -99,14 +99,14 @@ async def read_nodes(
     duration = time.monotonic() - started
     if answer.status in UNAVAILABLE:
         message = f"{answer.status}: {UNAVAILABLE[answer.status]}: "
-        message += kube_http.status_message(answer.data)
+        message += errors.message(answer.data)
         return failed(
             model.QueryErrorKind.METRICS_API_UNAVAILABLE, message, now=now, duration_s=duration
         )
     if not answer.ok:
         return failed(
             model.QueryErrorKind.UNREACHABLE,
-            f"{answer.status}: {kube_http.status_message(answer.data)}",
+            f"{answer.status}: {errors.message(answer.data)}",
             now=now,
             duration_s=duration,
         )

@@ -88,14 +88,14 @@ async def write(
             timeout=kube_http.timeout(timeout_s),
         )
     except kube_http.TRANSPORT_ERRORS as e:
-        failed = wire.failure(e)
+        detail = wire.transport_message(e)
     else:
         if answer.ok:
             return StatusWrite.WRITTEN
         if answer.status == 404:
             return StatusWrite.GONE
-        failed = wire.answer_failure(answer)
-    logger.warning("cannot set PodScheduled=False on %s/%s: %s", namespace, name, failed.detail)
+        detail = wire.answer_error(answer).detail
+    logger.warning("cannot set PodScheduled=False on %s/%s: %s", namespace, name, detail)
     return StatusWrite.ERROR
 
 

@@ -1,9 +1,9 @@
 """The wire between the edges and the API server: messages, times and failures.
 
 Shared by the writers (``binder``, ``pod_status``, ``events``, ``eviction``): the text of
-a transport error, one classification of what a failed call raised (an API error's text
-is ``kube_http.status_message``'s), the fence as a request's gate, the one fenced POST of a
-write as leader (a Binding, an Eviction), Event note truncation and RFC 3339 times.
+a transport error, the writers' reading of an error answer (``errors``'s, an empty body
+saying its status), the fence as a request's gate, the one fenced POST of a write as
+leader (a Binding, an Eviction), Event note truncation and RFC 3339 times.
 """
 
 from __future__ import annotations
@@ -14,14 +14,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
-import kubernetes.client.exceptions
 
 from metricsched.core import api_formats
-from metricsched.edges import kube, kube_http, observe
+from metricsched.edges import errors, kube_http, observe
 
 DEFAULT_TIMEOUT_S = 10.0
 MESSAGE_LIMIT = api_formats.MESSAGE_LIMIT  # bytes; the API's limit for event notes
-API_ERRORS = kube.API_ERRORS
 
 
 def decode(data: object) -> str:
@@ -35,27 +33,6 @@ def transport_message(e: BaseException) -> str:
     if isinstance(e, aiohttp.ClientConnectorError):
         kind += f" ({type(e.os_error).__name__})"  # e.g. ConnectionRefusedError
     return f"{kind}: {e}"[:MESSAGE_LIMIT]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Failure:
-    """What a failed API call raised: the HTTP status (None: no answer arrived) and the
-    message to log or report."""
-
-    status: int | None
-    message: str
-
-    @property
-    def detail(self) -> str:
-        return self.message if self.status is None else f"HTTP {self.status}: {self.message}"
-
-
-def failure(e: BaseException) -> Failure:
-    """The one reading of an exception from ``API_ERRORS``: an ApiException's status and
-    its Status message, or a transport error's type and text."""
-    if isinstance(e, kubernetes.client.exceptions.ApiException):
-        return Failure(int(e.status or 0) or None, kube_http.status_message(e.body, e.reason))
-    return Failure(None, transport_message(e))
 
 
 # A write as leader (a Binding, an Eviction) is sent only with at least this much
@@ -134,7 +111,7 @@ async def fenced_post(
     send is counted in ``api_writes`` under ``kind``. Nothing raises: a send the fence
     refused is ``fenced``; no answer (refused, reset, timed out: the write may have been
     accepted, only a read can tell) has no status and the transport error's message; an
-    error answer has its status and message (``answer_failure``)."""
+    error answer has its status and message (``answer_error``)."""
     count = metrics.api_write_counters[kind].inc if metrics is not None else None
     try:
         answer = await http.request(
@@ -149,13 +126,14 @@ async def fenced_post(
         return Posted(None, transport_message(e))
     if answer.ok:
         return Posted(answer.status, "")
-    failed = answer_failure(answer)
+    failed = answer_error(answer)
     return Posted(failed.status, failed.message)
 
 
-def answer_failure(answer: kube_http.Answer) -> Failure:
-    """``failure`` for an error answer of ``kube_http`` (its status and Status message)."""
-    return Failure(answer.status, kube_http.status_message(answer.data, f"HTTP {answer.status}"))
+def answer_error(answer: kube_http.Answer) -> errors.ApiError:
+    """A writer's error answer: its status and Status message, ``HTTP <status>`` when the
+    body is empty."""
+    return answer.error(fallback=f"HTTP {answer.status}")
 
 
 def truncate_message(message: str) -> str:

@@ -71,7 +71,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from metricsched.edges import kube_http
+from metricsched.edges import errors, kube_http
 
 logger = logging.getLogger("metricsched.leader")
 
@@ -293,7 +293,7 @@ class Elector:
             logger.warning("lease request timed out after %.1fs", budget)
             return False
         except Exception as e:  # every failure is one failed attempt, never the loop's end
-            logger.warning("lease request failed: %s", _describe(e))
+            logger.warning("lease request failed: %s", errors.describe(e))
             return False
         if ok:
             self._leading = True
@@ -418,13 +418,6 @@ class Elector:
                 ),
             },
         }
-
-
-def _describe(e: BaseException) -> str:
-    """One line: the API's status and message, or the transport error."""
-    if isinstance(e, kube_http.ApiStatusError):
-        return f"HTTP {e.status}: {e.message}"[:1024]
-    return f"{type(e).__name__}: {e}"[:1024]
 
 
 def _micro_time(t: datetime.datetime) -> str:

@@ -33,6 +33,7 @@ import aiohttp
 from metricsched.config import Config
 from metricsched.core import model, parse, versions
 from metricsched.edges import (
+    errors,
     events,
     kube,
     kube_http,
@@ -86,12 +87,14 @@ class Operator:
     def __init__(self, config: Config, api_client: Any) -> None:
         self.config = config
         self.api_client = api_client
-        # Every call but the kopf watches goes through this (raw answers, no generated API
-        # classes loaded: see edges/kube.py).
-        self.api = kube.Api(api_client)
-        # The writers (Bindings, Events, pod status, Evictions) on the event loop, with a
-        # connection pool of their own: watches hold theirs for minutes, and a Binding
-        # must not wait behind them. Room for every Binding in flight and their Events.
+        # The API objects, named for what they serve. ``status_api``: the policy status,
+        # written from a worker thread (raw answers, no generated API classes loaded: see
+        # edges/kube.py).
+        self.status_api = kube.Api(api_client)
+        # ``writes``: the writers (Bindings, Events, pod status, Evictions) on the event
+        # loop, with a connection pool of their own: watches hold theirs for minutes, and
+        # a Binding must not wait behind them. Room for every Binding in flight and their
+        # Events. ``reads`` (below): the informers, the LISTs and the NodeMetrics LIST.
         self.writes = kube_http.AsyncApi(api_client, limit=config.bind_concurrency + 16)
         self.metrics = observe.Metrics()
         self.health = observe.HealthState()
@@ -150,7 +153,7 @@ class Operator:
             mark=self._mark_status,
         )
         self.status = status_mod.PolicyStatus(
-            api=self.api,
+            api=self.status_api,
             policies=lambda: self.cache.policies,
             nodes=self.cache.nodes,
             counters=self._counters,
@@ -161,12 +164,12 @@ class Operator:
             on_forget=self.scheduler.forget_policy,
             fail_open=self._fail_open,
         )
-        # The API on the event loop, for the informers, the reconciler's LISTs and the
-        # refresher's NodeMetrics LIST.
-        self.http = kube_http.AsyncApi(api_client)
+        # ``reads``: the API on the event loop for the informers, the reconciler's LISTs
+        # and the refresher's NodeMetrics LIST.
+        self.reads = kube_http.AsyncApi(api_client)
         self.refresher = refresher_mod.Refresher(
             source=self.source,
-            kube=self.http,
+            kube=self.reads,
             store=self.store,
             cache=self.cache,
             queue=self.queue,
@@ -214,7 +217,7 @@ class Operator:
         self.rebalancer.consistent = self.watches.consistent
         self.rebalancer.policies_confirmed = self.watches.policies_confirmed
         self.cluster_state = informers_mod.ClusterState(
-            api=self.http,
+            api=self.reads,
             cache=self.cache,
             watches=self.watches,
             metrics=self.metrics,
@@ -223,7 +226,7 @@ class Operator:
         )
         self._informers_first: asyncio.Task[None] | None = None
         self.reconciler = reconcile_mod.Reconciler(
-            api=self.http,
+            api=self.reads,
             watches=self.watches,
             metrics=self.metrics,
             interval_s=_RELIST_INTERVAL_S,
@@ -314,8 +317,8 @@ class Operator:
         (resourceVersions dedupe)."""
         await self.cluster_state.synced()
         try:
-            await informers_mod.list_policies(self.http, self.watches)
-        except kube_http.ApiStatusError as e:
+            await informers_mod.list_policies(self.reads, self.watches)
+        except errors.ApiError as e:
             if e.status == 404:
                 raise CrdMissingError(
                     f"the SchedulingPolicy CRD ({PLURAL}.{GROUP}) is not installed; "
@@ -324,14 +327,14 @@ class Operator:
             raise
         sent = self.watches.clock()
         await informers_mod.list_pending(
-            self.http, self.watches, self.config.scheduler_names, page=self.config.list_page_size
+            self.reads, self.watches, self.config.scheduler_names, page=self.config.list_page_size
         )
         self.reconciler.pending_listed(at=sent)
 
     async def apply_version_rules(self) -> None:
         """kube-scheduler's rules for the API server's version, before anything is listed:
         on the snapshots from now on, and the kinds those rules read watched too."""
-        self.cache.rules = (await detect_rules(self.http)).rules
+        self.cache.rules = (await detect_rules(self.reads)).rules
         if self.cache.rules.dra_extended_resources:
             self.cluster_state.include(informers_mod.DEVICE_CLASSES)
 
@@ -344,7 +347,7 @@ class Operator:
                 await reflector.list_once()
             await self.initial_sync()
         finally:
-            await self.http.close()
+            await self.reads.close()
 
     async def _sync_until_done(self) -> None:
         """The initial sync, retried with backoff while the API cannot answer."""
@@ -359,9 +362,9 @@ class Operator:
                 if self.stop.is_set():
                     return  # asked to stop while the API could not answer: not an error
                 logger.warning(
-                    "initial sync failed (%s); retrying in %gs", kube.describe_error(e), delay
+                    "initial sync failed (%s); retrying in %gs", errors.describe(e), delay
                 )
-                self.health.set_ready(False, f"initial sync failing: {kube.describe_error(e)}")
+                self.health.set_ready(False, f"initial sync failing: {errors.describe(e)}")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), timeout=delay)
             delay = min(cap, delay * 2)
@@ -506,7 +509,7 @@ class Operator:
             self.source.close()
             if self._informers_first is not None:
                 self._informers_first.cancel()
-            await self.http.close()
+            await self.reads.close()
         if self.lost:
             raise LeadershipLostError("lost the scheduling lease")
         if ended is not None:

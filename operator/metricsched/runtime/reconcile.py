@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from metricsched.edges import kube, kube_http, observe
+from metricsched.edges import errors, kube_http, observe
 from metricsched.runtime import informers, supervise
 from metricsched.runtime import watches as watches_mod
 
@@ -149,7 +149,7 @@ class Reconciler:
             )
             policies = await informers.list_policies(self._api, self._watches)
         except Exception as e:
-            logger.warning("re-list failed (%s); retrying", kube.describe_error(e))
+            logger.warning("re-list failed (%s); retrying", errors.describe(e))
             return None
         self._metrics.relists.labels(kind="pending_pod").inc(pods)
         self._metrics.relists.labels(kind="policy").inc(policies)

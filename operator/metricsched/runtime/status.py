@@ -23,10 +23,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import kubernetes.client.exceptions
-
 from metricsched.core import api_formats, estimate, model, policy, scoring
-from metricsched.edges import kube, observe, query_rounds
+from metricsched.edges import errors, kube, observe, query_rounds
 
 logger = logging.getLogger("metricsched.status")
 
@@ -209,13 +207,13 @@ class PolicyStatus:
         self._metrics.api_writes.labels(kind="status").inc()  # policy status patch
         try:
             await asyncio.to_thread(self._patch_blocking, namespace, name, status)
-        except kubernetes.client.exceptions.ApiException as e:
+        except errors.ApiError as e:
             if e.status == 404:
                 return True  # deleted meanwhile: nothing to write, nothing to retry
-            logger.warning("could not write status of %s: %s", key, kube.describe_error(e))
+            logger.warning("could not write status of %s: %s", key, errors.describe(e))
             return False
         except Exception as e:
-            logger.warning("could not write status of %s: %s", key, kube.describe_error(e))
+            logger.warning("could not write status of %s: %s", key, errors.describe(e))
             return False
         return True
 

@@ -48,7 +48,7 @@ import kopf
 
 from metricsched.config import Config
 from metricsched.core import kubelet_rejection, model, parse, policy
-from metricsched.edges import events, kube, kube_http, metric_store, observe, webhook
+from metricsched.edges import errors, events, kube, kube_http, metric_store, observe, webhook
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import kopf_tuning
@@ -653,7 +653,7 @@ class Watches:
                 kopf_task.cancel()
                 raise
             except Exception as e:
-                reason = kube.describe_error(e)
+                reason = errors.describe(e)
             else:
                 if stop.is_set():
                     reclaim.cancel()

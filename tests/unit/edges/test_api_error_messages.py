@@ -1,6 +1,6 @@
-"""One reading of an API error's message (``kube_http.status_message``), the same for an
-answer of the event-loop client, an ApiException of the kubernetes client and a writer's
-failure."""
+"""One error vocabulary (``edges.errors``): one reading of an API error's message, the same
+for an answer of the event-loop client, an error of the thread's client, an ApiException of
+the generated client and a writer's failure; and the text each reader shows, unchanged."""
 
 from __future__ import annotations
 
@@ -8,35 +8,36 @@ import kubernetes.client.exceptions
 import orjson
 import pytest
 
-from metricsched.edges import kube, kube_http, wire
+from metricsched import cli
+from metricsched.edges import errors, kube, kube_http, metrics_auth, wire
 
 STATUS = orjson.dumps({"kind": "Status", "message": 'pods "p" not found', "code": 404})
 
 
 @pytest.mark.parametrize("body", [STATUS, STATUS.decode()])
 def test_a_status_body_gives_its_message(body: bytes | str) -> None:
-    assert kube_http.status_message(body, "Not Found") == 'pods "p" not found'
+    assert errors.message(body, "Not Found") == 'pods "p" not found'
 
 
 def test_a_body_that_is_not_a_status_is_kept_cut_to_the_limit() -> None:
     page = b"  <html>" + b"x" * 5000 + b"</html>\n"
-    message = kube_http.status_message(page, "Bad Gateway")
+    message = errors.message(page, "Bad Gateway")
     assert message.startswith("<html>xxx")
-    assert len(message) == kube_http.ERROR_TEXT_LIMIT
+    assert len(message) == errors.TEXT_LIMIT
 
 
 def test_a_status_without_a_message_is_kept_as_text() -> None:
-    assert kube_http.status_message(b'{"kind": "Status"}', "x") == '{"kind": "Status"}'
+    assert errors.message(b'{"kind": "Status"}', "x") == '{"kind": "Status"}'
 
 
 @pytest.mark.parametrize("body", [b"", b"  \n", None, ""])
 def test_an_empty_body_gives_the_fallback(body: object) -> None:
-    assert kube_http.status_message(body, "HTTP 502") == "HTTP 502"
-    assert kube_http.status_message(body) == ""
+    assert errors.message(body, "HTTP 502") == "HTTP 502"
+    assert errors.message(body) == ""
 
 
 def test_bytes_that_are_not_utf8_are_read_with_replacements() -> None:
-    assert kube_http.status_message(b"bad \xff gateway") == "bad \ufffd gateway"
+    assert errors.message(b"bad \xff gateway") == "bad \ufffd gateway"
 
 
 def _api_exception(status: int, reason: str, body: bytes | str) -> Exception:
@@ -50,15 +51,76 @@ def _api_exception(status: int, reason: str, body: bytes | str) -> Exception:
     [(STATUS, 'pods "p" not found'), (b"upstream connect error", "upstream connect error")],
 )
 def test_every_reader_gives_the_same_message(body: bytes, message: str) -> None:
-    error = kube_http.status_error(kube_http.Answer(404, body))
+    error = kube_http.Answer(404, body).error()
     assert (error.status, error.message) == (404, message)
-    assert wire.answer_failure(kube_http.Answer(404, body)) == wire.Failure(404, message)
+    written = wire.answer_error(kube_http.Answer(404, body))
+    assert (written.status, written.message) == (404, message)
     e = _api_exception(404, "Not Found", body)
-    assert wire.failure(e) == wire.Failure(404, message)
-    assert kube.describe_error(e) == f"HTTP 404: {message}"
+    thread_error = kube.api_error(e)
+    assert isinstance(thread_error, errors.ApiError)
+    assert (thread_error.status, thread_error.message) == (404, message)
+    assert errors.describe(kube.api_error(e)) == f"HTTP 404: {message}"
+    assert errors.describe(error) == errors.describe(written) == f"HTTP 404: {message}"
 
 
 def test_an_api_exception_without_a_body_gives_its_reason() -> None:
     e = _api_exception(503, "Service Unavailable", "")
-    assert kube.describe_error(e) == "HTTP 503: Service Unavailable"
-    assert wire.failure(e) == wire.Failure(503, "Service Unavailable")
+    assert errors.describe(kube.api_error(e)) == "HTTP 503: Service Unavailable"
+    assert str(kube.api_error(e)) == "503: Service Unavailable"
+
+
+# --- the messages people read, pinned: each reader's text for the same failures -----------
+
+
+def test_explain_says_an_api_error_of_either_client_as_http_status_and_message() -> None:
+    loop_error = kube_http.Answer(403, orjson.dumps({"message": "no"})).error()
+    thread_error = _api_exception(403, "Forbidden", orjson.dumps({"message": "no"}))
+    for error in (loop_error, thread_error):
+        assert cli.explain_failure(error).startswith("not allowed: HTTP 403: no. explain reads")
+    server_error = kube_http.Answer(500, b"etcd unavailable").error()
+    assert cli.explain_failure(server_error) == (
+        "the API server could not be read: HTTP 500: etcd unavailable"
+    )
+
+
+def test_an_error_answer_without_a_body_keeps_each_readers_text() -> None:
+    empty = kube_http.Answer(502, b"")
+    assert str(empty.error()) == "502: "
+    assert cli.explain_failure(empty.error()) == "the API server could not be read: HTTP 502: "
+    assert wire.answer_error(empty).message == "HTTP 502"
+    assert wire.answer_error(empty).detail == "HTTP 502: HTTP 502"
+
+
+def test_a_transport_error_is_its_type_and_text() -> None:
+    e = ConnectionRefusedError("connection refused")
+    assert errors.describe(kube.api_error(e)) == "ConnectionRefusedError: connection refused"
+    assert wire.transport_message(e) == "ConnectionRefusedError: connection refused"
+    assert cli.explain_failure(e) == (
+        "the API server could not be read: ConnectionRefusedError: connection refused"
+    )
+
+
+def test_the_lease_says_an_api_error_as_http_status_and_message() -> None:
+    error = kube_http.Answer(409, STATUS).error()
+    assert errors.describe(error) == 'HTTP 409: pods "p" not found'
+    assert errors.describe(TimeoutError("late")) == "TimeoutError: late"
+
+
+def test_a_long_message_is_cut_to_one_line_of_1024_characters() -> None:
+    e = _api_exception(500, "Internal Server Error", b"y" * 5000)
+    assert errors.describe(kube.api_error(e)) == ("HTTP 500: " + "y" * 2000)[:1024]
+
+
+def test_an_error_carries_the_status_reason_of_its_body() -> None:
+    body = orjson.dumps({"kind": "Status", "reason": "AlreadyExists", "message": "exists"})
+    error = kube_http.Answer(409, body).error()
+    assert (error.status, error.reason, error.message) == (409, "AlreadyExists", "exists")
+    unavailable = kube.api_error(_api_exception(503, "Service Unavailable", ""))
+    assert isinstance(unavailable, errors.ApiError)
+    assert unavailable.reason == "Service Unavailable"
+
+
+def test_a_failed_review_is_logged_as_status_and_reason_phrase() -> None:
+    forbidden = kube.api_error(_api_exception(403, "Forbidden", orjson.dumps({"reason": "x"})))
+    assert isinstance(forbidden, errors.ApiError)
+    assert metrics_auth._short(forbidden) == "403 Forbidden"

@@ -11,7 +11,7 @@ import kubernetes.client
 import pytest
 from aiohttp import web
 
-from metricsched.edges import binder, events, kube_http, pod_status
+from metricsched.edges import binder, events, kube_http, pod_status, wire
 
 Kind = binder.BindOutcome
 
@@ -41,7 +41,7 @@ async def _bind(api: kube_http.AsyncApi, **kw: Any) -> binder.BindResult:
 def test_a_fenced_binding_is_not_sent(
     fake_kube: fakes.FakeServer, run: fakes.Runner, writes_api: kube_http.AsyncApi
 ) -> None:
-    result = run(_bind(writes_api, fence=lambda: binder.MIN_FENCE_S / 2))
+    result = run(_bind(writes_api, fence=lambda: wire.MIN_FENCE_S / 2))
     assert result.kind is Kind.FENCED
     assert fake_kube.requests == []
 
@@ -77,7 +77,7 @@ def test_the_fence_is_read_again_before_a_binding_is_sent_again_after_a_401(
     fake_kube: fakes.FakeServer, run: fakes.Runner, writes_api: kube_http.AsyncApi
 ) -> None:
     fake_kube.responder = lambda r: (401, fakes.status_body(401, "Unauthorized", "Unauthorized"))
-    left = iter((10.0, binder.MIN_FENCE_S / 2))
+    left = iter((10.0, wire.MIN_FENCE_S / 2))
     result = run(_bind(writes_api, fence=lambda: next(left)))
     assert result.kind is Kind.FENCED
     assert len(fake_kube.requests) == 1  # the 401'd one only: the second was not sent

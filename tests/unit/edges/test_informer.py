@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from metricsched.edges import informer, kube_http
+from metricsched.edges import errors, informer, kube_http
 
 
 def _node(name: str, rv: int) -> dict[str, Any]:
@@ -164,7 +164,7 @@ def test_a_watch_too_old_lists_again_and_reports_every_key_the_new_list_holds() 
 
 def test_a_410_answer_to_the_watch_request_lists_again() -> None:
     api = FakeApi([_node("n1", 1)], version=10)
-    api.streams.append(([], kube_http.ApiStatusError(410, "too old resource version")))
+    api.streams.append(([], errors.ApiError(410, "too old resource version")))
     sink = Recorder()
     run(api, sink, until=lambda: len(sink.lists) >= 2)
     assert sink.relists == 1 and len(api.lists) == 2

@@ -11,10 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import edges_fakes as fakes
-import kubernetes.client.exceptions
 import pytest
 
-from metricsched.edges import kube, kube_http
+from metricsched.edges import errors, kube, kube_http
 
 
 def _echo(request: fakes.Request) -> tuple[int, Any]:
@@ -97,7 +96,7 @@ class TestWhatGoesOverTheWire:
     def test_names_are_quoted_into_the_path(
         self, fake_kube: fakes.FakeServer, kube_api: kube.Api
     ) -> None:
-        with pytest.raises(kubernetes.client.exceptions.ApiException):
+        with pytest.raises(errors.ApiError):
             _read_policy(kube_api, "ns", "a/b")
         assert (
             fake_kube.requests[0].path
@@ -118,10 +117,10 @@ class TestAnswers:
     def test_a_non_2xx_answer_raises_the_clients_api_exception(self) -> None:
         server = fakes.FakeServer(_echo)
         try:
-            with pytest.raises(kubernetes.client.exceptions.ApiException) as caught:
+            with pytest.raises(errors.ApiError) as caught:
                 _read_policy(fakes.api(server.url), "ns", "missing")
             assert caught.value.status == 404
-            assert "missing not found" in kube.describe_error(caught.value)
+            assert "missing not found" in errors.describe(caught.value)
         finally:
             server.close()
 
@@ -189,7 +188,7 @@ class TestCredentialRefresh:
         hook = client.configuration.refresh_api_key_hook
         assert isinstance(hook, kube.RefreshAtMost)
         for _ in range(3):
-            with pytest.raises(kubernetes.client.exceptions.ApiException):
+            with pytest.raises(errors.ApiError):
                 _read_policy(kube.Api(client), "ns", "p")
         # The token still rides on every request.
         assert [r.headers["authorization"] for r in fake_kube.requests] == ["Bearer secret"] * 3

@@ -16,7 +16,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from metricsched.edges import kube_http
+from metricsched.edges import errors, kube_http
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -87,7 +87,7 @@ def test_an_error_status_is_returned_with_the_status_message() -> None:
         answer = await api.request("POST", "/c", body={})
         await api.close()
         assert not answer.ok
-        error = kube_http.status_error(answer)
+        error = answer.error()
         assert (error.status, error.message) == (409, "pod p is already assigned")
 
     serve({"/c": conflict}, body)
@@ -101,7 +101,7 @@ class TestJsonObject:
     @pytest.mark.parametrize("status", [404, 409, 500])
     def test_an_error_status_raises_with_the_apis_message(self, status: int) -> None:
         answer = kube_http.Answer(status, orjson.dumps({"kind": "Status", "message": "no"}))
-        with pytest.raises(kube_http.ApiStatusError) as raised:
+        with pytest.raises(errors.ApiError) as raised:
             kube_http.json_object(answer)
         assert (raised.value.status, raised.value.message) == (status, "no")
 
@@ -116,7 +116,7 @@ def test_a_body_that_is_not_json_still_gives_a_readable_error() -> None:
 
     async def body(port: int) -> None:
         api = kube_http.AsyncApi(client(port))
-        error = kube_http.status_error(await api.request("GET", "/b"))
+        error = (await api.request("GET", "/b")).error()
         await api.close()
         assert (error.status, error.message) == (503, "upstream connect error")
 
@@ -160,7 +160,7 @@ def test_a_watch_refused_raises_with_its_status() -> None:
     async def body(port: int) -> None:
         api = kube_http.AsyncApi(client(port))
         timeout = kube_http.aiohttp.ClientTimeout(total=5)
-        with pytest.raises(kube_http.ApiStatusError) as raised:
+        with pytest.raises(errors.ApiError) as raised:
             async for _ in api.lines("/w", params={}, timeout=timeout):
                 pass
         await api.close()

@@ -15,7 +15,7 @@ import pytest
 
 from metricsched import cli
 from metricsched.core import decision_record, explain
-from metricsched.edges import kube_http
+from metricsched.edges import errors
 from metricsched.runtime import operator as operator_mod
 
 FORGED = json.dumps(
@@ -120,7 +120,7 @@ def test_a_namespace_scoped_user_gets_one_line_not_a_traceback(
     )
 
     async def listing_forbidden(self: Any) -> None:  # the informers' first LIST
-        raise kube_http.ApiStatusError(403, 'nodes is forbidden: User "jane" cannot list')
+        raise errors.ApiError(403, 'nodes is forbidden: User "jane" cannot list')
 
     monkeypatch.setattr(operator_mod.Operator, "load_once", listing_forbidden)
     monkeypatch.setattr(operator_mod.Operator, "__init__", lambda self, *_, **__: None)

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from metricsched.core import decision_record, model, parse
-from metricsched.edges import informer, kube_http, observe
+from metricsched.edges import errors, informer, kube_http, observe
 from metricsched.runtime import informers
 from tests.unit.runtime import test_watches_and_relist as relist
 
@@ -223,7 +223,7 @@ def test_a_reflector_refuses_a_second_concurrent_run() -> None:
 
 def test_a_kind_that_cannot_list_past_the_bound_makes_readyz_false_naming_it() -> None:
     api = ClusterApi({"/api/v1/nodes": [relist._node("n1", "1")]})
-    api.list_errors["/api/v1/pods"] = kube_http.ApiStatusError(403, "pods is forbidden")
+    api.list_errors["/api/v1/pods"] = errors.ApiError(403, "pods is forbidden")
     state, w = _state(api, sync_bound_s=0.2)
     w.health.set_ready(True, "caches synced")
 
@@ -248,7 +248,7 @@ def test_a_kind_that_cannot_list_past_the_bound_makes_readyz_false_naming_it() -
 
 def test_the_sync_reason_clears_once_the_state_is_whole() -> None:
     api = ClusterApi({"/api/v1/nodes": [relist._node("n1", "1")], "/api/v1/pods": []})
-    api.list_errors["/api/v1/pods"] = kube_http.ApiStatusError(500, "etcd unavailable")
+    api.list_errors["/api/v1/pods"] = errors.ApiError(500, "etcd unavailable")
     state, w = _state(api, sync_bound_s=0.2)
     w.health.set_ready(True, "caches synced")
 
