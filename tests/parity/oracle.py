@@ -43,7 +43,7 @@ import yaml
 
 from metricsched.core import cycle, framework, model, node_state, parse, policy, versions
 from metricsched.core.plugins import dynamic_resources, kube_scores, preemption
-from tests.parity import coverage, extras, generator
+from tests.parity import by_design, coverage, extras, generator
 
 ROOT = Path(__file__).resolve().parents[2]
 PODS_PER_SCENARIO = 8
@@ -321,7 +321,7 @@ def compare(scenario: Body, ours: Sequence[Answer], theirs: Sequence[Answer]) ->
     FailedScheduling message (each kind reported once per pod)."""
     found = []
     for body, mine, kube in zip(scenario["incoming"], ours, theirs, strict=True):
-        name = f"{body['metadata'].get('namespace', 'default')}/{body['metadata']['name']}"
+        name = _pod_name(body)
         if mine.feasible != kube.feasible:
             detail = (
                 f"feasible: kube-scheduler {sorted(kube.feasible)}, "
@@ -380,9 +380,49 @@ def _without_postfilter(message: str) -> str:
     return message
 
 
+def judge(
+    scenario: Body,
+    ours: Sequence[Answer],
+    theirs: Sequence[Answer],
+    *,
+    postfilter: bool = True,
+    rules: versions.Rules = versions.DEFAULT,
+) -> tuple[list[Disagreement], list[Disagreement]]:
+    """``compare``'s disagreements, split: those of pods metricsched refuses by design
+    (``by_design.refused_by_design``: all of a pod's differences are the documented DRA
+    refusal) apart from the rest, which stay disagreements."""
+    found = compare(scenario, ours, theirs)
+    if not found:
+        return [], []
+    pods = {
+        _pod_name(body): (body, mine, kube)
+        for body, mine, kube in zip(scenario["incoming"], ours, theirs, strict=True)
+    }
+    designed: set[str] = set()
+    for name in {d.pod for d in found}:
+        body, mine, kube = pods[name]
+        where = by_design.delegated(scenario, body, rules)
+        if not where:
+            continue
+        resources = frozenset().union(*where.values())
+        alone = {**scenario, "incoming": [by_design.without_delegated(body, resources)]}
+        [stripped] = metricsched_answers(alone, postfilter=postfilter, rules=rules)
+        if by_design.refused_by_design(mine, kube, stripped, where):
+            designed.add(name)
+    return (
+        [d for d in found if d.pod not in designed],
+        [d for d in found if d.pod in designed],
+    )
+
+
+def _pod_name(body: Body) -> str:
+    return f"{body['metadata'].get('namespace', 'default')}/{body['metadata']['name']}"
+
+
 def check(scenario: Body, harness: Harness) -> list[Disagreement]:
     ours = metricsched_answers(scenario, postfilter=harness.postfilter, rules=harness.rules)
-    return compare(scenario, ours, harness.ask(scenario))
+    theirs = harness.ask(scenario)
+    return judge(scenario, ours, theirs, postfilter=harness.postfilter, rules=harness.rules)[0]
 
 
 # --- many scenarios --------------------------------------------------------------------
@@ -428,15 +468,16 @@ class Report:
         default_factory=collections.Counter
     )
     example_of_class: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    # pods metricsched refuses by design (tests/parity/by_design.py): their differences
+    # from kube-scheduler's answers, not counted as disagreements
+    by_design: list[tuple[int, Disagreement]] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
-        kinds: dict[str, int] = {}
-        for _index, disagreement in self.disagreements:
-            kinds[disagreement.kind] = kinds.get(disagreement.kind, 0) + 1
-        counted = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+        designed = {(index, d.pod) for index, d in self.by_design}
         return (
             f"{self.pods} pods in {self.scenarios} scenarios: "
-            f"{len(self.disagreements)} disagreements" + (f" ({counted})" if counted else "")
+            f"{len(self.disagreements)} disagreements{_kinds(self.disagreements)}; "
+            f"{by_design.REFUSED_BY_DESIGN}: {len(designed)} pods{_kinds(self.by_design)}"
         )
 
     def classes_summary(self) -> list[str]:
@@ -468,6 +509,13 @@ class Report:
                 self.scores_varied[plugin] += len(set(found)) > 1
 
 
+def _kinds(found: Sequence[tuple[int, Disagreement]]) -> str:
+    """`` (2 feasible, 1 message)``: the differences by kind ("" when none)."""
+    kinds = collections.Counter(disagreement.kind for _index, disagreement in found)
+    counted = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+    return f" ({counted})" if counted else ""
+
+
 def run(*, pods: int, seed: int, harness: Harness, options: extras.Options | None = None) -> Report:
     """``options``: the generator's extras; unset, those of the harness's version."""
     if options is None:
@@ -480,7 +528,11 @@ def run(*, pods: int, seed: int, harness: Harness, options: extras.Options | Non
         report.coverage.update(coverage.exercised(scenario, theirs))
         ours = metricsched_answers(scenario, postfilter=harness.postfilter, rules=harness.rules)
         report.count_scores(theirs, ours)
-        for disagreement in compare(scenario, ours, theirs):
+        found, designed = judge(
+            scenario, ours, theirs, postfilter=harness.postfilter, rules=harness.rules
+        )
+        report.by_design.extend((index, disagreement) for disagreement in designed)
+        for disagreement in found:
             report.disagreements.append((index, disagreement))
             for plugin in disagreement.plugins or ("-",):
                 report.by_class[disagreement.kind, plugin] += 1
@@ -611,8 +663,9 @@ def reproduction(scenario: Body, harness: Harness) -> str:
     """``scenario`` and both answers, as YAML a person can read and re-run."""
     ours = metricsched_answers(scenario, postfilter=harness.postfilter, rules=harness.rules)
     theirs = harness.ask(scenario)
+    found = judge(scenario, ours, theirs, postfilter=harness.postfilter, rules=harness.rules)[0]
     document = {
-        "disagreements": [dataclasses.asdict(d) for d in compare(scenario, ours, theirs)],
+        "disagreements": [dataclasses.asdict(d) for d in found],
         "kube-scheduler": [answer.as_dict() for answer in theirs],
         "metricsched": [answer.as_dict() for answer in ours],
         "scenario": scenario,

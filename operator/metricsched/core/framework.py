@@ -273,6 +273,8 @@ class FilterOutcome:
     refusal: str  # a PreFilter's reason that rules out every node ("" when none)
     feasible: columns.Rows  # table rows that passed every filter, in name order
     rejected: Mapping[model.NodeName, tuple[str, ...]]  # the others, with their reasons
+    # the plugins whose PreFilter said Skip (their Filter did not run)
+    skipped: frozenset[str] = frozenset()
 
 
 def run_filters(
@@ -283,6 +285,7 @@ def run_filters(
     table = cycle.table
     names = table.names
     active: list[FilterPlugin] = []
+    skipped: set[str] = set()
     allowed: columns.Rows | None = None  # the rows the PreFilters leave (None: all)
     for plugin in plugins:
         result = plugin.pre_filter(cycle)
@@ -290,7 +293,9 @@ def run_filters(
             return FilterOutcome(result.refusal, np.empty(0, dtype=np.intp), {})
         if result.rows is not None:
             allowed = result.rows if allowed is None else np.intersect1d(allowed, result.rows)
-        if not result.skip:
+        if result.skip:
+            skipped.add(plugin.name)
+        else:
             active.append(plugin)
     rejected: dict[model.NodeName, tuple[str, ...]] = {}
     rows = np.arange(len(table), dtype=np.intp) if only is None else only
@@ -313,7 +318,24 @@ def run_filters(
             for row, reasons in zip(dropped, filtered.each, strict=True):
                 rejected[names[row]] = reasons
         rows = rows[filtered.passed]
-    return FilterOutcome("", rows, rejected)
+    return FilterOutcome("", rows, rejected, frozenset(skipped))
+
+
+def nominated_counted(
+    pod: model.PodInfo, pods: Sequence[model.PodInfo]
+) -> tuple[model.PodInfo, ...]:
+    """The nominated ``pods`` (of one node) that ``pod`` must yield to: those of equal or
+    higher priority, the pod itself aside (kube-scheduler's ``addGENominatedPods``)."""
+    return tuple(p for p in pods if p.priority >= pod.priority and p.uid != pod.uid)
+
+
+def with_nominated(state: model.NodeState, counted: Sequence[model.PodInfo]) -> model.NodeState:
+    """``state`` with the ``counted`` nominated pods as if bound there (kube-scheduler's
+    ``AddPodInfo`` on a copy of the node)."""
+    name = state.node.name
+    for other in counted:
+        state = node_state.add_pod(state, dataclasses.replace(other, node_name=name))
+    return state
 
 
 def run_filters_with_nominated(cycle: CycleState, plugins: Sequence[FilterPlugin]) -> FilterOutcome:
@@ -327,11 +349,19 @@ def run_filters_with_nominated(cycle: CycleState, plugins: Sequence[FilterPlugin
     passes only if both pass; a failure of the first pass gives its reasons. The second
     pass is the plain run: a nominated pod may end up elsewhere, so an affinity that holds
     only thanks to it does not hold. Pods nominated to other nodes are not counted while
-    one node is evaluated, as in kube-scheduler, which adds them per node."""
+    one node is evaluated, as in kube-scheduler, which adds them per node.
+
+    A plugin whose PreFilter said Skip for the pod stays skipped in the first pass:
+    kube-scheduler decides the skips once, in the PreFilter run without the nominated
+    pods, then adds them only to the plugins that did not skip (``RunPreFilterExtension
+    AddPod`` and ``RunFilterPlugins`` pass over ``SkipFilterPlugins``). So a nominated
+    pod's required anti-affinity counts only when InterPodAffinity runs for the pod anyway
+    (the pod has terms, or a bound pod's anti-affinity matches it)."""
     found = run_filters(cycle, plugins)
     nominated = cycle.snapshot.nominated
     if found.refusal or not nominated:
         return found
+    unskipped = [plugin for plugin in plugins if plugin.name not in found.skipped]
     pod = cycle.pod
     table = cycle.table
     index = {name: row for row, name in enumerate(table.names)}
@@ -341,16 +371,14 @@ def run_filters_with_nominated(cycle: CycleState, plugins: Sequence[FilterPlugin
         row = index.get(name)
         if row is None or rejected.get(name) == (REASON_NOT_IN_PREFILTER_RESULT,):
             continue  # a node not known, or one the PreFilters left out anyway
-        counted = [p for p in pods if p.priority >= pod.priority and p.uid != pod.uid]
+        counted = nominated_counted(pod, pods)
         if not counted:
             continue
-        state = cycle.snapshot.nodes[name]
-        for other in counted:  # as if bound there (kube-scheduler's AddPodInfo)
-            state = node_state.add_pod(state, dataclasses.replace(other, node_name=name))
+        state = with_nominated(cycle.snapshot.nodes[name], counted)
         trial, trial_table = columns.replace_state(cycle.snapshot, table, state)
         first = run_filters(
             CycleState.start(pod, trial, table=trial_table, memo=cycle.memo),
-            plugins,
+            unskipped,
             only=np.array([row], dtype=np.intp),
         )
         if first.refusal:
@@ -362,4 +390,4 @@ def run_filters_with_nominated(cycle: CycleState, plugins: Sequence[FilterPlugin
         else:
             continue
         feasible = feasible[feasible != row]
-    return FilterOutcome("", feasible, rejected)
+    return FilterOutcome("", feasible, rejected, found.skipped)

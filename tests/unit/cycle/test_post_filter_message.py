@@ -159,3 +159,27 @@ def test_past_its_budget_of_whole_cluster_runs_a_node_with_room_counts_as_helped
         "no new claims to deallocate, "
         "preemption: 1 node(s) would fit the pod if pods of lower priority" in (decision.message)
     )
+
+
+def test_the_dry_run_counts_the_nodes_nominated_pods_of_equal_or_higher_priority(
+    *, make_node, make_cluster, make_pod, schedule
+):
+    # kube-scheduler's SelectVictimsOnNode filters the emptied node with its nominated pods
+    # (RunFilterPluginsWithNominatedPods): without its low-priority pod the node still
+    # lacks cpu, and the pod nominated there takes the memory too.
+    gib = 1024**3
+    busy = with_pods(
+        make_node("node-1", cpu=1000, memory=2 * gib),
+        prioritised(make_pod("low", cpu=100, memory=gib), 0),
+        prioritised(make_pod("high", cpu=800), 2000),
+    )
+    waiting = prioritised(
+        make_pod("preemptor", cpu=0, memory=gib + gib // 2), 2000, nominated_node="node-1"
+    )
+    cluster = dataclasses.replace(make_cluster(busy), nominated={busy.node.name: (waiting,)})
+    pod = prioritised(make_pod(cpu=500, memory=gib // 2), 1000)
+    assert schedule(pod=pod, snapshot=cluster).message == (
+        "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. "
+        "no new claims to deallocate, "
+        "preemption: 0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
+    )

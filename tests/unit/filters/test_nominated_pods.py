@@ -99,3 +99,27 @@ def test_a_nomination_ends_when_the_pod_is_bound() -> None:
     bound = dataclasses.replace(preemptor, node_name="node-b", nominated_node="", phase="Running")
     reasons = _reasons(_pod("web", cpu="1"), bound)
     assert reasons == {"node-a": (), "node-b": ("Insufficient cpu",)}
+
+
+# kube-scheduler decides its PreFilter skips without the nominated pods, and adds them only
+# to the plugins that did not skip: InterPodAffinity skips a pod without terms that no bound
+# pod's anti-affinity matches, and then a nominated pod's anti-affinity is not checked.
+_ANTI_WEB = {
+    "labelSelector": {"matchLabels": {"app": "web"}},
+    "topologyKey": "kubernetes.io/hostname",
+}
+
+
+def test_a_nominated_pods_anti_affinity_is_not_checked_where_inter_pod_affinity_skips() -> None:
+    guard = _pod("guard", pod_anti_affinity=[_ANTI_WEB], nominated="node-a")
+    reasons = _reasons(_pod("web", labels={"app": "web"}), guard)
+    assert reasons == {"node-a": (), "node-b": ()}
+
+
+def test_a_nominated_pods_anti_affinity_counts_where_inter_pod_affinity_runs() -> None:
+    # A bound pod elsewhere whose anti-affinity matches the pod: InterPodAffinity runs.
+    bound = _pod("bound", pod_anti_affinity=[_ANTI_WEB], node_name="node-b", phase="Running")
+    guard = _pod("guard", pod_anti_affinity=[_ANTI_WEB], nominated="node-a")
+    reasons = _reasons(_pod("web", labels={"app": "web"}), bound, guard)
+    existing = "node(s) didn't satisfy existing pods anti-affinity rules"
+    assert reasons == {"node-a": (existing,), "node-b": (existing,)}

@@ -175,11 +175,17 @@ def _dry_run(
     state = snapshot.nodes[name]
     left = tuple(other for other in state.pods if other.uid not in gone)
     emptied = node_state.build(state.node, left, recent_binds=state.recent_binds)
-    # The node passed every filter before NodePorts; these two need this node only.
-    if node_ports.conflicts(pod.host_ports, emptied.used_ports):
+    # The node passed every filter before NodePorts; these two need this node only. The
+    # dry run filters with the nominated pods as the cycle does (kube-scheduler's
+    # SelectVictimsOnNode runs RunFilterPluginsWithNominatedPods): the first pass, with
+    # the node's nominated pods of equal or higher priority, fails wherever the second
+    # (without them) would for these two.
+    counted = framework.nominated_counted(pod, snapshot.nominated.get(name, ()))
+    occupied = framework.with_nominated(emptied, counted)
+    if node_ports.conflicts(pod.host_ports, occupied.used_ports):
         return (node_ports.REASON_NODE_PORTS,)
     dra = node_resources_fit.dra_backed(pod.requests, snapshot)
-    if fit := node_resources_fit.shortfalls(pod.requests, emptied, dra=dra):
+    if fit := node_resources_fit.shortfalls(pod.requests, occupied, dra=dra):
         return fit
     if budget[0] <= 0:
         return ()
