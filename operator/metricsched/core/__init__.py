@@ -10,6 +10,8 @@ checks it with import-linter).
 Modules:
 - ``model``: typed views of nodes, pods, policies, metric values and decisions.
 - ``parse``: raw API bodies to those views.
+- ``body_fields``: a raw body's field readers; a wrong type is a ``ParseError`` naming it.
+- ``pod_resources``: a pod's effective requests and limits, as kube-scheduler sums them.
 - ``api_formats``: the API's wire formats the writers share (metav1.Time, the note limit).
 - ``node_state``: a node's state from the pods on it (the one builder), and snapshots
   built from pods and nodes.

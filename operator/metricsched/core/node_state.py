@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from metricsched.core import model, parse
+from metricsched.core import model, pod_resources
 
 # Pods in these phases hold nothing on their node (kube-scheduler's pod informer skips them).
 _TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
@@ -31,11 +31,11 @@ def build(
     on_node = tuple(pods)
     return model.NodeState(
         node=node,
-        requested=parse.sum_resources(pod.requests for pod in on_node),
+        requested=pod_resources.sum_resources(pod.requests for pod in on_node),
         used_ports=frozenset(port for pod in on_node for port in pod.host_ports),
         pods=on_node,
         recent_binds=tuple(recent_binds),
-        nonzero_requested=parse.sum_resources(
+        nonzero_requested=pod_resources.sum_resources(
             pod.requests if pod.nonzero_requests is None else pod.nonzero_requests
             for pod in on_node
         ),

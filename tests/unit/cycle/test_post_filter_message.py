@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from metricsched.core import model, parse, versions
+from metricsched.core import model, pod_resources, versions
 from metricsched.core.plugins import preemption
 
 Outcome = model.Outcome
@@ -13,7 +13,7 @@ Outcome = model.Outcome
 def with_pods(state: model.NodeState, *pods: model.PodInfo) -> model.NodeState:
     placed = tuple(dataclasses.replace(pod, node_name=state.node.name) for pod in pods)
     return dataclasses.replace(
-        state, pods=placed, requested=parse.sum_resources(pod.requests for pod in placed)
+        state, pods=placed, requested=pod_resources.sum_resources(pod.requests for pod in placed)
     )
 
 

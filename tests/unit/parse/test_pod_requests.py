@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metricsched.core import parse
+from metricsched.core import parse, pod_resources
 
 MI = 2**20
 GI = 2**30
@@ -161,7 +161,7 @@ def test_scalar_resources_follow_the_same_init_and_sidecar_rules(pod, container)
     ],
 )
 def test_scalar_resource_names_follow_kube_scheduler(name, scalar):
-    assert parse.is_scalar_resource(name) is scalar
+    assert pod_resources.is_scalar_resource(name) is scalar
 
 
 def test_pod_level_requests_replace_the_container_total_for_cpu_and_memory(pod_body, container):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metricsched.core import model, node_state, parse
+from metricsched.core import model, node_state, pod_resources
 
 GI = 2**30
 
@@ -103,4 +103,4 @@ def test_adding_a_pod_matches_building_the_snapshot_with_it(node, pod, cluster):
 
 
 def test_sum_of_no_resources_is_zero():
-    assert parse.sum_resources([]) == model.Resources()
+    assert pod_resources.sum_resources([]) == model.Resources()
