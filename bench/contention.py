@@ -3,6 +3,8 @@ into the same kwok nodes, which have room (by requests) for only part of the pod
 
     python -m bench contention [--seeds 1,2,3] [--nodes 16] [--pods 300] [--out FILE]
                                [--conditions shared,preempt,preempt-no-nominations,pools]
+                               [--publish]   # bench/contention.md and its bench/README.md part
+    python -m bench contention --render FILE [--publish]   # re-render a results file only
 
 Both schedulers run, each with a fresh cache, and are ready before the first pod exists;
 the harness then creates the pods, interleaved between the two schedulerNames in a seeded
@@ -540,6 +542,98 @@ def markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+def rate(trials: Sequence[Mapping[str, Any]], condition: str, short: str) -> tuple[int, int]:
+    """(overcommitting binds, binds) of one scheduler in one condition, over the seeds."""
+    got = [t for t in trials if t.get("condition") == condition and "error" not in t]
+    return (
+        sum(t[short]["overcommitting_binds"] for t in got),
+        sum(t[short]["binds"] for t in got),
+    )
+
+
+def _pct(pair: tuple[int, int]) -> str:
+    over, binds = pair
+    return f"{over}/{binds} ({100 * over / binds:.0f} %)" if binds else "-"
+
+
+def section(results: Mapping[str, Any]) -> str:
+    """bench/contention.md: the table, the rates over the seeds and the conditions."""
+    trials = results.get("trials") or []
+    machine = results.get("machine") or {}
+    code = results.get("code") or {}
+    argv = " ".join(results.get("argv") or [])
+    nodes = next((t["nodes"] for t in trials if "nodes" in t), "?")
+    pods = next((t["pods"] for t in trials if "pods" in t), "?")
+    room = next((t["room_pods_est"] for t in trials if "room_pods_est" in t), "?")
+    loads = [t["load_average_before"][0] for t in trials if "load_average_before" in t]
+    lines = [
+        "## Contention beside kube-scheduler (issue 29 item 5)",
+        "",
+        f"`python -m bench {argv}` (bench/contention.py), commit {code.get('git_head', '?')},"
+        f" {results.get('started', '?')}. {nodes} kwok nodes of {results.get('node_cpu')} cpu"
+        f" (110 pods); {pods} pods per trial, half for kube-scheduler"
+        f" ({machine.get('kube_scheduler', '')},"
+        " QPS 5000 / burst 5000) and half for metricsched (64 Bindings in flight), cpu"
+        f" requests {', '.join(results.get('cpu_choices') or [])} drawn per seed, 64Mi each:"
+        f" room (by requests) for about {room} of them. Both schedulers are ready before the"
+        " first pod exists; the pods are then created as fast as the API server takes them"
+        " (32 in flight), the two schedulerNames interleaved in a seeded order, and both bind"
+        f" at full speed. A trial ends when no bind or removal has come for {QUIET_S:g} s"
+        f" (or at {TIMEOUT_S:g} s). Seeds {sorted({t['seed'] for t in trials})}; machine:"
+        f" {machine.get('nproc')} CPUs ({machine.get('cpu_model', '?')}), load average (1 min)"
+        f" before the trials {min(loads, default=0):g}-{max(loads, default=0):g} (other"
+        " workers and a benchmark shared the box; every process nice 10).",
+        "",
+        "Counted from the API's view: kwok runs no kubelet admission, so nothing is rejected"
+        " here; on a real node the kubelet would reject (`OutOfcpu`) the pod that arrives"
+        " second. An *overcommitting bind* is a bind after which its node's bound pods"
+        " request more than its allocatable (cpu, memory or pods), replayed in resourceVersion"
+        " order from a watch of the namespace (binds and removals): it is charged to the"
+        " scheduler whose bind came second, and every later bind onto a node still over"
+        " counts again. Pods bound and nodes overcommitted at the end come from a LIST after"
+        " the run. Cells: median (min-max) over the seeds.",
+        "",
+        markdown(table(trials)).rstrip(),
+        "",
+        "Overcommitting binds over all seeds (kube-scheduler; metricsched):",
+        "",
+    ]
+    for condition in CONDITIONS:
+        if any(t.get("condition") == condition for t in trials):
+            lines.append(
+                f"- {condition}: {_pct(rate(trials, condition, KUBE))};"
+                f" {_pct(rate(trials, condition, METRICSCHED))}"
+            )
+    lines += [
+        "",
+        "Conditions: **shared**, every node open to both, equal priorities (kube-scheduler"
+        " writes no nomination); **preempt**, kube-scheduler's pods at priority"
+        f" {HIGH_PRIORITY} over metricsched's at 0, so once the nodes fill kube-scheduler"
+        " preempts metricsched's pods and writes `status.nominatedNodeName`, metricsched as"
+        " built (issue 29 item 3: nominated pods of equal or higher priority occupy their"
+        " node); **preempt-no-nominations**, the same with item 3 off (the operator has no"
+        " switch: a scratch copy of this commit's operator in which `Cache.upsert_nominated`"
+        " returns at once); **pools**, the documented mitigation, each scheduler's pods"
+        " selecting its own half of the nodes (nodeSelector).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+BEGIN, END = "<!-- contention:begin -->", "<!-- contention:end -->"
+
+
+def splice(readme: str, body: str) -> str:
+    """bench/README.md with the section between the markers (inserted before ``## Machine``
+    the first time)."""
+    block = f"{BEGIN}\n{body.rstrip()}\n{END}\n"
+    if BEGIN in readme and END in readme:
+        head, rest = readme.split(BEGIN, 1)
+        return head + block + rest.split(END, 1)[1].lstrip("\n")
+    at = readme.index("## Machine")
+    return readme[:at] + block + "\n" + readme[at:]
+
+
 async def _main(args: argparse.Namespace, results: dict[str, Any], out: Path) -> None:
     cluster = env_mod.load()
     kube = Kube(cluster.server, cluster.token, cluster.ca_file)
@@ -582,9 +676,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conditions", default=",".join(CONDITIONS))
     parser.add_argument("--out", help="results file (default: bench/results/contention.json)")
     parser.add_argument("--keep-cluster", action="store_true")
+    parser.add_argument("--render", metavar="FILE", help="only render a results file, no run")
+    parser.add_argument(
+        "--publish", action="store_true", help="write bench/contention.md and its README section"
+    )
+
+
+def publish(results: Mapping[str, Any], *, write: bool) -> str:
+    """The section; with ``write``, into bench/contention.md and bench/README.md."""
+    body = section(results)
+    if write:
+        (env_mod.ROOT / "bench" / "contention.md").write_text(body)
+        readme = env_mod.ROOT / "bench" / "README.md"
+        readme.write_text(splice(readme.read_text(), body))
+    return body
 
 
 def cmd_contention(args: argparse.Namespace) -> int:
+    if args.render:
+        print(publish(json.loads(Path(args.render).read_text()), write=args.publish), flush=True)
+        return 0
     out = Path(args.out) if args.out else env_mod.RESULTS / "contention.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
@@ -607,6 +718,6 @@ def cmd_contention(args: argparse.Namespace) -> int:
     results["machine"]["load_average_end"] = env_mod.load_average()
     results["table"] = table(results["trials"])
     out.write_text(json.dumps(results, indent=1))
-    print(markdown(results["table"]), flush=True)
+    print(publish(results, write=args.publish), flush=True)
     print(f"[contention] results: {out}", flush=True)
     return 1 if any("error" in t for t in results["trials"]) else 0

@@ -149,3 +149,32 @@ def test_the_table_gives_median_and_range_per_condition() -> None:
     assert [r["condition"] for r in rows] == ["shared"]
     assert rows[0]["kube-open.overcommitting_binds"] == {"median": 2, "min": 1, "max": 3}
     assert "| shared | 10 | 2 (1-3) |" in contention.markdown(rows)
+
+
+def test_the_section_is_spliced_before_machine_once_and_replaced_after() -> None:
+    readme = "# bench\n\n## Placement quality\n\n## Machine\n\n- CPUs\n"
+    first = contention.splice(readme, "## Contention\n\nold\n")
+    assert first.index(contention.BEGIN) < first.index("## Machine")
+    again = contention.splice(first, "## Contention\n\nnew\n")
+    assert "old" not in again and again.count(contention.BEGIN) == 1
+    assert again.endswith("## Machine\n\n- CPUs\n")
+
+
+def test_the_section_states_its_conditions_and_rates() -> None:
+    row = {"binds": 4, "overcommitting_binds": 1, "bound_at_end": 4, "removed": 0}
+    trial = {
+        "condition": "shared",
+        "seed": 1,
+        "nodes": 16,
+        "pods": 300,
+        "room_pods_est": 109,
+        "load_average_before": [2.5, 2.0, 1.0],
+        contention.KUBE: row,
+        contention.METRICSCHED: {**row, "overcommitting_binds": 2},
+        "overcommitted_nodes_at_end": 1,
+        "excess_cpu_m_at_end": 250,
+        "run_s": 12.0,
+    }
+    body = contention.section({"trials": [trial], "argv": ["contention"], "node_cpu": 4})
+    assert "16 kwok nodes of 4 cpu" in body
+    assert "- shared: 1/4 (25 %); 2/4 (50 %)" in body
