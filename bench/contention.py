@@ -324,6 +324,7 @@ class Log:
         self.opened = asyncio.Event()
         self.rv = ""
         self.reopened = 0
+        self.nominated: set[str] = set()  # pods ever seen unbound with a nominatedNodeName
 
     async def run(self) -> None:
         """Watch from the namespace's LIST; a watch the server ends (a slow reader's is
@@ -361,6 +362,8 @@ class Log:
                 self.last = time.monotonic()
             return
         node = spec.get("nodeName")
+        if not node and (obj.get("status") or {}).get("nominatedNodeName"):
+            self.nominated.add(name)
         if node and name not in self.bound:
             step = Step(rv, name, spec.get("schedulerName", ""), node, requests_of(obj))
             self.bound[name] = step
@@ -470,6 +473,7 @@ async def trial(
     end = end_state(listed, allocatable)
     record["watch_error"] = log.error
     record["watch_reopened"] = log.reopened
+    record["pods_nominated"] = len({n for n in log.nominated if not n.startswith("warm-")})
     record["nominated_at_end"] = sum(
         1 for p in listed if (p.get("status") or {}).get("nominatedNodeName")
     )
@@ -510,6 +514,7 @@ def table(trials: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 row[f"{short}.{key}"] = summary([t[short][key] for t in got])
         for key in ("overcommitted_nodes_at_end", "excess_cpu_m_at_end", "run_s"):
             row[key] = summary([t[key] for t in got])
+        row["pods_nominated"] = summary([t.get("pods_nominated", 0) for t in got])
         rows.append(row)
     return rows
 
@@ -526,8 +531,8 @@ def markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "| condition | kube-scheduler binds | its overcommitting binds | its pods bound at end"
         " | metricsched binds | its overcommitting binds | its pods bound at end"
         " | metricsched pods preempted | nodes overcommitted at end"
-        " | cpu requested over allocatable at end (millicores) | run (s) |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+        " | cpu requested over allocatable at end (millicores) | pods nominated | run (s) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
         f"| {r['condition']} | {_fmt(r[f'{KUBE}.binds'])}"
@@ -536,7 +541,7 @@ def markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         f" | {_fmt(r[f'{METRICSCHED}.overcommitting_binds'])}"
         f" | {_fmt(r[f'{METRICSCHED}.bound_at_end'])} | {_fmt(r[f'{METRICSCHED}.removed'])}"
         f" | {_fmt(r['overcommitted_nodes_at_end'])} | {_fmt(r['excess_cpu_m_at_end'])}"
-        f" | {_fmt(r['run_s'])} |"
+        f" | {_fmt(r['pods_nominated'])} | {_fmt(r['run_s'])} |"
         for r in rows
     ]
     return head + "\n".join(lines) + "\n"

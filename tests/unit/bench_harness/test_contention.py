@@ -178,3 +178,23 @@ def test_the_section_states_its_conditions_and_rates() -> None:
     body = contention.section({"trials": [trial], "argv": ["contention"], "node_cpu": 4})
     assert "16 kwok nodes of 4 cpu" in body
     assert "- shared: 1/4 (25 %); 2/4 (50 %)" in body
+
+
+def test_the_watch_records_binds_removals_and_nominations_in_order() -> None:
+    log = contention.Log(None, "ns")  # type: ignore[arg-type]
+    nominated = _pod("k", "kube", "1", None)
+    nominated["status"] = {"nominatedNodeName": "n1"}
+    events = [
+        ("ADDED", {**_pod("a", "ms", "1", None)}, "5"),
+        ("MODIFIED", _pod("a", "ms", "1", "n1"), "6"),
+        ("MODIFIED", _pod("a", "ms", "1", "n1"), "7"),  # kwok's status: not a second bind
+        ("MODIFIED", nominated, "8"),
+        ("DELETED", _pod("a", "ms", "1", "n1"), "9"),
+        ("BOOKMARK", {"metadata": {}}, "12"),
+    ]
+    for kind, obj, rv in events:
+        obj["metadata"]["resourceVersion"] = rv
+        log.see({"type": kind, "object": obj})
+    assert [(s.rv, s.pod, s.bound) for s in log.steps] == [(6, "a", True), (9, "a", False)]
+    assert log.nominated == {"k"}
+    assert log.rv == "12"
