@@ -2,7 +2,8 @@
 into the same kwok nodes, which have room (by requests) for only part of the pods.
 
     python -m bench contention [--seeds 1,2,3] [--nodes 16] [--pods 300] [--out FILE]
-                               [--conditions shared,preempt,preempt-no-nominations,pools]
+                               [--conditions shared,preempt,preempt-no-nominations,
+                                             refill,refill-no-nominations,pools]
                                [--publish]   # bench/contention.md and its bench/README.md part
     python -m bench contention --render FILE [--publish]   # re-render a results file only
 
@@ -33,6 +34,12 @@ Conditions:
 - ``preempt-no-nominations``: the same with item 3 switched off. The operator has no switch
   for it, so the harness runs a scratch copy of this tree's operator package (PYTHONPATH) in
   which ``Cache.upsert_nominated`` returns at once: no nominated pod ever reaches a cycle.
+- ``refill`` and ``refill-no-nominations``: nominations alone. metricsched first fills the
+  nodes exactly with pods of ``REFILL_CPU`` (priority 0), alone; then kube-scheduler's
+  high-priority pods (3/8 of that count) and twice as many pending metricsched pods are
+  created at once. Each high-priority pod needs one victim; a victim beyond that count is a
+  pod evicted for nothing (metricsched took the room a preemption freed, and
+  kube-scheduler preempted again).
 - ``pools``: the mitigation the docs recommend: the nodes split in two pools by a label,
   each scheduler's pods selecting its own pool (nodeSelector). Expected: 0 overcommitting
   binds.
@@ -70,7 +77,16 @@ TIMEOUT_S = 100.0
 CPU_CHOICES = ("250m", "500m", "1")
 KUBE = "kube-open"  # kube-scheduler, QPS 5000 / burst 5000: full speed
 METRICSCHED = "metricsched"
-CONDITIONS = ("shared", "preempt", "preempt-no-nominations", "pools")
+CONDITIONS = (
+    "shared",
+    "preempt",
+    "preempt-no-nominations",
+    "refill",
+    "refill-no-nominations",
+    "pools",
+)
+NO_NOMINATIONS = "-no-nominations"  # the conditions that run the scratch copy
+REFILL_CPU = "500m"
 RESOURCES = ("cpu", "memory", "pods")
 WORK = env_mod.RESULTS / "work" / "contention"
 # The scratch copy's one change (``preempt-no-nominations``): checked to apply exactly once.
@@ -193,6 +209,18 @@ def pod_plan(seed: int, pods: int) -> list[tuple[str, str]]:
     return [(s, rng.choice(CPU_CHOICES)) for s in systems_]
 
 
+def refill_plan(seed: int, nodes: int) -> tuple[int, list[tuple[str, str]]]:
+    """The ``refill`` conditions: how many metricsched pods of ``REFILL_CPU`` fill the
+    nodes exactly (created first, bound by metricsched alone), then the second wave in
+    creation order: kube-scheduler's high-priority pods (3/8 of the fill, each needing one
+    victim) and as many again pending metricsched pods as there were victims to take,
+    times two, shuffled."""
+    fill = nodes * NODE_CPU * 1000 // quantity.parse_milli(REFILL_CPU)
+    wave = [KUBE] * (fill * 3 // 8) + [METRICSCHED] * (fill * 3 // 4)
+    random.Random(seed).shuffle(wave)
+    return fill, [(s, REFILL_CPU) for s in wave]
+
+
 def pool_of(index: int, nodes: int) -> str:
     """The ``pools`` condition's split: the first half of the nodes kube-scheduler's."""
     return KUBE if index < nodes // 2 else METRICSCHED
@@ -240,7 +268,7 @@ def pod_body(name: str, system: str, cpu: str, condition: str) -> dict[str, Any]
             }
         ],
     }
-    if system == KUBE and condition.startswith("preempt"):
+    if system == KUBE and condition.startswith(("preempt", "refill")):
         spec["priorityClassName"] = PRIORITY_CLASS
     return {
         "apiVersion": "v1",
@@ -440,7 +468,22 @@ async def trial(
                 body = pod_body(f"p-{i:04d}", system, cpu, condition)
                 await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
 
-        await asyncio.gather(*(one(i, s, c) for i, (s, c) in enumerate(pod_plan(seed, pods))))
+        plan = pod_plan(seed, pods)
+        if condition.startswith("refill"):
+            fill, plan = refill_plan(seed, len(allocatable))
+            await asyncio.gather(*(one(i, METRICSCHED, REFILL_CPU) for i in range(fill)))
+            while len(log.bound) < fill and time.monotonic() - t0 < TIMEOUT_S:
+                await asyncio.sleep(0.5)
+            record["filled"] = len(log.bound)
+            record["fill_s"] = round(time.monotonic() - t0, 2)
+            plan = [(METRICSCHED, REFILL_CPU)] * fill + plan
+            pods = len(plan)
+            record["pods"] = pods
+            record["high_priority_pods"] = sum(1 for s, _ in plan if s == KUBE)
+            t0 = time.monotonic()
+            await asyncio.gather(*(one(i, s, c) for i, (s, c) in enumerate(plan) if i >= fill))
+        else:
+            await asyncio.gather(*(one(i, s, c) for i, (s, c) in enumerate(plan)))
         record["create_s"] = round(time.monotonic() - t0, 2)
         record["ended"] = "timeout"
         while time.monotonic() - t0 < TIMEOUT_S:
@@ -565,17 +608,19 @@ def section(results: Mapping[str, Any]) -> str:
     """bench/contention.md: the table, the rates over the seeds and the conditions."""
     trials = results.get("trials") or []
     machine = results.get("machine") or {}
-    code = results.get("code") or {}
-    argv = " ".join(results.get("argv") or [])
-    nodes = next((t["nodes"] for t in trials if "nodes" in t), "?")
-    pods = next((t["pods"] for t in trials if "pods" in t), "?")
+    runs = "; ".join(
+        f"`python -m bench {r['argv']}` (commit {r['commit']}, {r['started']})"
+        for r in _runs(results)
+    )
+    plain = [t for t in trials if "pods" in t and not t["condition"].startswith("refill")]
+    nodes = next((t["nodes"] for t in plain), "?")
+    pods = next((t["pods"] for t in plain), "?")
     room = next((t["room_pods_est"] for t in trials if "room_pods_est" in t), "?")
     loads = [t["load_average_before"][0] for t in trials if "load_average_before" in t]
     lines = [
         "## Contention beside kube-scheduler (issue 29 item 5)",
         "",
-        f"`python -m bench {argv}` (bench/contention.py), commit {code.get('git_head', '?')},"
-        f" {results.get('started', '?')}. {nodes} kwok nodes of {results.get('node_cpu')} cpu"
+        f"{runs}; bench/contention.py. {nodes} kwok nodes of {results.get('node_cpu')} cpu"
         f" (110 pods); {pods} pods per trial, half for kube-scheduler"
         f" ({machine.get('kube_scheduler', '')},"
         " QPS 5000 / burst 5000) and half for metricsched (64 Bindings in flight), cpu"
@@ -619,7 +664,12 @@ def section(results: Mapping[str, Any]) -> str:
         " node); **preempt-no-nominations**, the same with item 3 off (the operator has no"
         " switch: a scratch copy of this commit's operator in which `Cache.upsert_nominated`"
         " returns at once); **pools**, the documented mitigation, each scheduler's pods"
-        " selecting its own half of the nodes (nodeSelector).",
+        " selecting its own half of the nodes (nodeSelector); **refill** and"
+        " **refill-no-nominations**, nominations alone: metricsched first fills every node"
+        f" exactly with pods of {REFILL_CPU} cpu (priority 0) on its own, then kube-scheduler's"
+        f" priority-{HIGH_PRIORITY} pods (3/8 of that count) and twice as many pending"
+        " metricsched pods are created at once: each high-priority pod needs one victim, and"
+        " victims beyond that count were evicted for nothing.",
         "",
     ]
     return "\n".join(lines)
@@ -647,14 +697,14 @@ async def _main(args: argparse.Namespace, results: dict[str, Any], out: Path) ->
         await ensure_priority_class(kube)
         conditions = [c for c in args.conditions.split(",") if c]
         scratch = None
-        if "preempt-no-nominations" in conditions:
+        if any(c.endswith(NO_NOMINATIONS) for c in conditions):
             scratch = await asyncio.to_thread(
                 scratch_without_nominations, Path(tempfile.gettempdir()) / "bench-contention-op"
             )
         for seed in (int(s) for s in args.seeds.split(",")):
             order = conditions if seed % 2 else list(reversed(conditions))
             for condition in order:
-                path = scratch if condition == "preempt-no-nominations" else None
+                path = scratch if condition.endswith(NO_NOMINATIONS) else None
                 try:
                     row = await trial(
                         kube,
@@ -681,10 +731,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conditions", default=",".join(CONDITIONS))
     parser.add_argument("--out", help="results file (default: bench/results/contention.json)")
     parser.add_argument("--keep-cluster", action="store_true")
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="add to --out's trials (same condition and seed replaced)",
+    )
     parser.add_argument("--render", metavar="FILE", help="only render a results file, no run")
     parser.add_argument(
         "--publish", action="store_true", help="write bench/contention.md and its README section"
     )
+
+
+def _runs(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The invocations a results file holds: (argv, commit, start) of each."""
+    if "runs" in results:
+        return list(results["runs"])
+    code = results.get("code") or {}
+    return [
+        {
+            "argv": " ".join(results.get("argv") or []),
+            "commit": code.get("git_head", "?"),
+            "started": results.get("started", "?"),
+        }
+    ]
 
 
 def publish(results: Mapping[str, Any], *, write: bool) -> str:
@@ -712,6 +781,16 @@ def cmd_contention(args: argparse.Namespace) -> int:
         "cpu_choices": list(CPU_CHOICES),
         "trials": [],
     }
+    if args.append and out.exists():
+        kept = json.loads(out.read_text())
+        chosen = set(args.conditions.split(","))
+        seeds = {int(x) for x in args.seeds.split(",")}
+        results["trials"] = [
+            t
+            for t in kept["trials"]
+            if t.get("condition") not in chosen or t.get("seed") not in seeds
+        ]
+        results["runs"] = [*_runs(kept), *_runs(results)]
     try:
         env_mod.cluster_cmd("up", "--nodes", "3", "--quiet-nodes")
         env_mod.install_crd(env_mod.load())

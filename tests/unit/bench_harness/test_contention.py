@@ -198,3 +198,15 @@ def test_the_watch_records_binds_removals_and_nominations_in_order() -> None:
     assert [(s.rv, s.pod, s.bound) for s in log.steps] == [(6, "a", True), (9, "a", False)]
     assert log.nominated == {"k"}
     assert log.rv == "12"
+
+
+def test_the_refill_fills_the_nodes_exactly_then_sends_a_second_wave() -> None:
+    fill, wave = contention.refill_plan(1, 16)
+    assert fill == 16 * contention.NODE_CPU * 2  # 500m pods
+    kube = sum(1 for s, _ in wave if s == contention.KUBE)
+    assert kube == fill * 3 // 8
+    assert len(wave) - kube == 2 * kube
+    assert wave == contention.refill_plan(1, 16)[1]
+    assert wave != contention.refill_plan(2, 16)[1]
+    body = contention.pod_body("p", contention.KUBE, "500m", "refill-no-nominations")
+    assert body["spec"]["priorityClassName"] == contention.PRIORITY_CLASS
