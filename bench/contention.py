@@ -654,6 +654,22 @@ def section(results: Mapping[str, Any]) -> str:
                 f"- {condition}: {_pct(rate(trials, condition, KUBE))};"
                 f" {_pct(rate(trials, condition, METRICSCHED))}"
             )
+    refills = [
+        t for t in trials if t.get("condition", "").startswith("refill") and "error" not in t
+    ]
+    if refills:
+        lines += [
+            "",
+            "Refill: metricsched pods preempted for the high-priority pods, per seed:",
+            "",
+        ]
+    for condition in ("refill", "refill-no-nominations"):
+        got = sorted((t for t in refills if t["condition"] == condition), key=lambda t: t["seed"])
+        if got:
+            each = ", ".join(
+                f"{t[METRICSCHED]['removed']} for {t['high_priority_pods']}" for t in got
+            )
+            lines.append(f"- {condition}: {each}")
     lines += [
         "",
         "Conditions: **shared**, every node open to both, equal priorities (kube-scheduler"
