@@ -9,6 +9,7 @@
     python -m bench writes [--pods N]  # CPU per Binding + Event: threads vs the event loop
     python -m bench quality [--plan full|smoke] [--pipeline realistic|gauge] [--seeds 1,2,3]
     python -m bench quality-report [FILE] [--publish]  # placement-quality tables and plots
+    python -m bench contention [--seeds 1,2,3]  # the capacity race beside kube-scheduler
 
 ``run`` brings the benchmark's own control plane up (``BENCH_PORT_BASE``, ``.cluster-bench/``),
 grows it to each node count in turn, runs the trials, writes the results JSON under
@@ -29,7 +30,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import cycle_cost, fairness, kopf_cost, memory_cost, report, systems, trial, write_cost
+from bench import (
+    contention,
+    cycle_cost,
+    fairness,
+    kopf_cost,
+    memory_cost,
+    report,
+    systems,
+    trial,
+    write_cost,
+)
 from bench import env as env_mod
 from bench.kube import Kube
 from bench.quality import runner as quality_runner
@@ -410,6 +421,10 @@ def main() -> int:
     qrep = sub.add_parser("quality-report", help="render the placement-quality section")
     qrep.add_argument("file", nargs="?")
     qrep.add_argument("--publish", action="store_true")
+    race = sub.add_parser(
+        "contention", help="kube-scheduler and metricsched on shared nodes (bench/contention.py)"
+    )
+    contention.add_arguments(race)
     args = parser.parse_args()
     handlers = {
         "run": cmd_run,
@@ -420,6 +435,7 @@ def main() -> int:
         "writes": write_cost.cmd_writes,
         "quality": quality_runner.cmd_quality,
         "quality-report": cmd_quality_report,
+        "contention": contention.cmd_contention,
     }
     return handlers[args.cmd](args)
 

@@ -596,6 +596,15 @@ def quality_section() -> list[str]:
     return ["<!-- quality:begin -->", path.read_text().rstrip(), "<!-- quality:end -->", ""]
 
 
+def contention_section() -> list[str]:
+    """bench/contention.md (``python -m bench contention --publish`` writes it) between the
+    markers bench/contention.py replaces, so a re-render keeps it."""
+    path = BENCH / "contention.md"
+    if not path.exists():
+        return []
+    return ["<!-- contention:begin -->", path.read_text().rstrip(), "<!-- contention:end -->", ""]
+
+
 def readme(results: dict[str, Any], images: dict[str, str]) -> str:
     method = (BENCH / "method.md").read_text() if (BENCH / "method.md").exists() else ""
     analysis = (BENCH / "analysis.md").read_text() if (BENCH / "analysis.md").exists() else ""
@@ -615,6 +624,7 @@ def readme(results: dict[str, Any], images: dict[str, str]) -> str:
         *scale_table(results),
         "",
         *quality_section(),
+        *contention_section(),
         "## Machine",
         "",
         *_machine_lines(results),
