@@ -424,40 +424,55 @@ async def _wait_ready(kube: Kube, namespace: str, system: str) -> None:
     await kube.request("DELETE", path, params={"gracePeriodSeconds": "0"})
 
 
-async def trial(
-    kube: Kube,
-    cluster: env_mod.ClusterEnv,
-    allocatable: Mapping[str, Mapping[str, int]],
-    *,
-    condition: str,
-    seed: int,
-    pods: int,
-    scratch: str | None,
-) -> dict[str, Any]:
-    namespace = f"ct-{condition[:12]}-{seed}-{secrets.token_hex(2)}"
-    record: dict[str, Any] = {
-        "condition": condition,
-        "seed": seed,
-        "pods": pods,
-        "nodes": len(allocatable),
-        "load_average_before": env_mod.load_average(),
-        "operator_path": scratch,
-    }
-    await kube.create_namespace(namespace)
-    await kube.create_policy(namespace, systems.POLICY_NAME, systems.POLICY_SPEC)
-    WORK.mkdir(parents=True, exist_ok=True)
-    procs: list[systems.Process] = []
-    log = Log(kube, namespace)
-    watch = asyncio.create_task(log.run())
-    try:
+@dataclasses.dataclass(frozen=True)
+class TrialSpec:
+    """One trial's condition, seed, pod count and operator copy (None: this checkout's)."""
+
+    condition: str
+    seed: int
+    pods: int
+    scratch: str | None = None
+
+
+class _Trial:
+    """One trial in three phases: start both schedulers, play the pods and wait for the
+    binds to end (``play``), then the figures from the watch's replay and a LIST
+    (``figures``)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        cluster: env_mod.ClusterEnv,
+        allocatable: Mapping[str, Mapping[str, int]],
+        spec: TrialSpec,
+    ) -> None:
+        self.kube, self.cluster, self.allocatable, self.spec = kube, cluster, allocatable, spec
+        self.namespace = f"ct-{spec.condition[:12]}-{spec.seed}-{secrets.token_hex(2)}"
+        self.log = Log(kube, self.namespace)
+        self.procs: list[systems.Process] = []
+        self.pods = spec.pods
+        self.record: dict[str, Any] = {
+            "condition": spec.condition,
+            "seed": spec.seed,
+            "pods": spec.pods,
+            "nodes": len(allocatable),
+            "load_average_before": env_mod.load_average(),
+            "operator_path": spec.scratch,
+        }
+
+    def start(self) -> None:
         for name in (KUBE, METRICSCHED):
             system = systems.SYSTEMS[name]
-            argv = systems.command(system, cluster, WORK)
-            tag = f"{condition}-{seed}-{name}"
-            path = scratch if name == METRICSCHED else None
-            procs.append(
+            argv = systems.command(system, self.cluster, WORK)
+            tag = f"{self.spec.condition}-{self.spec.seed}-{name}"
+            path = self.spec.scratch if name == METRICSCHED else None
+            self.procs.append(
                 systems.Process(system, argv, WORK / "logs" / f"{tag}.log", python_path=path)
             )
+
+    async def play(self) -> None:
+        kube, namespace, log, record = self.kube, self.namespace, self.log, self.record
+        condition = self.spec.condition
         await asyncio.wait_for(log.opened.wait(), 30)
         await asyncio.gather(*(_wait_ready(kube, namespace, n) for n in (KUBE, METRICSCHED)))
         gate = asyncio.Semaphore(32)
@@ -468,80 +483,108 @@ async def trial(
                 body = pod_body(f"p-{i:04d}", system, cpu, condition)
                 await kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
 
-        plan = pod_plan(seed, pods)
+        plan = pod_plan(self.spec.seed, self.pods)
         if condition.startswith("refill"):
-            fill, plan = refill_plan(seed, len(allocatable))
+            fill, plan = refill_plan(self.spec.seed, len(self.allocatable))
             await asyncio.gather(*(one(i, METRICSCHED, REFILL_CPU) for i in range(fill)))
             while len(log.bound) < fill and time.monotonic() - t0 < TIMEOUT_S:
                 await asyncio.sleep(0.5)
             record["filled"] = len(log.bound)
             record["fill_s"] = round(time.monotonic() - t0, 2)
             plan = [(METRICSCHED, REFILL_CPU)] * fill + plan
-            pods = len(plan)
-            record["pods"] = pods
+            self.pods = record["pods"] = len(plan)
             record["high_priority_pods"] = sum(1 for s, _ in plan if s == KUBE)
             t0 = time.monotonic()
             await asyncio.gather(*(one(i, s, c) for i, (s, c) in enumerate(plan) if i >= fill))
         else:
             await asyncio.gather(*(one(i, s, c) for i, (s, c) in enumerate(plan)))
         record["create_s"] = round(time.monotonic() - t0, 2)
+        await self._wait_end(t0)
+
+    async def _wait_end(self, t0: float) -> None:
+        record, log = self.record, self.log
         record["ended"] = "timeout"
         while time.monotonic() - t0 < TIMEOUT_S:
-            if len(log.bound) >= pods:
+            if len(log.bound) >= self.pods:
                 record["ended"] = "all bound"
                 break
             if time.monotonic() - log.last > QUIET_S and time.monotonic() - t0 > QUIET_S:
                 record["ended"] = "quiet"
                 break
-            if not all(p.alive() for p in procs):
-                record["scheduler_exited"] = [p.system.name for p in procs if not p.alive()]
+            if not all(p.alive() for p in self.procs):
+                record["scheduler_exited"] = [p.system.name for p in self.procs if not p.alive()]
                 break
             await asyncio.sleep(0.5)
         record["run_s"] = round(time.monotonic() - t0, 1)
+
+    async def listed(self, watch: asyncio.Task[None]) -> list[dict[str, Any]]:
+        """The namespace's pods by a LIST, once the watch has caught up with it."""
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        page = await self.kube.request("GET", path, timeout_s=60)
+        deadline = time.monotonic() + 15  # the watch catches up with the LIST
+        while int(self.log.rv or 0) < int(page["metadata"]["resourceVersion"]) and not watch.done():
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        return [p for p in page["items"] if not p["metadata"]["name"].startswith("warm-")]
+
+    def figures(self, listed: Sequence[Mapping[str, Any]]) -> None:
+        record, log, allocatable = self.record, self.log, self.allocatable
+        steps = [s for s in log.steps if not s.pod.startswith("warm-")]
+        names = {n: systems.SYSTEMS[n].scheduler_name for n in (KUBE, METRICSCHED)}
+        by_scheduler = walk(steps, allocatable)
+        end = end_state(listed, allocatable)
+        record["watch_error"] = log.error
+        record["watch_reopened"] = log.reopened
+        record["pods_nominated"] = len({n for n in log.nominated if not n.startswith("warm-")})
+        record["nominated_at_end"] = sum(
+            1 for p in listed if (p.get("status") or {}).get("nominatedNodeName")
+        )
+        for short, scheduler in names.items():
+            row = by_scheduler.get(scheduler, {"binds": 0, "overcommitting_binds": 0})
+            record[short] = {
+                **row,
+                "bound_at_end": end["bound"].get(scheduler, 0),
+                "removed": sum(1 for s in steps if not s.bound and s.scheduler == scheduler),
+            }
+        record["overcommitted_nodes_at_end"] = end["overcommitted_nodes"]
+        record["excess_cpu_m_at_end"] = end["excess_cpu_m"]
+        # The replay's end (binds minus removals) must be the LIST's: else the order is suspect.
+        record["watch_matches_list"] = all(
+            record[short]["binds"] - record[short]["removed"] == record[short]["bound_at_end"]
+            for short in names
+        )
+        record["room_pods_est"] = (
+            sum(a["cpu"] for a in allocatable.values())
+            * len(CPU_CHOICES)
+            // (sum(quantity.parse_milli(c) for c in CPU_CHOICES))
+        )
+
+
+async def trial(
+    kube: Kube,
+    cluster: env_mod.ClusterEnv,
+    allocatable: Mapping[str, Mapping[str, int]],
+    spec: TrialSpec,
+) -> dict[str, Any]:
+    """One trial of ``spec`` on the cluster's contention nodes (``allocatable``)."""
+    run = _Trial(kube, cluster, allocatable, spec)
+    await kube.create_namespace(run.namespace)
+    await kube.create_policy(run.namespace, systems.POLICY_NAME, systems.POLICY_SPEC)
+    WORK.mkdir(parents=True, exist_ok=True)
+    watch = asyncio.create_task(run.log.run())
+    try:
+        run.start()
+        await run.play()
     finally:
-        for p in procs:
+        for p in run.procs:
             await asyncio.to_thread(p.stop)
-    page = await kube.request("GET", f"/api/v1/namespaces/{namespace}/pods", timeout_s=60)
-    listed = page["items"]
-    deadline = time.monotonic() + 15  # the watch catches up with the LIST
-    while int(log.rv or 0) < int(page["metadata"]["resourceVersion"]) and not watch.done():
-        if time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.2)
+    listed = await run.listed(watch)
     watch.cancel()
-    listed = [p for p in listed if not p["metadata"]["name"].startswith("warm-")]
-    steps = [s for s in log.steps if not s.pod.startswith("warm-")]
-    names = {n: systems.SYSTEMS[n].scheduler_name for n in (KUBE, METRICSCHED)}
-    by_scheduler = walk(steps, allocatable)
-    end = end_state(listed, allocatable)
-    record["watch_error"] = log.error
-    record["watch_reopened"] = log.reopened
-    record["pods_nominated"] = len({n for n in log.nominated if not n.startswith("warm-")})
-    record["nominated_at_end"] = sum(
-        1 for p in listed if (p.get("status") or {}).get("nominatedNodeName")
-    )
-    for short, scheduler in names.items():
-        row = by_scheduler.get(scheduler, {"binds": 0, "overcommitting_binds": 0})
-        record[short] = {
-            **row,
-            "bound_at_end": end["bound"].get(scheduler, 0),
-            "removed": sum(1 for s in steps if not s.bound and s.scheduler == scheduler),
-        }
-    record["overcommitted_nodes_at_end"] = end["overcommitted_nodes"]
-    record["excess_cpu_m_at_end"] = end["excess_cpu_m"]
-    # The replay's end (binds minus removals) must be the LIST's: else the order is suspect.
-    record["watch_matches_list"] = all(
-        record[short]["binds"] - record[short]["removed"] == record[short]["bound_at_end"]
-        for short in names
-    )
-    record["room_pods_est"] = (
-        sum(a["cpu"] for a in allocatable.values())
-        * len(CPU_CHOICES)
-        // (sum(quantity.parse_milli(c) for c in CPU_CHOICES))
-    )
-    record["load_average_after"] = env_mod.load_average()
-    record["pods_left_after_cleanup"] = await kube.delete_namespace(namespace)
-    return record
+    run.figures(listed)
+    run.record["load_average_after"] = env_mod.load_average()
+    run.record["pods_left_after_cleanup"] = await kube.delete_namespace(run.namespace)
+    return run.record
 
 
 def table(trials: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -723,13 +766,7 @@ async def _main(args: argparse.Namespace, results: dict[str, Any], out: Path) ->
                 path = scratch if condition.endswith(NO_NOMINATIONS) else None
                 try:
                     row = await trial(
-                        kube,
-                        cluster,
-                        allocatable,
-                        condition=condition,
-                        seed=seed,
-                        pods=args.pods,
-                        scratch=path,
+                        kube, cluster, allocatable, TrialSpec(condition, seed, args.pods, path)
                     )
                 except (ApiError, TimeoutError, OSError) as e:
                     row = {"condition": condition, "seed": seed, "error": repr(e)}

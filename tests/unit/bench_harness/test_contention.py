@@ -13,7 +13,9 @@ from bench import contention
 ALLOC = {"n1": {"cpu": 1000, "memory": 2**30, "pods": 110}}
 
 
-def _step(rv: int, pod: str, who: str, cpu: int, *, node: str = "n1", bound: bool = True) -> Any:
+def _step(rv: int, pod: str, who: str, cpu: int, **where: Any) -> Any:
+    """A bind (``bound=False``: a removal) of ``cpu`` millicores on ``node`` (n1)."""
+    node, bound = where.get("node", "n1"), where.get("bound", True)
     return contention.Step(rv, pod, who, node, {"cpu": cpu, "memory": 0, "pods": 1}, bound)
 
 
