@@ -83,6 +83,31 @@ def _ms(seconds: Any) -> str:
 # --- tables ------------------------------------------------------------------------------
 
 
+def overrun_causes(results: dict[str, Any], key: str) -> list[str]:
+    """Per metricsched system with overruns in scenario ``key``: how many, over every
+    seed, had the pod itself undercounted and how many its node's other pods (the
+    results' ``overrun_binds``; the JSON keeps each with the decision recorded)."""
+    lines = []
+    for system in qsys.ORDER:
+        rows = [
+            r
+            for t in cells.trials(results, key, system)
+            if qsys.is_metricsched(system)
+            for r in t.get("overrun_binds") or ()
+        ]
+        if rows:
+            pod = sum(1 for r in rows if r.get("cause") == "pod undercounted")
+            lines.append(
+                f"- {_label(system)}: {len(rows)} overruns over the seeds, {pod} with the pod "
+                f"itself undercounted, {len(rows) - pod} with its node's other pods undercounted"
+            )
+    return (
+        ["Overrun causes (each overrun's bind, true utilisation before and after):", "", *lines, ""]
+        if lines
+        else []
+    )
+
+
 def scenario_table(results: dict[str, Any], key: str) -> list[str]:
     """One row per system: every figure of scenario ``key``, the median over the seeds
     with its range in brackets when they differ."""
@@ -609,6 +634,7 @@ def section(results: dict[str, Any], images: dict[str, str]) -> str:
             "",
             *scenario_table(results, key),
             "",
+            *overrun_causes(results, key),
             f"![utilisation heat map, scenario {key}]({images[f'heat-{key}']})",
             "",
         ]

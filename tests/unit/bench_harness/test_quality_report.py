@@ -364,3 +364,27 @@ def test_issue_32s_section_shows_each_cell_as_a_median_with_its_range_only_with_
         x for x in lines if x.startswith("| (c) | metricsched, ReplicaSets, rebalance off")
     )
     assert "| 200 [180 to 220] | 50 [45 to 55] | 100 [80 to 120] |" in c_off
+
+
+def test_overrun_causes_are_counted_per_system_over_the_seeds() -> None:
+    def trial(seed: int, causes: list[str]) -> dict[str, Any]:
+        return {
+            "scenario": "b",
+            "system": qsys.DEFAULT,
+            "seed": seed,
+            "overrun_binds": [{"cause": c} for c in causes],
+        }
+
+    results = {
+        "trials": [
+            trial(1, ["pod undercounted", "node undercounted"]),
+            trial(2, ["pod undercounted"]),
+            {"scenario": "b", "system": qsys.KUBE, "seed": 1, "overrun_binds": [{"cause": "x"}]},
+        ]
+    }
+    lines = report.overrun_causes(results, "b")
+    assert [line for line in lines if line.startswith("- ")] == [
+        "- metricsched, default (threshold only): 3 overruns over the seeds, 2 with the pod "
+        "itself undercounted, 1 with its node's other pods undercounted"
+    ]
+    assert report.overrun_causes({"trials": []}, "b") == []
