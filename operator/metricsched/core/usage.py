@@ -175,7 +175,7 @@ def pod_amount(
     counts a container's request where it sets no limit); ``declared`` is the policy's
     stated amount (0: none); ``factor`` overrides the resource's default factor."""
     found = measured_of(usage, resource, workload)
-    early = starting_of(usage, resource, workload)
+    early = measured_of(usage, resource, workload, starting=True)
     value, source = amounts(
         resource=resource,
         measured=np.float64(math.nan if found is None else found),
@@ -189,23 +189,20 @@ def pod_amount(
 
 
 def measured_of(
-    usage: model.PodUsage | None, resource: model.EstimateResource, workload: str
+    usage: model.PodUsage | None,
+    resource: model.EstimateResource,
+    workload: str,
+    *,
+    starting: bool = False,
 ) -> float | None:
-    """``workload``'s measured quantile of ``resource`` in ``usage``; None: not measured."""
+    """``workload``'s quantile of ``resource`` in ``usage``: of its settled pods, or with
+    ``starting`` of its starting pods so far; None: not measured."""
     if usage is None:
         return None
     cpu = resource is model.EstimateResource.CPU
+    if starting:
+        return (usage.starting_cpu if cpu else usage.starting_memory).get(workload)
     return (usage.workload_cpu if cpu else usage.workload_memory).get(workload)
-
-
-def starting_of(
-    usage: model.PodUsage | None, resource: model.EstimateResource, workload: str
-) -> float | None:
-    """``workload``'s quantile of its starting pods' ``resource`` so far; None: none."""
-    if usage is None:
-        return None
-    cpu = resource is model.EstimateResource.CPU
-    return (usage.starting_cpu if cpu else usage.starting_memory).get(workload)
 
 
 def amount_of(value: float, source: int, usage: model.PodUsage | None, workload: str) -> Amount:
