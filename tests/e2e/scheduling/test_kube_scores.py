@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 
@@ -257,7 +258,12 @@ def test_least_and_balanced_allocation_prefer_the_emptier_node(
 
     assert placed == {empty: 6}, placed
     message = wait_event(cluster, namespace, "p-0", "Scheduled")[0]
-    assert "kube: LeastAllocated " in message and "BalancedAllocation " in message, message
+    assert "kube: LeastAllocated " in message, message
+    # BalancedAllocation: to v1.35 the balance with the pod, which differs between the
+    # nodes; from v1.36 the change in balance the pod makes, here the same on both (a tie
+    # adds the same to every node, so it is not blended, nor named).
+    minor = int(kubernetes.client.VersionApi(cluster.api_client).get_code().minor.rstrip("+"))
+    assert ("BalancedAllocation " in message) is (minor < 36), (minor, message)
 
 
 def test_a_policy_with_all_kube_scores_zero_ignores_them(
