@@ -83,6 +83,16 @@ class Cluster:
         self.apps = kubernetes.client.AppsV1Api(self.api_client)
         self.custom = kubernetes.client.CustomObjectsApi(self.api_client)
         self.coordination = kubernetes.client.CoordinationV1Api(self.api_client)
+        self._minor: int | None = None
+
+    @property
+    def minor(self) -> int:
+        """The API server's minor version (37 for v1.37.2): kube-scheduler's texts and
+        scores that changed between the pinned versions are asserted by it."""
+        if self._minor is None:
+            code = kubernetes.client.VersionApi(self.api_client).get_code()
+            self._minor = int(str(code.minor).rstrip("+"))
+        return self._minor
 
     # --- processes -----------------------------------------------------------------------
 

@@ -15,9 +15,9 @@ import pytest
 from tests.e2e.conftest import Cluster, wait_for
 from tests.e2e.scheduling.conftest import OperatorProcess, wait_bound, wait_event
 from tests.e2e.scheduling.test_parity_edges import (
-    NO_CLAIMS,
     NOT_HELPFUL_6,
     claim_body,
+    no_claims,
     pod_scheduled,
     still_pending,
     storage_class,
@@ -51,12 +51,9 @@ def test_an_unbound_claim_of_an_immediate_class_is_refused_as_kube_scheduler_ref
         )
         cluster.create_pod(namespace, "stateful", spec=with_claim("now"))
         message = refused_as_unschedulable(cluster, namespace, "stateful")
-    # kube-scheduler v1.35.4's reason and the PostFilter text it writes once
-    # DynamicResources' PreFilter has run (it ends this event with " not found" instead).
-    assert message == (
-        f"0/6 nodes are available: {IMMEDIATE}. no new claims to deallocate, preemption: "
-        "0/6 nodes are available: 6 Preemption is not helpful for scheduling."
-    )
+    # kube-scheduler's reason and the PostFilter text it writes once DynamicResources'
+    # PreFilter has run (v1.35.4 ends this event with " not found" instead).
+    assert message == f"0/6 nodes are available: {IMMEDIATE}. " + no_claims(cluster) + NOT_HELPFUL_6
 
 
 def test_an_unbound_wait_for_first_consumer_claim_is_refused_with_what_to_do(
@@ -80,7 +77,7 @@ def test_an_unbound_wait_for_first_consumer_claim_is_refused_with_what_to_do(
             "(a PersistentVolume with its claimRef, or a StorageClass with volumeBindingMode "
             "Immediate), or set spec.schedulerName to default-scheduler. "
         )
-        + NO_CLAIMS
+        + no_claims(cluster)
         + NOT_HELPFUL_6
     )
 
