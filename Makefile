@@ -99,7 +99,7 @@ unit: install tools ## Unit tests only (no cluster, no image; the chart tests us
 .PHONY: test
 test: install deps tools image lint ## Lint, then all tests: the unit tests on two workers, then e2e, image and the fault suite on the local control plane (started if needed)
 	$(VENV)/bin/pytest -n 2 -m 'not e2e and not image and not faults' $(PYTEST_ARGS)
-	$(VENV)/bin/pytest -m 'e2e or image or faults' --durations=30 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m '(e2e or image or faults) and not soak' --durations=30 $(PYTEST_ARGS)
 
 # The pinned Kubernetes versions (hack/go/k8s/<v>), the default first; make parity runs the
 # oracle of each, make parity PARITY_VERSIONS=v1.37.2 one of them.
@@ -120,14 +120,18 @@ e2e: install deps tools ## End-to-end tests only; one test: make e2e PYTEST_ARGS
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
 
 .PHONY: faults
-faults: install deps tools ## The fault-injection suite only (tests/faults, two replicas per scenario; ~15 min)
-	$(VENV)/bin/pytest -m faults $(PYTEST_ARGS)
+faults: install deps tools ## The fault-injection suite only (tests/faults, two replicas per scenario; ~15 min; not the soak scenarios)
+	$(VENV)/bin/pytest -m 'faults and not soak' $(PYTEST_ARGS)
+
+.PHONY: soak
+soak: install deps tools ## The fault suite's soak scenarios (minutes each, not in make test): quiet nodes for 3 min
+	$(VENV)/bin/pytest -m soak $(PYTEST_ARGS)
 
 .PHONY: faults-report
 faults-report: install deps tools ## Run the fault suite and write docs/reliability.md (+ docs/reliability.json)
 	@mkdir -p docs
 	rm -f docs/reliability.json
-	-METRICSCHED_FAULTS_RESULTS=$(CURDIR)/docs/reliability.json $(VENV)/bin/pytest -m faults $(PYTEST_ARGS)
+	-METRICSCHED_FAULTS_RESULTS=$(CURDIR)/docs/reliability.json $(VENV)/bin/pytest -m 'faults and not soak' $(PYTEST_ARGS)
 	$(PY) -m tests.faults.report --results docs/reliability.json --out docs/reliability.md
 
 $(VENV)/.bench-installed: setup.cfg pyproject.toml | $(VENV)/.installed

@@ -9,14 +9,24 @@ bookmarks, handing each ADDED, MODIFIED and DELETED event to the sink. A watch t
 seen; a ``410 Gone`` (the version was compacted away) or an ``ERROR`` event starts a new
 LIST. The first LIST and every re-list take the same path (``_list``).
 
+A bookmark proves nothing about a quiet kind: the API server bookmarks a watch only when
+its kind's resourceVersion moved past where the watch began, so a watch of nodes that do
+not change may hear nothing for minutes. The kinds whose silence matters
+(``Resource.stall_relist``: Pod, Node) are therefore watched with a short server timeout
+(``LIVENESS_WATCH_S``): the API server ends each such watch after 30-40 s, and that clean
+end, which comes down the same connection after every event before it, tells the sink the
+watch is alive as a line does. A watch that delivers nothing, not even its end, is not
+quiet but stalled.
+
 There is no local store here: the sink (the operator's cluster cache, through
 ``runtime.informers``) is the store, so an object is parsed once and kept once. Pages are
 decoded with orjson and never held all at once.
 
 Failures are retried with jittered backoff and reported to the sink (``failing``),
 never raised, whatever raised them: the informer keeps trying until ``stop``. A watch
-that delivers nothing, not even a bookmark, for ``IDLE_TIMEOUT_S`` is stalled: the kind
-is listed again (a re-list clears the operator's ``consistent`` gate until it is applied).
+of such a kind that delivers nothing, not even its end, for ``IDLE_TIMEOUT_S`` is stalled:
+the kind is listed again (a re-list clears the operator's ``consistent`` gate until it is
+applied).
 """
 
 from __future__ import annotations
@@ -41,12 +51,16 @@ PAGE = 500
 # The server ends each watch after a random 5-10 minutes (client-go's minWatchTimeout
 # spread), so that many informers do not re-watch at once.
 WATCH_TIMEOUT_S = (300, 600)
+# The kinds with ``stall_relist``: the server ends their watch after 30-40 s, so that
+# the watch's end proves the connection at least that often, whatever the kind's traffic
+# (a re-watch from the last version is served from the API server's watch cache).
+LIVENESS_WATCH_S = (30, 40)
 BACKOFF_S = (0.5, 30.0)
-# The watchdog: the API server's watch cache sends a bookmark to every watch that asks
-# for them about once a minute, so a watch silent for this long is stalled (a half-open
-# connection after a NAT or load balancer dropped it, a hung proxy), not quiet. It is
-# treated as a gap: the kind is listed again, and the operator does not schedule on it
-# meanwhile (``Sink.relisting``).
+# The watchdog: a ``stall_relist`` watch that delivers nothing for this long, not even
+# the end due after at most ``LIVENESS_WATCH_S``, is stalled (a half-open connection
+# after a NAT or load balancer dropped it, a hung proxy), not quiet. It is treated as a
+# gap: the kind is listed again, and the operator does not schedule on it meanwhile
+# (``Sink.relisting``).
 IDLE_TIMEOUT_S = 90.0  # for kinds with ``stall_relist``; others resume their watch
 
 
@@ -57,10 +71,11 @@ class Resource:
     kind: str
     path: str
     field_selector: str = ""
-    # A watch of this kind silent for ``IDLE_TIMEOUT_S`` is a stall and the kind is listed
-    # again. Only for kinds that always stream: the API server bookmarks a watch only once
-    # its kind had an event since it started, so a quiet kind (StorageClass, CSINode) may
-    # send nothing for the watch's whole life; its silent watch is resumed instead.
+    # The kinds whose silence matters: watched with ``LIVENESS_WATCH_S``, so that a watch
+    # silent for ``IDLE_TIMEOUT_S`` (no line and no end) is a stall and the kind is listed
+    # again. Other kinds keep client-go's long watches: the API server bookmarks a watch
+    # only once its kind changed since it started, so a quiet kind (StorageClass, CSINode)
+    # may send nothing for the watch's whole life; its silent watch is resumed instead.
     stall_relist: bool = False
 
     def key(self, body: Mapping[str, Any]) -> str:
@@ -89,7 +104,8 @@ class Sink(Protocol):
         """LIST or WATCH keeps failing (retried with backoff)."""
 
     def alive(self, kind: str) -> None:
-        """The watch delivered a line (an event or a bookmark): the connection works."""
+        """The watch delivered a line (an event or a bookmark) or ended at the server's
+        timeout: the connection works."""
 
 
 class GoneError(Exception):
@@ -97,7 +113,7 @@ class GoneError(Exception):
 
 
 class StalledError(Exception):
-    """The watch delivered nothing, not even a bookmark, for ``IDLE_TIMEOUT_S``."""
+    """The watch delivered nothing, not even its end, for ``IDLE_TIMEOUT_S``."""
 
 
 class Reflector:
@@ -161,7 +177,8 @@ class Reflector:
             except StalledError:
                 self.stalls += 1
                 logger.warning(
-                    "%s: watch silent for %gs (no event, no bookmark): stalled; listing again",
+                    "%s: watch silent for %gs (no event, no bookmark, no end): stalled; "
+                    "listing again",
                     self.resource.kind,
                     self._idle_timeout_s,
                 )
@@ -250,8 +267,11 @@ class Reflector:
 
     async def _watch(self, version: str, stop: asyncio.Event) -> str:
         """Events from ``version`` until the server ends the watch; returns the last
-        resourceVersion seen (``GoneError``: list again)."""
-        seconds = random.randint(*WATCH_TIMEOUT_S)
+        resourceVersion seen (``GoneError``: list again). An end at the server's timeout
+        tells the sink the watch is alive."""
+        seconds = random.randint(
+            *(LIVENESS_WATCH_S if self.resource.stall_relist else WATCH_TIMEOUT_S)
+        )
         params = {
             "watch": "true",
             "resourceVersion": version,
@@ -260,7 +280,8 @@ class Reflector:
         }
         if self.resource.field_selector:
             params["fieldSelector"] = self.resource.field_selector
-        # sock_read is the watchdog: any line (a bookmark included) resets it.
+        # sock_read is the watchdog: any line (a bookmark included) resets it, and the
+        # server's end comes before it for the kinds it judges.
         timeout = aiohttp.ClientTimeout(
             total=seconds + 30, sock_connect=5, sock_read=self._idle_timeout_s
         )
@@ -284,7 +305,7 @@ class Reflector:
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self._sink.event(self.resource.kind, kind, obj)
                 if stop.is_set():
-                    break
+                    return version
         except errors.ApiError as e:
             if e.status == 410:
                 raise GoneError from e
@@ -294,6 +315,10 @@ class Reflector:
                 raise StalledError from e
             # A quiet kind may get no bookmark at all: resume from the last version seen
             # (a version compacted meanwhile answers 410, and the kind is listed again).
+            return version
+        # The stream ended cleanly, at the server's timeout: every event before the end
+        # came through, so the connection worked until now.
+        self._sink.alive(self.resource.kind)
         return version
 
 

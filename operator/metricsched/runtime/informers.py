@@ -23,7 +23,8 @@ here also asks the reconciler to compare kopf's kinds (the policies, our pending
 with a fresh LIST: the gap was kopf's too, whatever kopf made of it; until that LIST has
 confirmed the policies, no pod is placed (``Watches.policies_confirmed``). A kind whose
 LIST or WATCH keeps failing makes ``/readyz`` false with the reason until it delivers
-again (an event or a bookmark); each kind is its own readiness subsystem.
+again (an event, a bookmark, or a watch's end at the server's timeout); each kind is its
+own readiness subsystem.
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ logger = logging.getLogger("metricsched.informers")
 Handler = Callable[[str | None, Mapping[str, Any]], None]
 
 SUSPECT_S = 65.0
-"""A Pod or Node watch that delivers nothing for this long (the API server bookmarks each
-about once a minute) is suspect: no decision until it delivers again or its kind is re-listed (at
-``informer.IDLE_TIMEOUT_S``); kopf's own pod watch reconnects at 70 s."""
+"""A Pod or Node watch that delivers nothing for this long, not even the end the API
+server owes it after 30-40 s (``informer.LIVENESS_WATCH_S``), is suspect: no decision until
+it delivers again or its kind is re-listed (at ``informer.IDLE_TIMEOUT_S``); kopf's own pod
+watch reconnects at 70 s. Bookmarks are no clock here: a watch of a kind that does not
+change (nodes of a quiet cluster) may get none for minutes."""
 
 SYNC_BOUND_S = 60.0
 """How long the cluster state may stay unlisted (at start, or re-listing) before /readyz
@@ -130,9 +133,9 @@ class ClusterState:
         self._inconsistent_since: float | None = clock()
         self._heard: dict[str, float] = {}  # kind -> when its LIST or watch last delivered
         self._silent: set[str] = set()  # kinds whose watch is past SUSPECT_S without a line
-        # What silence is judged for: the kinds whose stall is re-listed (Pod, Node), which
-        # the API server always bookmarks (their kinds always had events); a quiet kind
-        # may never be bookmarked, and its silence says nothing.
+        # What silence is judged for: the kinds whose stall is re-listed (Pod, Node), whose
+        # watches the API server ends every 30-40 s; another kind's watch may be quiet
+        # for its whole life, and its silence says nothing.
         self._watched = {r.kind for r in resources if r.stall_relist}
 
     def include(self, resource: informer.Resource) -> None:
@@ -197,11 +200,11 @@ class ClusterState:
 
     def check_silence(self) -> None:
         """No decision on a kind whose watch has been silent past ``SUSPECT_S``: the API
-        server sends every watch a bookmark about once a minute, so such a watch is
-        probably stalled (the informer re-lists it at ``informer.IDLE_TIMEOUT_S``), and a
-        pod decided meanwhile could go where another scheduler's pods already are (kopf's
-        own watch of our pending pods reconnects at 70 s, before that re-list). Decisions
-        resume once the kind delivers a line (an event or a bookmark) or is listed."""
+        server ends each of these watches within 40 s, so such a watch is probably stalled
+        (the informer re-lists it at ``informer.IDLE_TIMEOUT_S``), and a pod decided
+        meanwhile could go where another scheduler's pods already are (kopf's own watch
+        of our pending pods reconnects at 70 s, before that re-list). Decisions resume
+        once the kind delivers (an event, a bookmark, the watch's end) or is listed."""
         now = self._clock()
         silent = {
             kind
@@ -210,7 +213,7 @@ class ClusterState:
         }
         if silent and not self._silent:
             logger.warning(
-                "no event or bookmark from the %s watch for %gs: not scheduling until it "
+                "no event, bookmark or end from the %s watch for %gs: not scheduling until it "
                 "delivers or is listed again",
                 ", ".join(sorted(silent)),
                 SUSPECT_S,

@@ -224,6 +224,41 @@ def test_a_bookmark_tells_the_sink_the_watch_is_alive() -> None:
     assert sink.alive_lines >= 1 and not sink.events
 
 
+# --- a watch's end proves its connection (the kinds whose silence holds decisions) -----
+
+
+def test_a_judged_kind_asks_the_server_to_end_its_watch_within_the_liveness_bound() -> None:
+    api = FakeApi([], version=10)
+    run(api, Recorder(), until=lambda: bool(api.watches), stall_relist=True)
+    low, high = informer.LIVENESS_WATCH_S
+    assert low <= int(api.watches[0]["timeoutSeconds"]) <= high < informer.IDLE_TIMEOUT_S
+
+
+def test_another_kind_keeps_the_long_watch() -> None:
+    api = FakeApi([], version=10)
+    run(api, Recorder(), until=lambda: bool(api.watches))
+    low, high = informer.WATCH_TIMEOUT_S
+    assert low <= int(api.watches[0]["timeoutSeconds"]) <= high
+
+
+def test_a_watch_the_server_ends_with_no_line_tells_the_sink_it_is_alive() -> None:
+    # A quiet kind: no event and no bookmark, only the end at the server's timeout.
+    api = FakeApi([], version=10)
+    api.streams.extend([([], None), ([], None)])
+    sink = Recorder()
+    reflector = run(api, sink, until=lambda: len(api.watches) >= 3, stall_relist=True)
+    assert sink.alive_lines == 2 and reflector.stalls == 0 and sink.relists == 0
+    assert [w["resourceVersion"] for w in api.watches[:3]] == ["10", "10", "10"]
+
+
+def test_a_dropped_connection_is_not_taken_for_the_servers_end() -> None:
+    api = FakeApi([], version=10)
+    api.streams.append(([], aiohttp.ClientPayloadError("Response payload is not completed")))
+    sink = Recorder()
+    run(api, sink, until=lambda: len(api.watches) >= 2, stall_relist=True)
+    assert sink.alive_lines == 0 and len(sink.failures) == 1
+
+
 def test_any_error_from_the_sink_is_retried_and_reported_never_the_end_of_the_run() -> None:
     api = FakeApi([_node("n1", 1)], version=10)
     sink = Recorder()

@@ -321,6 +321,64 @@ def test_a_watch_silent_past_a_bookmark_interval_holds_decisions_until_it_delive
     assert state.consistent.is_set()
 
 
+class EndingApi(ClusterApi):
+    """Watches that deliver no line and end at the server's timeout, the clock moved by
+    that timeout first; the silence check runs just before each end, its worst moment."""
+
+    def __init__(self, objects: Mapping[str, list[dict[str, Any]]], clock: list[float]) -> None:
+        super().__init__(objects)
+        self.clock = clock
+        self.state: informers.ClusterState | None = None
+        self.held: list[bool] = []
+        self.ends = 0
+
+    async def lines(
+        self, path: str, *, params: Mapping[str, str], timeout: aiohttp.ClientTimeout
+    ) -> AsyncIterator[bytes]:
+        if path != "/api/v1/nodes" or self.ends >= 8:
+            async for line in super().lines(path, params=params, timeout=timeout):
+                yield line
+            return
+        assert self.state is not None
+        if not self.ends:
+            await self.state.consistent.wait()  # both kinds listed
+        self.clock[0] += int(params["timeoutSeconds"])
+        self.state.check_silence()
+        self.held.append(not self.state.consistent.is_set())
+        self.ends += 1
+
+
+def test_a_quiet_node_watch_the_server_ends_in_time_never_holds_decisions() -> None:
+    # No node changes: the Node watch gets no event and no bookmark for minutes, only
+    # its end. The Pod watch is kept talking (``alive``), so Node's silence is judged alone.
+    now = [1000.0]
+    api = EndingApi({"/api/v1/nodes": [relist._node("n1", "1")], "/api/v1/pods": []}, now)
+    state, _ = _state(api, clock=lambda: now[0])
+    api.state = state
+    original = state.check_silence
+
+    def check() -> None:
+        state.alive("Pod")
+        original()
+
+    state.check_silence = check  # type: ignore[method-assign]
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(state.run(stop))
+        for _ in range(500):
+            if api.ends >= 8:
+                break
+            await asyncio.sleep(0.01)
+        stop.set()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(go())
+    assert api.ends == 8 and now[0] - 1000.0 >= 8 * informer.LIVENESS_WATCH_S[0]
+    assert api.held == [False] * 8  # minutes of quiet, never a pause
+
+
 def test_a_silent_kind_listed_again_clears_the_hold() -> None:
     now = [1000.0]
     state, _ = _state(ClusterApi({}), clock=lambda: now[0])
