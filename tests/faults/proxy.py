@@ -124,6 +124,7 @@ class FaultProxy:
         self._p = 0.0
         self._rng = random.Random(seed)
         self._conns: set[_Conn] = set()
+        self._keepers: set[asyncio.Task[None]] = set()  # stall_streams(keep_s=...) tasks
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._changed: asyncio.Event | None = None
@@ -163,12 +164,15 @@ class FaultProxy:
         """Freeze every connection open now (new ones pass); returns how many."""
         return self._call(self._stall_existing())
 
-    def stall_streams(self, *, quiet_s: float = 5.0) -> int:
+    def stall_streams(self, *, quiet_s: float = 5.0, keep_s: float = 0.0) -> int:
         """Freeze the server→client side of every open connection whose client has sent
         nothing for ``quiet_s`` (a watch: one request, then only the server talks); new
         connections pass, and a frozen one whose client writes again is released (an
-        idle pooled connection, not a stream). Returns how many were frozen."""
-        return self._call(self._stall_streams(quiet_s))
+        idle pooled connection, not a stream). With ``keep_s``, the rule keeps being
+        applied for that long, so that a stream opened just before (not yet quiet for
+        ``quiet_s``) or re-opened on its connection is frozen too. Returns how many were
+        frozen at once."""
+        return self._call(self._stall_streams(quiet_s, keep_s))
 
     def stalled_streams(self) -> int:
         """How many connections stall_streams() froze are still frozen and open."""
@@ -216,7 +220,15 @@ class FaultProxy:
             c.stalled = True
         return len(self._conns)
 
-    async def _stall_streams(self, quiet_s: float) -> int:
+    async def _stall_streams(self, quiet_s: float, keep_s: float = 0.0) -> int:
+        frozen = self._freeze_quiet(quiet_s)
+        if keep_s > 0:
+            task = asyncio.create_task(self._keep_stalling(quiet_s, keep_s))
+            self._keepers.add(task)
+            task.add_done_callback(self._keepers.discard)
+        return frozen
+
+    def _freeze_quiet(self, quiet_s: float) -> int:
         now = asyncio.get_running_loop().time()
         frozen = 0
         for c in self._conns:
@@ -224,6 +236,13 @@ class FaultProxy:
                 c.stream_stalled = True
                 frozen += 1
         return frozen
+
+    async def _keep_stalling(self, quiet_s: float, keep_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + keep_s
+        while loop.time() < until:
+            await asyncio.sleep(0.25)
+            self._freeze_quiet(quiet_s)
 
     async def _reset_all(self) -> int:
         conns = list(self._conns)

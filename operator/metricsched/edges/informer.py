@@ -281,9 +281,13 @@ class Reflector:
         if self.resource.field_selector:
             params["fieldSelector"] = self.resource.field_selector
         # sock_read is the watchdog: any line (a bookmark included) resets it, and the
-        # server's end comes before it for the kinds it judges.
+        # server's end comes before it for the kinds it judges. The total bound leaves it
+        # room: a stalled watch is told by its silence, never by the total (which would
+        # take it for a mere failure and resume it without a re-list).
         timeout = aiohttp.ClientTimeout(
-            total=seconds + 30, sock_connect=5, sock_read=self._idle_timeout_s
+            total=seconds + self._idle_timeout_s + 30,
+            sock_connect=5,
+            sock_read=self._idle_timeout_s,
         )
         self.watches += 1
         try:

@@ -210,8 +210,11 @@ def test_the_watch_asks_for_an_idle_bound_not_the_server_timeout() -> None:
         return lines(path, params=params, timeout=timeout)
 
     api.lines = recording  # type: ignore[method-assign]
-    run(api, Recorder(), until=lambda: bool(seen))
+    run(api, Recorder(), until=lambda: bool(seen), stall_relist=True)
     assert seen[0].sock_read == informer.IDLE_TIMEOUT_S < 300
+    # The total never ends a silent watch before its idle bound tells the stall.
+    assert seen[0].total is not None
+    assert seen[0].total > int(api.watches[0]["timeoutSeconds"]) + informer.IDLE_TIMEOUT_S
 
 
 def test_a_bookmark_tells_the_sink_the_watch_is_alive() -> None:

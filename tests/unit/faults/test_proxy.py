@@ -182,6 +182,22 @@ def test_stall_streams_freezes_a_quiet_clients_stream_and_nothing_else(
             assert new.recv(16) == b"list"  # new connections pass
 
 
+def test_kept_stalling_freezes_a_stream_opened_just_before_once_it_is_quiet(
+    streams: proxy_mod.FaultProxy,
+) -> None:
+    with _connect(streams) as watch:
+        watch.sendall(b"watch")  # just opened: not quiet yet
+        assert watch.recv(1)
+        assert streams.stall_streams(quiet_s=0.3, keep_s=2.0) == 0
+        deadline = time.monotonic() + 2
+        while not streams.stalled_streams() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert streams.stalled_streams() == 1
+        _drain(watch)
+        with pytest.raises(TimeoutError):
+            watch.recv(16)  # the server still ticks; nothing reaches the client
+
+
 def test_a_stalled_connection_whose_client_writes_again_is_released(
     streams: proxy_mod.FaultProxy,
 ) -> None:
