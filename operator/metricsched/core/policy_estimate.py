@@ -49,23 +49,27 @@ def inferred_resource(
     return found[0] if len(found) == 1 else None
 
 
-def estimate(
+def estimate_spec(
     raw: object,
     *,
     path: str,
-    has_threshold: bool,
     problems: policy_fields.Problems,
-    inferred: model.EstimateResource | None = None,
-    measured_default: bool = True,
+    metric_source: model.AnySource | None,
+    threshold: tuple[float | None, float | None] | None,
 ) -> model.EstimateSpec | None:
-    """``estimate`` of a metric; ``settle_s`` is -1 when unset (the policy's burstWindow
-    fills it in; ``MEASURED_SETTLE_S`` for Measured). Without one, a thresholded metric
-    whose query names the utilisation of cpu or memory (``inferred``) counts what pods
-    measurably use (``Measured``); other metrics have none (the burst penalty stands in;
-    ``Learned`` is opt-in). ``measured_default`` False (a metrics-server metric: the
-    cluster may have no Prometheus to measure pods with): the default counts the pod's
-    requests instead, until its usage shows in NodeMetrics (``METRICS_SERVER_SETTLE_S``)."""
+    """``estimate`` of a metric whose source and threshold (None: unreadable) are
+    ``metric_source`` and ``threshold``; ``settle_s`` is -1 when unset (the policy's
+    burstWindow fills it in; ``MEASURED_SETTLE_S`` for Measured). Without one, a
+    thresholded metric whose query names the utilisation of cpu or memory
+    (``inferred_resource``) counts what pods measurably use (``Measured``); other metrics
+    have none (the burst penalty stands in; ``Learned`` is opt-in). A metrics-server
+    metric (the cluster may have no Prometheus to measure pods with): the default counts
+    the pod's requests instead, until its usage shows in NodeMetrics
+    (``METRICS_SERVER_SETTLE_S``)."""
     if raw is None:
+        has_threshold = threshold is not None and threshold != (None, None)
+        inferred = inferred_resource(metric_source, threshold) if threshold is not None else None
+        measured_default = isinstance(metric_source, model.PrometheusSource)
         if has_threshold and inferred is not None and not measured_default:
             return model.EstimateSpec(
                 source=model.EstimateFrom.REQUESTS,

@@ -271,15 +271,12 @@ def _metric(raw: object, *, path: str, problems: policy_fields.Problems) -> mode
                 metric["threshold"], base=threshold, path=f"{path}.threshold", problems=problems
             )
     scale = _scale(metric, path=path, problems=problems)
-    estimate = policy_estimate.estimate(
+    estimate = policy_estimate.estimate_spec(
         metric.get("estimate"),
         path=f"{path}.estimate",
-        has_threshold=threshold is not None and threshold != (None, None),
         problems=problems,
-        inferred=policy_estimate.inferred_resource(source, threshold)
-        if threshold is not None
-        else None,
-        measured_default=isinstance(source, model.PrometheusSource),
+        metric_source=source,
+        threshold=threshold,
     )
     if (
         estimate is not None
