@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import logging
 import ssl
 import threading
@@ -49,6 +50,25 @@ AgeSource = Callable[[], Mapping[tuple[str, str], float]]
 # policy -> its maxMetricAge in seconds; read at scrape time.
 MaxAgeSource = Callable[[], Mapping[str, float]]
 _K = TypeVar("_K")
+
+
+@dataclasses.dataclass(slots=True)
+class _Labelled:
+    """The labelled series ``Metrics`` made for each policy, remembered so that forgetting
+    a policy (or one of its metrics) removes exactly those; ``lock`` guards
+    ``policy_metrics`` and ``fallback_policies``."""
+
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    # (policy, metric) pairs with labelled series, so a deleted policy's can be removed.
+    policy_metrics: set[tuple[str, str]] = dataclasses.field(default_factory=set)
+    # policies with a policy_fallback series
+    fallback_policies: set[str] = dataclasses.field(default_factory=set)
+    # policy -> metrics with a shadow advantage series
+    shadow_metrics: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    # policies whose rebalance result series were started at 0
+    rebalance_policies: set[str] = dataclasses.field(default_factory=set)
+    # policy -> the reasons of its rebalance_skipped series
+    rebalance_skips: dict[str, set[str]] = dataclasses.field(default_factory=dict)
 
 
 class Metrics:
@@ -220,7 +240,6 @@ class Metrics:
             ["policy", "metric"],
             registry=r,
         )
-        self._shadow_metrics: dict[str, set[str]] = {}  # policy -> metrics with a series
         self.shadow_dropped = prometheus_client.Counter(
             "metricsched_shadow_dropped_total",
             "Shadow mode: bound pods not evaluated because the evaluation queue was full.",
@@ -311,8 +330,6 @@ class Metrics:
             ["port", "reason"],
             registry=r,
         )
-        self._rebalance_policies: set[str] = set()
-        self._rebalance_skips: dict[str, set[str]] = {}
         # Known label values start at 0 so rate() and absent() behave from the first scrape.
         for result in ATTEMPT_RESULTS:
             self.attempts.labels(result=result)
@@ -323,10 +340,7 @@ class Metrics:
         }
         self._ages = _AgeCollector()
         r.register(self._ages)
-        # (policy, metric) pairs with labelled series, so a deleted policy's can be removed.
-        self._policy_lock = threading.Lock()
-        self._policy_metrics: set[tuple[str, str]] = set()
-        self._fallback_policies: set[str] = set()
+        self._labelled = _Labelled()
 
     def start_http_drops(self, port: int) -> None:
         """Start a served port's drop series at 0, so that rate() sees the first drop."""
@@ -344,13 +358,13 @@ class Metrics:
         self.shadow_agreement.labels(policy=policy).set(agreement)
         for metric, ratio in advantages.items():
             self.shadow_advantage.labels(policy=policy, metric=metric).set(ratio)
-        self._shadow_metrics.setdefault(policy, set()).update(advantages)
+        self._labelled.shadow_metrics.setdefault(policy, set()).update(advantages)
 
     def forget_shadow(self, *, policy: str) -> None:
         """Drop a deleted (or no longer shadow) policy's shadow series."""
         with contextlib.suppress(KeyError):
             self.shadow_agreement.remove(policy)
-        for metric in self._shadow_metrics.pop(policy, set()):
+        for metric in self._labelled.shadow_metrics.pop(policy, set()):
             with contextlib.suppress(KeyError):
                 self.shadow_advantage.remove(policy, metric)
         for result in SHADOW_RESULTS:
@@ -359,28 +373,28 @@ class Metrics:
 
     def rebalance_policy(self, policy: str) -> None:
         """Start a rebalancing policy's result series at 0 (remembered for forgetting)."""
-        if policy in self._rebalance_policies:
+        if policy in self._labelled.rebalance_policies:
             return
-        self._rebalance_policies.add(policy)
+        self._labelled.rebalance_policies.add(policy)
         for result in REBALANCE_RESULTS:
             self.rebalance_evictions.labels(policy=policy, result=result)
 
     def forget_rebalance(self, policy: str) -> None:
         """Drop the rebalancing series of a deleted policy, or one whose rebalance is off."""
-        self._rebalance_policies.discard(policy)
+        self._labelled.rebalance_policies.discard(policy)
         for result in REBALANCE_RESULTS:
             with contextlib.suppress(KeyError):
                 self.rebalance_evictions.remove(policy, result)
         for gauge in (self.rebalance_nodes_outside, self.rebalance_nodes_due):
             with contextlib.suppress(KeyError):
                 gauge.remove(policy)
-        for reason in self._rebalance_skips.pop(policy, set()):
+        for reason in self._labelled.rebalance_skips.pop(policy, set()):
             with contextlib.suppress(KeyError):
                 self.rebalance_skipped.remove(policy, reason)
 
     def count_rebalance_skip(self, *, policy: str, reason: str) -> None:
         """One pod on a node due that stayed, and why."""
-        self._rebalance_skips.setdefault(policy, set()).add(reason)
+        self._labelled.rebalance_skips.setdefault(policy, set()).add(reason)
         self.rebalance_skipped.labels(policy=policy, reason=reason).inc()
 
     def set_metric_age_source(
@@ -398,35 +412,35 @@ class Metrics:
 
     def set_policy_fallback(self, *, policy: str, active: bool) -> None:
         """Whether ``policy``'s latest decision was taken by its fallback strategy."""
-        with self._policy_lock:
-            self._fallback_policies.add(policy)
+        with self._labelled.lock:
+            self._labelled.fallback_policies.add(policy)
         self.policy_fallback.labels(policy=policy).set(1 if active else 0)
 
     def count_estimate_fail_open(self, *, policy: str, metric: str) -> None:
         """One decision of ``policy`` left ``metric``'s learned estimate out (its series is
         remembered so that ``forget_policy`` can remove it)."""
-        with self._policy_lock:
-            self._policy_metrics.add((policy, metric))
+        with self._labelled.lock:
+            self._labelled.policy_metrics.add((policy, metric))
         self.estimate_fail_open.labels(policy=policy, metric=metric).inc()
 
     def count_soft_lifted(self, *, policy: str, metric: str) -> None:
         """One decision of ``policy`` lifted ``metric``'s Soft threshold (its series is
         remembered so that ``forget_policy`` can remove it)."""
-        with self._policy_lock:
-            self._policy_metrics.add((policy, metric))
+        with self._labelled.lock:
+            self._labelled.policy_metrics.add((policy, metric))
         self.soft_lifted.labels(policy=policy, metric=metric).inc()
 
     def observe_refresh(self, *, policy: str, metric: str, seconds: float) -> None:
         """Record one refresh of a policy's metric (its per-policy series is remembered
         so that ``forget_policy`` can remove it)."""
-        with self._policy_lock:
-            self._policy_metrics.add((policy, metric))
+        with self._labelled.lock:
+            self._labelled.policy_metrics.add((policy, metric))
         self.metric_refresh_duration.labels(policy=policy, metric=metric).observe(seconds)
 
     def forget_policy_metric(self, *, policy: str, metric: str) -> None:
         """Drop the labelled series of a metric whose policy (or metric entry) is gone."""
-        with self._policy_lock:
-            self._policy_metrics.discard((policy, metric))
+        with self._labelled.lock:
+            self._labelled.policy_metrics.discard((policy, metric))
         with contextlib.suppress(KeyError):
             self.metric_refresh_duration.remove(policy, metric)
         with contextlib.suppress(KeyError):
@@ -437,10 +451,10 @@ class Metrics:
     def forget_policy(self, policy: str) -> int:
         """Drop every per-policy series of a deleted policy (``"namespace/name"``); return
         how many metrics of it had series."""
-        with self._policy_lock:
-            gone = [pm for pm in self._policy_metrics if pm[0] == policy]
-            had_fallback = policy in self._fallback_policies
-            self._fallback_policies.discard(policy)
+        with self._labelled.lock:
+            gone = [pm for pm in self._labelled.policy_metrics if pm[0] == policy]
+            had_fallback = policy in self._labelled.fallback_policies
+            self._labelled.fallback_policies.discard(policy)
         if had_fallback:
             with contextlib.suppress(KeyError):
                 self.policy_fallback.remove(policy)
@@ -452,8 +466,8 @@ class Metrics:
         """Drop the per-policy series of every (policy, metric) not in ``keep`` (deleted
         policies, metric entries removed from a spec); return how many."""
         wanted = set(keep)
-        with self._policy_lock:
-            gone = [pm for pm in self._policy_metrics if pm not in wanted]
+        with self._labelled.lock:
+            gone = [pm for pm in self._labelled.policy_metrics if pm not in wanted]
         for policy, metric in gone:
             self.forget_policy_metric(policy=policy, metric=metric)
         return len(gone)
