@@ -1,25 +1,18 @@
-"""The scheduler's own observability: Prometheus metrics, /healthz, /readyz and /metrics.
+"""The scheduler's own Prometheus metrics: every series the operator exports about itself.
 
 Metrics live on a dedicated ``prometheus_client.CollectorRegistry`` held by a ``Metrics``
 object (one per operator; tests make their own), so nothing leaks into the client
-library's global registry. ``serve`` puts the three paths on one or two ports, each an
-``http_server.Server``: its own loop on its own thread answers the probes at once, so the
-scheduling loop's stalls show in /healthz only through the heartbeat, and no client of the
-port (idle connections, slow ones, a flood of /metrics) can make a probe wait or fail;
-/metrics runs in that server's small bounded pool and is shed first. With ``secure`` (see
-``metrics_auth``), /metrics is served over HTTPS to authenticated, authorised callers only,
-and the probes stay plain HTTP on the health port.
+library's global registry. The series made per policy are remembered, so that a deleted
+policy's are removed; the metric ages are computed when scraped. ``endpoints`` serves the
+registry on /metrics; ``probes`` holds what /healthz and /readyz report.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import logging
-import ssl
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
@@ -27,7 +20,7 @@ import prometheus_client
 import prometheus_client.core
 import prometheus_client.registry
 
-from metricsched.edges import http_server, metrics_auth
+from metricsched.edges import http_server
 
 logger = logging.getLogger(__name__)
 
@@ -511,161 +504,3 @@ def _call(source: Callable[[], Mapping[_K, float]], what: str) -> Mapping[_K, fl
     except Exception:  # a scrape must never fail because of a callback
         logger.warning("%s failed", what, exc_info=True)
         return {}
-
-
-# --- health ----------------------------------------------------------------------------
-
-
-class HealthState:
-    """What /healthz and /readyz report; updated by the operator, read by the server.
-
-    Liveness: the operator loop calls ``beat()`` regularly; a heartbeat older than
-    ``max_heartbeat_age_s`` means the loop is stuck and the pod should be restarted.
-    Readiness is per subsystem (the operator's start-up, kopf's watches, each informer
-    kind, the cluster state's sync): ``set_ready(False, reason, subsystem=...)`` blocks it
-    until the same subsystem calls ``set_ready(True)``, so one subsystem recovering never
-    hides another that still fails (no last writer wins). /readyz answers 503 with every
-    blocking reason while any is set.
-    """
-
-    def __init__(
-        self,
-        *,
-        max_heartbeat_age_s: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._lock = threading.Lock()
-        self._clock = clock
-        self._max_age = max_heartbeat_age_s
-        self._last_beat = clock()  # start-up counts as a beat: a grace period
-        self._blocked: dict[str, str] = {"operator": "starting: caches not synced yet"}
-        self._ready_reason = "ready"
-
-    def beat(self) -> None:
-        with self._lock:
-            self._last_beat = self._clock()
-
-    def set_ready(self, ready: bool, reason: str = "", *, subsystem: str = "operator") -> None:
-        with self._lock:
-            if ready:
-                self._blocked.pop(subsystem, None)
-                self._ready_reason = reason or "ready"
-            else:
-                self._blocked[subsystem] = reason or "not ready"
-
-    def liveness(self) -> tuple[bool, str]:
-        with self._lock:
-            age = self._clock() - self._last_beat
-        if age <= self._max_age:
-            return True, f"ok: last heartbeat {age:.1f}s ago"
-        return False, f"operator loop stalled: last heartbeat {age:.1f}s ago (> {self._max_age:g}s)"
-
-    def readiness(self) -> tuple[bool, str]:
-        with self._lock:
-            if not self._blocked:
-                return True, self._ready_reason
-            return False, "; ".join(self._blocked[k] for k in sorted(self._blocked))
-
-
-# --- the endpoints ---------------------------------------------------------------------
-
-
-def _probe(check: Callable[[], tuple[bool, str]]) -> http_server.Route:
-    def route(_request: http_server.Request) -> http_server.Response:
-        ok, reason = check()
-        return http_server.text(200 if ok else 503, reason)
-
-    return http_server.Route(route)  # answered on the server's loop: it never waits
-
-
-def _guarded(route: http_server.Route, guard: metrics_auth.Guard) -> http_server.Route:
-    """``route`` behind ``guard``; blocking, as the guard may ask the API server."""
-
-    def guarded(request: http_server.Request) -> http_server.Response:
-        denial = guard(request.headers.get("authorization"), request.path)
-        if denial is not None:
-            return http_server.text(denial.status, denial.reason)
-        return route.handle(request)
-
-    return http_server.Route(guarded, blocking=True)
-
-
-class Closer:
-    """The running endpoint servers: their bound ports (useful with port 0) and a stop."""
-
-    def __init__(
-        self, *, metrics_port: int, health_port: int, servers: list[http_server.Server]
-    ) -> None:
-        self.metrics_port = metrics_port
-        self.health_port = health_port
-        self._servers = servers
-
-    def dropped(self) -> dict[http_server.DropReason, int]:
-        """Connections closed unanswered and requests shed, all servers together, by reason."""
-        total: collections.Counter[http_server.DropReason] = collections.Counter()
-        for server in self._servers:
-            total.update(server.dropped)
-        return {reason: n for reason, n in total.items() if n}
-
-    def close(self) -> None:
-        """Stop serving and release the ports; idempotent."""
-        for server in self._servers:
-            server.close()
-        self._servers.clear()
-
-
-def serve(
-    *,
-    host: str,
-    metrics_port: int,
-    health_port: int,
-    health: HealthState,
-    metrics: Metrics,
-    secure: metrics_auth.SecureServing | None = None,
-) -> Closer:
-    """Serve /metrics on ``metrics_port`` and /healthz, /readyz on ``health_port``.
-
-    Equal ports (0 included) share one server answering all three paths, unless ``secure``:
-    then /metrics is HTTPS behind its guard and the probes need a port of their own. Port 0
-    binds an ephemeral port; the ``Closer`` reports the ports actually bound. The probes
-    are answered on each server's own loop; /metrics (the exposition, the reviews) in its
-    bounded pool (``http_server``).
-    """
-
-    def metrics_route(_request: http_server.Request) -> http_server.Response:
-        body = metrics.exposition()
-        return http_server.Response(200, prometheus_client.CONTENT_TYPE_LATEST, body)
-
-    metrics_routes = {"/metrics": http_server.Route(metrics_route, blocking=True)}
-    health_routes = {"/healthz": _probe(health.liveness), "/readyz": _probe(health.readiness)}
-    plan: list[tuple[int, dict[str, http_server.Route], Callable[[], ssl.SSLContext] | None]]
-    if secure is not None:
-        if metrics_port == health_port and metrics_port != 0:
-            raise ValueError("secure /metrics needs a health port of its own for the probes")
-        guarded = {path: _guarded(route, secure.guard) for path, route in metrics_routes.items()}
-        certificates = secure.certificates
-        plan = [
-            (metrics_port, guarded, lambda: certificates.context),  # the renewed one, if any
-            (health_port, health_routes, None),
-        ]
-    elif metrics_port == health_port:
-        plan = [(metrics_port, {**metrics_routes, **health_routes}, None)]
-    else:
-        plan = [(metrics_port, metrics_routes, None), (health_port, health_routes, None)]
-
-    servers: list[http_server.Server] = []
-    try:
-        for port, routes, tls in plan:
-            servers.append(
-                http_server.Server(
-                    host=host, port=port, routes=routes, tls=tls, on_drop=metrics.count_http_drop
-                )
-            )
-        for server in servers:
-            metrics.start_http_drops(server.port)
-            server.start()
-    except BaseException:
-        for server in servers:
-            server.close()
-        raise
-    return Closer(metrics_port=servers[0].port, health_port=servers[-1].port, servers=servers)

@@ -48,7 +48,16 @@ import kopf
 
 from metricsched.config import Config
 from metricsched.core import kubelet_rejection, model, parse, policy, policy_installs
-from metricsched.edges import errors, events, kube, kube_http, metric_store, observe, webhook
+from metricsched.edges import (
+    errors,
+    events,
+    kube,
+    kube_http,
+    metric_store,
+    observe,
+    probes,
+    webhook,
+)
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import kopf_tuning
@@ -100,7 +109,7 @@ class Watches:
         status: status_mod.PolicyStatus,
         store: metric_store.MetricStore,
         metrics: observe.Metrics,
-        health: observe.HealthState,
+        health: probes.HealthState,
         record: Callable[..., None],
         refresh_now: asyncio.Event,
         policy_events: policy_events_mod.PolicyEvents | None = None,
