@@ -50,6 +50,8 @@ from metricsched.core import (
     model,
     parse,
     policy,
+    policy_defaults,
+    policy_selection,
     scoring,
 )
 from metricsched.core import shadow as shadow_mod
@@ -315,14 +317,14 @@ def shadow_report(*, kubeconfig: str | None, context: str | None, target: str) -
         return 1
     spec = body.get("spec") or {}
     goals = {
-        str(m.get("name")): str(m.get("goal", policy.DEFAULT_GOAL))
+        str(m.get("name")): str(m.get("goal", policy_defaults.DEFAULT_GOAL))
         for m in spec.get("metrics") or ()
         if isinstance(m, dict)
     }
     print(
         shadow_mod.render(
             policy_key=target,
-            mode=str(spec.get("mode", policy.DEFAULT_MODE)),
+            mode=str(spec.get("mode", policy_defaults.DEFAULT_MODE)),
             block=(body.get("status") or {}).get("shadow"),
             goals=goals,
         ),
@@ -389,12 +391,12 @@ def explain_pod(
     now = time.time()
     policies = list(op.cache.policies.values())
     if pod.scheduler_name not in config.scheduler_names:
-        trial = policy.shadow_policy_for(pod, policies)
+        trial = policy_selection.shadow_policy_for(pod, policies)
         if trial is not None:
             # Another scheduler's pod: decide as the shadow policy that evaluates it would.
             print(f"note: deciding as shadow policy {trial.key} (mode Shadow) would")
             policies = [dataclasses.replace(trial, mode=model.PolicyMode.ACTIVE)]
-    chosen = policy.select_policy(pod, policies)
+    chosen = policy_selection.select_policy(pod, policies)
     # The operator's own round, read-only here, for the deciding policy only: explain
     # sends no query of another policy, nor of another namespace.
     deciding = {chosen.policy.key} if chosen.policy is not None else set()

@@ -20,7 +20,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
-from metricsched.core import model, policy, promql_guard
+from metricsched.core import model, policy_fields, promql_guard
 
 
 class ConfigError(ValueError):
@@ -119,7 +119,7 @@ def _env_bool(value: str) -> bool:
 
 def _duration(text: str) -> float:
     try:
-        return policy.parse_duration(text)
+        return policy_fields.parse_duration(text)
     except ValueError as e:
         raise ConfigError(str(e)) from e
 

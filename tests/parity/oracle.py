@@ -14,7 +14,7 @@ Scores are compared per feasible node and per plugin metricsched computes
 (``kube_scores.PLUGINS``: LeastAllocated, BalancedAllocation, TaintToleration,
 NodeAffinity, InterPodAffinity, PodTopologySpread), normalised: kube-scheduler reports
 each multiplied by its default weight, which ``Harness`` divides by metricsched's copy of
-those weights (``policy.DEFAULT_KUBE_WEIGHTS``), so a wrong weight shows too. A plugin
+those weights (``policy_defaults.DEFAULT_KUBE_WEIGHTS``), so a wrong weight shows too. A plugin
 that one side skips for the pod (PreScore Skip) and the other scores is a disagreement.
 ImageLocality (not computed: no image lists) and DynamicResources' score are left out.
 
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from metricsched.core import cycle, framework, model, node_state, parse, policy, versions
+from metricsched.core import cycle, framework, model, node_state, parse, policy_defaults, versions
 from metricsched.core.plugins import dynamic_resources, kube_scores, preemption
 from tests.parity import by_design, coverage, extras, generator
 
@@ -248,7 +248,7 @@ def snapshot_of(
 def _normalised(weighted: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, float]]:
     """kube-scheduler's scores (RunScorePlugins: normalised times the plugin's weight) of
     the plugins metricsched computes, divided by the weights metricsched assumes."""
-    weights = policy.DEFAULT_KUBE_WEIGHTS
+    weights = policy_defaults.DEFAULT_KUBE_WEIGHTS
     return {
         node: {
             plugin: score / weights[plugin]

@@ -22,7 +22,17 @@ Modules:
 - ``profile``: kube-scheduler's filter plugins in its order, and its FitError message.
 - ``plugins``: one module per plugin (filters, the metric threshold, fallback,
   preemption's message) and ``plugins.kube_scores``, kube-scheduler's score plugins.
-- ``policy``: SchedulingPolicy parsing, defaults, validation and selection for a pod.
+- ``policy``: a SchedulingPolicy body parsed into a policy (``PolicyError`` lists every
+  problem), and the operator's default policy.
+- ``policy_defaults``: the CRD's names, limits and defaults the parser applies.
+- ``policy_fields``: a policy body's field readers (durations, bounded numbers, enums,
+  selectors), each adding its problem to one list.
+- ``policy_metrics``: ``spec.metrics``: sources, weights, goals, thresholds and scale.
+- ``policy_estimate``: a metric's ``estimate``, declared or defaulted.
+- ``policy_rebalance``: ``spec.rebalance``: durations, caps, margin and triggers.
+- ``policy_selection``: the policy that governs a pod, and the shadow one that evaluates it.
+- ``policy_installs``: which install serves a policy; other installs' policies that
+  select a pod.
 - ``promql_guard``: the cluster admin's rules for what a policy may query.
 - ``scoring``: metric values, normalisation, weights, goals, onMissing, burst penalty.
 - ``estimate``: what pods bound since a sample add to it.

@@ -47,7 +47,7 @@ from typing import Final
 
 import numpy as np
 
-from metricsched.core import columns, cycle, framework, model, policy, profile
+from metricsched.core import columns, cycle, framework, model, policy_installs, profile
 
 _IDENTITY: Final = frozenset({"name", "uid", "creation_timestamp"})
 _CLASS_FIELDS: Final = tuple(
@@ -95,7 +95,7 @@ class Run:
 
     template: model.PodInfo
     generation: int
-    elsewhere: tuple[policy.Elsewhere, ...]
+    elsewhere: tuple[policy_installs.Elsewhere, ...]
     prepared: cycle.Prepared
     memo: framework.Memo
     local: bool
@@ -134,7 +134,11 @@ class Run:
         )
 
     def admits(
-        self, pod: model.PodInfo, *, generation: int, elsewhere: Sequence[policy.Elsewhere] = ()
+        self,
+        pod: model.PodInfo,
+        *,
+        generation: int,
+        elsewhere: Sequence[policy_installs.Elsewhere] = (),
     ) -> bool:
         """Whether ``pod`` may be decided by this run: the same class, policies and
         cluster generation, and the same policies of other installs."""

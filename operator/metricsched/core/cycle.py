@@ -36,6 +36,9 @@ from metricsched.core import (
     model,
     pod_budget,
     policy,
+    policy_defaults,
+    policy_installs,
+    policy_selection,
     profile,
     reservation,
     scoring,
@@ -211,7 +214,7 @@ class Inputs:
     default_fallback: model.FallbackStrategy
     scheduler_names: frozenset[str]
     now: float
-    elsewhere: Sequence[policy.Elsewhere] = ()
+    elsewhere: Sequence[policy_installs.Elsewhere] = ()
     namespace_labels: selectors.NamespaceLabels | None = None
     memo: framework.Memo | None = None
 
@@ -248,7 +251,7 @@ def schedule_one(
     default_fallback: model.FallbackStrategy,
     now: float,
     scheduler_names: frozenset[str],
-    elsewhere: Sequence[policy.Elsewhere] = (),
+    elsewhere: Sequence[policy_installs.Elsewhere] = (),
     rr_counter: int,
     seed: int,
     detail: bool = True,
@@ -325,7 +328,7 @@ def prepare(
     policies: Sequence[model.Policy],
     default_fallback: model.FallbackStrategy,
     scheduler_names: frozenset[str],
-    elsewhere: Sequence[policy.Elsewhere] = (),
+    elsewhere: Sequence[policy_installs.Elsewhere] = (),
 ) -> Prepared | model.Decision:
     """The part of ``schedule_one`` before the nodes: the decision itself when the pod is
     skipped or refused whatever the nodes (no policy it pins, an unsupported feature, too
@@ -333,15 +336,18 @@ def prepare(
     skip = _skip_reason(pod, scheduler_names)
     if skip is not None:
         return _decision(pod=pod, policy_key=None, outcome=model.Outcome.SKIP, message=skip)
-    note = policy.elsewhere_note(pod, elsewhere) if elsewhere else ""
-    choice = policy.select_policy(pod, policies)
-    if choice.reason is policy.ChoiceReason.PINNED_MISSING:
+    note = policy_installs.elsewhere_note(pod, elsewhere) if elsewhere else ""
+    choice = policy_selection.select_policy(pod, policies)
+    if choice.reason is policy_selection.ChoiceReason.PINNED_MISSING:
         return _with_note(
             _decision(
                 pod=pod,
                 policy_key=choice.pinned,
                 outcome=model.Outcome.UNSCHEDULABLE,
-                message=f"policy {choice.pinned} named by label {policy.POLICY_LABEL} not found",
+                message=(
+                    f"policy {choice.pinned} named by label {policy_defaults.POLICY_LABEL}"
+                    " not found"
+                ),
             ),
             note,
         )

@@ -32,8 +32,14 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from metricsched.core import api_formats, decision_record, estimate, model, scoring
-from metricsched.core import policy as policy_mod
+from metricsched.core import (
+    api_formats,
+    decision_record,
+    estimate,
+    model,
+    policy_selection,
+    scoring,
+)
 from metricsched.core.plugins import kube_scores
 
 MAX_REASON_WIDTH: Final = 72
@@ -335,7 +341,7 @@ def scope(
         names = override
     else:
         names = frozenset({pod.scheduler_name})
-        trial = policy_mod.shadow_policy_for(pod, namespace_policies)
+        trial = policy_selection.shadow_policy_for(pod, namespace_policies)
         if trial is not None and trial.scheduler_name != pod.scheduler_name:
             names = frozenset({trial.scheduler_name})
     elsewhere = tuple(
@@ -343,7 +349,7 @@ def scope(
         for p in namespace_policies
         if p.scheduler_name not in names
         and p.namespace == pod.namespace
-        and policy_mod.select_policy(pod, [p]).policy is not None
+        and policy_selection.select_policy(pod, [p]).policy is not None
     )
     return Scope(scheduler_names=names, elsewhere=elsewhere)
 

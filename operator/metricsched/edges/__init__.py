@@ -5,7 +5,7 @@ Every blocking client call here is plain synchronous code meant to run in a work
 for the loop (aiohttp), and so are the writers on it (``binder``, ``eviction``,
 ``pod_status``, ``events``, ``policy_events``). ``http_server`` runs a loop of its own on
 its own thread, so that the probes never wait for the operator's. Objects that share state
-between threads (``metric_store.MetricStore``, ``observe.HealthState``) guard it with
+between threads (``metric_store.MetricStore``, ``probes.HealthState``) guard it with
 locks. Errors of the outside world are classified and returned (or counted), not raised:
 the operator decides what to retry. Nothing here imports ``metricsched.runtime``
 (``make lint`` checks it with import-linter).
@@ -38,8 +38,10 @@ Modules:
 - ``snapshot_map``: the store's mapping: O(1) updates, views that never change.
 - ``prometheus_http``: the query API read incrementally under byte and series caps.
 - ``prometheus_series``: result series mapped to nodes, counts of what was left out.
-- ``observe``: Prometheus metrics of the scheduler itself, and which of /healthz,
-  /readyz and /metrics each port serves.
+- ``observe``: Prometheus metrics of the scheduler itself, on a registry of its own.
+- ``probes``: what /healthz and /readyz report: the loop's heartbeat, each subsystem's
+  readiness.
+- ``endpoints``: which of /healthz, /readyz and /metrics each port serves.
 - ``http_server``: the server of those ports: requests read under a deadline, the probes
   answered at once whatever else holds the port, /metrics in a small bounded pool.
 - ``metrics_auth``: /metrics behind TokenReview and SubjectAccessReview.

@@ -322,7 +322,7 @@ def _self_signed(directory: Path, hostnames: tuple[str, ...]) -> tuple[Path, Pat
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SecureServing:
-    """What ``observe.serve`` needs to serve /metrics securely."""
+    """What ``endpoints.serve`` needs to serve /metrics securely."""
 
     certificates: Certificates
     guard: Guard

@@ -1,24 +1,18 @@
-"""The scheduler's own observability: Prometheus metrics, /healthz, /readyz and /metrics.
+"""The scheduler's own Prometheus metrics: every series the operator exports about itself.
 
 Metrics live on a dedicated ``prometheus_client.CollectorRegistry`` held by a ``Metrics``
 object (one per operator; tests make their own), so nothing leaks into the client
-library's global registry. ``serve`` puts the three paths on one or two ports, each an
-``http_server.Server``: its own loop on its own thread answers the probes at once, so the
-scheduling loop's stalls show in /healthz only through the heartbeat, and no client of the
-port (idle connections, slow ones, a flood of /metrics) can make a probe wait or fail;
-/metrics runs in that server's small bounded pool and is shed first. With ``secure`` (see
-``metrics_auth``), /metrics is served over HTTPS to authenticated, authorised callers only,
-and the probes stay plain HTTP on the health port.
+library's global registry. The series made per policy are remembered, so that a deleted
+policy's are removed; the metric ages are computed when scraped. ``endpoints`` serves the
+registry on /metrics; ``probes`` holds what /healthz and /readyz report.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
+import dataclasses
 import logging
-import ssl
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
@@ -26,7 +20,7 @@ import prometheus_client
 import prometheus_client.core
 import prometheus_client.registry
 
-from metricsched.edges import http_server, metrics_auth
+from metricsched.edges import http_server
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +43,25 @@ AgeSource = Callable[[], Mapping[tuple[str, str], float]]
 # policy -> its maxMetricAge in seconds; read at scrape time.
 MaxAgeSource = Callable[[], Mapping[str, float]]
 _K = TypeVar("_K")
+
+
+@dataclasses.dataclass(slots=True)
+class _Labelled:
+    """The labelled series ``Metrics`` made for each policy, remembered so that forgetting
+    a policy (or one of its metrics) removes exactly those; ``lock`` guards
+    ``policy_metrics`` and ``fallback_policies``."""
+
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    # (policy, metric) pairs with labelled series, so a deleted policy's can be removed.
+    policy_metrics: set[tuple[str, str]] = dataclasses.field(default_factory=set)
+    # policies with a policy_fallback series
+    fallback_policies: set[str] = dataclasses.field(default_factory=set)
+    # policy -> metrics with a shadow advantage series
+    shadow_metrics: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    # policies whose rebalance result series were started at 0
+    rebalance_policies: set[str] = dataclasses.field(default_factory=set)
+    # policy -> the reasons of its rebalance_skipped series
+    rebalance_skips: dict[str, set[str]] = dataclasses.field(default_factory=dict)
 
 
 class Metrics:
@@ -220,7 +233,6 @@ class Metrics:
             ["policy", "metric"],
             registry=r,
         )
-        self._shadow_metrics: dict[str, set[str]] = {}  # policy -> metrics with a series
         self.shadow_dropped = prometheus_client.Counter(
             "metricsched_shadow_dropped_total",
             "Shadow mode: bound pods not evaluated because the evaluation queue was full.",
@@ -311,8 +323,6 @@ class Metrics:
             ["port", "reason"],
             registry=r,
         )
-        self._rebalance_policies: set[str] = set()
-        self._rebalance_skips: dict[str, set[str]] = {}
         # Known label values start at 0 so rate() and absent() behave from the first scrape.
         for result in ATTEMPT_RESULTS:
             self.attempts.labels(result=result)
@@ -323,10 +333,7 @@ class Metrics:
         }
         self._ages = _AgeCollector()
         r.register(self._ages)
-        # (policy, metric) pairs with labelled series, so a deleted policy's can be removed.
-        self._policy_lock = threading.Lock()
-        self._policy_metrics: set[tuple[str, str]] = set()
-        self._fallback_policies: set[str] = set()
+        self._labelled = _Labelled()
 
     def start_http_drops(self, port: int) -> None:
         """Start a served port's drop series at 0, so that rate() sees the first drop."""
@@ -344,13 +351,13 @@ class Metrics:
         self.shadow_agreement.labels(policy=policy).set(agreement)
         for metric, ratio in advantages.items():
             self.shadow_advantage.labels(policy=policy, metric=metric).set(ratio)
-        self._shadow_metrics.setdefault(policy, set()).update(advantages)
+        self._labelled.shadow_metrics.setdefault(policy, set()).update(advantages)
 
     def forget_shadow(self, *, policy: str) -> None:
         """Drop a deleted (or no longer shadow) policy's shadow series."""
         with contextlib.suppress(KeyError):
             self.shadow_agreement.remove(policy)
-        for metric in self._shadow_metrics.pop(policy, set()):
+        for metric in self._labelled.shadow_metrics.pop(policy, set()):
             with contextlib.suppress(KeyError):
                 self.shadow_advantage.remove(policy, metric)
         for result in SHADOW_RESULTS:
@@ -359,28 +366,28 @@ class Metrics:
 
     def rebalance_policy(self, policy: str) -> None:
         """Start a rebalancing policy's result series at 0 (remembered for forgetting)."""
-        if policy in self._rebalance_policies:
+        if policy in self._labelled.rebalance_policies:
             return
-        self._rebalance_policies.add(policy)
+        self._labelled.rebalance_policies.add(policy)
         for result in REBALANCE_RESULTS:
             self.rebalance_evictions.labels(policy=policy, result=result)
 
     def forget_rebalance(self, policy: str) -> None:
         """Drop the rebalancing series of a deleted policy, or one whose rebalance is off."""
-        self._rebalance_policies.discard(policy)
+        self._labelled.rebalance_policies.discard(policy)
         for result in REBALANCE_RESULTS:
             with contextlib.suppress(KeyError):
                 self.rebalance_evictions.remove(policy, result)
         for gauge in (self.rebalance_nodes_outside, self.rebalance_nodes_due):
             with contextlib.suppress(KeyError):
                 gauge.remove(policy)
-        for reason in self._rebalance_skips.pop(policy, set()):
+        for reason in self._labelled.rebalance_skips.pop(policy, set()):
             with contextlib.suppress(KeyError):
                 self.rebalance_skipped.remove(policy, reason)
 
     def count_rebalance_skip(self, *, policy: str, reason: str) -> None:
         """One pod on a node due that stayed, and why."""
-        self._rebalance_skips.setdefault(policy, set()).add(reason)
+        self._labelled.rebalance_skips.setdefault(policy, set()).add(reason)
         self.rebalance_skipped.labels(policy=policy, reason=reason).inc()
 
     def set_metric_age_source(
@@ -398,35 +405,35 @@ class Metrics:
 
     def set_policy_fallback(self, *, policy: str, active: bool) -> None:
         """Whether ``policy``'s latest decision was taken by its fallback strategy."""
-        with self._policy_lock:
-            self._fallback_policies.add(policy)
+        with self._labelled.lock:
+            self._labelled.fallback_policies.add(policy)
         self.policy_fallback.labels(policy=policy).set(1 if active else 0)
 
     def count_estimate_fail_open(self, *, policy: str, metric: str) -> None:
         """One decision of ``policy`` left ``metric``'s learned estimate out (its series is
         remembered so that ``forget_policy`` can remove it)."""
-        with self._policy_lock:
-            self._policy_metrics.add((policy, metric))
+        with self._labelled.lock:
+            self._labelled.policy_metrics.add((policy, metric))
         self.estimate_fail_open.labels(policy=policy, metric=metric).inc()
 
     def count_soft_lifted(self, *, policy: str, metric: str) -> None:
         """One decision of ``policy`` lifted ``metric``'s Soft threshold (its series is
         remembered so that ``forget_policy`` can remove it)."""
-        with self._policy_lock:
-            self._policy_metrics.add((policy, metric))
+        with self._labelled.lock:
+            self._labelled.policy_metrics.add((policy, metric))
         self.soft_lifted.labels(policy=policy, metric=metric).inc()
 
     def observe_refresh(self, *, policy: str, metric: str, seconds: float) -> None:
         """Record one refresh of a policy's metric (its per-policy series is remembered
         so that ``forget_policy`` can remove it)."""
-        with self._policy_lock:
-            self._policy_metrics.add((policy, metric))
+        with self._labelled.lock:
+            self._labelled.policy_metrics.add((policy, metric))
         self.metric_refresh_duration.labels(policy=policy, metric=metric).observe(seconds)
 
     def forget_policy_metric(self, *, policy: str, metric: str) -> None:
         """Drop the labelled series of a metric whose policy (or metric entry) is gone."""
-        with self._policy_lock:
-            self._policy_metrics.discard((policy, metric))
+        with self._labelled.lock:
+            self._labelled.policy_metrics.discard((policy, metric))
         with contextlib.suppress(KeyError):
             self.metric_refresh_duration.remove(policy, metric)
         with contextlib.suppress(KeyError):
@@ -437,10 +444,10 @@ class Metrics:
     def forget_policy(self, policy: str) -> int:
         """Drop every per-policy series of a deleted policy (``"namespace/name"``); return
         how many metrics of it had series."""
-        with self._policy_lock:
-            gone = [pm for pm in self._policy_metrics if pm[0] == policy]
-            had_fallback = policy in self._fallback_policies
-            self._fallback_policies.discard(policy)
+        with self._labelled.lock:
+            gone = [pm for pm in self._labelled.policy_metrics if pm[0] == policy]
+            had_fallback = policy in self._labelled.fallback_policies
+            self._labelled.fallback_policies.discard(policy)
         if had_fallback:
             with contextlib.suppress(KeyError):
                 self.policy_fallback.remove(policy)
@@ -452,8 +459,8 @@ class Metrics:
         """Drop the per-policy series of every (policy, metric) not in ``keep`` (deleted
         policies, metric entries removed from a spec); return how many."""
         wanted = set(keep)
-        with self._policy_lock:
-            gone = [pm for pm in self._policy_metrics if pm not in wanted]
+        with self._labelled.lock:
+            gone = [pm for pm in self._labelled.policy_metrics if pm not in wanted]
         for policy, metric in gone:
             self.forget_policy_metric(policy=policy, metric=metric)
         return len(gone)
@@ -497,161 +504,3 @@ def _call(source: Callable[[], Mapping[_K, float]], what: str) -> Mapping[_K, fl
     except Exception:  # a scrape must never fail because of a callback
         logger.warning("%s failed", what, exc_info=True)
         return {}
-
-
-# --- health ----------------------------------------------------------------------------
-
-
-class HealthState:
-    """What /healthz and /readyz report; updated by the operator, read by the server.
-
-    Liveness: the operator loop calls ``beat()`` regularly; a heartbeat older than
-    ``max_heartbeat_age_s`` means the loop is stuck and the pod should be restarted.
-    Readiness is per subsystem (the operator's start-up, kopf's watches, each informer
-    kind, the cluster state's sync): ``set_ready(False, reason, subsystem=...)`` blocks it
-    until the same subsystem calls ``set_ready(True)``, so one subsystem recovering never
-    hides another that still fails (no last writer wins). /readyz answers 503 with every
-    blocking reason while any is set.
-    """
-
-    def __init__(
-        self,
-        *,
-        max_heartbeat_age_s: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._lock = threading.Lock()
-        self._clock = clock
-        self._max_age = max_heartbeat_age_s
-        self._last_beat = clock()  # start-up counts as a beat: a grace period
-        self._blocked: dict[str, str] = {"operator": "starting: caches not synced yet"}
-        self._ready_reason = "ready"
-
-    def beat(self) -> None:
-        with self._lock:
-            self._last_beat = self._clock()
-
-    def set_ready(self, ready: bool, reason: str = "", *, subsystem: str = "operator") -> None:
-        with self._lock:
-            if ready:
-                self._blocked.pop(subsystem, None)
-                self._ready_reason = reason or "ready"
-            else:
-                self._blocked[subsystem] = reason or "not ready"
-
-    def liveness(self) -> tuple[bool, str]:
-        with self._lock:
-            age = self._clock() - self._last_beat
-        if age <= self._max_age:
-            return True, f"ok: last heartbeat {age:.1f}s ago"
-        return False, f"operator loop stalled: last heartbeat {age:.1f}s ago (> {self._max_age:g}s)"
-
-    def readiness(self) -> tuple[bool, str]:
-        with self._lock:
-            if not self._blocked:
-                return True, self._ready_reason
-            return False, "; ".join(self._blocked[k] for k in sorted(self._blocked))
-
-
-# --- the endpoints ---------------------------------------------------------------------
-
-
-def _probe(check: Callable[[], tuple[bool, str]]) -> http_server.Route:
-    def route(_request: http_server.Request) -> http_server.Response:
-        ok, reason = check()
-        return http_server.text(200 if ok else 503, reason)
-
-    return http_server.Route(route)  # answered on the server's loop: it never waits
-
-
-def _guarded(route: http_server.Route, guard: metrics_auth.Guard) -> http_server.Route:
-    """``route`` behind ``guard``; blocking, as the guard may ask the API server."""
-
-    def guarded(request: http_server.Request) -> http_server.Response:
-        denial = guard(request.headers.get("authorization"), request.path)
-        if denial is not None:
-            return http_server.text(denial.status, denial.reason)
-        return route.handle(request)
-
-    return http_server.Route(guarded, blocking=True)
-
-
-class Closer:
-    """The running endpoint servers: their bound ports (useful with port 0) and a stop."""
-
-    def __init__(
-        self, *, metrics_port: int, health_port: int, servers: list[http_server.Server]
-    ) -> None:
-        self.metrics_port = metrics_port
-        self.health_port = health_port
-        self._servers = servers
-
-    def dropped(self) -> dict[http_server.DropReason, int]:
-        """Connections closed unanswered and requests shed, all servers together, by reason."""
-        total: collections.Counter[http_server.DropReason] = collections.Counter()
-        for server in self._servers:
-            total.update(server.dropped)
-        return {reason: n for reason, n in total.items() if n}
-
-    def close(self) -> None:
-        """Stop serving and release the ports; idempotent."""
-        for server in self._servers:
-            server.close()
-        self._servers.clear()
-
-
-def serve(
-    *,
-    host: str,
-    metrics_port: int,
-    health_port: int,
-    health: HealthState,
-    metrics: Metrics,
-    secure: metrics_auth.SecureServing | None = None,
-) -> Closer:
-    """Serve /metrics on ``metrics_port`` and /healthz, /readyz on ``health_port``.
-
-    Equal ports (0 included) share one server answering all three paths, unless ``secure``:
-    then /metrics is HTTPS behind its guard and the probes need a port of their own. Port 0
-    binds an ephemeral port; the ``Closer`` reports the ports actually bound. The probes
-    are answered on each server's own loop; /metrics (the exposition, the reviews) in its
-    bounded pool (``http_server``).
-    """
-
-    def metrics_route(_request: http_server.Request) -> http_server.Response:
-        body = metrics.exposition()
-        return http_server.Response(200, prometheus_client.CONTENT_TYPE_LATEST, body)
-
-    metrics_routes = {"/metrics": http_server.Route(metrics_route, blocking=True)}
-    health_routes = {"/healthz": _probe(health.liveness), "/readyz": _probe(health.readiness)}
-    plan: list[tuple[int, dict[str, http_server.Route], Callable[[], ssl.SSLContext] | None]]
-    if secure is not None:
-        if metrics_port == health_port and metrics_port != 0:
-            raise ValueError("secure /metrics needs a health port of its own for the probes")
-        guarded = {path: _guarded(route, secure.guard) for path, route in metrics_routes.items()}
-        certificates = secure.certificates
-        plan = [
-            (metrics_port, guarded, lambda: certificates.context),  # the renewed one, if any
-            (health_port, health_routes, None),
-        ]
-    elif metrics_port == health_port:
-        plan = [(metrics_port, {**metrics_routes, **health_routes}, None)]
-    else:
-        plan = [(metrics_port, metrics_routes, None), (health_port, health_routes, None)]
-
-    servers: list[http_server.Server] = []
-    try:
-        for port, routes, tls in plan:
-            servers.append(
-                http_server.Server(
-                    host=host, port=port, routes=routes, tls=tls, on_drop=metrics.count_http_drop
-                )
-            )
-        for server in servers:
-            metrics.start_http_drops(server.port)
-            server.start()
-    except BaseException:
-        for server in servers:
-            server.close()
-        raise
-    return Closer(metrics_port=servers[0].port, health_port=servers[-1].port, servers=servers)

@@ -28,7 +28,7 @@ import kopf
 
 from metricsched.config import Config
 from metricsched.core import opt_in
-from metricsched.edges import observe
+from metricsched.edges import observe, probes
 
 logger = logging.getLogger("metricsched.webhook")
 
@@ -38,7 +38,7 @@ PATH = f"/{HANDLER_ID}"
 ERROR = "Error"
 
 
-SUBSYSTEM = "webhook"  # its key in observe.HealthState's readiness
+SUBSYSTEM = "webhook"  # its key in probes.HealthState's readiness
 
 
 class WebhookServer(kopf.WebhookServer):
@@ -52,7 +52,7 @@ class WebhookServer(kopf.WebhookServer):
     def __init__(
         self,
         *,
-        health: observe.HealthState | None = None,
+        health: probes.HealthState | None = None,
         metrics: observe.Metrics | None = None,
         **kwargs: Any,
     ) -> None:
@@ -102,7 +102,7 @@ def with_request_namespace(request: Any) -> Any:
 def server(
     config: Config,
     *,
-    health: observe.HealthState | None = None,
+    health: probes.HealthState | None = None,
     metrics: observe.Metrics | None = None,
 ) -> WebhookServer:
     """The server of ``--webhook``: the certificate files are re-read when they change.

@@ -34,7 +34,15 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 
-from metricsched.core import columns, model, node_state, parse, policy, reservation, versions
+from metricsched.core import (
+    columns,
+    model,
+    node_state,
+    parse,
+    policy_installs,
+    reservation,
+    versions,
+)
 
 # Pods in these phases hold no resources (kube-scheduler ignores them too).
 _TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -71,7 +79,7 @@ class ClusterCache:
         self.policies: dict[model.PolicyKey, model.Policy] = {}
         self.policy_errors: dict[model.PolicyKey, str] = {}
         # Other installs' policies, by namespace then key: only what names them in events.
-        self.elsewhere: dict[str, dict[model.PolicyKey, policy.Elsewhere]] = {}
+        self.elsewhere: dict[str, dict[model.PolicyKey, policy_installs.Elsewhere]] = {}
         self.generation = 0  # bumps on any change that can make a pending pod schedulable
         self._burst_memory_s = burst_memory_s
         self._holds: dict[str, tuple[model.NodeName, float]] = {}  # uid -> (node, until)
@@ -565,7 +573,7 @@ class ClusterCache:
         self.policy_errors.pop(key, None)
         self.generation += 1
 
-    def note_elsewhere(self, key: model.PolicyKey, entry: policy.Elsewhere | None) -> None:
+    def note_elsewhere(self, key: model.PolicyKey, entry: policy_installs.Elsewhere | None) -> None:
         """Index a policy another install serves (``None``: unreadable, forget it)."""
         self.forget_elsewhere(key)
         if entry is not None:
@@ -577,7 +585,7 @@ class ClusterCache:
         if entries is not None and entries.pop(key, None) is not None and not entries:
             del self.elsewhere[namespace]
 
-    def elsewhere_in(self, namespace: str) -> list[policy.Elsewhere]:
+    def elsewhere_in(self, namespace: str) -> list[policy_installs.Elsewhere]:
         return list((self.elsewhere.get(namespace) or {}).values())
 
     # --- namespaces (labels only: namespaceSelector in pod affinity) -------------------

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from metricsched.core import model
-from metricsched.edges import informer, kube_http, observe
+from metricsched.edges import informer, kube_http, observe, probes
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import supervise
 from metricsched.runtime import watches as watches_mod
@@ -93,7 +93,7 @@ class ClusterState:
         cache: cache_mod.ClusterCache,
         watches: watches_mod.Watches,
         metrics: observe.Metrics,
-        health: observe.HealthState,
+        health: probes.HealthState,
         resources: tuple[informer.Resource, ...] = RESOURCES,
         sync_bound_s: float = SYNC_BOUND_S,
         clock: Callable[[], float] = time.monotonic,

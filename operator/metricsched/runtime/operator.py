@@ -33,6 +33,7 @@ import aiohttp
 from metricsched.config import Config
 from metricsched.core import model, parse, versions
 from metricsched.edges import (
+    endpoints,
     errors,
     events,
     kube,
@@ -42,6 +43,7 @@ from metricsched.edges import (
     metrics_auth,
     observe,
     policy_events,
+    probes,
 )
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
@@ -97,7 +99,7 @@ class Operator:
         # Events. ``reads`` (below): the informers, the LISTs and the NodeMetrics LIST.
         self.writes = kube_http.AsyncApi(api_client, limit=config.bind_concurrency + 16)
         self.metrics = observe.Metrics()
-        self.health = observe.HealthState()
+        self.health = probes.HealthState()
         self.cache = cache_mod.ClusterCache()
         self.queue = queue_mod.SchedulingQueue(ordering=self._ordering)
         self.store = metric_store.MetricStore(max_values=config.max_metric_values)
@@ -408,7 +410,7 @@ class Operator:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        closer = observe.serve(
+        closer = endpoints.serve(
             host=self.config.bind_address,
             metrics_port=self.config.metrics_port,
             health_port=self.config.health_port,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from metricsched.edges import errors, kube_http, observe
+from metricsched.edges import errors, kube_http, observe, probes
 from metricsched.runtime import informers, supervise
 from metricsched.runtime import watches as watches_mod
 
@@ -54,7 +54,7 @@ class Reconciler:
         watches: watches_mod.Watches,
         metrics: observe.Metrics,
         interval_s: float,
-        health: observe.HealthState | None = None,
+        health: probes.HealthState | None = None,
         confirm_bound_s: float = CONFIRM_BOUND_S,
     ) -> None:
         self._api = api

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from metricsched.config import Config
-from metricsched.core import model, policy, shadow
+from metricsched.core import model, policy_selection, shadow
 from metricsched.edges import metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import cycle_inputs
@@ -98,7 +98,7 @@ class ShadowEvaluator:
         bound_at = scheduled_at(body)
         if bound_at is None or now - bound_at > RECENT_BIND_S:
             return
-        chosen = policy.shadow_policy_for(pod, list(self._cache.policies.values()))
+        chosen = policy_selection.shadow_policy_for(pod, list(self._cache.policies.values()))
         if chosen is None:
             return
         self._done[pod.uid] = None

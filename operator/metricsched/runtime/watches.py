@@ -47,8 +47,17 @@ from typing import Any, TypeVar
 import kopf
 
 from metricsched.config import Config
-from metricsched.core import kubelet_rejection, model, parse, policy
-from metricsched.edges import errors, events, kube, kube_http, metric_store, observe, webhook
+from metricsched.core import kubelet_rejection, model, parse, policy, policy_installs
+from metricsched.edges import (
+    errors,
+    events,
+    kube,
+    kube_http,
+    metric_store,
+    observe,
+    probes,
+    webhook,
+)
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import kopf_tuning
@@ -100,7 +109,7 @@ class Watches:
         status: status_mod.PolicyStatus,
         store: metric_store.MetricStore,
         metrics: observe.Metrics,
-        health: observe.HealthState,
+        health: probes.HealthState,
         record: Callable[..., None],
         refresh_now: asyncio.Event,
         policy_events: policy_events_mod.PolicyEvents | None = None,
@@ -475,13 +484,15 @@ class Watches:
             tombstone = self._policy_tombstones.get(key)
             if tombstone is not None and version > tombstone[0]:
                 del self._policy_tombstones[key]  # created again since
-        served = event_type == "DELETED" or policy.served_by(body, self.config.scheduler_names)
+        served = event_type == "DELETED" or policy_installs.served_by(
+            body, self.config.scheduler_names
+        )
         # Another install's policies are kept only as an index that names them in the
-        # events of the pods they select (policy.elsewhere_note).
+        # events of the pods they select (policy_installs.elsewhere_note).
         if served:
             self.cache.forget_elsewhere(key)
         else:
-            self.cache.note_elsewhere(key, policy.elsewhere_from_body(body))
+            self.cache.note_elsewhere(key, policy_installs.elsewhere_from_body(body))
         if not served:
             # Another install's policy (or moved to one): forget it as if it were deleted.
             if key not in self.cache.policies and key not in self.status.records:

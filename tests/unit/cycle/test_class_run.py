@@ -20,7 +20,15 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import class_run, cycle, decision_record, framework, model, parse, policy
+from metricsched.core import (
+    class_run,
+    cycle,
+    decision_record,
+    framework,
+    model,
+    parse,
+    policy_defaults,
+)
 from metricsched.runtime import cache as cache_mod
 from tests.unit.conftest import (
     NOW,
@@ -220,7 +228,7 @@ def test_a_run_decides_every_pod_as_the_cycle_does_one_at_a_time(
             build_policy(
                 metrics=[build_metric_spec("latency", threshold_max=0.4)], burst_penalty=5.0
             ),
-            kube_weights=tuple(policy.DEFAULT_KUBE_WEIGHTS.items()),
+            kube_weights=tuple(policy_defaults.DEFAULT_KUBE_WEIGHTS.items()),
         )
         policies = [chosen]
         view = build_metric_view(chosen, {"latency": dict(zip(NODES, latencies, strict=True))})

@@ -7,7 +7,7 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import api_formats, model, policy
+from metricsched.core import api_formats, model, policy_defaults
 
 Outcome = model.Outcome
 
@@ -152,7 +152,7 @@ def test_single_feasible_node_has_no_runner_up(
 def test_pinned_policy_that_does_not_exist_leaves_the_pod_unschedulable(
     *, make_node, make_cluster, make_pod, schedule
 ):
-    pod = make_pod(labels={policy.POLICY_LABEL: "foo"})
+    pod = make_pod(labels={policy_defaults.POLICY_LABEL: "foo"})
 
     decision = schedule(pod=pod, snapshot=make_cluster(make_node("node-1")))
 

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from metricsched.core import api_formats, model, policy
+from metricsched.core import api_formats, model, policy_defaults, policy_installs
 
 Outcome = model.Outcome
 
 
-def elsewhere(name: str, scheduler: str | None = "other-sched", **spec: Any) -> policy.Elsewhere:
+def elsewhere(
+    name: str, scheduler: str | None = "other-sched", **spec: Any
+) -> policy_installs.Elsewhere:
     body: dict[str, Any] = {
         "metadata": {"name": name, "namespace": "shop"},
         "spec": {"podSelector": {"matchLabels": {"app": "web"}}, **spec},
     }
     if scheduler is not None:
         body["spec"]["schedulerName"] = scheduler
-    entry = policy.elsewhere_from_body(body)
+    entry = policy_installs.elsewhere_from_body(body)
     assert entry is not None
     return entry
 
@@ -58,7 +60,7 @@ def test_policies_that_do_not_select_the_pod_are_not_named(
         elsewhere("other-app", podSelector={"matchLabels": {"app": "db"}}),
         elsewhere("on-trial", mode="Shadow"),
     ]
-    in_other_namespace = policy.Elsewhere(
+    in_other_namespace = policy_installs.Elsewhere(
         namespace="bar",
         name="web-latency",
         scheduler_name="other-sched",
@@ -76,8 +78,8 @@ def test_policies_that_do_not_select_the_pod_are_not_named(
 
 
 def test_a_pinned_pod_is_selected_only_by_the_policy_its_label_names(*, make_pod):
-    pod = make_pod("web-1", labels={"app": "db", policy.POLICY_LABEL: "pinned-elsewhere"})
-    found = policy.selecting_elsewhere(
+    pod = make_pod("web-1", labels={"app": "db", policy_defaults.POLICY_LABEL: "pinned-elsewhere"})
+    found = policy_installs.selecting_elsewhere(
         pod, [elsewhere("web-latency"), elsewhere("pinned-elsewhere")]
     )
     assert [p.key for p in found] == ["shop/pinned-elsewhere"]
@@ -107,4 +109,4 @@ def test_the_note_survives_the_message_limit(*, make_node, make_cluster, make_po
 
 def test_an_unreadable_selector_is_left_out_of_the_index():
     body = {"metadata": {"name": "x", "namespace": "shop"}, "spec": {"podSelector": "app=web"}}
-    assert policy.elsewhere_from_body(body) is None
+    assert policy_installs.elsewhere_from_body(body) is None

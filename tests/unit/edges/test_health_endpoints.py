@@ -10,9 +10,9 @@ import urllib.request
 import edges_fakes as fakes
 import pytest
 
-from metricsched.edges import observe
+from metricsched.edges import endpoints, observe, probes
 
-Server = collections.abc.Iterator[observe.Closer]
+Server = collections.abc.Iterator[endpoints.Closer]
 
 
 def get(port: int, path: str) -> tuple[int, str, str]:
@@ -24,20 +24,20 @@ def get(port: int, path: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def health(clock: fakes.FakeClock) -> observe.HealthState:
-    return observe.HealthState(max_heartbeat_age_s=30.0, clock=clock)
+def health(clock: fakes.FakeClock) -> probes.HealthState:
+    return probes.HealthState(max_heartbeat_age_s=30.0, clock=clock)
 
 
 @pytest.fixture
-def shared(health: observe.HealthState, metrics: observe.Metrics) -> Server:
-    closer = observe.serve(
+def shared(health: probes.HealthState, metrics: observe.Metrics) -> Server:
+    closer = endpoints.serve(
         host="127.0.0.1", metrics_port=0, health_port=0, health=health, metrics=metrics
     )
     yield closer
     closer.close()
 
 
-def test_equal_ports_share_one_server_for_all_paths(shared: observe.Closer) -> None:
+def test_equal_ports_share_one_server_for_all_paths(shared: endpoints.Closer) -> None:
     assert shared.metrics_port == shared.health_port != 0
     assert get(shared.metrics_port, "/metrics")[0] == 200
     assert get(shared.metrics_port, "/healthz")[0] == 200
@@ -45,7 +45,7 @@ def test_equal_ports_share_one_server_for_all_paths(shared: observe.Closer) -> N
 
 
 def test_metrics_are_served_in_the_prometheus_text_format(
-    shared: observe.Closer, metrics: observe.Metrics
+    shared: endpoints.Closer, metrics: observe.Metrics
 ) -> None:
     metrics.attempts.labels(result="scheduled").inc(3)
     metrics.pending_pods.set(7)
@@ -103,7 +103,7 @@ def test_forgotten_policy_metrics_disappear_from_the_export(metrics: observe.Met
 
 
 def test_healthz_fails_once_the_heartbeat_is_stale(
-    shared: observe.Closer, health: observe.HealthState, clock: fakes.FakeClock
+    shared: endpoints.Closer, health: probes.HealthState, clock: fakes.FakeClock
 ) -> None:
     clock.advance(10.0)
     health.beat()
@@ -115,7 +115,7 @@ def test_healthz_fails_once_the_heartbeat_is_stale(
 
 
 def test_readyz_is_503_with_a_reason_until_ready(
-    shared: observe.Closer, health: observe.HealthState
+    shared: endpoints.Closer, health: probes.HealthState
 ) -> None:
     assert get(shared.health_port, "/readyz") == (
         503,
@@ -129,12 +129,12 @@ def test_readyz_is_503_with_a_reason_until_ready(
 
 
 def test_different_ports_serve_metrics_and_probes_separately(
-    health: observe.HealthState, metrics: observe.Metrics
+    health: probes.HealthState, metrics: observe.Metrics
 ) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free = int(s.getsockname()[1])
-    closer = observe.serve(
+    closer = endpoints.serve(
         host="127.0.0.1", metrics_port=0, health_port=free, health=health, metrics=metrics
     )
     try:
@@ -147,8 +147,8 @@ def test_different_ports_serve_metrics_and_probes_separately(
         closer.close()
 
 
-def test_close_releases_the_port(health: observe.HealthState, metrics: observe.Metrics) -> None:
-    closer = observe.serve(
+def test_close_releases_the_port(health: probes.HealthState, metrics: observe.Metrics) -> None:
+    closer = endpoints.serve(
         host="127.0.0.1", metrics_port=0, health_port=0, health=health, metrics=metrics
     )
     port = closer.metrics_port
@@ -185,7 +185,7 @@ def test_a_failing_max_age_source_leaves_the_ages_exported(metrics: observe.Metr
 
 
 def test_a_health_port_in_use_fails_serve_and_releases_the_metrics_port(
-    health: observe.HealthState, metrics: observe.Metrics
+    health: probes.HealthState, metrics: observe.Metrics
 ) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -195,7 +195,7 @@ def test_a_health_port_in_use_fails_serve_and_releases_the_metrics_port(
             s.bind(("127.0.0.1", 0))
             free = int(s.getsockname()[1])
         with pytest.raises(OSError):
-            observe.serve(
+            endpoints.serve(
                 host="127.0.0.1",
                 metrics_port=free,
                 health_port=busy,
@@ -216,24 +216,24 @@ def exchange(port: int, request: bytes) -> bytes:
         return answer
 
 
-def test_a_malformed_request_is_answered_400(shared: observe.Closer) -> None:
+def test_a_malformed_request_is_answered_400(shared: endpoints.Closer) -> None:
     assert exchange(shared.health_port, b"HELLO\r\n\r\n").startswith(b"HTTP/1.1 400 ")
     bad_header = b"GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n"
     assert exchange(shared.health_port, bad_header).startswith(b"HTTP/1.1 400 ")
 
 
-def test_a_request_head_over_the_limit_is_answered_431(shared: observe.Closer) -> None:
+def test_a_request_head_over_the_limit_is_answered_431(shared: endpoints.Closer) -> None:
     huge = b"GET /healthz HTTP/1.1\r\nX-Big: " + b"x" * 40_000 + b"\r\n\r\n"
     assert exchange(shared.health_port, huge).startswith(b"HTTP/1.1 431 ")
 
 
-def test_only_get_is_served(shared: observe.Closer) -> None:
+def test_only_get_is_served(shared: endpoints.Closer) -> None:
     answer = exchange(shared.health_port, b"POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 405 ")
 
 
 def test_a_probe_is_answered_with_a_length_and_the_connection_closed(
-    shared: observe.Closer,
+    shared: endpoints.Closer,
 ) -> None:
     answer = exchange(shared.health_port, b"GET /healthz?verbose=1 HTTP/1.1\r\nHost: x\r\n\r\n")
     head, _, body = answer.partition(b"\r\n\r\n")

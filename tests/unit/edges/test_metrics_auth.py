@@ -17,7 +17,7 @@ from pathlib import Path
 import edges_fakes as fakes
 import pytest
 
-from metricsched.edges import metrics_auth, observe
+from metricsched.edges import endpoints, metrics_auth, observe, probes
 
 READER = metrics_auth.User(name="system:serviceaccount:monitoring:prometheus", groups=("a",))
 STRANGER = metrics_auth.User(name="system:serviceaccount:shop:web")
@@ -136,7 +136,7 @@ def test_the_cache_keeps_no_token(
 
 # --- the HTTPS server ------------------------------------------------------------------
 
-Server = collections.abc.Iterator[observe.Closer]
+Server = collections.abc.Iterator[endpoints.Closer]
 
 
 @pytest.fixture
@@ -146,11 +146,11 @@ def secure(
     if shutil.which("openssl") is None:
         pytest.fail("openssl is not installed: run `make deps`")
     serving = metrics_auth.SecureServing(certificates=metrics_auth.Certificates(None), guard=guard)
-    closer = observe.serve(
+    closer = endpoints.serve(
         host="127.0.0.1",
         metrics_port=0,
         health_port=0,
-        health=observe.HealthState(clock=clock),
+        health=probes.HealthState(clock=clock),
         metrics=metrics,
         secure=serving,
     )
@@ -173,7 +173,7 @@ def get(url: str, token: str | None = None) -> int:
 
 
 def test_metrics_are_https_behind_the_guard_and_the_probes_plain_http(
-    secure: observe.Closer,
+    secure: endpoints.Closer,
 ) -> None:
     assert secure.metrics_port != secure.health_port
     metrics_url = f"https://127.0.0.1:{secure.metrics_port}/metrics"
@@ -184,7 +184,7 @@ def test_metrics_are_https_behind_the_guard_and_the_probes_plain_http(
     assert get(f"http://127.0.0.1:{secure.health_port}/metrics") == 404
 
 
-def test_the_self_signed_certificate_names_localhost(secure: observe.Closer) -> None:
+def test_the_self_signed_certificate_names_localhost(secure: endpoints.Closer) -> None:
     pem = ssl.get_server_certificate(("127.0.0.1", secure.metrics_port))
     assert "BEGIN CERTIFICATE" in pem
 
@@ -199,11 +199,11 @@ def test_secure_metrics_refuse_to_share_the_probes_port(
 ) -> None:
     serving = metrics_auth.SecureServing(certificates=metrics_auth.Certificates(None), guard=guard)
     with pytest.raises(ValueError, match="health port of its own"):
-        observe.serve(
+        endpoints.serve(
             host="127.0.0.1",
             metrics_port=18443,
             health_port=18443,
-            health=observe.HealthState(clock=clock),
+            health=probes.HealthState(clock=clock),
             metrics=metrics,
             secure=serving,
         )

@@ -19,7 +19,7 @@ import urllib.request
 import edges_fakes as fakes
 import pytest
 
-from metricsched.edges import http_server, metrics_auth, observe
+from metricsched.edges import endpoints, http_server, metrics_auth, observe, probes
 
 READER = metrics_auth.User(name="system:serviceaccount:monitoring:prometheus")
 
@@ -215,16 +215,16 @@ class Flood:
 
 
 @pytest.fixture
-def health(clock: fakes.FakeClock) -> observe.HealthState:
-    return observe.HealthState(max_heartbeat_age_s=30.0, clock=clock)
+def health(clock: fakes.FakeClock) -> probes.HealthState:
+    return probes.HealthState(max_heartbeat_age_s=30.0, clock=clock)
 
 
 @pytest.fixture
 def shared_port(
-    health: observe.HealthState, metrics: observe.Metrics
-) -> collections.abc.Iterator[observe.Closer]:
+    health: probes.HealthState, metrics: observe.Metrics
+) -> collections.abc.Iterator[endpoints.Closer]:
     """Probes and /metrics on one port: the probes share it with the heavier path."""
-    closer = observe.serve(
+    closer = endpoints.serve(
         host="127.0.0.1", metrics_port=0, health_port=0, health=health, metrics=metrics
     )
     yield closer
@@ -244,7 +244,7 @@ def probe_through(flood: Flood, port: int, path: str = "/healthz") -> list[int]:
 
 class TestProbesAreAnsweredDuringAFlood:
     def test_every_healthz_probe_succeeds_while_80_idle_connections_are_held_open(
-        self, shared_port: observe.Closer
+        self, shared_port: endpoints.Closer
     ) -> None:
         with Flood(shared_port.health_port, FLOOD) as flood:
             statuses = probe_through(flood, shared_port.health_port)
@@ -253,7 +253,7 @@ class TestProbesAreAnsweredDuringAFlood:
         assert flood.answered == 0
 
     def test_every_readyz_probe_succeeds_while_80_idle_connections_are_held_open(
-        self, shared_port: observe.Closer, health: observe.HealthState
+        self, shared_port: endpoints.Closer, health: probes.HealthState
     ) -> None:
         health.set_ready(True, "caches synced; leading")
         with Flood(shared_port.health_port, FLOOD) as flood:
@@ -261,14 +261,14 @@ class TestProbesAreAnsweredDuringAFlood:
         assert statuses == [200] * len(statuses)
 
     def test_every_probe_succeeds_while_80_slow_loris_connections_trickle_their_headers(
-        self, shared_port: observe.Closer
+        self, shared_port: endpoints.Closer
     ) -> None:
         with Flood(shared_port.health_port, FLOOD, trickle=True) as flood:
             statuses = probe_through(flood, shared_port.health_port)
         assert statuses == [200] * len(statuses)
         assert flood.answered == 0
 
-    def test_metrics_are_still_served_during_the_flood(self, shared_port: observe.Closer) -> None:
+    def test_metrics_are_still_served_during_the_flood(self, shared_port: endpoints.Closer) -> None:
         with Flood(shared_port.metrics_port, FLOOD):
             assert probe(shared_port.metrics_port, "/metrics", timeout=30.0) == 200
             assert probe(shared_port.metrics_port, "/healthz") == 200
@@ -287,7 +287,7 @@ def held_open(conn: socket.socket) -> bool:
 
 class TestIdleAndSlowConnectionsAreClosed:
     def test_a_connection_that_sends_nothing_is_closed_unanswered_by_the_header_deadline(
-        self, shared_port: observe.Closer, metrics: observe.Metrics
+        self, shared_port: endpoints.Closer, metrics: observe.Metrics
     ) -> None:
         with socket.create_connection(("127.0.0.1", shared_port.health_port)) as conn:
             conn.settimeout(60.0)  # a guard against hanging; the deadline is 2 s
@@ -297,7 +297,7 @@ class TestIdleAndSlowConnectionsAreClosed:
         assert metrics.registry.get_sample_value("metricsched_http_dropped_total", labels) == 1
 
     def test_a_slow_loris_sending_a_byte_a_second_is_closed_before_its_headers_end(
-        self, shared_port: observe.Closer
+        self, shared_port: endpoints.Closer
     ) -> None:
         sent = 0
         with socket.create_connection(("127.0.0.1", shared_port.health_port)) as conn:
@@ -315,12 +315,12 @@ class TestIdleAndSlowConnectionsAreClosed:
         assert shared_port.dropped() == {"deadline": 1}
 
     def test_a_tls_connection_that_never_finishes_its_handshake_is_closed_by_the_deadline(
-        self, health: observe.HealthState, metrics: observe.Metrics, guard: metrics_auth.ReviewGuard
+        self, health: probes.HealthState, metrics: observe.Metrics, guard: metrics_auth.ReviewGuard
     ) -> None:
         serving = metrics_auth.SecureServing(
             certificates=metrics_auth.Certificates(None), guard=guard
         )
-        closer = observe.serve(
+        closer = endpoints.serve(
             host="127.0.0.1",
             metrics_port=0,
             health_port=0,
@@ -347,13 +347,13 @@ class TestIdleAndSlowConnectionsAreClosed:
 class TestConnectionsCostBoundedResources:
     @pytest.fixture
     def capped(
-        self, monkeypatch: pytest.MonkeyPatch, health: observe.HealthState, metrics: observe.Metrics
-    ) -> collections.abc.Iterator[observe.Closer]:
+        self, monkeypatch: pytest.MonkeyPatch, health: probes.HealthState, metrics: observe.Metrics
+    ) -> collections.abc.Iterator[endpoints.Closer]:
         """Four connections read at once, and a deadline long enough that only the cap
         closes any."""
         monkeypatch.setattr(http_server, "MAX_READING", 4)
         monkeypatch.setattr(http_server, "HEADER_DEADLINE_S", 120.0)
-        closer = observe.serve(
+        closer = endpoints.serve(
             host="127.0.0.1", metrics_port=0, health_port=0, health=health, metrics=metrics
         )
         yield closer
@@ -366,7 +366,7 @@ class TestConnectionsCostBoundedResources:
         return conns
 
     def test_past_the_cap_the_oldest_idle_connection_is_closed_and_the_new_one_served(
-        self, capped: observe.Closer
+        self, capped: endpoints.Closer
     ) -> None:
         idle = self.connect(capped.health_port, 4)
         try:
@@ -385,7 +385,7 @@ class TestConnectionsCostBoundedResources:
                 conn.close()
 
     def test_a_connection_that_has_sent_part_of_its_request_is_closed_after_the_idle_ones(
-        self, capped: observe.Closer
+        self, capped: endpoints.Closer
     ) -> None:
         port = capped.health_port
         conns = self.connect(port, 1, send=b"GET /hea")
@@ -405,7 +405,7 @@ class TestConnectionsCostBoundedResources:
                 conn.close()
 
     def test_a_flood_past_the_cap_costs_no_probe_and_no_thread(
-        self, shared_port: observe.Closer
+        self, shared_port: endpoints.Closer
     ) -> None:
         port = shared_port.health_port
         with Flood(port, http_server.MAX_READING + 44) as flood:
@@ -419,7 +419,7 @@ class TestConnectionsCostBoundedResources:
         assert 1 <= len(mine) <= 1 + http_server.MAX_HANDLER_THREADS
 
     def test_metrics_past_its_threads_and_waiting_places_is_answered_busy_and_probes_are_not(
-        self, monkeypatch: pytest.MonkeyPatch, health: observe.HealthState, metrics: observe.Metrics
+        self, monkeypatch: pytest.MonkeyPatch, health: probes.HealthState, metrics: observe.Metrics
     ) -> None:
         monkeypatch.setattr(http_server, "MAX_HANDLER_THREADS", 1)
         monkeypatch.setattr(http_server, "MAX_WAITING", 1)
@@ -430,7 +430,7 @@ class TestConnectionsCostBoundedResources:
             return {}
 
         metrics.set_metric_age_source(slow_ages)
-        closer = observe.serve(
+        closer = endpoints.serve(
             host="127.0.0.1", metrics_port=0, health_port=0, health=health, metrics=metrics
         )
         statuses: list[int] = []

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from metricsched.edges import observe, webhook
+from metricsched.edges import observe, probes, webhook
 
 
 async def _allow(request: Any, **_: Any) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def _serving(metrics: observe.Metrics) -> float:
 
 
 def test_readiness_is_false_until_the_server_listens_and_again_once_it_stops() -> None:
-    health, metrics = observe.HealthState(), observe.Metrics()
+    health, metrics = probes.HealthState(), observe.Metrics()
     health.set_ready(True)  # the operator's own start-up is done: only the webhook blocks
 
     async def scenario() -> None:
@@ -45,7 +45,7 @@ def test_readiness_is_false_until_the_server_listens_and_again_once_it_stops() -
 
 
 def test_a_server_that_cannot_listen_keeps_readiness_false() -> None:
-    health, metrics = observe.HealthState(), observe.Metrics()
+    health, metrics = probes.HealthState(), observe.Metrics()
     health.set_ready(True)
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
@@ -70,7 +70,7 @@ def test_a_server_that_cannot_listen_keeps_readiness_false() -> None:
 
 
 def test_the_webhook_blocks_readiness_beside_other_subsystems_not_instead_of_them() -> None:
-    health = observe.HealthState()
+    health = probes.HealthState()
     health.set_ready(True)
     health.set_ready(False, "watches failing: 503", subsystem="kopf")
     webhook.WebhookServer(health=health, addr="127.0.0.1", insecure=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metricsched.core import explain, model, parse, policy
+from metricsched.core import explain, model, parse, policy, policy_selection
 
 
 def _pod(scheduler: str, **labels: str) -> model.PodInfo:
@@ -44,7 +44,7 @@ def test_a_pod_of_a_custom_install_is_explained_with_that_installs_policies() ->
     assert scope.scheduler_names == frozenset({"sched-gpu"})
     assert scope.elsewhere == ()
     assert (
-        policy.select_policy(
+        policy_selection.select_policy(
             pod, [p for p in [gpu] if p.scheduler_name in scope.scheduler_names]
         ).policy
         == gpu

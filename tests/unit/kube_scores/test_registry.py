@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metricsched.core import policy
+from metricsched.core import policy_defaults
 from metricsched.core.plugins import kube_scores
 
 
@@ -24,7 +24,7 @@ def test_every_table_of_plugins_is_read_from_the_registry():
     assert tuple(kube_scores.SHORT_NAMES) == names
     assert kube_scores.SHORT_NAMES["NodeResourcesFit"] == "LeastAllocated"
     assert kube_scores.SHORT_NAMES["NodeResourcesBalancedAllocation"] == "BalancedAllocation"
-    assert dict(policy.DEFAULT_KUBE_WEIGHTS) == {
+    assert dict(policy_defaults.DEFAULT_KUBE_WEIGHTS) == {
         p.name: p.default_weight for p in kube_scores.REGISTRY
     }
     assert all(callable(p.score) for p in kube_scores.REGISTRY)

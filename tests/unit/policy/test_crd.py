@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from metricsched.core import model, policy
+from metricsched.core import model, policy, policy_defaults, policy_fields
 
 CRD_PATH = pathlib.Path(__file__).resolve().parents[3] / "crds" / "schedulingpolicy.yaml"
 
@@ -128,24 +128,26 @@ def test_status_conditions_have_the_metav1_condition_shape(schema):
 
 def test_crd_defaults_equal_the_parsers_defaults(schema):
     defaults = {path: node["default"] for path, node in walk(schema, "") if "default" in node}
-    assert defaults == policy.DEFAULTS
+    assert defaults == policy_defaults.DEFAULTS
 
 
 def test_crd_bounds_equal_the_parsers_bounds(schema):
     spec = schema["properties"]["spec"]["properties"]
     metric = spec["metrics"]["items"]["properties"]
     assert (metric["weight"]["minimum"], metric["weight"]["maximum"]) == (
-        policy.MIN_WEIGHT,
-        policy.MAX_WEIGHT,
+        policy_defaults.MIN_WEIGHT,
+        policy_defaults.MAX_WEIGHT,
     )
     assert (spec["burstPenalty"]["minimum"], spec["burstPenalty"]["maximum"]) == (
-        policy.MIN_BURST_PENALTY,
-        policy.MAX_BURST_PENALTY,
+        policy_defaults.MIN_BURST_PENALTY,
+        policy_defaults.MAX_BURST_PENALTY,
     )
-    assert metric["prometheus"]["properties"]["query"]["maxLength"] == policy.MAX_QUERY_LENGTH
-    assert spec["metrics"]["maxItems"] == policy.MAX_METRICS
+    assert (
+        metric["prometheus"]["properties"]["query"]["maxLength"] == policy_defaults.MAX_QUERY_LENGTH
+    )
+    assert spec["metrics"]["maxItems"] == policy_defaults.MAX_METRICS
     threshold = metric["threshold"]["properties"]
-    assert threshold["overrides"]["maxItems"] == policy.MAX_THRESHOLD_OVERRIDES
+    assert threshold["overrides"]["maxItems"] == policy_defaults.MAX_THRESHOLD_OVERRIDES
     assert threshold["mode"]["enum"] == [mode.value for mode in model.ThresholdMode]
 
 
@@ -187,7 +189,7 @@ def test_printer_columns_show_metrics_fallback_ready_scheduled_and_age(version):
 def test_crd_duration_pattern_and_parser_agree(schema, text):
     pattern = schema["properties"]["spec"]["properties"]["maxMetricAge"]["pattern"]
     try:
-        policy.parse_duration(text)
+        policy_fields.parse_duration(text)
         parsed = True
     except ValueError:
         parsed = False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metricsched.core import model, policy
+from metricsched.core import model, policy, policy_estimate
 
 
 def with_metric(**metric):
@@ -54,7 +54,8 @@ def test_a_cpu_or_memory_threshold_alone_counts_measured_usage():
         model.EstimateResource.CPU,
         False,
     )
-    assert cpu.settle_s == policy.MEASURED_SETTLE_S  # an upper bound: evidence ends it sooner
+    # an upper bound: evidence ends it sooner
+    assert cpu.settle_s == policy_estimate.MEASURED_SETTLE_S
     memory = with_query("instance:node_memory_utilisation:ratio", threshold={"max": 0.9})
     assert (memory.source, memory.resource) == (
         model.EstimateFrom.MEASURED,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from metricsched.core import policy
+from metricsched.core import policy, policy_defaults
 from metricsched.core.plugins import kube_scores
 from tests.unit.policy.test_crd import CRD_PATH
 
@@ -74,7 +74,7 @@ def test_the_crd_knows_the_same_plugins_bounds_and_defaults():
     assert list(plugins) == list(kube_scores.PLUGINS)
     for name, node in plugins.items():
         assert (node["minimum"], node["maximum"]) == (
-            policy.MIN_KUBE_WEIGHT,
-            policy.MAX_KUBE_WEIGHT,
+            policy_defaults.MIN_KUBE_WEIGHT,
+            policy_defaults.MAX_KUBE_WEIGHT,
         )
-        assert node["default"] == policy.DEFAULT_KUBE_WEIGHTS[name]
+        assert node["default"] == policy_defaults.DEFAULT_KUBE_WEIGHTS[name]

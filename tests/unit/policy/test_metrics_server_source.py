@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from metricsched.core import model, policy
+from metricsched.core import model, policy, policy_estimate
 
 CRD_PATH = pathlib.Path(__file__).resolve().parents[3] / "crds" / "schedulingpolicy.yaml"
 
@@ -57,7 +57,7 @@ def test_a_threshold_counts_the_requests_of_placed_pods_by_default() -> None:
     (metric,) = policy.policy_from_body(raw).metrics
     assert metric.estimate.source is model.EstimateFrom.REQUESTS
     assert metric.estimate.resource is model.EstimateResource.MEMORY
-    assert metric.estimate.settle_s == policy.METRICS_SERVER_SETTLE_S == 120.0
+    assert metric.estimate.settle_s == policy_estimate.METRICS_SERVER_SETTLE_S == 120.0
     assert not metric.estimate.declared
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from metricsched.core import model, policy
+from metricsched.core import model, policy, policy_fields
 
 DESIGN_EXAMPLE = {
     "apiVersion": "metricsched.io/v1alpha1",
@@ -135,13 +135,13 @@ def test_null_fallback_and_selector_mean_their_defaults():
     [("1m30s", 90.0), ("500ms", 0.5), ("2m", 120.0), ("1.5h", 5400.0), ("1h0m10s", 3610.0)],
 )
 def test_durations_are_parsed_into_seconds(text, seconds):
-    assert policy.parse_duration(text) == pytest.approx(seconds)
+    assert policy_fields.parse_duration(text) == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("text", ["", "2", "1d", "-1s", "1 m", "1ns", "1µs", "s", "1.s", "+1s"])
 def test_malformed_durations_are_rejected(text):
     with pytest.raises(ValueError, match="not a duration"):
-        policy.parse_duration(text)
+        policy_fields.parse_duration(text)
 
 
 def test_metric_name_used_twice_is_a_problem():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from metricsched.core import model, policy
+from metricsched.core import model, policy_defaults, policy_selection
 
-PINNED = policy.ChoiceReason.PINNED
-SELECTED = policy.ChoiceReason.SELECTED
+PINNED = policy_selection.ChoiceReason.PINNED
+SELECTED = policy_selection.ChoiceReason.SELECTED
 
 
 def selector(labels=None, *expressions):
@@ -50,7 +50,7 @@ def selector(labels=None, *expressions):
     ],
 )
 def test_selector_matches_like_a_kubernetes_label_selector(wanted, labels, matches):
-    assert policy.selector_matches(wanted, labels) is matches
+    assert policy_selection.selector_matches(wanted, labels) is matches
 
 
 def test_highest_priority_matching_policy_wins(make_pod, make_policy):
@@ -58,9 +58,9 @@ def test_highest_priority_matching_policy_wins(make_pod, make_policy):
     high = make_policy("high", priority=10, match_labels={"app": "web"})
     other = make_policy("other", priority=99, match_labels={"app": "api"})
 
-    choice = policy.select_policy(make_pod(labels={"app": "web"}), [low, high, other])
+    choice = policy_selection.select_policy(make_pod(labels={"app": "web"}), [low, high, other])
 
-    assert choice == policy.PolicyChoice(policy=high, reason=SELECTED)
+    assert choice == policy_selection.PolicyChoice(policy=high, reason=SELECTED)
 
 
 def test_equal_priorities_go_to_the_oldest_then_to_the_first_name(make_pod, make_policy, now):
@@ -69,26 +69,28 @@ def test_equal_priorities_go_to_the_oldest_then_to_the_first_name(make_pod, make
     older_a = make_policy("c-old", created=now - 100)
     pod = make_pod()
 
-    assert policy.select_policy(pod, [younger, older_a, older_b]).policy is older_b
-    assert policy.select_policy(pod, [younger]).policy is younger
+    assert policy_selection.select_policy(pod, [younger, older_a, older_b]).policy is older_b
+    assert policy_selection.select_policy(pod, [younger]).policy is younger
 
 
 def test_policies_of_other_namespaces_are_ignored(make_pod, make_policy):
     elsewhere = make_policy("web-latency", namespace="bank", priority=100)
 
-    choice = policy.select_policy(make_pod(namespace="shop"), [elsewhere])
+    choice = policy_selection.select_policy(make_pod(namespace="shop"), [elsewhere])
 
-    assert choice == policy.PolicyChoice(policy=None, reason=policy.ChoiceReason.NO_MATCH)
+    assert choice == policy_selection.PolicyChoice(
+        policy=None, reason=policy_selection.ChoiceReason.NO_MATCH
+    )
 
 
 def test_label_pins_a_policy_even_if_its_selector_does_not_match(make_pod, make_policy):
     matching = make_policy("web-latency", priority=100)
     pinned = make_policy("batch-cost", match_labels={"app": "batch"})
-    pod = make_pod(labels={"app": "web", policy.POLICY_LABEL: "batch-cost"})
+    pod = make_pod(labels={"app": "web", policy_defaults.POLICY_LABEL: "batch-cost"})
 
-    choice = policy.select_policy(pod, [matching, pinned])
+    choice = policy_selection.select_policy(pod, [matching, pinned])
 
-    assert choice == policy.PolicyChoice(
+    assert choice == policy_selection.PolicyChoice(
         policy=pinned, reason=PINNED, pinned=model.PolicyKey("shop/batch-cost")
     )
 
@@ -96,20 +98,20 @@ def test_label_pins_a_policy_even_if_its_selector_does_not_match(make_pod, make_
 def test_label_naming_a_missing_policy_is_reported_not_replaced(make_pod, make_policy):
     other_namespace = make_policy("batch-cost", namespace="bank")
     fallback_candidate = make_policy("web-latency")
-    pod = make_pod(labels={policy.POLICY_LABEL: "batch-cost"})
+    pod = make_pod(labels={policy_defaults.POLICY_LABEL: "batch-cost"})
 
-    choice = policy.select_policy(pod, [other_namespace, fallback_candidate])
+    choice = policy_selection.select_policy(pod, [other_namespace, fallback_candidate])
 
-    assert choice == policy.PolicyChoice(
+    assert choice == policy_selection.PolicyChoice(
         policy=None,
-        reason=policy.ChoiceReason.PINNED_MISSING,
+        reason=policy_selection.ChoiceReason.PINNED_MISSING,
         pinned=model.PolicyKey("shop/batch-cost"),
     )
 
 
 def test_pod_matching_no_policy_is_told_so(make_pod, make_policy):
-    choice = policy.select_policy(
+    choice = policy_selection.select_policy(
         make_pod(labels={"app": "api"}), [make_policy(match_labels={"app": "web"})]
     )
-    assert choice.reason is policy.ChoiceReason.NO_MATCH
+    assert choice.reason is policy_selection.ChoiceReason.NO_MATCH
     assert choice.policy is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metricsched.core import model, policy
+from metricsched.core import model, policy, policy_defaults
 
 
 def with_threshold(threshold, **spec):
@@ -110,7 +110,7 @@ def test_malformed_overrides_are_problems(override, problem):
 def test_too_many_overrides_are_a_problem():
     override = {"nodeSelector": {"matchLabels": {"pool": "gpu"}}, "max": 0.9}
     body = with_threshold(
-        {"max": 0.8, "overrides": [override] * (policy.MAX_THRESHOLD_OVERRIDES + 1)}
+        {"max": 0.8, "overrides": [override] * (policy_defaults.MAX_THRESHOLD_OVERRIDES + 1)}
     )
     (problem,) = problems_of(body)
     assert problem.startswith("spec.metrics[0].threshold.overrides: must list at most 16")

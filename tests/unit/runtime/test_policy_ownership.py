@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from metricsched.core import model
+from metricsched.core import model, policy_defaults, policy_installs
 from metricsched.core import policy as policy_mod
 from tests.unit.runtime.test_watches_and_relist import _watches
 
@@ -31,16 +31,16 @@ def _policy(**spec: Any) -> dict[str, Any]:
 
 def test_a_policy_without_a_scheduler_name_belongs_to_the_default_install():
     parsed = policy_mod.policy_from_body(_policy())
-    assert parsed.scheduler_name == policy_mod.DEFAULT_SCHEDULER_NAME == "metricsched"
-    assert policy_mod.served_by(_policy(), frozenset({"metricsched"}))
-    assert not policy_mod.served_by(_policy(), frozenset({"metricsched-gpu"}))
+    assert parsed.scheduler_name == policy_defaults.DEFAULT_SCHEDULER_NAME == "metricsched"
+    assert policy_installs.served_by(_policy(), frozenset({"metricsched"}))
+    assert not policy_installs.served_by(_policy(), frozenset({"metricsched-gpu"}))
 
 
 def test_a_policy_names_the_install_that_serves_it():
     body = _policy(schedulerName="metricsched-gpu")
     assert policy_mod.policy_from_body(body).scheduler_name == "metricsched-gpu"
-    assert policy_mod.served_by(body, frozenset({"a", "metricsched-gpu"}))
-    assert not policy_mod.served_by(body, frozenset({"metricsched"}))
+    assert policy_installs.served_by(body, frozenset({"a", "metricsched-gpu"}))
+    assert not policy_installs.served_by(body, frozenset({"metricsched"}))
 
 
 @pytest.mark.parametrize("bad", ["", "x" * 254, 7])

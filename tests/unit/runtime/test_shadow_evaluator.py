@@ -177,7 +177,7 @@ def test_a_failing_hook_never_reaches_the_watch(rig: Rig, monkeypatch: pytest.Mo
     def broken(*_: object) -> None:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(shadow_mod.policy, "shadow_policy_for", broken)
+    monkeypatch.setattr(shadow_mod.policy_selection, "shadow_policy_for", broken)
     rig.see(scheduled("web-1", "node-1"))  # raises nothing
     assert rig.cache.snapshot(now=NOW).nodes[model.NodeName("node-1")].pods
 

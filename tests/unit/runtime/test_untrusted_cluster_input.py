@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from metricsched.core import decision_record, model, parse
-from metricsched.edges import errors, informer, kube_http, observe
+from metricsched.edges import errors, informer, kube_http, observe, probes
 from metricsched.runtime import informers
 from tests.unit.runtime import test_watches_and_relist as relist
 
@@ -278,7 +278,7 @@ def test_the_sync_reason_clears_once_the_state_is_whole() -> None:
 
 
 def test_one_subsystem_recovering_does_not_hide_another_still_failing() -> None:
-    health = observe.HealthState()
+    health = probes.HealthState()
     health.set_ready(True, "caches synced")
     health.set_ready(False, "Pod watch failing: 500", subsystem="Pod")
     health.set_ready(False, "StorageClass watch failing: reset", subsystem="StorageClass")

@@ -13,7 +13,7 @@ import pytest
 
 from metricsched import config as config_mod
 from metricsched.core import model
-from metricsched.edges import kube_http, metric_store, observe
+from metricsched.edges import kube_http, metric_store, observe, probes
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import informers, reconcile
 from metricsched.runtime import queue as queue_mod
@@ -48,7 +48,7 @@ def _watches(
         ),
         store=metric_store.MetricStore(),
         metrics=metrics,
-        health=observe.HealthState(),
+        health=probes.HealthState(),
         record=(lambda *a, **kw: None)
         if recorded is None
         else (lambda ref, **kw: recorded.append((ref, kw))),

@@ -20,7 +20,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricsched.core import columns, framework, model, parse, policy
+from metricsched.core import columns, framework, model, parse, policy_defaults
 from metricsched.core.plugins.kube_scores import balanced_allocation, node_resources_fit
 from metricsched.runtime import cache as cache_mod
 from tests.unit.conftest import (
@@ -180,7 +180,7 @@ def test_consecutive_pods_decide_on_the_kept_columns_as_on_a_fresh_cycle(
     if by_metrics:  # the policy's metric blended with kube-scheduler's default scores
         chosen = dataclasses.replace(
             build_policy(metrics=[build_metric_spec("latency")], burst_penalty=5.0),
-            kube_weights=tuple(policy.DEFAULT_KUBE_WEIGHTS.items()),
+            kube_weights=tuple(policy_defaults.DEFAULT_KUBE_WEIGHTS.items()),
         )
         policies = [chosen]
         view = build_metric_view(chosen, {"latency": dict(zip(NODES, latencies, strict=True))})

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from metricsched.core import model, policy
+from metricsched.core import model, policy, policy_defaults, policy_selection
 
 
 def body(**spec):
@@ -58,35 +58,37 @@ def shadow_policy(make_policy):
 
 
 def test_a_shadow_policy_never_governs_a_pod_metricsched_places(make_pod, shadow_policy):
-    choice = policy.select_policy(make_pod(), [shadow_policy])
-    assert choice.reason is policy.ChoiceReason.NO_MATCH
+    choice = policy_selection.select_policy(make_pod(), [shadow_policy])
+    assert choice.reason is policy_selection.ChoiceReason.NO_MATCH
 
 
 def test_a_pod_pinned_to_a_shadow_policy_is_not_governed_by_it(make_pod, shadow_policy):
-    pinned = make_pod(labels={policy.POLICY_LABEL: "trial"})
-    assert policy.select_policy(pinned, [shadow_policy]).reason is (
-        policy.ChoiceReason.PINNED_MISSING
+    pinned = make_pod(labels={policy_defaults.POLICY_LABEL: "trial"})
+    assert policy_selection.select_policy(pinned, [shadow_policy]).reason is (
+        policy_selection.ChoiceReason.PINNED_MISSING
     )
 
 
 def test_a_shadow_policy_selects_pods_of_the_schedulers_it_names(make_pod, shadow_policy):
     theirs = make_pod(scheduler_name="default-scheduler")
-    assert policy.shadow_policy_for(theirs, [shadow_policy]) == shadow_policy
+    assert policy_selection.shadow_policy_for(theirs, [shadow_policy]) == shadow_policy
     other = make_pod(scheduler_name="volcano")
-    assert policy.shadow_policy_for(other, [shadow_policy]) is None
+    assert policy_selection.shadow_policy_for(other, [shadow_policy]) is None
     elsewhere = make_pod(scheduler_name="default-scheduler", namespace="bank")
-    assert policy.shadow_policy_for(elsewhere, [shadow_policy]) is None
+    assert policy_selection.shadow_policy_for(elsewhere, [shadow_policy]) is None
 
 
 def test_an_active_policy_evaluates_no_pod_of_another_scheduler(make_pod, make_policy):
     theirs = make_pod(scheduler_name="default-scheduler")
-    assert policy.shadow_policy_for(theirs, [make_policy("web")]) is None
+    assert policy_selection.shadow_policy_for(theirs, [make_policy("web")]) is None
 
 
 def test_the_highest_priority_shadow_policy_wins_and_a_pin_overrides(make_pod, shadow_policy):
     high = dataclasses.replace(shadow_policy, name="high", priority=10)
     low = dataclasses.replace(shadow_policy, name="low", priority=1)
     pod = make_pod(scheduler_name="default-scheduler")
-    assert policy.shadow_policy_for(pod, [low, high]) == high
-    pinned = make_pod(scheduler_name="default-scheduler", labels={policy.POLICY_LABEL: "low"})
-    assert policy.shadow_policy_for(pinned, [low, high]) == low
+    assert policy_selection.shadow_policy_for(pod, [low, high]) == high
+    pinned = make_pod(
+        scheduler_name="default-scheduler", labels={policy_defaults.POLICY_LABEL: "low"}
+    )
+    assert policy_selection.shadow_policy_for(pinned, [low, high]) == low

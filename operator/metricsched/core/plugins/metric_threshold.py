@@ -25,8 +25,7 @@ from typing import Final
 
 import numpy as np
 
-from metricsched.core import columns, framework, model, scoring
-from metricsched.core import policy as policies
+from metricsched.core import columns, framework, model, policy_selection, scoring
 
 NAME: Final = "MetricThreshold"
 
@@ -57,7 +56,7 @@ def node_bounds(metric: model.MetricSpec, labels: Mapping[str, str]) -> tuple[fl
     """(min, max) of ``metric``'s threshold on a node with ``labels`` (NaN: no bound):
     the first override whose node selector matches, else the threshold's own."""
     for override in metric.threshold_overrides:
-        if policies.selector_matches(override.node_selector, labels):
+        if policy_selection.selector_matches(override.node_selector, labels):
             return _bound(override.threshold_min), _bound(override.threshold_max)
     return _bound(metric.threshold_min), _bound(metric.threshold_max)
 
