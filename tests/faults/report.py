@@ -40,6 +40,7 @@ ORDER = [
     "watch-stall",
     "lease-deleted",
     "ca-rotate",
+    "quiet-nodes",
 ]
 # What each scenario does, in the order of the list (tests/faults/test_*.py).
 WHAT = {
@@ -100,6 +101,11 @@ WHAT = {
     "2-s timeout (the chart's livenessProbe). No replica may fail 3 probes in a row (the "
     "kubelet would restart it) or exit, the Lease must not move, and the pods must keep "
     "binding with no gap over 10 s",
+    "quiet-nodes": "Soak (make soak, not in make test): 3 nodes added, then left alone for "
+    "180 s (no node changes: kwok posts a node's status every ~10 minutes) while a pod of ours "
+    "arrives every 10 s. No replica may hold scheduling on the quiet Node watch or re-list "
+    "it as stalled, every pod must bind within 10 s, and an independent watch must see a "
+    "quiet stretch of 130 s or the scenario tested nothing.",
     "watch-stall": "The leader's proxy freezes the server→client side of its watch streams "
     "(no close, no reset, no API server restart; the Lease renewal and Bindings still "
     "pass) while another scheduler binds pods filling 5 nodes to 90-98 % of their cpu, and "
