@@ -20,8 +20,9 @@ Modules:
 - ``selectors``: label selectors and pod-spec terms, parsed once.
 - ``framework``: the plugin contract, the per-cycle state and the memo across cycles.
 - ``profile``: kube-scheduler's filter plugins in its order, and its FitError message.
-- ``plugins``: one module per plugin (filters, the metric threshold, fallback,
-  preemption's message) and ``plugins.kube_scores``, kube-scheduler's score plugins.
+- ``plugins``: one unit per plugin (filters, kube-scheduler's score plugins beside their
+  filters, the metric threshold, fallback, preemption's message) and
+  ``plugins.kube_scores``, the one registry of the score plugins.
 - ``policy``: SchedulingPolicy parsing, defaults, validation and selection for a pod.
 - ``promql_guard``: the cluster admin's rules for what a policy may query.
 - ``scoring``: metric values, normalisation, weights, goals, onMissing, burst penalty.
