@@ -65,6 +65,7 @@ from typing import Any
 from bench import env as env_mod
 from bench import systems
 from bench.kube import ApiError, Kube
+from hack import kwok_node
 from metricsched.core import quantity
 
 LABEL = "bench.metricsched.io/contention"
@@ -231,24 +232,11 @@ def pool_of(index: int, nodes: int) -> str:
 
 def node_body(index: int, nodes: int) -> dict[str, Any]:
     name = f"contention-{index:03d}"
-    capacity = {"cpu": str(NODE_CPU), "memory": "16Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "type": "kwok",
-                LABEL: "true",
-                POOL_LABEL: pool_of(index, nodes),
-            },
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-        },
-        "spec": {},
-        "status": {"capacity": capacity, "allocatable": capacity},
-    }
+    return kwok_node.Node(
+        name=name,
+        capacity={"cpu": str(NODE_CPU), "memory": "16Gi", "pods": "110"},
+        labels={"kubernetes.io/os": "linux", LABEL: "true", POOL_LABEL: pool_of(index, nodes)},
+    ).body()
 
 
 def pod_body(name: str, system: str, cpu: str, condition: str) -> dict[str, Any]:

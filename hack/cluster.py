@@ -59,6 +59,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kwok_node  # hack/kwok_node.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 STATE = Path(os.environ.get("METRICSCHED_CLUSTER_DIR", ROOT / ".cluster"))
 PORT_BASE = int(os.environ.get("METRICSCHED_PORT_BASE", "22000"))
@@ -550,27 +552,14 @@ def node_body(i: int) -> dict[str, Any]:
     if i == 6:
         spec["unschedulable"] = True
     ip = f"10.240.{i // 250}.{i % 250 + 1}"
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": {
-                "kwok.x-k8s.io/node": "fake",
-                "example.com/hourly-price": f"{0.1 * (1 + (i % 4)):.2f}",
-            },
-        },
-        "spec": spec,
-        "status": {
-            "capacity": capacity,
-            "allocatable": capacity,
-            "addresses": [
-                {"type": "InternalIP", "address": ip},
-                {"type": "Hostname", "address": name},
-            ],
-        },
-    }
+    return kwok_node.Node(
+        name=name,
+        capacity=capacity,
+        labels=labels,
+        annotations={"example.com/hourly-price": f"{0.1 * (1 + (i % 4)):.2f}"},
+        spec=spec,
+        addresses={"InternalIP": ip, "Hostname": name},
+    ).body()
 
 
 def ensure_nodes(count: int) -> None:
@@ -918,7 +907,7 @@ def _kwok_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
         f"--kubeconfig={kubeconfig}",
         f"--config={kwok_config(bin_dir, quiet)}",
         "--manage-all-nodes=false",
-        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        f"--manage-nodes-with-annotation-selector={kwok_node.SELECTOR}",
         "--cidr=10.244.0.0/16",
         "--node-ip=10.240.0.1",
         f"--node-lease-duration-seconds={0 if quiet else 40}",

@@ -32,6 +32,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import kwok_node  # hack/kwok_node.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / ".cluster"
 NS = "metricsched-demo"
@@ -144,34 +146,17 @@ def print_table(before: dict[str, str] | None = None) -> dict[str, str]:
 def cpu_node(name: str, index: int, background: float) -> dict[str, Any]:
     """A kwok node the load model serves (its cpu is the background plus its pods' usage),
     kept for act 6's pods by a taint."""
-    capacity = {"cpu": "4", "memory": "16Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "type": "kwok",
-                CPU_POOL: "cpu",
-                LOADMODEL + "modelled": "true",
-            },
-            "annotations": {
-                "kwok.x-k8s.io/node": "fake",
-                LOADMODEL + "background-cpu": str(background),
-                LOADMODEL + "background-memory": "0.1",
-            },
+    return kwok_node.Node(
+        name=name,
+        capacity={"cpu": "4", "memory": "16Gi", "pods": "110"},
+        labels={CPU_POOL: "cpu", LOADMODEL + "modelled": "true"},
+        annotations={
+            LOADMODEL + "background-cpu": str(background),
+            LOADMODEL + "background-memory": "0.1",
         },
-        "spec": {"taints": [{"key": CPU_POOL, "value": "cpu", "effect": "NoSchedule"}]},
-        "status": {
-            "capacity": capacity,
-            "allocatable": capacity,
-            "addresses": [
-                {"type": "InternalIP", "address": f"10.252.0.{index + 1}"},
-                {"type": "Hostname", "address": name},
-            ],
-        },
-    }
+        spec={"taints": [{"key": CPU_POOL, "value": "cpu", "effect": "NoSchedule"}]},
+        addresses={"InternalIP": f"10.252.0.{index + 1}", "Hostname": name},
+    ).body()
 
 
 def api_deployment(replicas: int) -> dict[str, Any]:

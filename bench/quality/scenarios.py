@@ -29,6 +29,8 @@ import dataclasses
 import random
 from typing import Any, Literal
 
+from hack import kwok_node
+
 MODELLED_LABEL = "loadmodel.metricsched.io/modelled"
 BACKGROUND_CPU = "loadmodel.metricsched.io/background-cpu"
 USAGE_CPU = "loadmodel.metricsched.io/cpu"
@@ -392,34 +394,18 @@ def node_body(node: NodeSpec, index: int) -> dict[str, Any]:
         "pods": "110",
         "ephemeral-storage": "100Gi",
     }
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": node.name,
-            "labels": {
-                "kubernetes.io/hostname": node.name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                MODELLED_LABEL: "true",
-                "node.kubernetes.io/instance-type": f"sim-{node.cpu}cpu",
-            },
-            "annotations": {
-                "kwok.x-k8s.io/node": "fake",
-                BACKGROUND_CPU: f"{node.background:.3f}",
-            },
+    return kwok_node.Node(
+        name=node.name,
+        capacity=capacity,
+        labels={
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            MODELLED_LABEL: "true",
+            "node.kubernetes.io/instance-type": f"sim-{node.cpu}cpu",
         },
-        "spec": {},
-        "status": {
-            "capacity": capacity,
-            "allocatable": capacity,
-            "addresses": [
-                {"type": "InternalIP", "address": instance(index).split(":")[0]},
-                {"type": "Hostname", "address": node.name},
-            ],
-        },
-    }
+        annotations={BACKGROUND_CPU: f"{node.background:.3f}"},
+        addresses={"InternalIP": instance(index).split(":")[0], "Hostname": node.name},
+    ).body()
 
 
 def _workload(name: str) -> Workload:

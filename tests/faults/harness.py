@@ -31,6 +31,7 @@ from typing import Any
 
 import kubernetes
 
+from hack import kwok_node
 from tests.e2e.conftest import STATE, Cluster, wait_for
 
 __all__ = ["STATE", "Scenario"]
@@ -127,21 +128,11 @@ class Scenario:
         capacity = {"cpu": f"{cpu_m}m", "memory": memory, "pods": str(pods)}
 
         def create(name: str) -> None:
-            body = {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": name,
-                    "labels": {
-                        "kubernetes.io/hostname": name,
-                        "kubernetes.io/os": "linux",
-                        "type": "kwok",
-                        SET_LABEL: self.namespace,
-                    },
-                    "annotations": {"kwok.x-k8s.io/node": "fake"},
-                },
-                "status": {"capacity": capacity, "allocatable": capacity},
-            }
+            body = kwok_node.Node(
+                name=name,
+                capacity=capacity,
+                labels={"kubernetes.io/os": "linux", SET_LABEL: self.namespace},
+            ).body()
             retry(lambda: self.core.create_node(body))
 
         with concurrent.futures.ThreadPoolExecutor(8) as pool:

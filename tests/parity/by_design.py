@@ -6,7 +6,7 @@ to its DynamicResources plugin on a node that does not list it in allocatable
 (NodeResourcesFit's ``shouldDelegateResourceToDRA``, kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/noderesources/fit.go``), which allocates a device claim
 for the pod there. metricsched does not allocate claims, and refuses such a node with
-``node_resources_fit.dra_backed_reason`` (``node(s) serve <resource> through DRA ...``).
+``node_resources_fit.filtering.dra_backed_reason`` (``node(s) serve <resource> through DRA ...``).
 
 A pod's differences are "refused by design" only when every one of them is that refusal:
 
@@ -133,7 +133,7 @@ def refused_by_design(
     refused = False
     for node in sorted(nodes):
         resources = delegated.get(node, frozenset())
-        documented = {node_resources_fit.dra_backed_reason(r) for r in resources}
+        documented = {node_resources_fit.filtering.dra_backed_reason(r) for r in resources}
         reasons = set(mine.rejected.get(node, ()))
         if not reasons & documented:
             if _status(mine, node) != _status(kube, node):
@@ -160,4 +160,4 @@ def refused_by_design(
 
 def _documented(delegated: Mapping[str, frozenset[str]]) -> set[str]:
     resources = frozenset().union(*delegated.values())
-    return {node_resources_fit.dra_backed_reason(r) for r in resources}
+    return {node_resources_fit.filtering.dra_backed_reason(r) for r in resources}

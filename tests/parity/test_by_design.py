@@ -14,7 +14,7 @@ from tests.parity import by_design, extras, oracle
 pytestmark = pytest.mark.parity
 
 ACCEL = extras.DRA_RESOURCE
-REFUSAL = node_resources_fit.dra_backed_reason(ACCEL)
+REFUSAL = node_resources_fit.filtering.dra_backed_reason(ACCEL)
 V137 = oracle.rules_of("v1.37.2")
 
 

@@ -108,7 +108,9 @@ def test_shrinking_keeps_a_disagreement_and_drops_what_does_not_matter():
 
 def test_a_disagreement_is_shrunk_to_a_minimal_yaml_reproduction(harness, monkeypatch):
     # Plant a wrong reason string in metricsched and let the oracle find and shrink it.
-    monkeypatch.setattr(taint_toleration, "REASON_UNTOLERATED_TAINT", "node(s) had a taint")
+    monkeypatch.setattr(
+        taint_toleration.filtering, "REASON_UNTOLERATED_TAINT", "node(s) had a taint"
+    )
     taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
     scenario = {
         "namespaces": [{"metadata": {"name": "default", "labels": {"team": "a"}}}],

@@ -20,8 +20,9 @@ Modules:
 - ``selectors``: label selectors and pod-spec terms, parsed once.
 - ``framework``: the plugin contract, the per-cycle state and the memo across cycles.
 - ``profile``: kube-scheduler's filter plugins in its order, and its FitError message.
-- ``plugins``: one module per plugin (filters, the metric threshold, fallback,
-  preemption's message) and ``plugins.kube_scores``, kube-scheduler's score plugins.
+- ``plugins``: one unit per plugin (filters, kube-scheduler's score plugins beside their
+  filters, the metric threshold, fallback, preemption's message) and
+  ``plugins.kube_scores``, the one registry of the score plugins.
 - ``policy``: a SchedulingPolicy body parsed into a policy (``PolicyError`` lists every
   problem), and the operator's default policy.
 - ``policy_defaults``: the CRD's names, limits and defaults the parser applies.

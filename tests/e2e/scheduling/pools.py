@@ -12,6 +12,7 @@ from typing import Any
 
 import kubernetes
 
+from hack import kwok_node
 from tests.e2e.conftest import Cluster, wait_for
 
 POOL_LABEL = "metricsched.io/e2e-pool"
@@ -37,21 +38,13 @@ class Pool:
             "ephemeral-storage": "100Gi",
         }
         name = self.names[index]
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "labels": {"kubernetes.io/hostname": name, POOL_LABEL: self.id, "type": "kwok"},
-                "annotations": {"kwok.x-k8s.io/node": "fake"},
-            },
-            "spec": {"taints": [{"key": POOL_LABEL, "value": self.id, "effect": "NoSchedule"}]},
-            "status": {
-                "capacity": capacity,
-                "allocatable": capacity,
-                "addresses": [{"type": "Hostname", "address": name}],
-            },
-        }
+        return kwok_node.Node(
+            name=name,
+            capacity=capacity,
+            labels={POOL_LABEL: self.id},
+            spec={"taints": [{"key": POOL_LABEL, "value": self.id, "effect": "NoSchedule"}]},
+            addresses={"Hostname": name},
+        ).body()
 
     def create(self) -> None:
         for index in range(self.size):

@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _cluster_module() -> ModuleType:
+    # hack/cluster.py imports hack/kwok_node.py by its name beside it (hack/ is not a package)
+    sys.modules.setdefault("kwok_node", importlib.import_module("hack.kwok_node"))
     spec = importlib.util.spec_from_file_location("hack_cluster", ROOT / "hack" / "cluster.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -25,6 +27,8 @@ def _cluster_module() -> ModuleType:
 
 cluster = _cluster_module()
 bench_main = importlib.import_module("bench.__main__")
+contention = importlib.import_module("bench.contention")
+scenarios = importlib.import_module("bench.quality.scenarios")
 
 
 def test_full_plan_has_5000_nodes_steady_and_memory() -> None:
@@ -63,9 +67,9 @@ def test_quiet_heartbeat_spreads_the_stock_stage() -> None:
         cluster.quiet_heartbeat("spec: {}\n")
 
 
-def test_kwok_lease_flag_follows_the_option(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def kwok_stages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The cluster's state in ``tmp_path``, with the stock kwok stage it tunes."""
     monkeypatch.setattr(cluster, "STATE", tmp_path)
     stages = tmp_path / "kwok-stages"
     stages.mkdir()
@@ -73,11 +77,33 @@ def test_kwok_lease_flag_follows_the_option(
         "metadata:\n  name: node-heartbeat-with-lease\n  delay:\n"
         "    durationMilliseconds: 600000\n    jitterDurationMilliseconds: 610000\n"
     )
+    return stages
+
+
+def test_kwok_lease_flag_follows_the_option(tmp_path: Path, kwok_stages: Path) -> None:
     bin_dir = tmp_path / "bin"
     assert "--node-lease-duration-seconds=40" in cluster.argv_for("kwok", bin_dir, 6)
     quiet = cluster.argv_for("kwok", bin_dir, 5000, True)
     assert "--node-lease-duration-seconds=0" in quiet
     assert "jitterDurationMilliseconds: 900000" in (tmp_path / "kwok.yaml").read_text()
+
+
+def test_kwok_takes_over_every_node_the_cluster_and_the_benchmarks_create(
+    tmp_path: Path, kwok_stages: Path
+) -> None:
+    flag = "--manage-nodes-with-annotation-selector="
+    argv = cluster.argv_for("kwok", tmp_path / "bin", 6)
+    key, value = next(a.removeprefix(flag) for a in argv if a.startswith(flag)).split("=")
+    bodies = [
+        cluster.node_body(5),
+        contention.node_body(0, 4),
+        scenarios.node_body(scenarios.NodeSpec("q-1", 8, 0.2), 1),
+    ]
+    for body in bodies:
+        name = body["metadata"]["name"]
+        assert body["metadata"]["annotations"][key] == value
+        assert body["metadata"]["labels"]["kubernetes.io/hostname"] == name
+        assert body["status"]["allocatable"] == body["status"]["capacity"]
 
 
 def test_rules_are_evaluated_fast_unless_the_benchmark_asks_for_its_pipelines_interval(

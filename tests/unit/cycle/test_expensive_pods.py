@@ -208,10 +208,10 @@ def test_the_term_index_offers_every_term_that_matches(seed: int, make_pod, make
     ]
     state = dataclasses.replace(make_node("node-1"), pods=tuple(placed))
     memo = framework.Memo()
-    every = inter_pod_affinity.node_anti_affinity(memo, state)
+    every = inter_pod_affinity.filtering.node_anti_affinity(memo, state)
     assert len(every) == 30
     for _ in range(30):
         pod = make_pod("p", labels={k: rng.choice(values) for k in keys if rng.random() < 0.6})
-        offered = inter_pod_affinity.node_anti_affinity_for(memo, state, pod)
+        offered = inter_pod_affinity.filtering.node_anti_affinity_for(memo, state, pod)
         matching = [t for t in every if t.matches(pod, None, unknown=True)]
         assert all(any(t is o for o in offered) for t in matching)

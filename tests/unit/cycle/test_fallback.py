@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from metricsched.core import columns, cycle, model, parse
-from metricsched.core.plugins.kube_scores import node_resources_fit
+from metricsched.core.plugins import node_resources_fit
 from tests.unit.conftest import build_pod_body
 
 GIB = 1024**3
@@ -241,5 +241,7 @@ def allocation_score(*, state: model.NodeState, pod: model.PodInfo, strategy: St
     """The fallback's score of one node, as the cycle computes it for every row."""
     table = columns.NodeTable.build([state])
     rows = np.zeros(1, dtype=np.intp)
-    found = node_resources_fit.allocation_scores(pod=pod, table=table, rows=rows, strategy=strategy)
+    found = node_resources_fit.scoring.allocation_scores(
+        pod=pod, table=table, rows=rows, strategy=strategy
+    )
     return int(found[0])

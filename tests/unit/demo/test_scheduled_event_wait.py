@@ -6,8 +6,10 @@ would while the scheduler's Event is still on its way: empty lists first, then t
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,6 +21,8 @@ DEMO = Path(__file__).resolve().parents[3] / "hack" / "demo.py"
 
 @pytest.fixture
 def demo(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    # hack/demo.py imports hack/kwok_node.py by its name beside it (hack/ is not a package)
+    monkeypatch.setitem(sys.modules, "kwok_node", importlib.import_module("hack.kwok_node"))
     spec = importlib.util.spec_from_file_location("metricsched_demo", DEMO)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -14,7 +14,7 @@ from metricsched.core.plugins import node_resources_fit
 from tests.unit.conftest import build_cluster, build_node_body, build_pod_body
 
 GPU = "example.com/gpu"
-DRA_REASON = node_resources_fit.dra_backed_reason(GPU)
+DRA_REASON = node_resources_fit.filtering.dra_backed_reason(GPU)
 
 
 def _scene(
@@ -71,7 +71,7 @@ def test_every_class_serves_its_implicit_resource_name() -> None:
         _gpu_pod(implicit), _scene(rules=versions.V1_36, classes=(unnamed,))
     )
     # No node lists the implicit name in allocatable: every node would serve it by DRA.
-    assert set(reasons.values()) == {(node_resources_fit.dra_backed_reason(implicit),)}
+    assert set(reasons.values()) == {(node_resources_fit.filtering.dra_backed_reason(implicit),)}
 
 
 def test_the_failed_scheduling_message_says_why_and_what_to_do() -> None:

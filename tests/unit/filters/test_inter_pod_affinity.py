@@ -207,7 +207,7 @@ def test_single_filter_function_agrees_with_run_filters(pod, zones):
     picky = pod(labels=WEB, pod_affinity=[near(DB, "kubernetes.io/hostname")])
     verdicts = node_reasons(picky, snapshot)
     for name, state in snapshot.nodes.items():
-        single = plugin_reason(inter_pod_affinity, picky, state, snapshot=snapshot)
+        single = plugin_reason(inter_pod_affinity.filtering, picky, state, snapshot=snapshot)
         assert verdicts[name] == ((single,) if single else ())
 
 

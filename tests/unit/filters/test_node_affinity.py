@@ -28,22 +28,26 @@ def term(*expressions: dict[str, object], fields: tuple[dict[str, object], ...] 
 
 
 def test_pod_without_selector_or_affinity_fits_any_node(pod, node):
-    assert plugin_reason(node_affinity, pod(), node()) == ""
+    assert plugin_reason(node_affinity.filtering, pod(), node()) == ""
 
 
 def test_node_selector_must_match_every_label(pod, node):
     picky = pod(node_selector={"disk": "ssd", "zone": "a"})
-    assert plugin_reason(node_affinity, picky, node(labels={"disk": "ssd", "zone": "a"})) == ""
     assert (
-        plugin_reason(node_affinity, picky, node(labels={"disk": "ssd", "zone": "b"})) == MISMATCH
+        plugin_reason(node_affinity.filtering, picky, node(labels={"disk": "ssd", "zone": "a"}))
+        == ""
     )
-    assert plugin_reason(node_affinity, picky, node(labels={"disk": "ssd"})) == MISMATCH
+    assert (
+        plugin_reason(node_affinity.filtering, picky, node(labels={"disk": "ssd", "zone": "b"}))
+        == MISMATCH
+    )
+    assert plugin_reason(node_affinity.filtering, picky, node(labels={"disk": "ssd"})) == MISMATCH
 
 
 def test_node_selector_with_empty_value_needs_the_label_present(pod, node):
     picky = pod(node_selector={"gpu": ""})
-    assert plugin_reason(node_affinity, picky, node(labels={"gpu": ""})) == ""
-    assert plugin_reason(node_affinity, picky, node()) == MISMATCH
+    assert plugin_reason(node_affinity.filtering, picky, node(labels={"gpu": ""})) == ""
+    assert plugin_reason(node_affinity.filtering, picky, node()) == MISMATCH
 
 
 @pytest.mark.parametrize(
@@ -71,50 +75,57 @@ def test_node_selector_with_empty_value_needs_the_label_present(pod, node):
 )
 def test_match_expression_operators(pod, node, requirement, labels, fits):
     picky = pod(node_affinity=[term(requirement)])
-    assert (plugin_reason(node_affinity, picky, node(labels=labels)) == "") is fits
+    assert (plugin_reason(node_affinity.filtering, picky, node(labels=labels)) == "") is fits
 
 
 def test_expressions_of_one_term_are_anded(pod, node):
     picky = pod(node_affinity=[term(expression("zone", "In", "a"), expression("gpu", "Exists"))])
-    assert plugin_reason(node_affinity, picky, node(labels={"zone": "a", "gpu": "1"})) == ""
-    assert plugin_reason(node_affinity, picky, node(labels={"zone": "a"})) == MISMATCH
+    assert (
+        plugin_reason(node_affinity.filtering, picky, node(labels={"zone": "a", "gpu": "1"})) == ""
+    )
+    assert plugin_reason(node_affinity.filtering, picky, node(labels={"zone": "a"})) == MISMATCH
 
 
 def test_terms_are_ored(pod, node):
     picky = pod(
         node_affinity=[term(expression("zone", "In", "a")), term(expression("gpu", "Exists"))]
     )
-    assert plugin_reason(node_affinity, picky, node(labels={"zone": "b", "gpu": "1"})) == ""
-    assert plugin_reason(node_affinity, picky, node(labels={"zone": "b"})) == MISMATCH
+    assert (
+        plugin_reason(node_affinity.filtering, picky, node(labels={"zone": "b", "gpu": "1"})) == ""
+    )
+    assert plugin_reason(node_affinity.filtering, picky, node(labels={"zone": "b"})) == MISMATCH
 
 
 def test_node_selector_and_affinity_must_both_match(pod, node):
     picky = pod(node_selector={"disk": "ssd"}, node_affinity=[term(expression("zone", "In", "a"))])
-    assert plugin_reason(node_affinity, picky, node(labels={"disk": "ssd", "zone": "a"})) == ""
-    assert plugin_reason(node_affinity, picky, node(labels={"zone": "a"})) == MISMATCH
-    assert plugin_reason(node_affinity, picky, node(labels={"disk": "ssd"})) == MISMATCH
+    assert (
+        plugin_reason(node_affinity.filtering, picky, node(labels={"disk": "ssd", "zone": "a"}))
+        == ""
+    )
+    assert plugin_reason(node_affinity.filtering, picky, node(labels={"zone": "a"})) == MISMATCH
+    assert plugin_reason(node_affinity.filtering, picky, node(labels={"disk": "ssd"})) == MISMATCH
 
 
 def test_match_fields_select_by_node_name(pod, node):
     pinned = pod(node_affinity=[term(fields=(expression("metadata.name", "In", "n1"),))])
-    assert plugin_reason(node_affinity, pinned, node("n1")) == ""
+    assert plugin_reason(node_affinity.filtering, pinned, node("n1")) == ""
     # PreFilter keeps only the pinned names, so n2 never reaches Filter (kube-scheduler's
     # answer, and the one run_filters always gave): the Filter's own MISMATCH is shown
     # with a term that pins no name.
-    assert plugin_reason(node_affinity, pinned, node("n2")) == NOT_IN_PREFILTER_RESULT
+    assert plugin_reason(node_affinity.filtering, pinned, node("n2")) == NOT_IN_PREFILTER_RESULT
     avoiding = pod(node_affinity=[term(fields=(expression("metadata.name", "NotIn", "n2"),))])
-    assert plugin_reason(node_affinity, avoiding, node("n1")) == ""
-    assert plugin_reason(node_affinity, avoiding, node("n2")) == MISMATCH
+    assert plugin_reason(node_affinity.filtering, avoiding, node("n1")) == ""
+    assert plugin_reason(node_affinity.filtering, avoiding, node("n2")) == MISMATCH
 
 
 def test_match_fields_not_in_excludes_a_node_by_name(pod, node):
     avoiding = pod(node_affinity=[term(fields=(expression("metadata.name", "NotIn", "n1"),))])
-    assert plugin_reason(node_affinity, avoiding, node("n1")) == MISMATCH
-    assert plugin_reason(node_affinity, avoiding, node("n2")) == ""
+    assert plugin_reason(node_affinity.filtering, avoiding, node("n1")) == MISMATCH
+    assert plugin_reason(node_affinity.filtering, avoiding, node("n2")) == ""
 
 
 def test_empty_term_selects_no_node(pod, node):
-    assert plugin_reason(node_affinity, pod(node_affinity=[{}]), node()) == MISMATCH
+    assert plugin_reason(node_affinity.filtering, pod(node_affinity=[{}]), node()) == MISMATCH
 
 
 @pytest.mark.parametrize(
@@ -130,14 +141,15 @@ def test_empty_term_selects_no_node(pod, node):
 def test_invalid_term_never_matches_but_other_terms_still_can(pod, node, broken):
     picky = pod(node_affinity=[term(broken), term(expression("gpu", "Exists"))])
     assert (
-        plugin_reason(node_affinity, picky, node(labels={"zone": "a", "cores": "16"})) == MISMATCH
+        plugin_reason(node_affinity.filtering, picky, node(labels={"zone": "a", "cores": "16"}))
+        == MISMATCH
     )
-    assert plugin_reason(node_affinity, picky, node(labels={"gpu": "1"})) == ""
+    assert plugin_reason(node_affinity.filtering, picky, node(labels={"gpu": "1"})) == ""
 
 
 def test_match_fields_with_several_values_is_invalid(pod, node):
     pinned = pod(node_affinity=[term(fields=(expression("metadata.name", "In", "n1", "n2"),))])
-    assert plugin_reason(node_affinity, pinned, node("n1")) == MISMATCH
+    assert plugin_reason(node_affinity.filtering, pinned, node("n1")) == MISMATCH
 
 
 def test_daemonset_style_pinning_skips_every_other_node(pod, node, cluster):

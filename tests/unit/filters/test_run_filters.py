@@ -161,15 +161,15 @@ def test_run_filters_equals_the_first_failing_single_filter(
         expected: tuple[str, ...] = ()
         for single in (
             plugin_reason(node_unschedulable, incoming, state.node),
-            plugin_reason(taint_toleration, incoming, state.node),
-            plugin_reason(node_affinity, incoming, state.node),
+            plugin_reason(taint_toleration.filtering, incoming, state.node),
+            plugin_reason(node_affinity.filtering, incoming, state.node),
             plugin_reason(node_ports, incoming, state),
         ):
             if single:
                 expected = (single,)
                 break
         else:
-            expected = plugin_reasons(node_resources_fit, incoming, state)
+            expected = plugin_reasons(node_resources_fit.filtering, incoming, state)
         assert verdicts[name] == expected
     assert set(verdicts) == set(snapshot.nodes)
 

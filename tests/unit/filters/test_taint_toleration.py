@@ -14,7 +14,7 @@ GPU_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 
 
 def test_node_with_untolerated_noschedule_taint_is_infeasible(pod, node):
-    assert plugin_reason(taint_toleration, pod(), node(taints=[GPU_TAINT])) == (
+    assert plugin_reason(taint_toleration.filtering, pod(), node(taints=[GPU_TAINT])) == (
         "node(s) had untolerated taint(s)"
     )
 
@@ -22,21 +22,25 @@ def test_node_with_untolerated_noschedule_taint_is_infeasible(pod, node):
 def test_reason_names_neither_key_nor_value_as_kube_scheduler_1_35_does(pod, node):
     # Found by the differential oracle: v1.35 dropped "{key: value}" (values may be secret).
     tainted = node(taints=[{"key": "node-role.kubernetes.io/gpu", "effect": "NoSchedule"}])
-    assert plugin_reason(taint_toleration, pod(), tainted) == ("node(s) had untolerated taint(s)")
+    assert plugin_reason(taint_toleration.filtering, pod(), tainted) == (
+        "node(s) had untolerated taint(s)"
+    )
 
 
 def test_node_with_untolerated_noexecute_taint_is_infeasible(pod, node):
     tainted = node(taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}])
-    assert plugin_reason(taint_toleration, pod(), tainted) == ("node(s) had untolerated taint(s)")
+    assert plugin_reason(taint_toleration.filtering, pod(), tainted) == (
+        "node(s) had untolerated taint(s)"
+    )
 
 
 def test_prefer_no_schedule_taint_does_not_filter(pod, node):
     tainted = node(taints=[{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}])
-    assert plugin_reason(taint_toleration, pod(), tainted) == ""
+    assert plugin_reason(taint_toleration.filtering, pod(), tainted) == ""
 
 
 def test_untainted_node_is_feasible(pod, node):
-    assert plugin_reason(taint_toleration, pod(), node()) == ""
+    assert plugin_reason(taint_toleration.filtering, pod(), node()) == ""
 
 
 @pytest.mark.parametrize(
@@ -53,7 +57,9 @@ def test_untainted_node_is_feasible(pod, node):
 )
 def test_matching_toleration_makes_the_node_feasible(pod, node, toleration):
     assert (
-        plugin_reason(taint_toleration, pod(tolerations=[toleration]), node(taints=[GPU_TAINT]))
+        plugin_reason(
+            taint_toleration.filtering, pod(tolerations=[toleration]), node(taints=[GPU_TAINT])
+        )
         == ""
     )
 
@@ -70,7 +76,9 @@ def test_matching_toleration_makes_the_node_feasible(pod, node, toleration):
 )
 def test_non_matching_toleration_leaves_the_node_infeasible(pod, node, toleration):
     assert (
-        plugin_reason(taint_toleration, pod(tolerations=[toleration]), node(taints=[GPU_TAINT]))
+        plugin_reason(
+            taint_toleration.filtering, pod(tolerations=[toleration]), node(taints=[GPU_TAINT])
+        )
         != ""
     )
 
@@ -83,8 +91,14 @@ def test_any_untolerated_taint_gives_the_same_reason(pod, node):
         ]
     )
     tolerant = pod(tolerations=[{"key": "a", "operator": "Exists"}])
-    assert plugin_reason(taint_toleration, tolerant, tainted) == "node(s) had untolerated taint(s)"
-    assert plugin_reason(taint_toleration, pod(), tainted) == "node(s) had untolerated taint(s)"
+    assert (
+        plugin_reason(taint_toleration.filtering, tolerant, tainted)
+        == "node(s) had untolerated taint(s)"
+    )
+    assert (
+        plugin_reason(taint_toleration.filtering, pod(), tainted)
+        == "node(s) had untolerated taint(s)"
+    )
 
 
 def test_pod_tolerating_every_taint_fits(pod, node):
@@ -95,7 +109,7 @@ def test_pod_tolerating_every_taint_fits(pod, node):
         ]
     )
     tolerant = pod(tolerations=[{"key": "a", "operator": "Exists"}, {"key": "b", "value": "2"}])
-    assert plugin_reason(taint_toleration, tolerant, tainted) == ""
+    assert plugin_reason(taint_toleration.filtering, tolerant, tainted) == ""
 
 
 keys = st.sampled_from(["", "a", "b"])
@@ -122,8 +136,8 @@ def test_adding_a_toleration_never_makes_a_node_infeasible(pod, node, node_taint
     )
     before = pod(tolerations=[_raw(t) for t in held])
     after = pod(tolerations=[_raw(t) for t in (*held, extra)])
-    if plugin_reason(taint_toleration, before, tainted) == "":
-        assert plugin_reason(taint_toleration, after, tainted) == ""
+    if plugin_reason(taint_toleration.filtering, before, tainted) == "":
+        assert plugin_reason(taint_toleration.filtering, after, tainted) == ""
 
 
 @given(node_taints=st.lists(taints, min_size=1, max_size=4))
@@ -131,7 +145,12 @@ def test_exists_without_key_tolerates_any_taint(pod, node, node_taints):
     tainted = node(
         taints=[{"key": t.key, "value": t.value, "effect": t.effect} for t in node_taints]
     )
-    assert plugin_reason(taint_toleration, pod(tolerations=[{"operator": "Exists"}]), tainted) == ""
+    assert (
+        plugin_reason(
+            taint_toleration.filtering, pod(tolerations=[{"operator": "Exists"}]), tainted
+        )
+        == ""
+    )
 
 
 def _raw(toleration: model.Toleration) -> dict[str, str]:

@@ -181,7 +181,7 @@ def test_single_filter_function_agrees_with_run_filters(pod, two_zones):
     snapshot = two_zones()
     verdicts = node_reasons(spreading, snapshot)
     for name, state in snapshot.nodes.items():
-        single = plugin_reason(pod_topology_spread, spreading, state, snapshot=snapshot)
+        single = plugin_reason(pod_topology_spread.filtering, spreading, state, snapshot=snapshot)
         assert verdicts[name] == ((single,) if single else ())
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from metricsched.core import columns, framework, model, node_state, parse
-from metricsched.core.plugins.kube_scores import inter_pod_affinity
+from metricsched.core.plugins import inter_pod_affinity
 from tests.unit.conftest import build_node_body, build_pod_body
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -121,8 +121,8 @@ def node_scores(
     with a fresh memo and the snapshot's table as a cycle gives them."""
     cycle = cycle_of(pod, snapshot)
     chosen = states(snapshot) if nodes is None else tuple(nodes)
-    if plugin is inter_pod_affinity:
-        found = inter_pod_affinity.score(
+    if plugin is inter_pod_affinity.scoring:
+        found = inter_pod_affinity.scoring.score(
             pod=pod, nodes=chosen, snapshot=snapshot, table=cycle.table, memo=cycle.memo
         )
     else:

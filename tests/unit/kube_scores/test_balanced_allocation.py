@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from metricsched.core import versions
-from metricsched.core.plugins.kube_scores import balanced_allocation
+from metricsched.core.plugins import balanced_allocation
 from tests.unit.kube_scores.conftest import table_scores
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metricsched.core.plugins.kube_scores import pod_topology_spread
+from metricsched.core.plugins import pod_topology_spread
 from tests.unit.kube_scores.conftest import HOSTNAME, ZONE, table_scores
 
 RS = ("ReplicaSet", "rs-1")
@@ -25,7 +25,7 @@ def web(pod, name: str, node_name: str, owner=RS):
 
 
 def score(pod_info, scene):
-    return table_scores(pod_topology_spread, pod_info, scene)
+    return table_scores(pod_topology_spread.scoring, pod_info, scene)
 
 
 def test_a_hostname_constraint_favours_the_node_with_fewest_matching_pods(node, pod, snapshot):
@@ -106,4 +106,4 @@ def test_node_affinity_policy_decides_whether_pods_on_unselected_nodes_count(
     )
     selected = (scene.nodes["n1"], scene.nodes["n3"])  # what the filters leave
     # Ignore: zone a counts n2's pod, round(1 x ln 4) = 1 against 0.
-    assert table_scores(pod_topology_spread, incoming, scene, selected) == expected
+    assert table_scores(pod_topology_spread.scoring, incoming, scene, selected) == expected

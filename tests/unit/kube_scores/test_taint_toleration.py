@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metricsched.core.plugins.kube_scores import taint_toleration
+from metricsched.core.plugins import taint_toleration
 from tests.unit.kube_scores.conftest import table_scores
 
 
@@ -19,7 +19,7 @@ def test_the_node_with_most_untolerated_soft_taints_scores_zero(node, pod, snaps
         ]
     )
     # counts 0, 1, 2: 100 - 100*count//2.
-    assert table_scores(taint_toleration, pod(), scene) == (100.0, 50.0, 0.0)
+    assert table_scores(taint_toleration.scoring, pod(), scene) == (100.0, 50.0, 0.0)
 
 
 def test_tolerated_and_hard_taints_do_not_count(node, pod, snapshot):
@@ -38,9 +38,9 @@ def test_tolerated_and_hard_taints_do_not_count(node, pod, snapshot):
             {"key": "other", "operator": "Exists", "effect": "NoSchedule"},
         ]
     )
-    assert table_scores(taint_toleration, tolerant, scene) == (100.0, 100.0, 0.0)
+    assert table_scores(taint_toleration.scoring, tolerant, scene) == (100.0, 100.0, 0.0)
 
 
 def test_no_soft_taints_anywhere_scores_every_node_100(node, pod, snapshot):
     scene = snapshot([node("a"), node("b")])
-    assert table_scores(taint_toleration, pod(), scene) == (100.0, 100.0)
+    assert table_scores(taint_toleration.scoring, pod(), scene) == (100.0, 100.0)

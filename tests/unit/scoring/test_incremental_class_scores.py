@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metricsched.core import columns, framework, model, parse, policy_defaults
-from metricsched.core.plugins.kube_scores import balanced_allocation, node_resources_fit
+from metricsched.core.plugins import balanced_allocation, node_resources_fit
 from metricsched.runtime import cache as cache_mod
 from tests.unit.conftest import (
     NOW,
@@ -135,10 +135,10 @@ def test_a_class_columns_kept_row_by_row_equal_the_columns_computed_in_full(size
     def check(pod, snapshot, table, now):
         rows = np.arange(len(table), dtype=np.intp)
         for strategy in (Strategy.LEAST_ALLOCATED, Strategy.MOST_ALLOCATED):
-            kept = node_resources_fit.class_scores(
+            kept = node_resources_fit.scoring.class_scores(
                 pod=pod, table=table, memo=memo, strategy=strategy
             )
-            full = node_resources_fit.allocation_scores(
+            full = node_resources_fit.scoring.allocation_scores(
                 pod=pod, table=columns.NodeTable.of(snapshot), rows=rows, strategy=strategy
             )
             assert kept.tolist() == full.astype(np.float64).tolist()

@@ -17,7 +17,7 @@ from typing import Final
 import numpy as np
 
 from metricsched.core import columns, framework, model, scoring
-from metricsched.core.plugins.kube_scores import node_resources_fit
+from metricsched.core.plugins import node_resources_fit
 
 NAME: Final = "Fallback"
 
@@ -40,7 +40,7 @@ def pick(
         model.FallbackStrategy.LEAST_ALLOCATED,
         model.FallbackStrategy.MOST_ALLOCATED,
     ):
-        scores = node_resources_fit.class_scores(
+        scores = node_resources_fit.scoring.class_scores(
             pod=pod, table=table, memo=memo, strategy=strategy
         )[rows]
         best = scoring.ranking(

@@ -44,11 +44,11 @@ PREEMPT_NEVER: Final = "Never"
 # is resolvable unless the pod asks for more than the node's whole allocatable.
 _RESOLVABLE: Final = frozenset(
     {
-        node_resources_fit.REASON_TOO_MANY_PODS,
+        node_resources_fit.filtering.REASON_TOO_MANY_PODS,
         node_ports.REASON_NODE_PORTS,
-        pod_topology_spread.REASON_SPREAD,
-        inter_pod_affinity.REASON_POD_ANTI_AFFINITY,
-        inter_pod_affinity.REASON_EXISTING_ANTI_AFFINITY,
+        pod_topology_spread.filtering.REASON_SPREAD,
+        inter_pod_affinity.filtering.REASON_POD_ANTI_AFFINITY,
+        inter_pod_affinity.filtering.REASON_EXISTING_ANTI_AFFINITY,
         node_volume_limits.REASON_MAX_VOLUME_COUNT,
     }
 )
@@ -184,8 +184,8 @@ def _dry_run(
     occupied = framework.with_nominated(emptied, counted)
     if node_ports.conflicts(pod.host_ports, occupied.used_ports):
         return (node_ports.REASON_NODE_PORTS,)
-    dra = node_resources_fit.dra_backed(pod.requests, snapshot)
-    if fit := node_resources_fit.shortfalls(pod.requests, occupied, dra=dra):
+    dra = node_resources_fit.filtering.dra_backed(pod.requests, snapshot)
+    if fit := node_resources_fit.filtering.shortfalls(pod.requests, occupied, dra=dra):
         return fit
     if budget[0] <= 0:
         return ()

@@ -26,8 +26,9 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from metricsched.core import columns, framework, model, selectors, versions
+from metricsched.core.plugins.inter_pod_affinity import filtering
 
-NAME: Final = "InterPodAffinity"
+NAME: Final = filtering.NAME
 SHORT_NAME: Final = NAME
 DEFAULT_WEIGHT: Final = 2  # its weight in kube-scheduler's default profile (v1.35)
 HARD_POD_AFFINITY_WEIGHT: Final = 1  # kube-scheduler's default InterPodAffinityArgs

@@ -36,10 +36,10 @@ from typing import Final
 import numpy as np
 
 from metricsched.core import columns, framework, model, selectors
-from metricsched.core.plugins import pod_topology_spread as filter_spread
-from metricsched.core.plugins import taint_toleration as taint_filter
+from metricsched.core.plugins import taint_toleration
+from metricsched.core.plugins.pod_topology_spread import filtering
 
-NAME: Final = "PodTopologySpread"
+NAME: Final = filtering.NAME
 SHORT_NAME: Final = NAME
 DEFAULT_WEIGHT: Final = 2  # its weight in kube-scheduler's default profile (v1.35)
 HOSTNAME: Final = "kubernetes.io/hostname"
@@ -118,7 +118,7 @@ def _matching_counts(
         "PodTopologySpread/selected-pods",
         memo_key,
         table,
-        lambda state: filter_spread.count_matching(
+        lambda state: filtering.count_matching(
             memo, state, selector, namespace=namespace, key=memo_key
         ),
     )
@@ -141,7 +141,9 @@ def _included(
         lambda: np.fromiter(
             (
                 not (by_affinity and not affinity.matches(state.node))
-                and not (by_taints and taint_filter.untolerated(tolerations, state.node))
+                and not (
+                    by_taints and taint_toleration.filtering.untolerated(tolerations, state.node)
+                )
                 for state in table.states
             ),
             dtype=np.bool_,

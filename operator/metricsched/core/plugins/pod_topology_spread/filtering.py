@@ -10,7 +10,7 @@ taints; fewer eligible domains than ``minDomains`` make the global minimum 0.
 PreFilter parses the constraints (an invalid one refuses the pod with kube-scheduler's
 ``get constraints from pod`` text) and counts matching pods per domain once per cycle;
 Filter compares per node. Counts of one selector on an unchanged node are kept in the
-memo. Its score half (ScheduleAnyway) is ``kube_scores.pod_topology_spread``.
+memo. Its score half (ScheduleAnyway) is ``pod_topology_spread.scoring``.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class SpreadState:
             for index, constraint in enumerate(constraints):
                 if constraint.honor_node_affinity and not affinity_ok:
                     continue
-                if constraint.honor_node_taints and taint_toleration.untolerated(
+                if constraint.honor_node_taints and taint_toleration.filtering.untolerated(
                     pod.tolerations, node
                 ):
                     continue

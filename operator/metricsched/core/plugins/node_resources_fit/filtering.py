@@ -19,7 +19,7 @@ so such a node is refused for the pod with ``REASON_DRA_BACKED``, which says wha
 instead of ``Insufficient`` (false: the node may well have the devices). A node that
 lists the resource (a device plugin) is checked as before.
 
-Its score half (LeastAllocated) is ``kube_scores.node_resources_fit``.
+Its score half (LeastAllocated) is ``node_resources_fit.scoring``.
 """
 
 from __future__ import annotations

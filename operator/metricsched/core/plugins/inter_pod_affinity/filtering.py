@@ -11,7 +11,7 @@ pods; Filter looks the node's domains up. Parsed terms of existing pods, and whe
 unchanged node holds a match, are kept in the memo. For a namespace whose labels are
 unknown the answer is the restrictive one (anti-affinity assumed to apply, affinity
 assumed not to), so no pod is placed where kube-scheduler would refuse it. Its score half
-(preferred terms) is ``kube_scores.inter_pod_affinity``.
+(preferred terms) is ``inter_pod_affinity.scoring``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,31 @@
-"""kube-scheduler's default score plugins, one module each, blended into a policy's score.
+"""The registry of kube-scheduler's default score plugins, blended into a policy's score.
 
 A SchedulingPolicy means "kube-scheduler plus my metrics": besides its metrics, a node's
 score counts what kube-scheduler's default profile would score it, each plugin with the
 weight ``spec.kubeScores`` gives it (kube-scheduler's own weights by default). Each
-module is one plugin with its name and one contract comment, and returns 0..100 per node
-as kube-scheduler normalises it (v1.35 semantics), or None where kube-scheduler's
-PreScore skips the plugin for the pod:
+plugin's score is one module with its name and one contract comment, beside its filter
+where it has one, and returns 0..100 per node as kube-scheduler normalises it (v1.35
+semantics), or None where kube-scheduler's PreScore skips the plugin for the pod:
 
-- ``node_resources_fit``: LeastAllocated (cpu, memory; also the fallback's arithmetic)
-- ``balanced_allocation``: NodeResourcesBalancedAllocation
-- ``taint_toleration``: PreferNoSchedule taints the pod does not tolerate
-- ``node_affinity``: preferred node affinity terms
-- ``inter_pod_affinity``: preferred pod (anti-)affinity, both ways, and placed pods'
-  required affinity towards the pod
-- ``pod_topology_spread``: ScheduleAnyway constraints and the system default spreading
-- ``normalize``: kube-scheduler's shared score normalisation
+- NodeResourcesFit: LeastAllocated (cpu, memory; also the fallback's arithmetic),
+  ``plugins.node_resources_fit.scoring``
+- NodeResourcesBalancedAllocation: ``plugins.balanced_allocation``
+- TaintToleration: PreferNoSchedule taints the pod does not tolerate,
+  ``plugins.taint_toleration.scoring``
+- NodeAffinity: preferred node affinity terms, ``plugins.node_affinity.scoring``
+- InterPodAffinity: preferred pod (anti-)affinity, both ways, and placed pods' required
+  affinity towards the pod, ``plugins.inter_pod_affinity.scoring``
+- PodTopologySpread: ScheduleAnyway constraints and the system default spreading,
+  ``plugins.pod_topology_spread.scoring``
 
-ImageLocality is not computed: node image lists are not kept in the cluster cache.
+(``plugins.normalize`` is kube-scheduler's shared score normalisation.) ImageLocality is
+not computed: node image lists are not kept in the cluster cache.
 
 ``REGISTRY`` is the one table of them: one ``ScorePlugin`` record per plugin (its name,
 the short name events use, kube-scheduler's default weight, its scorer), in the order of
 kube-scheduler's default profile; ``PLUGINS``, ``SHORT_NAMES`` and ``DEFAULT_WEIGHTS``
-are read from it. A new plugin is one module and one record.
+are read from it. A new plugin is one module (or one ``scoring`` module beside its
+filter) and one record here.
 
 ``score_terms`` runs the enabled plugins for one pod over the nodes to score; how the
 terms are blended with the metric scores is ``core.scoring.score_nodes``'s rule.
@@ -40,7 +44,7 @@ from typing import Final
 import numpy as np
 
 from metricsched.core import columns, framework, model, scoring
-from metricsched.core.plugins.kube_scores import (
+from metricsched.core.plugins import (
     balanced_allocation,
     inter_pod_affinity,
     node_affinity,
@@ -67,7 +71,7 @@ def _states(cycle: framework.CycleState, rows: columns.Rows) -> Sequence[model.N
 
 
 def _inter_pod_affinity(cycle: framework.CycleState, rows: columns.Rows) -> columns.Floats | None:
-    found = inter_pod_affinity.score(
+    found = inter_pod_affinity.scoring.score(
         pod=cycle.pod,
         nodes=_states(cycle, rows),
         snapshot=cycle.snapshot,
@@ -89,33 +93,33 @@ class ScorePlugin:
 
 REGISTRY: Final = (
     ScorePlugin(
-        taint_toleration.NAME,
-        taint_toleration.SHORT_NAME,
-        taint_toleration.DEFAULT_WEIGHT,
-        taint_toleration.score,
+        taint_toleration.scoring.NAME,
+        taint_toleration.scoring.SHORT_NAME,
+        taint_toleration.scoring.DEFAULT_WEIGHT,
+        taint_toleration.scoring.score,
     ),
     ScorePlugin(
-        node_affinity.NAME,
-        node_affinity.SHORT_NAME,
-        node_affinity.DEFAULT_WEIGHT,
-        node_affinity.score,
+        node_affinity.scoring.NAME,
+        node_affinity.scoring.SHORT_NAME,
+        node_affinity.scoring.DEFAULT_WEIGHT,
+        node_affinity.scoring.score,
     ),
     ScorePlugin(
-        node_resources_fit.NAME,
-        node_resources_fit.SHORT_NAME,
-        node_resources_fit.DEFAULT_WEIGHT,
-        node_resources_fit.score,
+        node_resources_fit.scoring.NAME,
+        node_resources_fit.scoring.SHORT_NAME,
+        node_resources_fit.scoring.DEFAULT_WEIGHT,
+        node_resources_fit.scoring.score,
     ),
     ScorePlugin(
-        pod_topology_spread.NAME,
-        pod_topology_spread.SHORT_NAME,
-        pod_topology_spread.DEFAULT_WEIGHT,
-        pod_topology_spread.score,
+        pod_topology_spread.scoring.NAME,
+        pod_topology_spread.scoring.SHORT_NAME,
+        pod_topology_spread.scoring.DEFAULT_WEIGHT,
+        pod_topology_spread.scoring.score,
     ),
     ScorePlugin(
-        inter_pod_affinity.NAME,
-        inter_pod_affinity.SHORT_NAME,
-        inter_pod_affinity.DEFAULT_WEIGHT,
+        inter_pod_affinity.scoring.NAME,
+        inter_pod_affinity.scoring.SHORT_NAME,
+        inter_pod_affinity.scoring.DEFAULT_WEIGHT,
         _inter_pod_affinity,
     ),
     ScorePlugin(

@@ -1,7 +1,7 @@
 """TaintToleration (Filter): every NoSchedule and NoExecute taint of the node is tolerated.
 
 Contract: a node passes when the pod tolerates each of its NoSchedule/NoExecute taints;
-PreferNoSchedule taints only weigh in the score (``kube_scores.taint_toleration``). Only
+PreferNoSchedule taints only weigh in the score (``taint_toleration.scoring``). Only
 rows of tainted nodes are looked at; the answer for one set of tolerations on one
 unchanged node is kept in the memo (pods of one template share it).
 """

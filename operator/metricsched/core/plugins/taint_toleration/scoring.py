@@ -13,9 +13,10 @@ from typing import Final
 import numpy as np
 
 from metricsched.core import columns, framework, model, selectors
-from metricsched.core.plugins.kube_scores import normalize
+from metricsched.core.plugins import normalize
+from metricsched.core.plugins.taint_toleration import filtering
 
-NAME: Final = "TaintToleration"
+NAME: Final = filtering.NAME
 SHORT_NAME: Final = NAME
 DEFAULT_WEIGHT: Final = 3  # its weight in kube-scheduler's default profile (v1.35)
 

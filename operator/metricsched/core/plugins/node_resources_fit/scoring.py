@@ -23,8 +23,9 @@ from typing import Final
 import numpy as np
 
 from metricsched.core import columns, framework, model
+from metricsched.core.plugins.node_resources_fit import filtering
 
-NAME: Final = "NodeResourcesFit"
+NAME: Final = filtering.NAME
 SHORT_NAME: Final = "LeastAllocated"  # the scoring strategy kube-scheduler's profile uses
 DEFAULT_WEIGHT: Final = 1  # its weight in kube-scheduler's default profile (v1.35)
 
