@@ -89,7 +89,8 @@ def lines(results: dict[str, Any]) -> list[str]:
         "policy metric showing it). Figures are the load model's ground truth (`--record`), "
         "never what a scheduler believed.",
         "",
-        "**Systems** (one run, one commit). kube-scheduler v1.35.4, default profile. "
+        f"**Systems** (one run, one commit). kube-scheduler {qsys.kube_version(results)}, "
+        "default profile. "
         "metricsched with one policy metric, Minimize, weight 10 (kube-scheduler's default "
         "scores keep their weights), `threshold: {max: 0.8}`, burst penalty 5 for 60 s (it "
         "applies only with estimate off: a counted estimate replaces it), fallback "

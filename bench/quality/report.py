@@ -488,7 +488,8 @@ def headline(results: dict[str, Any]) -> list[str]:
     what = " (declares nothing about pod usage)" if ms == qsys.DEFAULT else ""
     how = f"; {pipeline['title']}" if pipeline.get("title") else ""
     lines = [
-        f"On the same workload, {_label(ms)}{what} vs kube-scheduler v1.35.4 "
+        f"On the same workload, {_label(ms)}{what} vs kube-scheduler "
+        f"{qsys.kube_version(results)} "
         f"(`python -m bench quality --plan {results.get('plan')}"
         f"{' --pipeline ' + pipeline['name'] if pipeline.get('name') else ''}"
         f"{told}`, {results.get('started', '')[:10]}{how}; median [range] of {counted} seed(s); "

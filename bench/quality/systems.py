@@ -2,7 +2,8 @@
 metricsched's utilisation policy.
 
 Each runs as bench/systems.py starts it (same binaries, same admin token), one at a time:
-kube-scheduler v1.35.4 with its default profile; metricsched with the policy a user
+kube-scheduler (the test bed's pinned version, recorded with each run's results: ``kube_version``)
+with its default profile; metricsched with the policy a user
 writes for "keep nodes under 80 % cpu", which differs between its rows only in the
 metric's ``estimate``: nothing declared (the default, first row: a cpu threshold counts
 measured usage), ``from: Measured`` declared, a declared amount equal to the scenario's
@@ -155,7 +156,7 @@ def catalogue(pipeline: Pipeline) -> dict[str, systems.System]:
     """Every system, metricsched's with ``pipeline``'s refresh and per-pod query."""
     return {
         DEFAULT: _system(DEFAULT, "metricsched, default (threshold only)", pipeline),
-        KUBE: systems.System(KUBE, "bench-kube", "kube-scheduler v1.35.4", qps=50, burst=100),
+        KUBE: systems.System(KUBE, "bench-kube", "kube-scheduler", qps=50, burst=100),
         MEASURED: _system(MEASURED, "metricsched, from: Measured", pipeline),
         ESTIMATE: _system(ESTIMATE, "metricsched, amount = true mean", pipeline),
         AMOUNT_HALF: _system(AMOUNT_HALF, "metricsched, amount = half the mean", pipeline),
@@ -168,6 +169,13 @@ def catalogue(pipeline: Pipeline) -> dict[str, systems.System]:
 
 
 SYSTEMS = catalogue(PIPELINES["realistic"])  # names and labels (the report's rows)
+
+
+def kube_version(results: dict[str, Any]) -> str:
+    """The kube-scheduler a run compared with, as its results recorded it (``v1.37.2``)."""
+    recorded = str((results.get("machine") or {}).get("kube_scheduler") or "")
+    return recorded.removeprefix("Kubernetes ").strip() or "(version not recorded)"
+
 
 # Rebalancing at the scenario's pace (lives of 1-2.5 minutes, a hot spot that puts
 # three quarters of a node's cpu to other use at once): a node past 0.8 for two scrapes
