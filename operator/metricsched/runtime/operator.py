@@ -89,12 +89,9 @@ class Operator:
     def __init__(self, config: Config, api_client: Any) -> None:
         self.config = config
         self.api_client = api_client
-        # The API objects, named for what they serve. ``status_api``: the policy status,
-        # written from a worker thread (raw answers, no generated API classes loaded: see
-        # edges/kube.py).
-        self.status_api = kube.Api(api_client)
-        # ``writes``: the writers (Bindings, Events, pod status, Evictions) on the event
-        # loop, with a connection pool of their own: watches hold theirs for minutes, and
+        # The API objects, named for what they serve, all on the event loop.
+        # ``writes``: the writers (Bindings, Events, pod status, Evictions, policy status),
+        # with a connection pool of their own: watches hold theirs for minutes, and
         # a Binding must not wait behind them. Room for every Binding in flight and their
         # Events. ``reads`` (below): the informers, the LISTs and the NodeMetrics LIST.
         self.writes = kube_http.AsyncApi(api_client, limit=config.bind_concurrency + 16)
@@ -155,7 +152,7 @@ class Operator:
             mark=self._mark_status,
         )
         self.status = status_mod.PolicyStatus(
-            api=self.status_api,
+            api=self.writes,
             policies=lambda: self.cache.policies,
             nodes=self.cache.nodes,
             counters=self._counters,
