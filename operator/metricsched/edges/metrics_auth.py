@@ -29,7 +29,9 @@ answers 500. A port flood therefore puts at most as many reviews on the loop as 
 are request threads, each bounded in time, and the unknown-token budget bounds how many
 of them are new tokens; a stuck loop costs a scrape a 500, never a thread forever. The
 reviews have a connection pool of their own, as small as the threads that use it, so
-they never wait behind (or hold up) a Binding.
+they never wait behind (or hold up) a Binding. Kept on the kubernetes client in the
+threads, they would hold the same threads for the same time but keep a second client
+(urllib3, its pool, its errors) for two calls.
 """
 
 from __future__ import annotations
