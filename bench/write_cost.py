@@ -12,10 +12,10 @@ writes, one Binding and one Event each, with at most ``--concurrency`` Bindings 
 flight (the scheduler's ``--bind-concurrency``):
 
 - ``thread`` (before): what the scheduler did until this change: the Binding through the
-  kubernetes client's ``ApiClient`` (urllib3, ``edges/kube.py::request``, the call
-  ``kube.write`` made) in ``asyncio.to_thread``, then the recorder's Event body through
-  the same call in ``to_thread``; a thread pool of ``concurrency + 8`` as the operator
-  had.
+  kubernetes client's ``ApiClient`` (urllib3, ``hack/kube_sync.py::request``, once
+  ``edges/kube.py``'s; the call ``kube.write`` made) in ``asyncio.to_thread``, then the
+  recorder's Event body through the same call in ``to_thread``; a thread pool of
+  ``concurrency + 8`` as the operator had.
 - ``loop`` (now): ``edges/binder.bind`` and ``EventRecorder.post`` through
   ``edges/kube_http`` (aiohttp, orjson) on the loop, as ``runtime/scheduler.py`` calls them.
 
@@ -54,6 +54,7 @@ import kubernetes.client
 from aiohttp import web
 
 from bench import env as env_mod
+from hack import kube_sync
 from metricsched.edges import binder, events, kube, kube_http, observe, wire
 
 NAMESPACE = "shop"
@@ -189,8 +190,8 @@ class Rig:
         body = _binding(name)
         self.metrics.api_writes.labels(kind="binding").inc()
         path = kube.path("api/v1/namespaces", NAMESPACE, "pods", name, "binding")
-        response = kube.request(self.api_client, "POST", path, body, timeout_s=timeout_s)
-        wire.decode(kube.read_and_release(response))
+        response = kube_sync.request(self.api_client, "POST", path, body, timeout_s=timeout_s)
+        wire.decode(kube_sync.read_and_release(response))
         return 200 <= int(response.status) < 300
 
     def event_thread(self, name: str) -> None:
@@ -199,10 +200,10 @@ class Rig:
             n = self.sent
         self.metrics.api_writes.labels(kind="event").inc()
         path = kube.path("api/v1/namespaces", NAMESPACE, "events")
-        response = kube.request(
+        response = kube_sync.request(
             self.api_client, "POST", path, _event(name, n), timeout_s=wire.DEFAULT_TIMEOUT_S
         )
-        kube.read_and_release(response)
+        kube_sync.read_and_release(response)
 
     def dropped_thread(self) -> bool:
         with self.lock:  # a token bucket that is empty

@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import json_http  # hack/json_http.py, beside this script
+import kube_sync  # hack/kube_sync.py, beside this script
 import loadmodel_core as core
 import prometheus_client
 import prometheus_client.core
@@ -316,7 +317,7 @@ def list_all(fetch: Callable[[str | None], Any]) -> tuple[list[Mapping[str, Any]
     items: list[Mapping[str, Any]] = []
     version, cont = "", None
     while True:
-        page = kube.read_json(fetch(cont))
+        page = kube_sync.read_json(fetch(cont))
         items += page.get("items") or []
         meta = page.get("metadata") or {}
         version = version or str(meta.get("resourceVersion") or "")
@@ -330,7 +331,9 @@ def lister(client: Any, path: str, selector: str) -> Callable[[str | None], Any]
         query: list[tuple[str, str | int]] = [("limit", LIST_PAGE)]
         query += [("labelSelector", selector)] if selector else []
         query += [("continue", cont)] if cont else []
-        return kube.request(client, "GET", path, query=query, timeout_s=(10, 60))
+        return kube_sync.request(
+            client, "GET", kube_sync.with_query(path, query), timeout_s=(10, 60)
+        )
 
     return fetch
 
@@ -346,7 +349,9 @@ def watch_events(
         ("timeoutSeconds", WATCH_TIMEOUT_S),
     ]
     query += [("labelSelector", selector)] if selector else []
-    response = kube.request(client, "GET", path, query=query, timeout_s=(10, WATCH_TIMEOUT_S + 30))
+    response = kube_sync.request(
+        client, "GET", kube_sync.with_query(path, query), timeout_s=(10, WATCH_TIMEOUT_S + 30)
+    )
     try:
         pending = b""
         for chunk in response.stream(2**16):
@@ -391,7 +396,7 @@ def run_informer(  # noqa: PLR0917
                         gone(obj)
         except WatchExpiredError as e:
             log.info("%s: watch expired (%s); re-listing", path, e)
-        except errors.ApiError as e:  # kube.request's error answers
+        except errors.ApiError as e:  # kube_sync.request's error answers
             if e.status != 410:
                 log.warning("%s: %s; re-listing in %.0fs", path, errors.describe(e), backoff)
                 time.sleep(backoff)

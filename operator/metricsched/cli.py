@@ -38,8 +38,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import kubernetes.client
-
 import metricsched
 from metricsched import config as config_mod
 from metricsched.core import (
@@ -234,31 +232,56 @@ def _with_operator_rules(args: argparse.Namespace, env: Mapping[str, str]) -> Ma
     kubeconfig = args.kubeconfig or env.get("METRICSCHED_KUBECONFIG")
     try:
         api_client = operator_mod.load_api_client(_kubeconfig(kubeconfig), context=args.context)
-        body = kube.read_json(
-            kubernetes.client.AppsV1Api(api_client).read_namespaced_deployment(
-                name, namespace, _preload_content=False, _request_timeout=(5.0, 30.0)
-            )
+        body = _get_once(
+            api_client, kube.path("apis/apps/v1/namespaces", namespace, "deployments", name)
         )
     except operator_mod.KubeconfigError as e:
         raise _ExplainError(str(e)) from e
-    except kube.API_ERRORS as e:
+    except EXPLAIN_ERRORS as e:
         raise _ExplainError(
-            f"cannot read the operator's query rules from deployment {target}: "
-            f"{errors.describe(kube.api_error(e))}"
+            f"cannot read the operator's query rules from deployment {target}: {errors.describe(e)}"
         ) from e
     rules = operator_rules_env(body)
     print(f"note: applying the query rules of deployment {target}", file=sys.stderr)
     return {**env, **rules}
 
 
-# What explain's API calls raise: an error answer of either client, or no answer (the
-# kubernetes client's reads, the asynchronous client's LISTs).
-EXPLAIN_ERRORS = (*kube.API_ERRORS, *kube_http.TRANSPORT_ERRORS)
+# What explain's API calls raise: an error answer, an answer that is not a JSON object,
+# or no answer.
+EXPLAIN_ERRORS = (errors.ApiError, ValueError, *kube_http.TRANSPORT_ERRORS)
+
+# A read of explain or shadow ends within this (connecting within ``kube_http.CONNECT_S``).
+READ_TIMEOUT_S = 35.0
+
+
+async def _get(
+    api: kube_http.AsyncApi, path: str, params: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """One GET of explain or shadow: its JSON object. An error answer raises
+    ``errors.ApiError``, its reason phrase the message of an empty body."""
+    answer = await api.request(
+        "GET", path, params=params, timeout=kube_http.timeout(READ_TIMEOUT_S)
+    )
+    if not answer.ok:
+        raise answer.phrased_error()
+    return kube_http.json_object(answer)
+
+
+def _get_once(api_client: Any, path: str) -> dict[str, Any]:
+    """``_get`` on an event loop of its own, for a command that reads one object."""
+
+    async def read() -> dict[str, Any]:
+        api = kube_http.AsyncApi(api_client)
+        try:
+            return await _get(api, path)
+        finally:
+            await api.close()
+
+    return asyncio.run(read())
 
 
 def explain_failure(e: BaseException) -> str:
     """One line for an API call explain could not make (no traceback)."""
-    e = kube.api_error(e)
     text = errors.describe(e)
     status = e.status if isinstance(e, errors.ApiError) else None
     if status in (401, 403):
@@ -298,21 +321,10 @@ def shadow_report(*, kubeconfig: str | None, context: str | None, target: str) -
         print("metricsched shadow: give the policy as NAMESPACE/NAME", file=sys.stderr)
         return 2
     api_client = operator_mod.load_api_client(_kubeconfig(kubeconfig), context=context)
-    custom = kube.Api(api_client)
     try:
-        body = kube.read_json(
-            custom.get_namespaced_custom_object(
-                operator_mod.GROUP,
-                operator_mod.VERSION,
-                namespace,
-                operator_mod.PLURAL,
-                name,
-                _preload_content=False,
-                _request_timeout=(5.0, 30.0),
-            )
-        )
+        body = _get_once(api_client, _policy_path(namespace, name))
     except Exception as e:
-        message = errors.describe(kube.api_error(e))
+        message = errors.describe(e)
         print(f"metricsched shadow: cannot read policy {target}: {message}", file=sys.stderr)
         return 1
     spec = body.get("spec") or {}
@@ -347,20 +359,46 @@ def explain_pod(
         print("metricsched explain: give the pod as NAMESPACE/NAME", file=sys.stderr)
         return 2
     api_client = operator_mod.load_api_client(_kubeconfig(config.kubeconfig), context=context)
+    return asyncio.run(_explain(config, api_client, target=target, scheduler_names=scheduler_names))
+
+
+async def _explain(
+    config: config_mod.Config,
+    api_client: Any,
+    *,
+    target: str,
+    scheduler_names: frozenset[str] | None,
+) -> int:
+    """``explain_pod`` on one event loop: its reads through one ``kube_http.AsyncApi``,
+    the operator's LISTs and refresh round through the operator's own."""
+    api = kube_http.AsyncApi(api_client)
     try:
-        body = kube.read_json(
-            kubernetes.client.CoreV1Api(api_client).read_namespaced_pod(
-                name, namespace, _preload_content=False, _request_timeout=(5.0, 30.0)
-            )
+        return await _explain_with(
+            config, api_client, api, target=target, scheduler_names=scheduler_names
         )
+    finally:
+        await api.close()
+
+
+async def _explain_with(
+    config: config_mod.Config,
+    api_client: Any,
+    api: kube_http.AsyncApi,
+    *,
+    target: str,
+    scheduler_names: frozenset[str] | None,
+) -> int:
+    namespace, _, name = target.partition("/")
+    try:
+        body = await _get(api, kube.path("api/v1/namespaces", namespace, "pods", name))
     except Exception as e:
         print(
-            f"metricsched explain: cannot read pod {target}: {errors.describe(kube.api_error(e))}",
+            f"metricsched explain: cannot read pod {target}: {errors.describe(e)}",
             file=sys.stderr,
         )
         return 1
     pod = parse.pod_from_body(body)
-    scope = explain.scope(pod, _namespace_policies(api_client, namespace), override=scheduler_names)
+    scope = explain.scope(pod, await _namespace_policies(api, namespace), override=scheduler_names)
     if scope.scheduler_names != config.scheduler_names:
         print(
             "note: explaining with the policies of schedulerName "
@@ -370,11 +408,11 @@ def explain_pod(
         config = dataclasses.replace(config, scheduler_names=scope.scheduler_names)
     for line in explain.elsewhere_notes(pod, scope.elsewhere):
         print(line)
-    replaced = explain.rebalanced_note(pod, _rebalanced_events(api_client, pod))
+    replaced = explain.rebalanced_note(pod, await _rebalanced_events(api, pod))
     if replaced is not None:
         print(replaced)
     op = operator_mod.Operator(config, api_client)
-    asyncio.run(op.load_once())
+    await op.load_once()
     record = _recorded(body)
     bound_to = pod.node_name
     if pod.node_name:
@@ -400,7 +438,7 @@ def explain_pod(
     # The operator's own round, read-only here, for the deciding policy only: explain
     # sends no query of another policy, nor of another namespace.
     deciding = {chosen.policy.key} if chosen.policy is not None else set()
-    asyncio.run(_refresh_once(op, deciding))
+    await _refresh_once(op, deciding)
     read = cycle_inputs.build(
         cache=op.cache, store=op.store, config=config, now=now, namespace=pod.namespace
     )
@@ -414,7 +452,7 @@ def explain_pod(
     if chosen.policy is not None:
         print(_counted(op, chosen.policy, snapshot=snapshot, now=now), end="")
     if chosen.policy is not None and chosen.policy.rebalance is not None:
-        held = explain.render_held(chosen.policy.key, _held(api_client, chosen.policy.key), now=now)
+        held = explain.render_held(chosen.policy.key, await _held(api, chosen.policy.key), now=now)
         print(held or "", end="")
     if record is not None and bound_to:
         print(_changes(op, record=record, decision=decision, chosen=chosen.policy, now=now), end="")
@@ -447,57 +485,44 @@ def _counted(
     return "\n".join(out)
 
 
-def _rebalanced_events(api_client: Any, pod: model.PodInfo) -> list[Mapping[str, Any]]:
+async def _rebalanced_events(
+    api: kube_http.AsyncApi, pod: model.PodInfo
+) -> list[Mapping[str, Any]]:
     """The namespace's Rebalanced events, when the pod has a controller (else none)."""
     if not pod.owner:
         return []
     try:
-        listed = kube.read_json(
-            kubernetes.client.CoreV1Api(api_client).list_namespaced_event(
-                pod.namespace,
-                field_selector="reason=Rebalanced",
-                _preload_content=False,
-                _request_timeout=(5.0, 30.0),
-            )
+        listed = await _get(
+            api,
+            kube.path("api/v1/namespaces", pod.namespace, "events"),
+            {"fieldSelector": "reason=Rebalanced"},
         )
     except Exception:
         return []  # a note, not the explanation: go on without it
     return [item for item in listed.get("items") or () if isinstance(item, Mapping)]
 
 
-def _held(api_client: Any, key: model.PolicyKey) -> object:
+def _policy_path(namespace: str, name: str = "") -> str:
+    """The path of the SchedulingPolicies of ``namespace``, or of the one named ``name``."""
+    names = (name,) if name else ()
+    prefix = f"apis/{operator_mod.GROUP}/{operator_mod.VERSION}/namespaces"
+    return kube.path(prefix, namespace, operator_mod.PLURAL, *names)
+
+
+async def _held(api: kube_http.AsyncApi, key: model.PolicyKey) -> object:
     """``status.rebalance.held`` of policy ``key`` as the leader wrote it (None: unreadable)."""
     namespace, _, name = key.partition("/")
     try:
-        body = kube.read_json(
-            kubernetes.client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-                operator_mod.GROUP,
-                operator_mod.VERSION,
-                namespace,
-                operator_mod.PLURAL,
-                name,
-                _preload_content=False,
-                _request_timeout=(5.0, 30.0),
-            )
-        )
+        body = await _get(api, _policy_path(namespace, name))
     except Exception:
         return None  # a note, not the explanation: go on without it
     return ((body.get("status") or {}).get("rebalance") or {}).get("held")
 
 
-def _namespace_policies(api_client: Any, namespace: str) -> list[model.Policy]:
+async def _namespace_policies(api: kube_http.AsyncApi, namespace: str) -> list[model.Policy]:
     """Every valid SchedulingPolicy of ``namespace``, whichever install serves it."""
     try:
-        listed = kube.read_json(
-            kubernetes.client.CustomObjectsApi(api_client).list_namespaced_custom_object(
-                operator_mod.GROUP,
-                operator_mod.VERSION,
-                namespace,
-                operator_mod.PLURAL,
-                _preload_content=False,
-                _request_timeout=(5.0, 30.0),
-            )
-        )
+        listed = await _get(api, _policy_path(namespace))
     except Exception:
         return []  # initial_sync reports a missing CRD; explain goes on without notes
     found = []

@@ -1,21 +1,23 @@
 """I/O at the edges: talks to Prometheus and the Kubernetes API; holds no scheduling logic.
 
-Every blocking client call here is plain synchronous code meant to run in a worker thread
-(``asyncio.to_thread``), never on kopf's event loop; ``kube_http`` is the exception, made
-for the loop (aiohttp), and so are the writers on it (``binder``, ``eviction``,
-``pod_status``, ``events``, ``policy_events``). ``http_server`` runs a loop of its own on
-its own thread, so that the probes never wait for the operator's. Objects that share state
+Every Kubernetes API call goes through ``kube_http``, made for the event loop (aiohttp),
+and so do the writers on it (``binder``, ``eviction``, ``pod_status``, ``events``,
+``policy_events``); the blocking client left here (Prometheus) is plain synchronous code
+meant to run in a worker thread (``asyncio.to_thread``), never on kopf's event loop.
+``http_server`` runs a loop of its own on its own thread, so that the probes never wait
+for the operator's; ``metrics_auth``'s reviews, made from that server's request threads,
+are handed to the operator's loop with a bounded wait. Objects that share state
 between threads (``metric_store.MetricStore``, ``probes.HealthState``) guard it with
 locks. Errors of the outside world are classified and returned (or counted), not raised:
 the operator decides what to retry. Nothing here imports ``metricsched.runtime``
 (``make lint`` checks it with import-linter).
 
 Modules:
-- ``kube``: the kubernetes client's credentials, and one ``Api`` for the calls still made
-  in threads (the policy status, the auth reviews, the shadow report's read).
+- ``kube``: the kubernetes client, for its credentials only (and ``path``, an API path).
 - ``kube_http``: the API on an event loop (aiohttp, orjson): requests and watch streams
-  with the kubernetes client's credentials; the one transport of the Lease, the
-  informers and every writer.
+  with the kubernetes client's credentials; the one transport of every API call (the
+  Lease, the informers, every writer, the policy status, the auth reviews, explain's
+  reads).
 - ``errors``: the API's errors in one vocabulary: ``ApiError`` (status, reason,
   message), the one reading of an error body's message, the one line that describes a
   failed call.

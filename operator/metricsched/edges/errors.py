@@ -1,11 +1,11 @@
 """The Kubernetes API's errors in one vocabulary: one error type, one reading of its text.
 
 An error answer becomes an ``ApiError`` once, where it arrives (``from_answer``): an
-answer of the loop's client (``kube_http``: the informers, the Lease, the writers), an
-answer of the thread's client (``kube.request``), an ``ApiException`` of the generated
-client that ``metricsched explain`` still reads with (``kube.api_error``). Nothing past
-the edges looks at the kubernetes client's exceptions, and this module imports no client
-(the Lease's path holds none). ``message`` is the one reading of an error body's text,
+answer of the one client (``kube_http``: the informers, the Lease, the writers), read with
+its HTTP reason phrase where the kubernetes client used to give one (``Answer.
+phrased_error``: the policy status, the auth reviews, the command line). Nothing looks at
+the kubernetes client's exceptions, and this module imports no client (the Lease's path
+holds none). ``message`` is the one reading of an error body's text,
 and ``describe`` the one line that logs, probes and the command line show for whatever an
 API call raised. A failure that is not an answer (refused, reset, timed
 out) is raised as it is: only its caller knows whether the request may have landed.

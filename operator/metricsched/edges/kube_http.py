@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import http
 import logging
 import os
 import re
@@ -94,6 +95,22 @@ class Answer:
         """This error answer as an ``errors.ApiError`` (``fallback``: the message of an
         empty body)."""
         return errors.from_answer(self.status, self.data, fallback=fallback)
+
+    def phrased_error(self) -> errors.ApiError:
+        """This error answer as an ``errors.ApiError`` whose reason, and message when the
+        body is empty, is the HTTP reason phrase (``503: Service Unavailable``): what the
+        policy status, the auth reviews and the command line said of it on the kubernetes
+        client."""
+        phrase = reason_phrase(self.status)
+        return errors.from_answer(self.status, self.data, fallback=phrase, phrase=phrase)
+
+
+def reason_phrase(status: int) -> str:
+    """The HTTP reason phrase of ``status`` ("" for a code without one)."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def json_object(answer: Answer) -> dict[str, Any]:

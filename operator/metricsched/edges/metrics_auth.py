@@ -18,15 +18,28 @@ they stay plain HTTP on their own port.
 The certificate is read from a directory holding ``tls.crt`` and ``tls.key`` (a
 cert-manager or ``kubernetes.io/tls`` Secret mounted there) and re-read when it changes;
 without one, a self-signed certificate is made at start-up with ``openssl`` (as
-controller-runtime makes one in memory). Blocking calls here run on the HTTP server's
-request threads, never on the event loop.
+controller-runtime makes one in memory).
+
+The guard runs on the HTTP server's request threads (``http_server``: at most
+``MAX_HANDLER_THREADS`` per port, ``MAX_WAITING`` more queued, the rest answered 503), and
+its reviews are sent on the operator's event loop (``kube_http.AsyncApi``, one client for
+every API call): ``ApiReviews`` hands each to the loop (``run_coroutine_threadsafe``) and
+waits for it at most ``REVIEW_TIMEOUT_S`` plus ``LOOP_SLACK_S``, then cancels it and
+answers 500. A port flood therefore puts at most as many reviews on the loop as there
+are request threads, each bounded in time, and the unknown-token budget bounds how many
+of them are new tokens; a stuck loop costs a scrape a 500, never a thread forever. The
+reviews have a connection pool of their own, as small as the threads that use it, so
+they never wait behind (or hold up) a Binding. Kept on the kubernetes client in the
+threads, they would hold the same threads for the same time but keep a second client
+(urllib3, its pool, its errors) for two calls.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import hashlib
-import json
 import logging
 import os
 import ssl
@@ -34,11 +47,11 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
 
-from metricsched.edges import kube
+from metricsched.edges import kube, kube_http
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +64,7 @@ UNKNOWN_REVIEWS_PER_S = 1.0
 UNKNOWN_REVIEWS_BURST = 10
 MAX_TOKEN_CHARS = 16384  # service-account tokens are about 1 KiB
 REVIEW_TIMEOUT_S = 5.0
+LOOP_SLACK_S = 1.0  # a review waits this much past its own timeout for a busy loop
 CERT_RELOAD_CHECK_S = 10.0
 
 
@@ -88,20 +102,26 @@ class Reviews(Protocol):
 
 
 class ApiReviews:
-    """TokenReview and SubjectAccessReview through the operator's kubernetes ApiClient."""
+    """TokenReview and SubjectAccessReview on the operator's event loop ``loop``, through
+    ``api``; called from the HTTP server's request threads, never from ``loop`` itself."""
 
-    def __init__(self, api_client: Any, *, timeout_s: float = REVIEW_TIMEOUT_S) -> None:
-        self._api = kube.Api(api_client)
+    def __init__(
+        self,
+        api: kube_http.AsyncApi,
+        *,
+        loop: asyncio.AbstractEventLoop,
+        timeout_s: float = REVIEW_TIMEOUT_S,
+    ) -> None:
+        self._api = api
+        self._loop = loop
         self._timeout = timeout_s
 
     def token_review(self, token: str) -> User | None:
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview"}
-        resp = self._api.create_token_review(
-            {**body, "spec": {"token": token}},
-            _preload_content=False,
-            _request_timeout=self._timeout,
+        answer = self._post(
+            "apis/authentication.k8s.io/v1", "tokenreviews", {**body, "spec": {"token": token}}
         )
-        status = _json(resp).get("status") or {}
+        status = _json(answer).get("status") or {}
         if not status.get("authenticated"):
             return None
         user = status.get("user") or {}
@@ -124,18 +144,47 @@ class ApiReviews:
         if user.extra:
             spec["extra"] = {k: list(v) for k, v in user.extra}
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}
-        resp = self._api.create_subject_access_review(
-            {**body, "spec": spec}, _preload_content=False, _request_timeout=self._timeout
+        answer = self._post(
+            "apis/authorization.k8s.io/v1", "subjectaccessreviews", {**body, "spec": spec}
         )
-        status = _json(resp).get("status") or {}
+        status = _json(answer).get("status") or {}
         return bool(status.get("allowed")), str(status.get("reason", ""))
 
+    def _post(self, prefix: str, plural: str, body: dict[str, Any]) -> kube_http.Answer:
+        """POST ``body`` on the loop; this thread waits for the answer, within bounds."""
+        request = self._api.request(
+            "POST", kube.path(prefix, plural), body=body, timeout=kube_http.timeout(self._timeout)
+        )
+        return _on_loop(self._loop, request, wait_s=self._timeout + LOOP_SLACK_S)
 
-def _json(resp: Any) -> dict[str, Any]:
+
+def _on_loop(
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, kube_http.Answer],
+    *,
+    wait_s: float,
+) -> kube_http.Answer:
+    """``coro`` run on ``loop`` from another thread, waited for at most ``wait_s`` (then
+    cancelled: ``TimeoutError``)."""
     try:
-        return dict(json.loads(resp.data))
-    finally:
-        resp.release_conn()
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        coro.close()
+        raise RuntimeError("a review waited for on its own event loop would block it")
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    try:
+        return future.result(timeout=wait_s)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise
+
+
+def _json(answer: kube_http.Answer) -> dict[str, Any]:
+    if not answer.ok:
+        raise answer.phrased_error()
+    return kube_http.json_object(answer)
 
 
 class _TtlCache:
@@ -328,10 +377,13 @@ class SecureServing:
     guard: Guard
 
 
-def secure_serving(*, cert_dir: str | None, api_client: Any) -> SecureServing:
-    """HTTPS with the certificate of ``cert_dir`` (or a self-signed one) and API reviews."""
+def secure_serving(
+    *, cert_dir: str | None, api: kube_http.AsyncApi, loop: asyncio.AbstractEventLoop
+) -> SecureServing:
+    """HTTPS with the certificate of ``cert_dir`` (or a self-signed one) and API reviews
+    sent through ``api`` on ``loop``."""
     hostnames = (os.environ.get("HOSTNAME", ""),)
     return SecureServing(
         certificates=Certificates(cert_dir, hostnames=hostnames),
-        guard=ReviewGuard(ApiReviews(api_client)),
+        guard=ReviewGuard(ApiReviews(api, loop=loop)),
     )

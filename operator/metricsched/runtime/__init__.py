@@ -1,7 +1,8 @@
 """The operator's runtime: the state between the watches and the cycle.
 
-I/O happens only through ``metricsched.edges``, never here directly; blocking clients
-run in threads, never on the event loop.
+I/O happens only through ``metricsched.edges``, never here directly; the Kubernetes API
+on the event loop (``edges.kube_http``), the blocking Prometheus client in threads, never
+on the event loop.
 
 Modules:
 - ``operator``: the process, wiring every part below.

@@ -36,6 +36,7 @@ from metricsched.edges import (
     endpoints,
     errors,
     events,
+    http_server,
     kube,
     kube_http,
     logs,
@@ -71,9 +72,10 @@ TaskEndedError = supervise.TaskEndedError
 
 _SYNC_BACKOFF = (1.0, 30.0)
 _RELIST_INTERVAL_S = 300.0
-# Threads for the blocking calls (Prometheus queries, policy status, the auth reviews) and
-# the kubernetes client's connections for them: what ``--bind-concurrency 16`` gave them
-# (16 + 8) before the writers moved onto the loop (``edges.kube_http``), now fixed.
+# Threads for the blocking calls (the Prometheus queries): what ``--bind-concurrency 16``
+# gave them (16 + 8) before the writers moved onto the loop (``edges.kube_http``), now
+# fixed. Every Kubernetes API call is on the loop (the policy status and the auth reviews
+# too): the kubernetes client gives credentials only.
 BLOCKING_THREADS = 24
 
 
@@ -89,12 +91,9 @@ class Operator:
     def __init__(self, config: Config, api_client: Any) -> None:
         self.config = config
         self.api_client = api_client
-        # The API objects, named for what they serve. ``status_api``: the policy status,
-        # written from a worker thread (raw answers, no generated API classes loaded: see
-        # edges/kube.py).
-        self.status_api = kube.Api(api_client)
-        # ``writes``: the writers (Bindings, Events, pod status, Evictions) on the event
-        # loop, with a connection pool of their own: watches hold theirs for minutes, and
+        # The API objects, named for what they serve, all on the event loop.
+        # ``writes``: the writers (Bindings, Events, pod status, Evictions, policy status),
+        # with a connection pool of their own: watches hold theirs for minutes, and
         # a Binding must not wait behind them. Room for every Binding in flight and their
         # Events. ``reads`` (below): the informers, the LISTs and the NodeMetrics LIST.
         self.writes = kube_http.AsyncApi(api_client, limit=config.bind_concurrency + 16)
@@ -155,7 +154,7 @@ class Operator:
             mark=self._mark_status,
         )
         self.status = status_mod.PolicyStatus(
-            api=self.status_api,
+            api=self.writes,
             policies=lambda: self.cache.policies,
             nodes=self.cache.nodes,
             counters=self._counters,
@@ -169,6 +168,10 @@ class Operator:
         # ``reads``: the API on the event loop for the informers, the reconciler's LISTs
         # and the refresher's NodeMetrics LIST.
         self.reads = kube_http.AsyncApi(api_client)
+        # ``reviews``: the TokenReviews and SubjectAccessReviews of /metrics (secure
+        # serving), sent on the loop for the HTTP server's request threads, in a pool as
+        # small as those threads (edges/metrics_auth.py).
+        self.reviews = kube_http.AsyncApi(api_client, limit=http_server.MAX_HANDLER_THREADS)
         self.refresher = refresher_mod.Refresher(
             source=self.source,
             kube=self.reads,
@@ -417,7 +420,7 @@ class Operator:
             health=self.health,
             metrics=self.metrics,
             secure=metrics_auth.secure_serving(
-                cert_dir=self.config.metrics_cert_dir, api_client=self.api_client
+                cert_dir=self.config.metrics_cert_dir, api=self.reviews, loop=loop
             )
             if self.config.metrics_secure
             else None,
@@ -425,9 +428,9 @@ class Operator:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop.set)
-        # The blocking calls (Prometheus queries, policy status, the auth reviews) run in
-        # threads; the writers no longer do (they are on the loop): a fixed pool, no
-        # longer sized by ``--bind-concurrency``.
+        # The blocking calls (the Prometheus queries) run in threads; the Kubernetes API
+        # calls no longer do (they are on the loop): a fixed pool, no longer sized by
+        # ``--bind-concurrency``.
         loop.set_default_executor(
             concurrent.futures.ThreadPoolExecutor(
                 max_workers=BLOCKING_THREADS, thread_name_prefix="api"
@@ -512,6 +515,7 @@ class Operator:
             if self._informers_first is not None:
                 self._informers_first.cancel()
             await self.reads.close()
+            await self.reviews.close()
         if self.lost:
             raise LeadershipLostError("lost the scheduling lease")
         if ended is not None:

@@ -9,6 +9,8 @@
   saw on the policy (every replica watches it) is the base its own counts add to.
 - A failed write is logged and retried at the next pass; nothing here ever raises into
   the operator.
+- The PATCH goes out on the event loop (``kube_http.AsyncApi``, the writers' pool): one
+  writer task, one request at a time, no thread.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from metricsched.core import api_formats, estimate, model, policy, scoring
-from metricsched.edges import errors, kube, observe, query_rounds
+from metricsched.edges import errors, kube, kube_http, observe, query_rounds
 
 logger = logging.getLogger("metricsched.status")
 
 GROUP, VERSION, PLURAL = "metricsched.io", "v1alpha1", "schedulingpolicies"
+# A status PATCH ends within this (connecting within ``kube_http.CONNECT_S``): the thread's
+# client gave it 5 s to connect and 10 s to read.
+WRITE_TIMEOUT_S = 15.0
 
 LEARNED_CONDITION = "LearnedEstimateApplied"
 """Shown by policies with a metric whose estimate learns: False while their decisions
@@ -77,7 +82,7 @@ class PolicyStatus:
     def __init__(
         self,
         *,
-        api: kube.Api,
+        api: kube_http.AsyncApi,
         policies: Callable[[], Mapping[model.PolicyKey, model.Policy]],
         nodes: Callable[[], list[model.NodeInfo]],
         counters: Callable[[model.PolicyKey], tuple[int, int]],
@@ -206,7 +211,15 @@ class PolicyStatus:
         namespace, _, name = key.partition("/")
         self._metrics.api_writes.labels(kind="status").inc()  # policy status patch
         try:
-            await asyncio.to_thread(self._patch_blocking, namespace, name, status)
+            answer = await self._api.request(
+                "PATCH",
+                kube.path(f"apis/{GROUP}/{VERSION}/namespaces", namespace, PLURAL, name, "status"),
+                body={"status": status},
+                content_type="application/merge-patch+json",
+                timeout=kube_http.timeout(WRITE_TIMEOUT_S),
+            )
+            if not answer.ok:
+                raise answer.phrased_error()
         except errors.ApiError as e:
             if e.status == 404:
                 return True  # deleted meanwhile: nothing to write, nothing to retry
@@ -216,21 +229,6 @@ class PolicyStatus:
             logger.warning("could not write status of %s: %s", key, errors.describe(e))
             return False
         return True
-
-    def _patch_blocking(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        kube.read_and_release(
-            self._api.patch_namespaced_custom_object_status(
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-                {"status": status},
-                _content_type="application/merge-patch+json",
-                _preload_content=False,
-                _request_timeout=(5.0, 10.0),
-            )
-        )
 
     # --- derivation ------------------------------------------------------------------------
 

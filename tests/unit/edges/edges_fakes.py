@@ -22,7 +22,7 @@ import kubernetes.client
 import pytest
 
 from metricsched.core import model
-from metricsched.edges import kube, kube_http, observe, prometheus
+from metricsched.edges import kube_http, observe, prometheus
 
 T = TypeVar("T")
 
@@ -269,18 +269,6 @@ def fake_kube() -> Iterator[FakeServer]:
     server = FakeServer(kube_default)
     yield server
     server.close()
-
-
-def api(url: str) -> kube.Api:
-    """The API object production passes to the edges (``kube.Api``), aimed at ``url``."""
-    configuration = kubernetes.client.Configuration()
-    configuration.host = url
-    return kube.Api(kubernetes.client.ApiClient(configuration))
-
-
-@pytest.fixture
-def kube_api(fake_kube: FakeServer) -> kube.Api:
-    return api(fake_kube.url)
 
 
 class Runner:

@@ -1,15 +1,15 @@
 """One error vocabulary (``edges.errors``): one reading of an API error's message, the same
-for an answer of the event-loop client, an error of the thread's client, an ApiException of
-the generated client and a writer's failure; and the text each reader shows, unchanged."""
+for an answer of the event-loop client, an answer read with its HTTP reason phrase (the
+policy status, the auth reviews, the command line: what the kubernetes client said) and a
+writer's failure; and the text each reader shows, unchanged."""
 
 from __future__ import annotations
 
-import kubernetes.client.exceptions
 import orjson
 import pytest
 
 from metricsched import cli
-from metricsched.edges import errors, kube, kube_http, metrics_auth, wire
+from metricsched.edges import errors, kube_http, metrics_auth, wire
 
 STATUS = orjson.dumps({"kind": "Status", "message": 'pods "p" not found', "code": 404})
 
@@ -40,10 +40,9 @@ def test_bytes_that_are_not_utf8_are_read_with_replacements() -> None:
     assert errors.message(b"bad \xff gateway") == "bad \ufffd gateway"
 
 
-def _api_exception(status: int, reason: str, body: bytes | str) -> Exception:
-    e = kubernetes.client.exceptions.ApiException(status=status, reason=reason)
-    e.body = body
-    return e
+def _phrased(status: int, body: bytes) -> errors.ApiError:
+    """An error answer read as the policy status, the reviews and the command line read it."""
+    return kube_http.Answer(status, body).phrased_error()
 
 
 @pytest.mark.parametrize(
@@ -55,27 +54,26 @@ def test_every_reader_gives_the_same_message(body: bytes, message: str) -> None:
     assert (error.status, error.message) == (404, message)
     written = wire.answer_error(kube_http.Answer(404, body))
     assert (written.status, written.message) == (404, message)
-    e = _api_exception(404, "Not Found", body)
-    thread_error = kube.api_error(e)
-    assert isinstance(thread_error, errors.ApiError)
-    assert (thread_error.status, thread_error.message) == (404, message)
-    assert errors.describe(kube.api_error(e)) == f"HTTP 404: {message}"
+    phrased = _phrased(404, body)
+    assert (phrased.status, phrased.message) == (404, message)
+    assert errors.describe(phrased) == f"HTTP 404: {message}"
     assert errors.describe(error) == errors.describe(written) == f"HTTP 404: {message}"
 
 
-def test_an_api_exception_without_a_body_gives_its_reason() -> None:
-    e = _api_exception(503, "Service Unavailable", "")
-    assert errors.describe(kube.api_error(e)) == "HTTP 503: Service Unavailable"
-    assert str(kube.api_error(e)) == "503: Service Unavailable"
+def test_an_answer_without_a_body_read_with_its_phrase_gives_the_phrase() -> None:
+    e = _phrased(503, b"")
+    assert errors.describe(e) == "HTTP 503: Service Unavailable"
+    assert str(e) == "503: Service Unavailable"
+    assert str(_phrased(599, b"")) == "599: "  # a code without a phrase
 
 
 # --- the messages people read, pinned: each reader's text for the same failures -----------
 
 
-def test_explain_says_an_api_error_of_either_client_as_http_status_and_message() -> None:
+def test_explain_says_an_api_error_of_either_reading_as_http_status_and_message() -> None:
     loop_error = kube_http.Answer(403, orjson.dumps({"message": "no"})).error()
-    thread_error = _api_exception(403, "Forbidden", orjson.dumps({"message": "no"}))
-    for error in (loop_error, thread_error):
+    phrased = _phrased(403, orjson.dumps({"message": "no"}))
+    for error in (loop_error, phrased):
         assert cli.explain_failure(error).startswith("not allowed: HTTP 403: no. explain reads")
     server_error = kube_http.Answer(500, b"etcd unavailable").error()
     assert cli.explain_failure(server_error) == (
@@ -93,7 +91,7 @@ def test_an_error_answer_without_a_body_keeps_each_readers_text() -> None:
 
 def test_a_transport_error_is_its_type_and_text() -> None:
     e = ConnectionRefusedError("connection refused")
-    assert errors.describe(kube.api_error(e)) == "ConnectionRefusedError: connection refused"
+    assert errors.describe(e) == "ConnectionRefusedError: connection refused"
     assert wire.transport_message(e) == "ConnectionRefusedError: connection refused"
     assert cli.explain_failure(e) == (
         "the API server could not be read: ConnectionRefusedError: connection refused"
@@ -107,20 +105,18 @@ def test_the_lease_says_an_api_error_as_http_status_and_message() -> None:
 
 
 def test_a_long_message_is_cut_to_one_line_of_1024_characters() -> None:
-    e = _api_exception(500, "Internal Server Error", b"y" * 5000)
-    assert errors.describe(kube.api_error(e)) == ("HTTP 500: " + "y" * 2000)[:1024]
+    e = _phrased(500, b"y" * 5000)
+    assert errors.describe(e) == ("HTTP 500: " + "y" * 2000)[:1024]
 
 
 def test_an_error_carries_the_status_reason_of_its_body() -> None:
     body = orjson.dumps({"kind": "Status", "reason": "AlreadyExists", "message": "exists"})
     error = kube_http.Answer(409, body).error()
     assert (error.status, error.reason, error.message) == (409, "AlreadyExists", "exists")
-    unavailable = kube.api_error(_api_exception(503, "Service Unavailable", ""))
-    assert isinstance(unavailable, errors.ApiError)
+    unavailable = _phrased(503, b"")
     assert unavailable.reason == "Service Unavailable"
 
 
 def test_a_failed_review_is_logged_as_status_and_reason_phrase() -> None:
-    forbidden = kube.api_error(_api_exception(403, "Forbidden", orjson.dumps({"reason": "x"})))
-    assert isinstance(forbidden, errors.ApiError)
+    forbidden = _phrased(403, orjson.dumps({"reason": "x"}))
     assert metrics_auth._short(forbidden) == "403 Forbidden"

@@ -10,12 +10,12 @@ import os
 from typing import Any
 
 import kubernetes.client
-import kubernetes.client.exceptions
+import orjson
 import pytest
 
 from metricsched import cli
 from metricsched.core import decision_record, explain
-from metricsched.edges import errors
+from metricsched.edges import errors, kube_http
 from metricsched.runtime import operator as operator_mod
 
 FORGED = json.dumps(
@@ -93,30 +93,35 @@ def test_a_rule_the_deployment_takes_from_elsewhere_is_not_guessed():
         cli.operator_rules_env(_deployment(env))
 
 
-class _Raw:
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.data = json.dumps(body).encode()
-
-    def release_conn(self) -> None:
-        pass
+FORBIDDEN = kube_http.Answer(403, b"")  # what a LIST of nodes answers a namespace-scoped user
 
 
-def _forbidden(*_: Any, **__: Any) -> Any:
-    raise kubernetes.client.exceptions.ApiException(
-        status=403, reason="Forbidden"
-    )  # what a LIST of nodes answers a namespace-scoped user
+def _answering(monkeypatch: pytest.MonkeyPatch, answers: dict[str, kube_http.Answer]) -> None:
+    """The API server as explain's reads see it: the answer of each path (404 if none),
+    with a real kubernetes ApiClient for credentials."""
+    monkeypatch.setattr(
+        operator_mod, "load_api_client", lambda *_, **__: kubernetes.client.ApiClient()
+    )
+
+    async def request(self: Any, method: str, path: str, **_: Any) -> kube_http.Answer:
+        assert method == "GET"
+        return answers.get(path, kube_http.Answer(404, b""))
+
+    monkeypatch.setattr(kube_http.AsyncApi, "request", request)
+
+
+POD_PATH = "/api/v1/namespaces/shop/pods/web"
+POLICIES_PATH = "/apis/metricsched.io/v1alpha1/namespaces/shop/schedulingpolicies"
+DEPLOYMENT_PATH = "/apis/apps/v1/namespaces/metricsched/deployments/metricsched"
 
 
 def test_a_namespace_scoped_user_gets_one_line_not_a_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pod = {"metadata": {"name": "web", "namespace": "shop", "uid": "u"}, "spec": {}}
-    monkeypatch.setattr(operator_mod, "load_api_client", lambda *_, **__: object())
-    monkeypatch.setattr(
-        kubernetes.client.CoreV1Api, "read_namespaced_pod", lambda *_, **__: _Raw(pod)
-    )
-    monkeypatch.setattr(
-        kubernetes.client.CustomObjectsApi, "list_namespaced_custom_object", _forbidden
+    _answering(
+        monkeypatch,
+        {POD_PATH: kube_http.Answer(200, orjson.dumps(pod)), POLICIES_PATH: FORBIDDEN},
     )
 
     async def listing_forbidden(self: Any) -> None:  # the informers' first LIST
@@ -149,12 +154,9 @@ def test_the_operator_flag_applies_its_rules_over_the_callers_environment(
 ) -> None:
     seen: list[Any] = []
     monkeypatch.setattr(cli, "explain_pod", lambda config, *_, **__: seen.append(config) or 0)
-    monkeypatch.setattr(operator_mod, "load_api_client", lambda *_, **__: object())
     env = [{"name": "METRICSCHED_QUERY_ALLOWED_METRICS", "value": "node_*,up"}]
-    monkeypatch.setattr(
-        kubernetes.client.AppsV1Api,
-        "read_namespaced_deployment",
-        lambda self, name, namespace, **_: _Raw(_deployment(env)),
+    _answering(
+        monkeypatch, {DEPLOYMENT_PATH: kube_http.Answer(200, orjson.dumps(_deployment(env)))}
     )
     monkeypatch.setenv("METRICSCHED_QUERY_REQUIRED_MATCHERS", "cluster=dev")
     assert cli.main(["explain", "shop/web", "--operator", "metricsched/metricsched"]) == 0
@@ -169,9 +171,9 @@ def test_the_operator_flag_applies_its_rules_over_the_callers_environment(
 def test_an_unreadable_operator_deployment_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(operator_mod, "load_api_client", lambda *_, **__: object())
-    monkeypatch.setattr(kubernetes.client.AppsV1Api, "read_namespaced_deployment", _forbidden)
+    _answering(monkeypatch, {DEPLOYMENT_PATH: FORBIDDEN})
     assert cli.main(["explain", "shop/web", "--operator", "metricsched/metricsched"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("metricsched explain: cannot read the operator's query rules")
+    assert "HTTP 403: Forbidden" in err  # the reason phrase, as the kubernetes client said
     assert "Traceback" not in err

@@ -1,4 +1,5 @@
-"""The load model's modules (hack/loadmodel_core.py, hack/loadmodel.py, hack/json_http.py),
+"""The load model's modules (hack/loadmodel_core.py, hack/loadmodel.py, hack/json_http.py,
+hack/kube_sync.py),
 loaded from their files (hack/ is not a package), and raw bodies of the kind its watches
 receive."""
 
@@ -25,6 +26,7 @@ def _load(name: str, file: str) -> ModuleType:
 
 
 _load("json_http", "json_http.py")  # hack/exporter.py and hack/loadmodel.py import this name
+_load("kube_sync", "kube_sync.py")  # hack/loadmodel.py imports this name
 core = _load("loadmodel_core", "loadmodel_core.py")  # hack/loadmodel.py imports this name
 loadmodel = _load("hack_loadmodel", "loadmodel.py")
 

@@ -1,11 +1,19 @@
-"""The load model reads a paged LIST whole: every page's items, the first page's version."""
+"""The load model reads a paged LIST whole: every page's items, the first page's version,
+each page asked with its limit, selector and continue token."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import sys
+import threading
 from typing import Any
 
+import kubernetes.client
+
 from tests.unit.load_model.conftest import loadmodel
+
+kube_sync = sys.modules["kube_sync"]  # hack/kube_sync.py, loaded by the conftest
 
 
 class _Raw:
@@ -39,3 +47,36 @@ def test_every_page_is_read_and_the_version_is_the_first_page_s() -> None:
     assert [item["metadata"]["name"] for item in items] == ["a", "b", "c"]
     assert version == "rv-0"
     assert asked == [None, "1", "2"]
+
+
+def test_each_page_is_asked_with_its_limit_selector_and_continue_token() -> None:
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            raw = json.dumps({"metadata": {"resourceVersion": "7"}, "items": []}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        configuration = kubernetes.client.Configuration()
+        configuration.host = f"http://127.0.0.1:{server.server_address[1]}"
+        client = kubernetes.client.ApiClient(configuration)
+        fetch = loadmodel.lister(client, "/api/v1/pods", "app=web,tier in (a)")
+        assert loadmodel.list_all(fetch) == ([], "7")
+        kube_sync.read_json(fetch("tok/1"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == [
+        "/api/v1/pods?limit=500&labelSelector=app%3Dweb%2Ctier+in+%28a%29",
+        "/api/v1/pods?limit=500&labelSelector=app%3Dweb%2Ctier+in+%28a%29&continue=tok%2F1",
+    ]

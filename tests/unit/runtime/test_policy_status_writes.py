@@ -9,28 +9,30 @@ from typing import Any
 import pytest
 
 from metricsched.core import model, policy
-from metricsched.edges import observe
+from metricsched.edges import kube_http, observe
 from metricsched.runtime import status as status_mod
 
 
-class _Raw:
-    data = b"{}"
+class FakeApi:
+    """``kube_http.AsyncApi`` as the status writer uses it: ``request``, answering
+    ``answer`` (or raising ``fail``), each PATCH kept as (policy key, status)."""
 
-    def release_conn(self) -> None:
-        pass
-
-
-class FakeCustom:
     def __init__(self) -> None:
         self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.sent: list[tuple[str, str, str]] = []  # method, path, content type
         self.fail: BaseException | None = None
+        self.answer = kube_http.Answer(200, b"{}")
 
-    def patch_namespaced_custom_object_status(self, *args: Any, **_: Any) -> _Raw:
+    async def request(
+        self, method: str, path: str, *, body: Any = None, content_type: str, **_: Any
+    ) -> kube_http.Answer:
         if self.fail is not None:
             raise self.fail
-        _group, _version, namespace, _plural, name, body = args
-        self.patches.append((f"{namespace}/{name}", body["status"]))
-        return _Raw()
+        self.sent.append((method, path, content_type))
+        if self.answer.ok:
+            *_prefix, namespace, _plural, name, _status = path.split("/")
+            self.patches.append((f"{namespace}/{name}", body["status"]))
+        return self.answer
 
 
 class Clock:
@@ -67,7 +69,7 @@ def _body(name: str, *, generation: int = 1, status: dict[str, Any] | None = Non
 
 class Rig:
     def __init__(self) -> None:
-        self.api = FakeCustom()
+        self.api = FakeApi()
         self.clock = Clock()
         self.policies: dict[model.PolicyKey, model.Policy] = {}
         self.counts: dict[model.PolicyKey, tuple[int, int]] = {}
@@ -155,3 +157,38 @@ def test_the_written_status_round_trips_as_json(rig: Rig) -> None:
     (_, status) = rig.api.patches[0]
     assert json.loads(json.dumps(status))["observedGeneration"] == 1
     assert {c["type"] for c in status["conditions"]} == {"Ready", "MetricsAvailable"}
+
+
+def test_the_status_is_merge_patched_on_the_status_subresource(rig: Rig) -> None:
+    rig.status.start_leading()
+    rig.add("a")
+    assert rig.write() == 1
+    assert rig.api.sent == [
+        (
+            "PATCH",
+            "/apis/metricsched.io/v1alpha1/namespaces/shop/schedulingpolicies/a/status",
+            "application/merge-patch+json",
+        )
+    ]
+
+
+def test_an_error_answer_is_retried_later_and_never_raises(rig: Rig) -> None:
+    rig.status.start_leading()
+    rig.add("a")
+    rig.api.answer = kube_http.Answer(503, b"")
+    assert rig.write() == 0
+    rig.api.answer = kube_http.Answer(200, b"{}")
+    rig.clock.now += 15
+    assert rig.write() == 1
+
+
+def test_a_policy_deleted_meanwhile_is_not_written_again(rig: Rig) -> None:
+    rig.status.start_leading()
+    key = rig.add("a")
+    rig.api.answer = kube_http.Answer(404, b"")
+    rig.write()
+    rig.api.answer = kube_http.Answer(200, b"{}")
+    rig.clock.now += 60
+    rig.status.mark(key)
+    assert rig.write() == 0  # the 404 counted as written: the same status is not sent again
+    assert len(rig.api.sent) == 1
