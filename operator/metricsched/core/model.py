@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any, ClassVar, Final, Literal, NewType, Protocol
+from typing import Any, ClassVar, Final, Literal, NewType, Protocol, runtime_checkable
 
 from metricsched.core import versions
 
@@ -350,61 +350,6 @@ class FallbackStrategy(enum.StrEnum):
     WAIT = "Wait"
 
 
-class MetricSource(Protocol):
-    """Where a metric's per-node values come from: what the cycle, the refresher and
-    status ask of a source without asking which one it is (``spec.metrics[]`` has exactly
-    one of ``prometheus``, ``nodeAnnotation``, ``metricsServer``)."""
-
-    # The CRD field that declares it; also the source's name in logs and status.
-    field: ClassVar[str]
-    # Values come from the refresher through the metric store, refreshed and aging
-    # (False: read off the node objects, always current).
-    refreshed: ClassVar[bool]
-    # A placed pod moves its values before the samples show it: an estimate applies.
-    moves_with_binds: ClassVar[bool]
-    # How the Scheduled event names the source after the metric ("" : not named, the
-    # policy's default kind of source).
-    event_label: ClassVar[str]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PrometheusSource:
-    field: ClassVar[str] = "prometheus"
-    refreshed: ClassVar[bool] = True
-    moves_with_binds: ClassVar[bool] = True
-    event_label: ClassVar[str] = ""
-
-    query: str
-    node_label: str  # label naming the node (node name or address / host:port)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AnnotationSource:
-    field: ClassVar[str] = "nodeAnnotation"
-    refreshed: ClassVar[bool] = False
-    moves_with_binds: ClassVar[bool] = False
-    event_label: ClassVar[str] = ""
-
-    annotation: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class MetricsServerSource:
-    """A node's usage of ``resource`` in ``metrics.k8s.io`` NodeMetrics over its
-    allocatable: a utilisation ratio (0.5 = half the allocatable in use)."""
-
-    field: ClassVar[str] = "metricsServer"
-    refreshed: ClassVar[bool] = True
-    moves_with_binds: ClassVar[bool] = True
-    event_label: ClassVar[str] = "metrics-server"
-
-    resource: EstimateResource  # cpu or memory, the resources NodeMetrics carries
-
-
-# Every source there is (the parser builds one; ``MetricSource`` is what callers ask).
-AnySource = PrometheusSource | AnnotationSource | MetricsServerSource
-
-
 class EstimateFrom(enum.StrEnum):
     """Where a metric's estimate of a placed pod's effect comes from (``estimate.from``)."""
 
@@ -421,6 +366,125 @@ class EstimateFrom(enum.StrEnum):
 class EstimateResource(enum.StrEnum):
     CPU = "cpu"
     MEMORY = "memory"
+
+
+@runtime_checkable
+class MetricSource(Protocol):
+    """Where a metric's per-node values come from: what the cycle, the estimates, the
+    refresher and status ask of a source without asking which one it is
+    (``spec.metrics[]`` has exactly one of ``prometheus``, ``nodeAnnotation``,
+    ``metricsServer``). Each member answers one question; a new source answers them all
+    (mypy checks every ``AnySource`` where a ``MetricSource`` is taken, and
+    ``tests/unit/policy/test_metric_source_protocol.py`` checks each against the others)."""
+
+    # The CRD field that declares it; also the source's name in logs and status.
+    field: ClassVar[str]
+    # Values come from the refresher through the metric store, refreshed and aging
+    # (False: read off the node objects, always current).
+    refreshed: ClassVar[bool]
+    # A placed pod moves its values before the samples show it: an estimate applies.
+    moves_with_binds: ClassVar[bool]
+    # How the Scheduled event names the source after the metric ("" : not named, the
+    # policy's default kind of source).
+    event_label: ClassVar[str]
+    # The estimate of a thresholded utilisation metric that declares none: Measured where
+    # Prometheus can measure the pods, Requests where the cluster may have no Prometheus
+    # (``core.policy_estimate``); None where values never move with binds.
+    default_estimate: ClassVar[EstimateFrom]
+
+    @property
+    def node_annotation(self) -> str | None:
+        """The node annotation its values are read from (None: not read off the nodes)."""
+        ...
+
+    @property
+    def prometheus(self) -> PrometheusSource | None:
+        """The query (and node label) a Prometheus round fetches it with (None: not
+        fetched from Prometheus)."""
+        ...
+
+    @property
+    def node_metrics(self) -> EstimateResource | None:
+        """The resource of ``metrics.k8s.io`` NodeMetrics it is the utilisation of, read
+        by the refresher's one LIST (None: not read there)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PrometheusSource:
+    field: ClassVar[str] = "prometheus"
+    refreshed: ClassVar[bool] = True
+    moves_with_binds: ClassVar[bool] = True
+    event_label: ClassVar[str] = ""
+    default_estimate: ClassVar[EstimateFrom] = EstimateFrom.MEASURED
+
+    query: str
+    node_label: str  # label naming the node (node name or address / host:port)
+
+    @property
+    def node_annotation(self) -> None:
+        return None
+
+    @property
+    def prometheus(self) -> PrometheusSource:
+        return self
+
+    @property
+    def node_metrics(self) -> None:
+        return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AnnotationSource:
+    field: ClassVar[str] = "nodeAnnotation"
+    refreshed: ClassVar[bool] = False
+    moves_with_binds: ClassVar[bool] = False
+    event_label: ClassVar[str] = ""
+    default_estimate: ClassVar[EstimateFrom] = EstimateFrom.NONE
+
+    annotation: str
+
+    @property
+    def node_annotation(self) -> str:
+        return self.annotation
+
+    @property
+    def prometheus(self) -> None:
+        return None
+
+    @property
+    def node_metrics(self) -> None:
+        return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricsServerSource:
+    """A node's usage of ``resource`` in ``metrics.k8s.io`` NodeMetrics over its
+    allocatable: a utilisation ratio (0.5 = half the allocatable in use)."""
+
+    field: ClassVar[str] = "metricsServer"
+    refreshed: ClassVar[bool] = True
+    moves_with_binds: ClassVar[bool] = True
+    event_label: ClassVar[str] = "metrics-server"
+    default_estimate: ClassVar[EstimateFrom] = EstimateFrom.REQUESTS
+
+    resource: EstimateResource  # cpu or memory, the resources NodeMetrics carries
+
+    @property
+    def node_annotation(self) -> None:
+        return None
+
+    @property
+    def prometheus(self) -> None:
+        return None
+
+    @property
+    def node_metrics(self) -> EstimateResource:
+        return self.resource
+
+
+# Every source there is (the parser builds one; ``MetricSource`` is what callers ask).
+AnySource = PrometheusSource | AnnotationSource | MetricsServerSource
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ No I/O here: no clients, no clocks, no logging.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Final
 
 from metricsched.core import model, policy_defaults, policy_fields, quantity
@@ -20,6 +21,11 @@ METRICS_SERVER_SETTLE_S: Final = 120.0
 """How long a placed pod's requests count on a metricsServer metric with no estimate
 declared: NodeMetrics cover a window of metrics-server's resolution (60 s by default)
 ending at their timestamp, so two of them hold the pod's own usage."""
+DEFAULT_SETTLE_S: Final[Mapping[model.EstimateFrom, float]] = {
+    model.EstimateFrom.MEASURED: MEASURED_SETTLE_S,
+    model.EstimateFrom.REQUESTS: METRICS_SERVER_SETTLE_S,
+}
+"""The settleTime of each source's ``default_estimate`` (``model.MetricSource``)."""
 _RESOURCE_WORDS: Final = (
     (model.EstimateResource.CPU, re.compile(r"cpu", re.IGNORECASE)),
     (model.EstimateResource.MEMORY, re.compile(r"memory|\bmem_|_mem_", re.IGNORECASE)),
@@ -28,7 +34,7 @@ _NOT_USAGE: Final = re.compile(r"temp|thrott|pressure|psi|freq|hz\b|cores?_count
 
 
 def inferred_resource(
-    source: model.AnySource | None,
+    source: model.MetricSource | None,
     threshold: tuple[float | None, float | None],
 ) -> model.EstimateResource | None:
     """The resource a threshold-only metric measures the utilisation of, read from its
@@ -36,13 +42,15 @@ def inferred_resource(
     (temperature, throttling, pressure, frequency), and a threshold within 0..1 (a
     ratio). None: not a utilisation metric we can model (latency, errors, price). A
     metrics-server metric is its resource's utilisation by definition."""
-    if isinstance(source, model.MetricsServerSource):
-        return source.resource
-    if not isinstance(source, model.PrometheusSource):
+    if source is None:
+        return None
+    if source.node_metrics is not None:
+        return source.node_metrics
+    if source.prometheus is None:
         return None
     if any(bound is not None and not 0.0 <= bound <= 1.0 for bound in threshold):
         return None
-    query = source.query
+    query = source.prometheus.query
     if _NOT_USAGE.search(query):
         return None
     found = [resource for resource, words in _RESOURCE_WORDS if words.search(query)]
@@ -54,7 +62,7 @@ def estimate_spec(
     *,
     path: str,
     problems: policy_fields.Problems,
-    metric_source: model.AnySource | None,
+    metric_source: model.MetricSource | None,
     threshold: tuple[float | None, float | None] | None,
 ) -> model.EstimateSpec | None:
     """``estimate`` of a metric whose source and threshold (None: unreadable) are
@@ -69,18 +77,13 @@ def estimate_spec(
     if raw is None:
         has_threshold = threshold is not None and threshold != (None, None)
         inferred = inferred_resource(metric_source, threshold) if threshold is not None else None
-        measured_default = isinstance(metric_source, model.PrometheusSource)
-        if has_threshold and inferred is not None and not measured_default:
+        default = (
+            model.EstimateFrom.NONE if metric_source is None else metric_source.default_estimate
+        )
+        if has_threshold and inferred is not None and default is not model.EstimateFrom.NONE:
             return model.EstimateSpec(
-                source=model.EstimateFrom.REQUESTS,
-                settle_s=METRICS_SERVER_SETTLE_S,
-                resource=inferred,
-                declared=False,
-            )
-        if has_threshold and inferred is not None:
-            return model.EstimateSpec(
-                source=model.EstimateFrom.MEASURED,
-                settle_s=MEASURED_SETTLE_S,
+                source=default,
+                settle_s=DEFAULT_SETTLE_S[default],
                 resource=inferred,
                 declared=False,
             )

@@ -121,9 +121,8 @@ def metric_samples(
     when it was refreshed (-inf: no sample; +inf for annotations, always current), the
     cycle's path: the values of every node are laid out once per refresh (or per change
     of the nodes, for annotations) and kept in ``memo``."""
-    source = metric.source
-    if isinstance(source, model.AnnotationSource):
-        key = source.annotation
+    key = metric.source.node_annotation
+    if key is not None:
         every = memo.per_table(
             "annotation-values",
             key,
@@ -156,9 +155,9 @@ def metric_column(
 ) -> Column:
     """The fresh value of ``metric`` on each of ``nodes`` (for ``explain`` and shadow
     reports; the cycle uses ``metric_values``)."""
-    source = metric.source
-    if isinstance(source, model.AnnotationSource):
-        values = _annotation_values(source.annotation, nodes)
+    key = metric.source.node_annotation
+    if key is not None:
+        values = _annotation_values(key, nodes)
     else:
         series = metrics.get(model.MetricKey(policy=policy.key, metric=metric.name))
         if series is None:

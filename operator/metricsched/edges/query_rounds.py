@@ -63,10 +63,11 @@ def verdicts(
     found: dict[tuple[str, str], str | None] = {}
     for policy in policies:
         for spec in policy.metrics:
-            if isinstance(spec.source, model.PrometheusSource):
-                key = (spec.source.query, policy.namespace)
+            source = spec.source.prometheus
+            if source is not None:
+                key = (source.query, policy.namespace)
                 if key not in found:
-                    found[key] = guard.check(spec.source.query, namespace=policy.namespace)
+                    found[key] = guard.check(source.query, namespace=policy.namespace)
     return found
 
 
@@ -92,13 +93,14 @@ def guarded_query_groups(
     groups: dict[tuple[str, str, str | None], Members] = {}
     for policy in policies:
         for spec in policy.metrics:
-            if isinstance(spec.source, model.PrometheusSource):
-                query = spec.source.query
+            source = spec.source.prometheus
+            if source is not None:
+                query = source.query
                 if (query, policy.namespace) in known:
                     refusal = known[(query, policy.namespace)]
                 else:
                     refusal = guard.check(query, namespace=policy.namespace)
-                key = (query, spec.source.node_label, refusal)
+                key = (query, source.node_label, refusal)
                 groups.setdefault(key, []).append((policy, spec))
     return [
         (QueryKey(query, node_label, members[0][0].namespace, refusal), members)

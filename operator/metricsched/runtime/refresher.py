@@ -261,11 +261,7 @@ class Refresher:
                 self._kube, nodes=nodes, now=now, timeout_s=self._deadline
             )
         for resource, series in usage.series.items():
-            group = [
-                (p, m)
-                for p, m in members
-                if isinstance(m.source, model.MetricsServerSource) and m.source.resource is resource
-            ]
+            group = [(p, m) for p, m in members if m.source.node_metrics is resource]
             if not group:
                 continue
             report = prom.QueryReport(
@@ -382,12 +378,7 @@ def _metrics_server_members(
     policies: Collection[model.Policy],
 ) -> list[tuple[model.Policy, model.MetricSpec]]:
     """The metrics of ``policies`` read from the resource metrics API."""
-    return [
-        (p, m)
-        for p in policies
-        for m in p.metrics
-        if isinstance(m.source, model.MetricsServerSource)
-    ]
+    return [(p, m) for p in policies for m in p.metrics if m.source.node_metrics is not None]
 
 
 def _measured(policies: Collection[model.Policy]) -> list[model.MetricKey]:

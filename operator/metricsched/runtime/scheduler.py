@@ -219,7 +219,7 @@ class Scheduler:
                     p.key
                     for p in self.cache.policies.values()
                     if any(
-                        isinstance(m.source, model.AnnotationSource) and m.source.annotation in keys
+                        m.source.node_annotation is not None and m.source.node_annotation in keys
                         for m in p.metrics
                     )
                 ),

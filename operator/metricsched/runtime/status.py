@@ -246,12 +246,12 @@ class PolicyStatus:
         if pol is not None:
             nodes = self._nodes()
             for m in pol.metrics:
-                if isinstance(m.source, model.AnnotationSource):
+                annotation = m.source.node_annotation
+                if annotation is not None:
                     n = sum(
                         1
                         for node in nodes
-                        if scoring.annotation_value(node.annotations.get(m.source.annotation))
-                        is not None
+                        if scoring.annotation_value(node.annotations.get(annotation)) is not None
                     )
                     metrics_status.append(
                         {
