@@ -734,6 +734,9 @@ class PodUsage:
     starting_cpu: Mapping[str, float] = dataclasses.field(default_factory=dict)
     starting_memory: Mapping[str, float] = dataclasses.field(default_factory=dict)
     starting_pods: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    # When each workload's settled quantile was last measured (unix time): ``at`` for
+    # those measured in this answer, earlier for those remembered (core.usage).
+    workload_at: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
 
 # Everything the refresher knows, by metric.

@@ -16,6 +16,12 @@ of what they will use (a ramp only rises; a rate window only fills). The same qu
 the starting pods that show usage is kept apart (``PodUsage.starting_*``): it may raise
 the estimate above what requests say, never lower it.
 
+A workload's settled quantile outlives its pods for ``REMEMBER_S``: a workload that has
+no settled pod in an answer (its one replica just evicted by rebalancing, moved by a
+rollout, scaled to zero and back up, or missing from one scrape) keeps the quantile it
+last had, so that its next pods are estimated by what the workload was seen to use, not
+by its requests. A quantile measured in the answer always replaces a remembered one.
+
 ``pod_amount`` is the estimate of one pod for a resource: its workload's measured
 quantile, else a declared amount, else ``max(requests, limits) x factor``, else a floor
 (Koordinator's estimator defaults: 85 % cpu, 70 % memory of max(requests, limits); a pod
@@ -47,6 +53,8 @@ FLOOR_MEMORY_BYTES = 200.0 * 1024 * 1024
 """A pod that requests and limits nothing of the resource (Koordinator's)."""
 SETTLED_S = 120.0
 """A pod counts in its workload's quantile once bound this long (ramp + rate window)."""
+REMEMBER_S = 600.0
+"""How long a workload's quantile is kept once none of its settled pods is measured."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -66,10 +74,14 @@ def pod_usage(
     pods: Iterable[model.PodInfo],
     settled_s: float = SETTLED_S,
     quantile: float = QUANTILE,
+    previous: model.PodUsage | None = None,
+    remember_s: float = REMEMBER_S,
 ) -> model.PodUsage:
     """One answer of the per-pod queries as a ``PodUsage``: ``cpu`` and ``memory`` by
     "namespace/name"; ``pods`` are the bound pods the cache knows (which workload each
-    belongs to, and since when it is bound)."""
+    belongs to, and since when it is bound); ``previous`` is the last answer's, whose
+    workload quantiles measured within ``remember_s`` are kept where this answer has
+    none."""
     settled: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})
     starting: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})
     for pod in pods:
@@ -87,17 +99,47 @@ def pod_usage(
     early = tuple(
         {w: v for w, v in by.items() if w not in settled[i]} for i, by in enumerate(starting)
     )
+    workload_cpu = {w: _quantile(found, quantile) for w, found in settled[0].items()}
+    workload_memory = {w: _quantile(found, quantile) for w, found in settled[1].items()}
+    workload_pods = _counted(settled)
+    workload_at = dict.fromkeys(workload_pods, at)
+    if previous is not None:
+        _remember(previous, at - remember_s, workload_cpu, workload_memory, workload_pods)
+        for w, when in previous.workload_at.items():
+            if w not in workload_at and when >= at - remember_s:
+                workload_at[w] = when
     return model.PodUsage(
         at=at,
         cpu=cpu,
         memory=memory,
-        workload_cpu={w: _quantile(found, quantile) for w, found in settled[0].items()},
-        workload_memory={w: _quantile(found, quantile) for w, found in settled[1].items()},
-        workload_pods=_counted(settled),
+        workload_cpu=workload_cpu,
+        workload_memory=workload_memory,
+        workload_pods=workload_pods,
         starting_cpu={w: _quantile(found, quantile) for w, found in early[0].items()},
         starting_memory={w: _quantile(found, quantile) for w, found in early[1].items()},
         starting_pods=_counted(early),
+        workload_at=workload_at,
     )
+
+
+def _remember(
+    previous: model.PodUsage,
+    since: float,
+    cpu: dict[str, float],
+    memory: dict[str, float],
+    pods: dict[str, int],
+) -> None:
+    """Into this answer's workload maps, ``previous``'s quantiles of the workloads it
+    lacks (per resource) that were measured at or after ``since``."""
+    for w, when in previous.workload_at.items():
+        if when < since:
+            continue
+        if w not in cpu and w in previous.workload_cpu:
+            cpu[w] = previous.workload_cpu[w]
+        if w not in memory and w in previous.workload_memory:
+            memory[w] = previous.workload_memory[w]
+        if w not in pods and w in previous.workload_pods:
+            pods[w] = previous.workload_pods[w]
 
 
 def _counted(by: tuple[Mapping[str, list[float]], ...]) -> dict[str, int]:

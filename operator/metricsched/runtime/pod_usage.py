@@ -114,7 +114,12 @@ class PodUsageReader:
         self._failing = False
         pods = [pod for state in self._cache.snapshot().nodes.values() for pod in state.pods]
         measured = usage.pod_usage(
-            at=now, cpu=cpu, memory=memory, pods=pods, settled_s=self._queries.settled_s
+            at=now,
+            cpu=cpu,
+            memory=memory,
+            pods=pods,
+            settled_s=self._queries.settled_s,
+            previous=self.latest,
         )
         self.latest = measured
         self._metrics.pod_usage_pods.set(max(len(cpu), len(memory)))

@@ -99,6 +99,46 @@ def test_a_workloads_estimate_is_a_high_quantile_of_its_settled_pods_only(web):
     assert found.workload_pods["shop/Deployment/web"] == 10
 
 
+# --- a workload's quantile outlives its pods for a while ----------------------------------
+
+
+def test_a_workload_whose_pods_are_gone_keeps_its_quantile_for_a_while(web):
+    # web's one replica (900m) was evicted to move it: the next answer has no pod of web,
+    # and its replacement must be estimated by what web used, not by its 50m request.
+    first = answer([web("w1", "node-1", ago=900)], {"shop/w1": 900.0}, at=NOW)
+    later = usage.pod_usage(at=NOW + 30, cpu={}, memory={}, pods=[], previous=first)
+    assert later.workload_cpu == {"shop/Deployment/web": pytest.approx(900.0)}
+    assert later.workload_pods == {"shop/Deployment/web": 1}
+    assert later.workload_at == {"shop/Deployment/web": NOW}  # when it was measured
+    amount = usage.pod_amount(
+        resource=model.EstimateResource.CPU,
+        usage=later,
+        workload="shop/Deployment/web",
+        requested=50.0,
+        limit=50.0,
+        declared=0.0,
+        factor=None,
+    )
+    assert (amount.value, amount.source) == (pytest.approx(900.0), "measured")
+
+
+def test_a_remembered_quantile_expires_and_a_measured_one_replaces_it(web):
+    first = answer([web("w1", "node-1", ago=900)], {"shop/w1": 900.0}, at=NOW)
+    kept = usage.pod_usage(at=NOW + 300, cpu={}, memory={}, pods=[], previous=first)
+    gone = usage.pod_usage(at=NOW + usage.REMEMBER_S + 1, cpu={}, memory={}, pods=[], previous=kept)
+    assert "shop/Deployment/web" in kept.workload_cpu  # carried once, its time unchanged
+    assert gone.workload_cpu == {} and gone.workload_at == {}
+    back = usage.pod_usage(
+        at=NOW + 60,
+        cpu={"shop/w2": 300.0},
+        memory={},
+        pods=[web("w2", "node-2", ago=900)],
+        previous=first,
+    )
+    assert back.workload_cpu == {"shop/Deployment/web": pytest.approx(300.0)}
+    assert back.workload_at == {"shop/Deployment/web": NOW + 60}
+
+
 # --- one pod's amount: measured, else declared, else requests/limits, else a floor -------
 
 
