@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[3]
 RULES = ("PLR0913", "PLR0915")
-CEILING = 85  # files on the list (88 when the rules came back on, issue 33); it only falls
+CEILING = 84  # files on the list (88 when the rules came back on, issue 33); it only falls
 
 
 def allowlist() -> dict[str, set[str]]:
