@@ -55,6 +55,9 @@ SETTLED_S = 120.0
 """A pod counts in its workload's quantile once bound this long (ramp + rate window)."""
 REMEMBER_S = 600.0
 """How long a workload's quantile is kept once none of its settled pods is measured."""
+REMEMBER_MOST = 10_000
+"""At most this many workloads are remembered (the most recently measured first): the
+per-pod answer is bounded, and so is what outlives it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -106,7 +109,7 @@ def pod_usage(
     if previous is not None:
         _remember(previous, at - remember_s, workload_cpu, workload_memory, workload_pods)
         for w, when in previous.workload_at.items():
-            if w not in workload_at and when >= at - remember_s:
+            if w not in workload_at and when >= at - remember_s and w in workload_pods:
                 workload_at[w] = when
     return model.PodUsage(
         at=at,
@@ -130,9 +133,15 @@ def _remember(
     pods: dict[str, int],
 ) -> None:
     """Into this answer's workload maps, ``previous``'s quantiles of the workloads it
-    lacks (per resource) that were measured at or after ``since``."""
+    lacks (per resource) that were measured at or after ``since``, the
+    ``REMEMBER_MOST`` most recent of those it no longer measures."""
+    gone = sorted(
+        ((when, w) for w, when in previous.workload_at.items() if when >= since and w not in pods),
+        reverse=True,
+    )
+    kept = {w for _, w in gone[:REMEMBER_MOST]}
     for w, when in previous.workload_at.items():
-        if when < since:
+        if when < since or (w not in pods and w not in kept):
             continue
         if w not in cpu and w in previous.workload_cpu:
             cpu[w] = previous.workload_cpu[w]

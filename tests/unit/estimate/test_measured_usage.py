@@ -139,6 +139,19 @@ def test_a_remembered_quantile_expires_and_a_measured_one_replaces_it(web):
     assert back.workload_at == {"shop/Deployment/web": NOW + 60}
 
 
+def test_only_the_most_recently_measured_workloads_are_remembered(web, monkeypatch):
+    monkeypatch.setattr(usage, "REMEMBER_MOST", 1)
+    older = answer([web("w1", "node-1", ago=900)], {"shop/w1": 900.0}, at=NOW)
+    other = dataclasses.replace(web("d1", "node-2", ago=900), owner="StatefulSet/db")
+    both = usage.pod_usage(
+        at=NOW + 10, cpu={"shop/d1": 200.0}, memory={}, pods=[other], previous=older
+    )
+    later = usage.pod_usage(at=NOW + 20, cpu={}, memory={}, pods=[], previous=both)
+    assert set(both.workload_cpu) == {"shop/Deployment/web", "shop/StatefulSet/db"}
+    assert set(later.workload_cpu) == {"shop/StatefulSet/db"}  # the newer one of the two
+    assert set(later.workload_at) == {"shop/StatefulSet/db"}
+
+
 # --- one pod's amount: measured, else declared, else requests/limits, else a floor -------
 
 
