@@ -51,6 +51,7 @@ from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import informers as informers_mod
 from metricsched.runtime import leader, supervise
 from metricsched.runtime import pod_usage as pod_usage_mod
+from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
 from metricsched.runtime import reconcile as reconcile_mod
@@ -150,7 +151,7 @@ class Operator:
             http=self.writes,
             recorder=self.recorder,
             metrics=self.metrics,
-            policy_ref=lambda key: watches_mod.policy_ref(key, self.status.records.get(key)),
+            policy_ref=lambda key: policies_mod.policy_ref(key, self.status.records.get(key)),
             mark=self._mark_status,
         )
         self.status = status_mod.PolicyStatus(
@@ -162,7 +163,6 @@ class Operator:
             interval_s=config.refresh_interval_s,
             shadow=self.shadow.status_block,
             rebalance=self.rebalancer.status_block,
-            on_forget=self.scheduler.forget_policy,
             fail_open=self._fail_open,
         )
         # ``reads``: the API on the event loop for the informers, the reconciler's LISTs
@@ -199,28 +199,41 @@ class Operator:
                 metrics=self.metrics,
             ),
         )
+        # Each policy's lifecycle; forgetting a policy reaches every party below, once.
+        self.policies = policies_mod.Policies(
+            config=config,
+            cache=self.cache,
+            status=self.status,
+            signals=policies_mod.Signals(
+                record=self.post, refresh_now=self.refresher.now, policy_events=self.policy_events
+            ),
+            forget=(
+                self.metrics.forget_policy,
+                self.scheduler.forget_policy,
+                self.refresher.forget_policy,
+                self.rebalancer.forget_policy,
+                self.shadow.forget_policy,
+            ),
+        )
         self.watches = watches_mod.Watches(
             config=config,
             api_client=api_client,
             cache=self.cache,
             queue=self.queue,
-            status=self.status,
-            store=self.store,
+            policies=self.policies,
             metrics=self.metrics,
             health=self.health,
             record=self.post,
-            refresh_now=self.refresher.now,
-            policy_events=self.policy_events,
             on_pod_seen=self.shadow.on_pod,
             leading=self.scheduler.active,
         )
         self.scheduler.consistent = self.watches.consistent
-        self.scheduler.policies_confirmed = self.watches.policies_confirmed
+        self.scheduler.policies_confirmed = self.policies.confirmed
         self.scheduler.metrics_ready = self.refresher.first_round
         # Rebalancing runs while this replica schedules, on a consistent cache.
         self.rebalancer.active = self.scheduler.active
         self.rebalancer.consistent = self.watches.consistent
-        self.rebalancer.policies_confirmed = self.watches.policies_confirmed
+        self.rebalancer.policies_confirmed = self.policies.confirmed
         self.cluster_state = informers_mod.ClusterState(
             api=self.reads,
             cache=self.cache,
@@ -257,7 +270,7 @@ class Operator:
         self, key: model.PolicyKey, *, topic: str, event_type: str, **kwargs: Any
     ) -> None:
         """A warning holds until its topic resolves (re-sent meanwhile); Normal resolves."""
-        ref = watches_mod.policy_ref(key, self.status.records.get(key))
+        ref = policies_mod.policy_ref(key, self.status.records.get(key))
         if event_type == "Warning":
             self.policy_events.warn(ref, topic=topic, **kwargs)
         else:

@@ -151,6 +151,13 @@ class Refresher:
         policies = [p for p in self._cache.policies.values() if only is None or p.key in only]
         return await asyncio.to_thread(query_rounds.verdicts, policies, guard=guard)
 
+    def forget_policy(self, key: model.PolicyKey) -> None:
+        """A policy is gone (``runtime.policies``): the store keeps only the samples of
+        the metrics of the policies left (the cache has forgotten it first)."""
+        del key  # the cache says what is left
+        policies = self._cache.policies.values()
+        self._store.retain(model.MetricKey(p.key, m.name) for p in policies for m in p.metrics)
+
     def round(
         self,
         *,
