@@ -45,6 +45,7 @@ from metricsched.edges import (
     observe,
     policy_events,
     probes,
+    query_rounds,
 )
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
@@ -178,7 +179,7 @@ class Operator:
             store=self.store,
             cache=self.cache,
             queue=self.queue,
-            status=self.status,
+            keep_result=self._keep_result,
             metrics=self.metrics,
             post_event=self._post_policy_event,
             interval_s=config.refresh_interval_s,
@@ -275,6 +276,11 @@ class Operator:
             self.policy_events.warn(ref, topic=topic, **kwargs)
         else:
             self.policy_events.resolve(ref, topic=topic, **kwargs)
+
+    def _keep_result(self, result: query_rounds.RefreshResult) -> policies_mod.Refreshed | None:
+        # The policies' owner is made after the refresher (it wakes it, and tells it what
+        # to forget); the first round answers once both exist.
+        return self.policies.refreshed(result)
 
     def _mark_status(self, key: model.PolicyKey) -> None:
         self.status.mark(key)

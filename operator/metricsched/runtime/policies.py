@@ -22,9 +22,10 @@ policy deleted in the gap. Copies of a policy older than one already seen (a LIS
 flight while kopf delivered a change or a deletion) are dropped: a deletion is final for
 the object it deleted.
 
-The policy status record is written here (``status.PolicyStatus`` keeps the records and
-the PATCH writer). No I/O here but through the status writer, the policy events and the
-Event recorder handed in.
+The policy status record is written here: what the spec makes of it (new, invalid, its
+metrics replaced) and the refresher's results (``refreshed``); ``status.PolicyStatus``
+keeps the records, derives the status from them and PATCHes it. No I/O here but through
+the status writer, the policy events and the Event recorder handed in.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any
 
 from metricsched.config import Config
 from metricsched.core import model, policy, policy_installs
-from metricsched.edges import events
+from metricsched.edges import events, query_rounds
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import status as status_mod
@@ -65,6 +66,13 @@ class Signals:
     record: Callable[..., None]
     refresh_now: asyncio.Event
     policy_events: policy_events_mod.PolicyEvents | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Refreshed:
+    """A metric's health before its latest refresh result (None: not refreshed yet)."""
+
+    was_ok: bool | None
 
 
 class Policies:
@@ -221,6 +229,21 @@ class Policies:
             )
         record.invalid = message
         self.status.mark(key)
+
+    # --- what the status record says of the refresh ------------------------------------
+
+    def refreshed(self, result: query_rounds.RefreshResult) -> Refreshed | None:
+        """A metric's refresh result, kept for the policy's status; None when the policy
+        has no record (gone meanwhile). Says whether the metric was healthy before."""
+        record = self.status.records.get(result.policy)
+        if record is None:
+            return None
+        record.metrics[result.metric] = result
+        health = record.health.setdefault(result.metric, status_mod.MetricHealth())
+        was = Refreshed(was_ok=health.ok)
+        health.ok = result.error is None
+        self.status.mark(result.policy)
+        return was
 
     # --- forget ------------------------------------------------------------------------
 

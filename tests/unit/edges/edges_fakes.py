@@ -354,6 +354,7 @@ def refresh_round(
     from metricsched.runtime import queue as queue_mod
     from metricsched.runtime import refresher as refresher_mod
     from metricsched.runtime import status as status_mod
+    from tests.unit.runtime import test_policy_lifecycle as lifecycle
 
     metrics = metrics or observe_mod.Metrics()
     cache = cache_mod.ClusterCache()
@@ -375,7 +376,7 @@ def refresh_round(
         store=store,
         cache=cache,
         queue=queue_mod.SchedulingQueue(),
-        status=status,
+        keep_result=lifecycle.owner(cache, status).refreshed,
         metrics=metrics,
         post_event=lambda key, **kw: None,
         interval_s=15.0,

@@ -15,7 +15,7 @@ import pytest
 
 from metricsched import config as config_mod
 from metricsched.core import model
-from metricsched.edges import observe
+from metricsched.edges import observe, query_rounds
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import operator as operator_mod
 from metricsched.runtime import policies as policies_mod
@@ -53,26 +53,38 @@ def _config() -> config_mod.Config:
     return config_mod.from_args(parser.parse_args([]), {})
 
 
+def owner(
+    cache: cache_mod.ClusterCache,
+    status: status_mod.PolicyStatus,
+    *,
+    forget: tuple[policies_mod.Forget, ...] = (),
+) -> policies_mod.Policies:
+    """The policies' owner of the default configuration on ``cache`` and ``status``."""
+    return policies_mod.Policies(
+        config=_config(),
+        cache=cache,
+        status=status,
+        signals=policies_mod.Signals(record=lambda *a, **kw: None, refresh_now=asyncio.Event()),
+        forget=forget,
+    )
+
+
 class Rig:
     """The owner on a real cache and status record, with two recording parties."""
 
     def __init__(self) -> None:
         self.cache = cache_mod.ClusterCache()
         self.told: dict[str, list[model.PolicyKey]] = collections.defaultdict(list)
-        self.policies = policies_mod.Policies(
-            config=_config(),
-            cache=self.cache,
-            status=status_mod.PolicyStatus(
-                api=None,  # type: ignore[arg-type]
-                policies=lambda: self.cache.policies,
-                nodes=self.cache.nodes,
-                counters=lambda key: (0, 0),
-                metrics=observe.Metrics(),
-                interval_s=15.0,
-            ),
-            signals=policies_mod.Signals(record=lambda *a, **kw: None, refresh_now=asyncio.Event()),
-            forget=(self.told["scheduler"].append, self.told["shadow"].append),
+        status = status_mod.PolicyStatus(
+            api=None,  # type: ignore[arg-type]
+            policies=lambda: self.cache.policies,
+            nodes=self.cache.nodes,
+            counters=lambda key: (0, 0),
+            metrics=observe.Metrics(),
+            interval_s=15.0,
         )
+        forget = (self.told["scheduler"].append, self.told["shadow"].append)
+        self.policies = owner(self.cache, status, forget=forget)
 
     def told_of(self) -> dict[str, list[model.PolicyKey]]:
         return dict(self.told)
@@ -166,3 +178,36 @@ def test_the_operator_registers_every_party_that_keeps_per_policy_state(
     assert KEY not in op.rebalancer.states
     assert KEY not in op.shadow.policies
     assert KEY not in op.status.records and KEY not in op.cache.policies
+
+
+def _result(*, error: model.QueryErrorKind | None = None) -> query_rounds.RefreshResult:
+    return query_rounds.RefreshResult(
+        policy=KEY,
+        metric="price",
+        nodes_reporting=0 if error else 3,
+        nodes_missing=0,
+        error=error,
+        error_message="down" if error else "",
+        duration_s=0.1,
+        series_unknown_node=0,
+        series_duplicate=0,
+        queried=True,
+        finished_at=1.0,
+    )
+
+
+class TestTheStatusRecordKeepsEachRefreshResult:
+    def test_with_the_metrics_health_before_it(self, rig: Rig) -> None:
+        rig.policies.on_event("ADDED", _policy())
+        failed = _result(error=model.QueryErrorKind.UNREACHABLE)
+        assert rig.policies.refreshed(failed) == policies_mod.Refreshed(was_ok=None)
+        record = rig.policies.status.records[KEY]
+        assert record.metrics["price"] == failed and record.health["price"].ok is False
+        assert rig.policies.refreshed(_result()) == policies_mod.Refreshed(was_ok=False)
+        assert record.health["price"].ok is True
+
+    def test_not_for_a_policy_forgotten_meanwhile(self, rig: Rig) -> None:
+        rig.policies.on_event("ADDED", _policy())
+        rig.policies.on_event("DELETED", _policy(rv="20"))
+        assert rig.policies.refreshed(_result()) is None
+        assert KEY not in rig.policies.status.records

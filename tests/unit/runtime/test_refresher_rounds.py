@@ -17,6 +17,8 @@ from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import refresher as refresher_mod
 from metricsched.runtime import status as status_mod
 
+from . import test_policy_lifecycle as lifecycle
+
 
 class FakeSource:
     """Answers each query with one node's value; queries named in ``slow`` block until
@@ -93,7 +95,7 @@ class Rig:
             store=self.store,
             cache=self.cache,
             queue=self.queue,
-            status=self.status,
+            keep_result=lifecycle.owner(self.cache, self.status).refreshed,
             metrics=metrics,
             post_event=lambda key, **kw: self.events.append(kw["reason"]),
             interval_s=0.05,
