@@ -157,8 +157,7 @@ class Refresher:
         """A policy is gone (``runtime.policies``): the store keeps only the samples of
         the metrics of the policies left (the cache has forgotten it first)."""
         del key  # the cache says what is left
-        policies = self._cache.policies.values()
-        self._store.retain(model.MetricKey(p.key, m.name) for p in policies for m in p.metrics)
+        self._store.retain(_metric_keys(self._cache.policies.values()))
 
     def round(
         self,
@@ -171,8 +170,8 @@ class Refresher:
         ``known``: the rules' verdicts from ``verdicts`` (off the loop); a query they
         lack is checked here, on the loop."""
         policies = list(self._cache.policies.values())
-        self._store.retain(model.MetricKey(p.key, m.name) for p in policies for m in p.metrics)
-        self._learner.retain({model.MetricKey(p.key, m.name) for p in policies for m in p.metrics})
+        self._store.retain(_metric_keys(policies))
+        self._learner.retain(_metric_keys(policies))
         self._metrics.retain_policy_metrics((p.key, m.name) for p in policies for m in p.metrics)
         self._down = None
         started = 0
@@ -377,6 +376,11 @@ class Refresher:
                     action="QueryMetrics",
                     message=f"metric {r.metric}: {r.nodes_reporting} node(s) reporting again",
                 )
+
+
+def _metric_keys(policies: Collection[model.Policy]) -> set[model.MetricKey]:
+    """The metrics of these policies: what the store and the learner keep."""
+    return {model.MetricKey(p.key, m.name) for p in policies for m in p.metrics}
 
 
 def _metrics_server_members(
