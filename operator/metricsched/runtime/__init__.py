@@ -6,6 +6,8 @@ on the event loop.
 
 Modules:
 - ``operator``: the process, wiring every part below.
+- ``gates``: leading, consistent, metrics ready and the fence, made first and handed to
+  the scheduler, the rebalancer, the refresher and the status writer.
 - ``supervise``: long-lived tasks restarted with backoff, or the process failing loudly.
 - ``watches``: watch events → the cache and the queue (thin), and kopf itself (our pending
   pods and the policies).

@@ -60,6 +60,7 @@ from metricsched.edges import (
 )
 from metricsched.edges import policy_events as policy_events_mod
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import kopf_tuning
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
@@ -114,7 +115,7 @@ class Watches:
         refresh_now: asyncio.Event,
         policy_events: policy_events_mod.PolicyEvents | None = None,
         on_pod_seen: Callable[[model.PodInfo, Mapping[str, Any]], None] | None = None,
-        leading: asyncio.Event | None = None,
+        gates: gates_mod.Gates | None = None,
     ) -> None:
         self.config = config
         self.api_client = api_client
@@ -128,9 +129,9 @@ class Watches:
         self._refresh_now = refresh_now
         self._policy_events = policy_events
         self._on_pod_seen = on_pod_seen  # shadow mode's hook (runtime/shadow.py)
-        # Kubelet rejections are reported by the replica that schedules (None: always), so
-        # that standbys neither count them again nor post the Event again.
-        self._leading = leading
+        # Kubelet rejections are reported by the replica that leads (no gates: always),
+        # so that standbys neither count them again nor post the Event again.
+        self._gates = gates
         self._rejections_seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         # --namespace narrows which pods are scheduled and which policies apply; pods of
         # all namespaces are still watched: they all take capacity on the same nodes.
@@ -138,7 +139,7 @@ class Watches:
         self.relisted = asyncio.Event()  # kopf listed pending pods or policies (again)
         # Set while the informer's state is whole (every kind listed, no re-list under
         # way): no decision is taken on a cache that may hold ghosts (runtime.informers).
-        self.consistent = asyncio.Event()
+        self.consistent = gates.consistent if gates is not None else asyncio.Event()
         self._policy_rv: dict[model.PolicyKey, int] = {}  # last resourceVersion seen
         # key -> (resourceVersion, uid, deletion count) of the policy's last deletion: no
         # copy of that object, or older than its deletion, may bring it back.
@@ -201,7 +202,7 @@ class Watches:
             return  # another scheduler's bind, or a pod created with its nodeName set
         if self._namespaces and meta.get("namespace") not in self._namespaces:
             return
-        if self._leading is not None and not self._leading.is_set():
+        if self._gates is not None and not self._gates.leading.is_set():
             return
         try:
             rejection = parse.kubelet_rejection_from_body(body)

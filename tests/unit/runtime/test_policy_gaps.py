@@ -255,7 +255,7 @@ class TestNoPodIsPlacedUnderAPolicyDeletedInTheGap:
 
         async def go() -> None:
             rig.scheduler.attempt = attempt  # type: ignore[method-assign]
-            rig.scheduler.active.set()
+            rig.scheduler.gates.leading.set()
             rig.queue.add(rig.pod.uid)
             task = asyncio.create_task(rig.scheduler.run(stop))
             await asyncio.sleep(0.2)

@@ -15,6 +15,7 @@ from metricsched import config as config_mod
 from metricsched.core import model
 from metricsched.edges import kube_http, metric_store, observe, probes
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers, reconcile
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
@@ -44,6 +45,7 @@ def _watches(
             nodes=cache.nodes,
             counters=lambda key: (0, 0),
             metrics=metrics,
+            gates=gates_mod.Gates(),
             interval_s=15.0,
         ),
         store=metric_store.MetricStore(),
@@ -53,7 +55,7 @@ def _watches(
         if recorded is None
         else (lambda ref, **kw: recorded.append((ref, kw))),
         refresh_now=asyncio.Event(),
-        leading=leading,
+        gates=None if leading is None else gates_mod.Gates(leading=leading),
     )
 
 
