@@ -9,8 +9,10 @@ Modules:
 - ``gates``: leading, consistent, metrics ready and the fence, made first and handed to
   the scheduler, the rebalancer, the refresher and the status writer.
 - ``supervise``: long-lived tasks restarted with backoff, or the process failing loudly.
-- ``watches``: watch events → the cache and the queue (thin), and kopf itself (our pending
-  pods and the policies).
+- ``watches``: watch events → the cache and the queue (thin): the translation of every
+  kind, no kopf.
+- ``kopf_source``: kopf (our pending pods and the policies), its registry, settings and
+  login, supervised, feeding the translation.
 - ``informers``: the cluster's state off kopf: one lean informer per kind into the cache.
 - ``kopf_tuning``: what kopf does per event that this operator does not need, off.
 - ``cache``: cluster state fed by watches (nodes, pods per node, assumed pods, holds).

@@ -102,7 +102,7 @@ class ClusterState:
         self._cache = cache
         self._watches = watches
         self._metrics = metrics
-        self._health = health
+        self.health = health
         self._handlers: dict[str, Handler] = {
             "Node": watches.on_node,
             "Pod": watches.on_bound_pod,
@@ -188,14 +188,14 @@ class ClusterState:
             since = self._inconsistent_since
             if since is None or self.consistent.is_set():
                 if reported:
-                    self._health.set_ready(True, "cluster state listed", subsystem="sync")
+                    self.health.set_ready(True, "cluster state listed", subsystem="sync")
                     reported = 0.0
                 continue
             waited = self._clock() - since
             if waited >= self._sync_bound_s and self._clock() - reported >= self._sync_bound_s:
                 reason = f"cluster state not synced for {waited:.0f}s: {self.waiting_for()}"
                 logger.error("%s; not scheduling until it is", reason)
-                self._health.set_ready(False, reason, subsystem="sync")
+                self.health.set_ready(False, reason, subsystem="sync")
                 reported = self._clock()
 
     def check_silence(self) -> None:
@@ -275,7 +275,7 @@ class ClusterState:
     def failing(self, kind: str, reason: str) -> None:
         self._failing[kind] = reason
         self._metrics.watch_restarts.inc()
-        self._health.set_ready(False, f"{kind} watch failing: {reason}", subsystem=kind)
+        self.health.set_ready(False, f"{kind} watch failing: {reason}", subsystem=kind)
 
     def _delivered(self, kind: str) -> None:
         self._heard[kind] = self._clock()
@@ -286,7 +286,7 @@ class ClusterState:
                 self.consistent.set()
                 self._inconsistent_since = None
         if self._failing.pop(kind, None) is not None:
-            self._health.set_ready(True, "watches delivering again", subsystem=kind)
+            self.health.set_ready(True, "watches delivering again", subsystem=kind)
 
     def _remove_ghosts(self, kind: str, keys: set[str], version: str, started: float) -> int:
         cache = self._cache

@@ -50,7 +50,7 @@ from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers as informers_mod
-from metricsched.runtime import leader, supervise
+from metricsched.runtime import kopf_source, leader, supervise
 from metricsched.runtime import pod_usage as pod_usage_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
@@ -209,18 +209,25 @@ class Operator:
         )
         self.watches = watches_mod.Watches(
             config=config,
-            api_client=api_client,
             cache=self.cache,
             queue=self.queue,
             status=self.status,
             store=self.store,
             metrics=self.metrics,
-            health=self.health,
             record=self.post,
             refresh_now=self.refresher.now,
             policy_events=self.policy_events,
             on_pod_seen=self.shadow.on_pod,
             gates=self.gates,
+        )
+        # kopf, supervised: our pending pods and the policies into the translation.
+        self.kopf = kopf_source.KopfSource(
+            config=config,
+            api_client=api_client,
+            sink=self.watches,
+            metrics=self.metrics,
+            health=self.health,
+            record=self.post,
         )
         self.scheduler.policies_confirmed = self.watches.policies_confirmed
         self.rebalancer.policies_confirmed = self.watches.policies_confirmed
@@ -469,7 +476,7 @@ class Operator:
                     lambda: self.refresher.run(self.stop),
                 ),
                 supervise.Spec("status", lambda: self.status.run(self.stop)),
-                supervise.Spec("kopf", lambda: self.watches.run_kopf(self.stop)),
+                supervise.Spec("kopf", lambda: self.kopf.run(self.stop)),
                 supervise.Spec("reconciler", lambda: self.reconciler.run(self.stop)),
                 supervise.Spec("shadow", lambda: self.shadow.run(self.stop)),
                 supervise.Spec("rebalancer", lambda: self.rebalancer.run(self.stop)),

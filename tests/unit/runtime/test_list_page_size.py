@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from metricsched.edges import informer, kube_http
+from metricsched.edges import informer, kube_http, probes
 from metricsched.runtime import informers
 from tests.unit.runtime import test_watches_and_relist as relist
 
@@ -48,7 +48,7 @@ def test_the_cluster_state_lists_in_pages_of_the_configured_size() -> None:
         cache=w.cache,
         watches=w,
         metrics=w.metrics,
-        health=w.health,
+        health=probes.HealthState(),
         resources=tuple(r for r in informers.RESOURCES if r.kind == "Node"),
         page=2,
     )

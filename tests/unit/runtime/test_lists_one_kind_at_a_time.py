@@ -8,7 +8,7 @@ import asyncio
 import json
 from typing import Any
 
-from metricsched.edges import kube_http
+from metricsched.edges import kube_http, probes
 from metricsched.runtime import informers
 
 from . import test_watches_and_relist as relist
@@ -46,7 +46,7 @@ def test_the_informers_list_one_kind_at_a_time() -> None:
         cache=w.cache,
         watches=w,
         metrics=w.metrics,
-        health=w.health,
+        health=probes.HealthState(),
     )
 
     async def start() -> None:
