@@ -13,7 +13,8 @@ Modules:
   kind, no kopf.
 - ``kopf_source``: kopf (our pending pods and the policies), its registry, settings and
   login, supervised, feeding the translation.
-- ``informers``: the cluster's state off kopf: one lean informer per kind into the cache.
+- ``informers``: the cluster's state off kopf: one lean informer per kind, feeding the
+  translation (``watches``) as one sink; owns the ``consistent`` gate.
 - ``kopf_tuning``: what kopf does per event that this operator does not need, off.
 - ``cache``: cluster state fed by watches (nodes, pods per node, assumed pods, holds).
 - ``reconcile``: kopf's pending pods and policies compared with a fresh LIST after kopf

@@ -233,8 +233,8 @@ class Operator:
         self.rebalancer.policies_confirmed = self.watches.policies_confirmed
         self.cluster_state = informers_mod.ClusterState(
             api=self.reads,
-            cache=self.cache,
-            watches=self.watches,
+            sink=self.watches,
+            gates=self.gates,
             metrics=self.metrics,
             health=self.health,
             page=config.list_page_size,

@@ -102,9 +102,6 @@ class Watches:
         # all namespaces are still watched: they all take capacity on the same nodes.
         self._namespaces = frozenset(config.namespaces)
         self.relisted = asyncio.Event()  # kopf listed pending pods or policies (again)
-        # Set while the informer's state is whole (every kind listed, no re-list under
-        # way): no decision is taken on a cache that may hold ghosts (runtime.informers).
-        self.consistent = gates.consistent if gates is not None else asyncio.Event()
         self._policy_rv: dict[model.PolicyKey, int] = {}  # last resourceVersion seen
         # key -> (resourceVersion, uid, deletion count) of the policy's last deletion: no
         # copy of that object, or older than its deletion, may bring it back.
@@ -392,6 +389,36 @@ class Watches:
             upsert=self.cache.upsert_device_class,
             remove=lambda meta: self.cache.remove_device_class(str(meta.get("name", ""))),
         )
+
+    # --- LISTs: what the cache holds and a LIST lacks ---------------------------------------
+
+    def listed(self, kind: str, keys: set[str], *, version: str, started: float) -> int:
+        """An informer's LIST of ``kind`` (``keys``, at ``version``, sent at monotonic
+        ``started``): what the cache holds of that kind and the LIST lacks was deleted
+        while nobody watched and is removed. Returns how many."""
+        cache = self.cache
+        if kind == "Node":
+            names = {model.NodeName(k) for k in keys}
+            ghosts = cache.node_ghosts(names, list_version=version)
+            for name in ghosts:
+                cache.remove_node(name, resource_version=version)
+            return len(ghosts)
+        if kind == "Pod":
+            uids = cache.bound_ghosts(keys, list_version=version, started=started)
+            for uid in uids:
+                cache.remove_pod(uid, resource_version=version)
+            return len(uids)
+        return cache.retain(kind, keys)
+
+    def pending_listed(self, uids: set[str], *, version: str) -> int:
+        """A LIST of our unassigned pods (``uids``, at ``version``): a pod pending here
+        that the LIST lacks left the pending set while kopf did not watch. Returns how
+        many."""
+        ghosts = self.cache.pending_ghosts(uids, list_version=version)
+        for uid in ghosts:
+            self.cache.leave_pending(uid)
+            self.queue.done(uid)
+        return len(ghosts)
 
     def _on_object(
         self,

@@ -15,6 +15,7 @@ import pytest
 
 from metricsched.core import model
 from metricsched.edges import kube_http, probes
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers, kopf_source, reconcile
 from metricsched.runtime import scheduler as scheduler_mod
 from metricsched.runtime import watches as watches_mod
@@ -128,8 +129,8 @@ class TestAGapHoldsDecisionsUntilAPolicyListSentAfterItConfirmsThem:
         w.on_policy("ADDED", _policy("gone", "5"))
         state = informers.ClusterState(
             api=None,  # type: ignore[arg-type]
-            cache=w.cache,
-            watches=w,
+            sink=w,
+            gates=gates_mod.Gates(),
             metrics=w.metrics,
             health=probes.HealthState(),
             resources=tuple(r for r in informers.RESOURCES if r.kind == "Node"),

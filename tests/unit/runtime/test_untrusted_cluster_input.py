@@ -17,6 +17,7 @@ import pytest
 
 from metricsched.core import decision_record, model, parse
 from metricsched.edges import errors, informer, kube_http, observe, probes
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers
 from tests.unit.runtime import test_watches_and_relist as relist
 
@@ -68,8 +69,8 @@ def _state(api: ClusterApi, **options: Any) -> tuple[informers.ClusterState, Any
     w = relist._watches()
     state = informers.ClusterState(
         api=api,  # type: ignore[arg-type]
-        cache=w.cache,
-        watches=w,
+        sink=w,
+        gates=gates_mod.Gates(),
         metrics=w.metrics,
         health=probes.HealthState(),
         resources=tuple(r for r in informers.RESOURCES if r.kind in ("Node", "Pod")),

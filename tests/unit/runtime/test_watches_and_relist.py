@@ -216,8 +216,8 @@ def _state(w: watches_mod.Watches, kinds: tuple[str, ...]) -> informers.ClusterS
     resources = tuple(r for r in informers.RESOURCES if r.kind in kinds)
     return informers.ClusterState(
         api=None,  # type: ignore[arg-type]
-        cache=w.cache,
-        watches=w,
+        sink=w,
+        gates=gates_mod.Gates(),
         metrics=w.metrics,
         health=probes.HealthState(),
         resources=resources,
@@ -239,17 +239,17 @@ def _attachment(name: str, node: str) -> dict[str, Any]:
 def test_scheduling_waits_until_every_kind_is_listed_and_during_a_relist() -> None:
     w = _watches()
     state = _state(w, ("Node", "Pod"))
-    assert not w.consistent.is_set()
+    assert not state.consistent.is_set()
     state.listed("Node", set(), "5", 0.0)
-    assert not w.consistent.is_set()
+    assert not state.consistent.is_set()
     state.listed("Pod", set(), "5", 0.0)
-    assert w.consistent.is_set()
+    assert state.consistent.is_set()
     assert not w.relisted.is_set()
     state.relisting("Pod")
-    assert not w.consistent.is_set()
+    assert not state.consistent.is_set()
     assert w.relisted.is_set()  # kopf's kinds are reconciled after an informer's gap too
     state.listed("Pod", set(), "9", 1.0)
-    assert w.consistent.is_set()
+    assert state.consistent.is_set()
 
 
 def test_a_volume_attachment_deleted_while_unwatched_frees_its_slot_after_the_relist() -> None:
