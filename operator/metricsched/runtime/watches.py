@@ -47,7 +47,9 @@ _Parsed = TypeVar("_Parsed")
 logger = logging.getLogger("metricsched.watches")
 
 GROUP, VERSION, PLURAL = status_mod.GROUP, status_mod.VERSION, status_mod.PLURAL
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+# Unfinished pods only (model.TERMINAL_PHASES): a pod that finishes leaves the watch as
+# DELETED, which frees what it held.
+POD_FIELD_SELECTOR = ",".join(f"status.phase!={phase}" for phase in model.TERMINAL_PHASES)
 PENDING_FIELD_SELECTOR = "spec.nodeName=," + POD_FIELD_SELECTOR
 BOUND_FIELD_SELECTOR = "spec.nodeName!=," + POD_FIELD_SELECTOR
 NOMINATED_FIELD_SELECTOR = "spec.nodeName=,status.nominatedNodeName!=," + POD_FIELD_SELECTOR
