@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -127,6 +126,7 @@ def setup(n: int, now: float) -> dict[str, Any]:
         "policies": [chosen],
         "metrics": view,
         "pod": _pod("pending-0"),
+        "now": now,
     }
 
 
@@ -148,6 +148,21 @@ def _median_ms(fn: Callable[[], object], budget_s: float, max_runs: int) -> floa
     return round(statistics.median(times) * 1000, 3)
 
 
+def inputs(s: dict[str, Any], policies: list[model.Policy]) -> cycle.Inputs:
+    """What the operator's cycle reads, on ``setup``'s cluster: its snapshot, table,
+    metrics and memo, ``policies``, the default fallback, this install's name."""
+    return cycle.Inputs(
+        snapshot=s["snapshot"],
+        table=s["table"],
+        policies=policies,
+        metrics=s["metrics"],
+        default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
+        scheduler_names=frozenset({"metricsched"}),
+        now=s["now"],
+        memo=s["memo"],
+    )
+
+
 def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[str, Any]]:
     now = time.time()
     rows = []
@@ -158,20 +173,7 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             policies = s["policies"]
             if metrics_only:
                 policies = [dataclasses.replace(p, kube_weights=()) for p in policies]
-            return cycle.schedule_one(
-                pod=s["pod"],
-                snapshot=s["snapshot"],
-                table=s["table"],
-                policies=policies,
-                metrics=s["metrics"],
-                default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
-                now=now,
-                scheduler_names=frozenset({"metricsched"}),
-                rr_counter=0,
-                seed=zlib.crc32(b"pending-0"),
-                detail=detail,
-                memo=s["memo"],
-            )
+            return cycle.decide(s["pod"], inputs(s, policies), detail=detail)
 
         assert one(True).outcome is model.Outcome.BIND
 
@@ -190,39 +192,19 @@ def measure(sizes: tuple[int, ...] = SIZES, budget_s: float = 2.0) -> list[dict[
             pod = dataclasses.replace(
                 s["pod"], uid=f"uid-distinct-{k}", node_selector={"bench/any": f"v{k % 7}"}
             )
-            return cycle.schedule_one(
-                pod=pod,
+            distinct_inputs = dataclasses.replace(
+                inputs(s, s["policies"]),
                 snapshot=s["distinct_snapshot"],
                 table=s["distinct_table"],
-                policies=s["policies"],
-                metrics=s["metrics"],
-                default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
-                now=now,
-                scheduler_names=frozenset({"metricsched"}),
-                rr_counter=0,
-                seed=k,
-                detail=False,
                 memo=framework.Memo(),
             )
+            return cycle.decide(pod, distinct_inputs, detail=False)
 
         def hot(
             pod: model.PodInfo, policies: list[model.Policy], s: dict[str, Any] = s
         ) -> model.Decision:
             # As the operator calls it: detail off, the scheduler's memo across cycles.
-            return cycle.schedule_one(
-                pod=pod,
-                snapshot=s["snapshot"],
-                table=s["table"],
-                policies=policies,
-                metrics=s["metrics"],
-                default_fallback=model.FallbackStrategy.LEAST_ALLOCATED,
-                now=now,
-                scheduler_names=frozenset({"metricsched"}),
-                rr_counter=0,
-                seed=1,
-                detail=False,
-                memo=s["memo"],
-            )
+            return cycle.decide(pod, inputs(s, policies), detail=False)
 
         def default_policy(s: dict[str, Any] = s) -> model.Decision:
             # No SchedulingPolicy selects the pod: the default policy's LeastAllocated.

@@ -5,7 +5,7 @@
 Each variant runs in a fresh worker process (``python -m bench.kopf_cost worker``) that
 builds the operator exactly as ``metricsched run`` does (``runtime.operator.Operator``:
 its config, cache, queue, handlers and kopf settings), does its initial LIST and then
-runs only its watches (``Watches.run_kopf``): no scheduler, refresher or status writer,
+runs only its watches (``KopfSource.run``): no scheduler, refresher or status writer,
 so the process's CPU is kopf's and the handlers'. The parent creates N pods of the
 operator's scheduler name in a namespace of its own (they stay Pending: nothing binds
 them), patches a label on each, then deletes them all: N ADDED, N MODIFIED and N
@@ -123,7 +123,7 @@ async def _worker(kubeconfig: str, tunings: list[str]) -> None:
             counts["gc2"] += info["generation"] == 2
 
     gc.callbacks.append(gc_clock)
-    on_pod = watches.on_pending_pod  # kopf's pod handler calls it (runtime/watches.py)
+    on_pod = watches.on_pending_pod  # kopf's pod handler calls it (runtime/kopf_source.py)
 
     def counting(event_type: str | None, body: Any) -> None:
         t0 = time.thread_time()
@@ -134,7 +134,7 @@ async def _worker(kubeconfig: str, tunings: list[str]) -> None:
     # the registry looks it up per event
     watches.on_pending_pod = counting  # type: ignore[method-assign]
     stop = asyncio.Event()
-    task = asyncio.create_task(watches.run_kopf(stop))
+    task = asyncio.create_task(op.kopf.run(stop))
     await asyncio.wait_for(watches.delivering.wait(), timeout=60)
     await asyncio.sleep(_SETTLE_S)
 

@@ -56,8 +56,8 @@ from kopf._core.reactor import inventory, processing, queueing
 from bench import kube
 from metricsched import config as config_mod
 from metricsched.core import cycle, model
+from metricsched.runtime import kopf_source
 from metricsched.runtime import operator as operator_mod
-from metricsched.runtime import watches as watches_mod
 
 MIB = 2**20
 STAGES = ("import", "bodies", "operator", "kopf", "kopf-listing")
@@ -813,9 +813,9 @@ def kopf_listing(
     workers and ``process_resource_event`` with the operator's registry and settings, fed
     from pages of JSON instead of the API server. Each worker keeps its object's last
     event until it idles out (``settings.queueing.idle_timeout``)."""
-    registry = watches_mod.build_registry(op.watches)
+    registry = kopf_source.build_registry(op.kopf)
     settings = kopf.OperatorSettings()
-    watches_mod.configure_kopf(settings)
+    kopf_source.configure_kopf(settings)
     if idle_timeout is not None:
         settings.queueing.idle_timeout = idle_timeout
     most_workers = 0

@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from bench import env as env_mod
-from bench import stats
+from bench import plots, stats
 
 BENCH = env_mod.ROOT / "bench"
 ORDER = (
@@ -54,7 +54,6 @@ LABELS = {
     "null-64": "Python null binder, 64 in flight",
     "null-256": "Python null binder, 256 in flight",
 }
-DPI = 80
 
 
 def _trials(results: dict[str, Any], scenario: str) -> list[dict[str, Any]]:
@@ -147,12 +146,8 @@ def plot_bound_over_time(results: dict[str, Any], out: Path) -> None:
         ax.set_title(f"backlog of {pods} pods, {n} nodes", fontsize=9)
         ax.set_xlabel("seconds since the scheduler started", fontsize=8)
         ax.set_ylabel("pods bound", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=DPI)
-    plt.close(fig)
+        plots.style(ax)
+    plots.save(fig, out, legend=axes[0][0])
 
 
 def plot_latency_cdf(results: dict[str, Any], out: Path) -> None:
@@ -179,12 +174,8 @@ def plot_latency_cdf(results: dict[str, Any], out: Path) -> None:
         )
         ax.set_xlabel("ms (log; dashed: 100 ms)", fontsize=8)
         ax.set_ylabel("fraction of pods", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=DPI)
-    plt.close(fig)
+        plots.style(ax)
+    plots.save(fig, out, legend=axes[0][0])
 
 
 def plot_cycle_cost(results: dict[str, Any], out: Path) -> None:
@@ -208,12 +199,8 @@ def plot_cycle_cost(results: dict[str, Any], out: Path) -> None:
     ax.set_xlabel("nodes", fontsize=8)
     ax.set_ylabel("ms per pod (median)", fontsize=8)
     ax.set_title("cost of one scheduling cycle vs node count (in process)", fontsize=9)
-    ax.tick_params(labelsize=7)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=DPI)
-    plt.close(fig)
+    plots.style(ax)
+    plots.save(fig, out, legend=ax)
 
 
 # --- tables ----------------------------------------------------------------------------

@@ -222,7 +222,9 @@ class Rig:
 
     # now: aiohttp on the loop
 
-    async def pods_loop(self, names: list[str]) -> None:
+    async def _bind_all(self, names: list[str], *, events: bool, **bind: Any) -> None:
+        """Bind every pod, ``concurrency`` at a time (``bind``: binder.bind's options), and
+        with ``events`` post each one's Scheduled event after its Binding."""
         binds = asyncio.Semaphore(self.concurrency)
 
         async def one(name: str) -> None:
@@ -234,31 +236,25 @@ class Rig:
                     uid=f"uid-{name}",
                     node="node-3",
                     metrics=self.metrics,
+                    **bind,
                 )
             assert result.kind is binder.BindOutcome.BOUND, result
-            _post_scheduled(self.recorder, name)
+            if events:
+                _post_scheduled(self.recorder, name)
 
         await asyncio.gather(*(one(name) for name in names))
+
+    async def pods_loop(self, names: list[str]) -> None:
+        await self._bind_all(names, events=True)
         await self.recorder.drain()
 
     async def bindings_loop(self, names: list[str]) -> None:
-        binds = asyncio.Semaphore(self.concurrency)
-
-        async def one(name: str) -> None:
-            async with binds:
-                result = await binder.bind(
-                    self.http,
-                    namespace=NAMESPACE,
-                    name=name,
-                    uid=f"uid-{name}",
-                    node="node-3",
-                    fence=lambda: 15.0,
-                    metrics=self.metrics,
-                    annotations={"metricsched.io/decision": RECORD},
-                )
-            assert result.kind is binder.BindOutcome.BOUND, result
-
-        await asyncio.gather(*(one(name) for name in names))
+        await self._bind_all(
+            names,
+            events=False,
+            fence=lambda: 15.0,
+            annotations={"metricsched.io/decision": RECORD},
+        )
 
     async def dropped(self, names: list[str], *, thread: bool) -> None:
         for name in names:

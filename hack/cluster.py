@@ -931,15 +931,18 @@ def _exporter_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
     ]
 
 
-def _exporter_ready(nodes: int) -> None:
-    p = PORTS
-    name = "exporter"
-    wait_for(
-        "exporter /metrics",
-        lambda: http_ok(f"http://127.0.0.1:{p['exporter']}/metrics"),
-        timeout=30,
-        name=name,
-    )
+def _serves_metrics(name: str, what: str) -> Callable[[int], None]:
+    """The readiness check of a component that is ready once its /metrics answers."""
+
+    def ready(nodes: int) -> None:
+        wait_for(
+            f"{what} /metrics",
+            lambda: http_ok(f"http://127.0.0.1:{PORTS[name]}/metrics"),
+            timeout=30,
+            name=name,
+        )
+
+    return ready
 
 
 def _loadmodel_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
@@ -953,17 +956,6 @@ def _loadmodel_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
         f"--record={loadmodel_record()}",
         "--seed=1",
     ]
-
-
-def _loadmodel_ready(nodes: int) -> None:
-    p = PORTS
-    name = "loadmodel"
-    wait_for(
-        "load model /metrics",
-        lambda: http_ok(f"http://127.0.0.1:{p['loadmodel']}/metrics"),
-        timeout=30,
-        name=name,
-    )
 
 
 def _prometheus_argv(bin_dir: Path, nodes: int, quiet: bool) -> list[str]:
@@ -1004,8 +996,8 @@ TABLE: dict[str, Component] = {
         _kube_controller_manager_argv, _kube_controller_manager_ready
     ),
     "kwok": Component(_kwok_argv, _kwok_ready),
-    "exporter": Component(_exporter_argv, _exporter_ready),
-    "loadmodel": Component(_loadmodel_argv, _loadmodel_ready),
+    "exporter": Component(_exporter_argv, _serves_metrics("exporter", "exporter")),
+    "loadmodel": Component(_loadmodel_argv, _serves_metrics("loadmodel", "load model")),
     "prometheus": Component(_prometheus_argv, _prometheus_ready),
 }
 COMPONENTS = list(TABLE)

@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from bench import env as env_mod
+from bench import plots
 from bench.quality import cells, method, metrics, owned, scenarios
 from bench.quality import systems as qsys
 
@@ -38,7 +39,6 @@ COLOURS = {
     qsys.OWNED: "tab:olive",
     qsys.REBALANCE: "tab:green",
 }
-DPI = 80
 
 
 def _label(system: str) -> str:
@@ -557,7 +557,7 @@ def plot_heat(results: dict[str, Any], key: str, out: Path) -> None:
         bar.set_label("cpu utilisation (load model)", fontsize=7)
         bar.ax.tick_params(labelsize=6)
     fig.suptitle(f"({key}) {scenarios.TITLES[key]}: utilisation per node", fontsize=9)
-    fig.savefig(out, dpi=DPI)
+    fig.savefig(out, dpi=plots.DPI)
     plt.close(fig)
 
 
@@ -578,12 +578,8 @@ def plot_series(results: dict[str, Any], field: str, ylabel: str, out: Path) -> 
         ax.set_title(f"({key}) {scenarios.TITLES[key]}", fontsize=9)
         ax.set_xlabel("seconds", fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=DPI)
-    plt.close(fig)
+        plots.style(ax)
+    plots.save(fig, out, legend=axes[0][0])
 
 
 # --- the section -------------------------------------------------------------------------

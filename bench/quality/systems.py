@@ -61,7 +61,11 @@ SMOKE = (DEFAULT, KUBE)  # the smoke plan's: the harness end to end in ~9 min
 ONLY: dict[str, tuple[str, ...]] = {OWNED: ("c", "e"), REBALANCE: ("c", "e")}  # they play
 THRESHOLD = 0.8
 # How much of the scenario's true mean each declared-amount system states.
-AMOUNT_SCALE = {ESTIMATE: 1.0, AMOUNT_HALF: 0.5, AMOUNT_DOUBLE: 2.0, OWNED: 1.0, REBALANCE: 1.0}
+AMOUNT_SCALE = {ESTIMATE: 1.0, AMOUNT_HALF: 0.5, AMOUNT_DOUBLE: 2.0}
+# The rebalance pair declares no estimate (a threshold only, as a user writes it): the
+# scheduler then counts a replacement at its workload's measured usage, as the rebalancer
+# judged the move (issue 32's run with a declared 200m saw replacements heat their nodes).
+DEFAULT_ESTIMATE = (DEFAULT, *PAIR)
 BACKLOG_PAIR = (NO_ESTIMATE, DEFAULT)  # issue 27: the default within 10 % of estimate off
 
 
@@ -163,8 +167,12 @@ def catalogue(pipeline: Pipeline) -> dict[str, systems.System]:
         AMOUNT_DOUBLE: _system(AMOUNT_DOUBLE, "metricsched, amount = double the mean", pipeline),
         NO_ESTIMATE: _system(NO_ESTIMATE, "metricsched, estimate off", pipeline),
         RANDOM: systems.System(RANDOM, "bench-random", "random placement"),
-        OWNED: _system(OWNED, "metricsched, ReplicaSets, rebalance off", pipeline),
-        REBALANCE: _system(REBALANCE, "metricsched, ReplicaSets, rebalance on", pipeline),
+        OWNED: _system(
+            OWNED, "metricsched, ReplicaSets, default estimate, rebalance off", pipeline
+        ),
+        REBALANCE: _system(
+            REBALANCE, "metricsched, ReplicaSets, default estimate, rebalance on", pipeline
+        ),
     }
 
 
@@ -213,7 +221,7 @@ def plays(name: str, scenario: str) -> bool:
 
 def estimate(system: str, *, scenario: str, pipeline: Pipeline) -> dict[str, Any] | None:
     """The metric's ``estimate`` stanza of ``system`` (None: the field is left out)."""
-    if system == DEFAULT:
+    if system in DEFAULT_ESTIMATE:
         return None
     if system == MEASURED:
         return {"from": "Measured", "resource": "cpu"}

@@ -27,7 +27,7 @@ from tests.faults.conftest import ScenarioFactory
 
 # Every pod created after the rotation is bound within this long of its creation: the
 # API server's restart (≈ 5-10 s here), a failed watch or request retried, kopf's own
-# restart after a few seconds of errors (runtime/watches.py: KOPF_ERROR_BACKOFFS), and a
+# restart after a few seconds of errors (runtime/kopf_source.py: KOPF_ERROR_BACKOFFS), and a
 # lease duration (15 s) if the Lease moves to the standby, with room to spare.
 BIND_WITHIN_S = 60.0
 WAVES, PER_WAVE, WAVE_EVERY_S = 8, 10, 3.0

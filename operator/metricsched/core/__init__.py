@@ -41,7 +41,9 @@ Modules:
 - ``usage``: measured per-pod usage, each workload's quantile, one pod's estimated usage.
 - ``pod_budget``: caps on what one pod may cost a cycle (terms, tolerations, ...).
 - ``opt_in``: which created pods the opt-in webhook gives this install's scheduler name.
-- ``cycle``: one scheduling decision for one pod.
+- ``phases``: the metric phases after the filters (PreScore, the metric Filter, Score and
+  the ranking), each a function of the one before's record.
+- ``cycle``: one scheduling decision for one pod: filters, the phases, then rendering.
 - ``class_run``: consecutive pods of one class decided as a run, each as ``cycle`` decides it.
 - ``decision_record``: the decision annotation kept on the pod.
 - ``explain``: the human-readable table of a decision.

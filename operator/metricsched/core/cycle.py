@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import math
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 
@@ -34,6 +33,7 @@ from metricsched.core import (
     estimate,
     framework,
     model,
+    phases,
     pod_budget,
     policy,
     policy_defaults,
@@ -44,9 +44,9 @@ from metricsched.core import (
     scoring,
     selectors,
 )
-from metricsched.core.plugins import fallback, kube_scores, metric_threshold, preemption
+from metricsched.core.plugins import fallback, kube_scores, preemption
 
-NO_FRESH_VALUES: Final = "no fresh metric values for any feasible node"
+NO_FRESH_VALUES: Final = phases.NO_FRESH_VALUES
 FAIL_OPEN_NOTE: Final = "with it no node passes the thresholds the samples allow"
 SOFT_NOTE: Final = "Soft threshold lifted, every node was outside it"
 
@@ -525,54 +525,23 @@ def _score_and_select(
     seed: int,
     detail: bool,
 ) -> model.Decision:
-    """Score the feasible nodes by the policy (thresholds first) and pick the best, or let
-    the fallback decide when there is nothing to score by."""
+    """The metric phases (``core.phases``: PreScore, the metric Filter, Score) on the
+    feasible nodes, then the decision: the best node, or the fallback's choice when there
+    is nothing to score by, or no node when the thresholds refuse every one."""
     pod, table = cycle.pod, cycle.table
+    stage = phases.Stage(cycle=cycle, chosen=chosen, feasible=feasible, metrics=metrics)
+    prescored = phases.prescore(stage, now=now)
     # Fallback: no metrics to score by (the default policy), or no data to trust.
-    fallback_reason = ""
-    fallback_kind = model.FallbackKind.OTHER
-    samples = [
-        scoring.metric_samples(
-            policy=chosen,
-            metric=metric,
-            table=table,
-            rows=feasible,
-            metrics=metrics,
-            now=now,
-            memo=cycle.memo,
-        )
-        for metric in chosen.metrics
-    ]
-    sampled: list[columns.Floats] = [found for found, _ in samples]
-    # What the samples do not show yet: pods bound since, and this one (core.estimate).
-    added: list[columns.Floats] = [
-        estimate.estimates(
-            metric=metric,
-            pod=pod,
-            table=table,
-            rows=feasible,
-            refreshed=refreshed,
-            learned=_learned(metrics, chosen, metric),
-            usage=_usage(metrics, chosen, metric),
-        )
-        for metric, (_, refreshed) in zip(chosen.metrics, samples, strict=True)
-    ]
-    values = [found + extra for found, extra in zip(sampled, added, strict=True)]
+    why = ("", model.FallbackKind.OTHER)
     if chosen.metrics:
-        unreachable = scoring.unreachable_error(policy=chosen, metrics=metrics)
-        if unreachable is not None:
-            fallback_reason = f"Prometheus unreachable: {unreachable}"
-            fallback_kind = model.FallbackKind.PROMETHEUS_UNREACHABLE
-        elif all(np.isnan(column).all() for column in sampled):
-            fallback_reason = NO_FRESH_VALUES
-            fallback_kind = model.FallbackKind.NO_FRESH_VALUES
-    if not chosen.metrics or fallback_reason:
+        why = phases.no_data(stage, prescored) or why
+    if not chosen.metrics or why[0]:
         return _fallback(
             pod=pod,
             chosen=chosen,
             policy_key=policy_key,
-            reason=fallback_reason,
-            kind=fallback_kind,
+            reason=why[0],
+            kind=why[1],
             feasible=feasible,
             verdicts=verdicts,
             rr_counter=rr_counter,
@@ -580,53 +549,17 @@ def _score_and_select(
             detail=detail,
             memo=cycle.memo,
         )
-
-    # Thresholds and onMissing: Exclude; a DaemonSet's pod is exempt unless the policy says
-    # otherwise (its node affinity leaves it one node, which a threshold would only strand).
-    # Each node's bounds where a threshold has overrides (None: the threshold's own for
-    # every node), laid out once per node-table version and picked for the feasible rows.
-    bounds = [
-        _rows_bounds(
-            metric_threshold.row_bounds(metric=metric, table=table, memo=cycle.memo), feasible
-        )
-        if metric.threshold_overrides
-        else None
-        for metric in chosen.metrics
-    ]
-    if metric_threshold.exempts(policy=chosen, pod=pod):
-        thresholds = metric_threshold.none_failed(len(feasible))
-    else:
-        thresholds = metric_threshold.threshold_filter(policy=chosen, values=values, bounds=bounds)
-    ignored: tuple[str, ...] = ()
-    if not thresholds.passed.any():
-        unlearned = _fail_open(
-            chosen=chosen,
-            pod=pod,
-            table=table,
-            rows=feasible,
-            samples=samples,
-            added=added,
-            metrics=metrics,
-            bounds=bounds,
-        )
-        if unlearned is not None:
-            added, values, thresholds, ignored = unlearned
-    if not thresholds.passed.any() and any(
-        metric.threshold_mode is model.ThresholdMode.SOFT for metric in chosen.metrics
-    ):
-        # Soft thresholds: rather than refuse, score the nodes the others let pass.
-        thresholds = metric_threshold.threshold_filter(
-            policy=chosen, values=values, bounds=bounds, lift_soft=True
-        )
+    filtered = phases.metric_filter(stage, prescored)
+    thresholds, judged = filtered.thresholds, filtered.prescored
     for position, reasons in thresholds.reasons.items():
         verdicts.reject(
             int(feasible[position]),
             reasons,
             _metric_scores(
                 chosen,
-                [column[position] for column in sampled],
+                [column[position] for column in judged.sampled],
                 (),
-                [column[position] for column in added],
+                [column[position] for column in judged.added],
             ),
         )
     if not thresholds.passed.any():
@@ -641,82 +574,79 @@ def _score_and_select(
             ),
             verdicts=verdicts.all(),
         )
-
-    # Score the nodes that passed everything.
-    passing = thresholds.passed
-    scored_rows = feasible[passing]
-    scored_values = [column[passing] for column in values]
-    scored_samples = [column[passing] for column in sampled]
-    scored_added = [column[passing] for column in added]
-    scored_bursts = verdicts.bursts[scored_rows]
-    kube_terms = (
-        kube_scores.score_terms(cycle=cycle, rows=scored_rows, weights=chosen.kube_weights)
-        if chosen.kube_weights
-        else ()
-    )
-    counted = estimate.replaces_burst_penalty(
-        chosen, pod, functools.partial(_usage, metrics, chosen)
-    )
-    scores = scoring.score_nodes(
-        policy=chosen,
-        columns=scored_values,
-        burst_counts=scored_bursts,
-        kube=kube_terms,
-        penalty=0.0 if counted else chosen.burst_penalty,
-    )
-    top = scoring.ranking(
-        totals=scores.totals,
-        burst_counts=scored_bursts,
-        seed=seed,
+    scored = phases.score(stage, filtered, bursts=verdicts.bursts, seed=seed)
+    return _selected(
+        pod=pod,
+        chosen=chosen,
+        policy_key=policy_key,
+        filtered=filtered,
+        scored=scored,
+        verdicts=verdicts,
+        metrics=metrics,
+        detail=detail,
     )
 
-    # Explain wants every node's verdict: read the arrays as lists once (lists or arrays,
-    # hence Any). The hot path reads the two it needs straight from the arrays.
-    rows_of: Any = scored_rows.tolist() if detail else scored_rows
-    values_of: Any = [column.tolist() for column in scored_samples] if detail else scored_samples
-    added_of: Any = [column.tolist() for column in scored_added] if detail else scored_added
-    scores_of: Any = (
-        [column.tolist() for column in scores.per_metric] if detail else scores.per_metric
-    )
-    totals_of: Any = scores.totals.tolist() if detail else scores.totals
-    bursts_of: Any = scored_bursts.tolist() if detail else scored_bursts
-    kube_of = [(term, term.scores.tolist() if detail else term.scores) for term in scores.kube]
 
-    def verdict(slot: int) -> model.NodeVerdict:
-        return model.NodeVerdict(
-            table.names[rows_of[slot]],
+def _selected(
+    *,
+    pod: model.PodInfo,
+    chosen: model.Policy,
+    policy_key: model.PolicyKey | None,
+    filtered: phases.MetricFiltered,
+    scored: phases.Scored,
+    verdicts: _Verdicts,
+    metrics: model.MetricView,
+    detail: bool,
+) -> model.Decision:
+    """Render the ranking's pick as the decision: its verdicts (every node's for explain;
+    on the hot path only the winner's and the runner-up's, all the event and the log
+    need: one verdict per node would cost more than the decision at thousands of nodes),
+    the message and the record's estimate basis."""
+    top = scored.top
+    # The slots rendered, each column read as a list once for them.
+    slots = list(range(len(scored.rows))) if detail else top
+    pick = np.asarray(slots, dtype=np.intp)
+    rows = scored.rows[pick].tolist()
+    shown = [column[pick].tolist() for column in scored.sampled]
+    added = [column[pick].tolist() for column in scored.added]
+    per_metric = [column[pick].tolist() for column in scored.scores.per_metric]
+    totals = scored.scores.totals[pick].tolist()
+    bursts = scored.bursts[pick].tolist()
+    kube = [(term.plugin, term.weight, term.scores[pick].tolist()) for term in scored.scores.kube]
+    table = verdicts.table
+    rendered = {
+        slot: model.NodeVerdict(
+            table.names[rows[at]],
             True,
             "",
             _metric_scores(
                 chosen,
-                [column[slot] for column in values_of],
-                [metric_scores[slot] for metric_scores in scores_of],
-                [column[slot] for column in added_of],
+                [column[at] for column in shown],
+                [column[at] for column in per_metric],
+                [column[at] for column in added],
             ),
-            int(bursts_of[slot]),
-            float(totals_of[slot]),
+            int(bursts[at]),
+            float(totals[at]),
             tuple(
-                model.KubeScore(term.plugin, float(found[slot]), term.weight)
-                for term, found in kube_of
+                model.KubeScore(plugin, float(found[at]), weight) for plugin, weight, found in kube
             ),
         )
-
+        for at, slot in enumerate(slots)
+    }
+    winner = rendered[top[0]]
+    runner_up = rendered[top[1]] if len(top) > 1 else None
     if detail:
-        for slot, row in enumerate(scored_rows.tolist()):
-            verdicts.given[row] = verdict(slot)
+        for at, slot in enumerate(slots):
+            verdicts.given[rows[at]] = rendered[slot]
         final = verdicts.all()
-        winner = verdicts.given[int(scored_rows[top[0]])]
-        runner_up = verdicts.given[int(scored_rows[top[1]])] if len(top) > 1 else None
     else:
-        # The hot path: the winner and the runner-up are all the event and the log need;
-        # one verdict per node would cost more than the decision at thousands of nodes.
-        final = tuple(verdict(slot) for slot in top)
-        winner, runner_up = final[0], (final[1] if len(final) > 1 else None)
+        final = tuple(rendered[slot] for slot in top)
     basis = {
-        metric.name: estimate.basis(metric, pod, _usage(metrics, chosen, metric))
+        metric.name: estimate.basis(metric, pod, phases.usage(metrics, chosen, metric))
         for metric in chosen.metrics
         if metric.estimate.source is model.EstimateFrom.MEASURED
     }
+    thresholds = filtered.thresholds
     return _decision(
         pod=pod,
         policy_key=policy_key,
@@ -727,14 +657,14 @@ def _score_and_select(
             chosen=chosen,
             winner=winner,
             runner_up=runner_up,
-            penalty=float(scores.penalties[top[0]]),
+            penalty=float(scored.scores.penalties[top[0]]),
             basis=basis,
-            ignored=ignored,
+            ignored=filtered.ignored,
             lifted=thresholds.lifted,
         ),
         verdicts=final,
         estimate_basis=basis,
-        estimate_fail_open=ignored,
+        estimate_fail_open=filtered.ignored,
         soft_lifted=tuple(
             metric.name
             for metric in chosen.metrics
@@ -762,74 +692,6 @@ def _metric_scores(
         )
         for index, (metric, value) in enumerate(zip(chosen.metrics, values, strict=True))
     )
-
-
-def _learned(
-    metrics: model.MetricView, chosen: model.Policy, metric: model.MetricSpec
-) -> model.LearnedEffect | None:
-    series = metrics.get(model.MetricKey(policy=chosen.key, metric=metric.name))
-    return None if series is None else series.learned
-
-
-def _usage(
-    metrics: model.MetricView, chosen: model.Policy, metric: model.MetricSpec
-) -> model.PodUsage | None:
-    series = metrics.get(model.MetricKey(policy=chosen.key, metric=metric.name))
-    return None if series is None else series.usage
-
-
-def _rows_bounds(bounds: metric_threshold.Bounds, rows: columns.Rows) -> metric_threshold.Bounds:
-    return bounds[0][rows], bounds[1][rows]
-
-
-_Unlearned = tuple[
-    list[columns.Floats], list[columns.Floats], metric_threshold.ThresholdResult, tuple[str, ...]
-]
-
-
-def _fail_open(
-    *,
-    chosen: model.Policy,
-    pod: model.PodInfo,
-    table: columns.NodeTable,
-    rows: columns.Rows,
-    samples: Sequence[tuple[columns.Floats, columns.Floats]],
-    added: Sequence[columns.Floats],
-    metrics: model.MetricView,
-    bounds: Sequence[metric_threshold.Bounds | None],
-) -> _Unlearned | None:
-    """No node passed the thresholds: if one does without what was learned (each learning
-    metric's estimate without its learned value; declared amounts and the other metrics'
-    estimates stay), the decision goes on without it (DESIGN "Scoring semantics" 6: a
-    learned value is a guess, and one that rules out every node would hold every pod,
-    and with no binds nothing new is learned). Returns the estimates, the values, the
-    threshold result and the metrics left out; None when the samples rule out every node
-    themselves, or nothing learned was counted."""
-    plain = list(added)
-    ignored = []
-    for index, metric in enumerate(chosen.metrics):
-        learned = _learned(metrics, chosen, metric)
-        if learned is None or not estimate.learns(metric):
-            continue
-        without = estimate.estimates(
-            metric=metric,
-            pod=pod,
-            table=table,
-            rows=rows,
-            refreshed=samples[index][1],
-            learned=None,
-            usage=_usage(metrics, chosen, metric),
-        )
-        if not np.array_equal(without, added[index]):
-            plain[index] = without
-            ignored.append(metric.name)
-    if not ignored:
-        return None
-    values = [found + extra for (found, _), extra in zip(samples, plain, strict=True)]
-    thresholds = metric_threshold.threshold_filter(policy=chosen, values=values, bounds=bounds)
-    if not thresholds.passed.any():
-        return None
-    return plain, values, thresholds, tuple(ignored)
 
 
 def _fallback(

@@ -80,6 +80,17 @@ class NodeInfo:
     declared_features: frozenset[str] = frozenset()
 
 
+TERMINAL_PHASES: Final = ("Succeeded", "Failed")
+"""A pod in one of these phases has finished: it holds nothing on its node (kube-scheduler's
+pod informer skips it), waits for no node and is nominated to none. The one terminal-phase
+rule: the watches' field selectors, the cache and the snapshot all read it (``finished``)."""
+
+
+def finished(phase: str) -> bool:
+    """Whether a pod in ``phase`` has finished (``TERMINAL_PHASES``)."""
+    return phase in TERMINAL_PHASES
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str

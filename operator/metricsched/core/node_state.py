@@ -15,12 +15,8 @@ Purely computational, like the rest of ``core``: no I/O, no clocks, no module-le
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
 
 from metricsched.core import model, pod_resources
-
-# Pods in these phases hold nothing on their node (kube-scheduler's pod informer skips them).
-_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 
 def build(
@@ -64,7 +60,7 @@ def snapshot(
     placed: dict[model.NodeName, list[model.PodInfo]] = {n.name: [] for n in node_list}
     nominated: dict[model.NodeName, tuple[model.PodInfo, ...]] = {}
     for pod in pods:
-        if pod.phase in _TERMINAL_PHASES:
+        if model.finished(pod.phase):
             continue
         if not pod.node_name:
             if pod.nominated_node:

@@ -44,9 +44,6 @@ from metricsched.core import (
     versions,
 )
 
-# Pods in these phases hold no resources (kube-scheduler ignores them too).
-_TERMINAL = frozenset({"Succeeded", "Failed"})
-
 
 @dataclasses.dataclass(slots=True)
 class _Node:
@@ -206,7 +203,7 @@ class ClusterCache:
             self._parsed.pop(uid, None)
         else:
             self._parsed[uid] = (digest, pod)
-        if pod.node_name and pod.phase not in _TERMINAL:
+        if pod.node_name and not model.finished(pod.phase):
             if uid in self._nominated:  # bound: counted on its node from now on, once
                 self.remove_nominated(uid)
             self.pending.pop(uid, None)
@@ -299,7 +296,7 @@ class ClusterCache:
 
     def upsert_nominated(self, pod: model.PodInfo) -> None:
         """An unbound pod's nomination (a pod without one, bound, or finished: dropped)."""
-        if not pod.nominated_node or pod.node_name or pod.phase in _TERMINAL:
+        if not pod.nominated_node or pod.node_name or model.finished(pod.phase):
             self.remove_nominated(pod.uid)
             return
         before = self._nominated.get(pod.uid)

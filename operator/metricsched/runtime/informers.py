@@ -6,15 +6,18 @@ bound (unfinished) pods, unbound pods nominated to a node (any scheduler's), bou
 that failed (for the kubelet's rejections of our binds), nodes,
 namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and
 VolumeAttachments. Their events go through the same translation as kopf's
-(``Watches.on_bound_pod``, ``on_nominated_pod``, ``on_node``, ...).
+(``Watches.on_bound_pod``, ``on_nominated_pod``, ``on_node``, ...): the informers hand
+every event, every LIST's keys and every gap to that one sink (``Sink``) and write no
+cache themselves.
 
 Every kind is reconciled after every LIST, the first one and each re-list alike: what the
-cache holds and the LIST lacks was deleted while nobody watched and is dropped (a bound
-pod that finished in the gap frees its node's room; a deleted VolumeAttachment frees its
-attach slot). An assumed pod is dropped only once the API confirmed its Binding before
-the LIST was sent (``ClusterCache.bound_ghosts``).
+cache holds and the LIST lacks was deleted while nobody watched and is dropped by the
+sink (``Watches.listed``: a bound pod that finished in the gap frees its node's room; a
+deleted VolumeAttachment frees its attach slot). An assumed pod is dropped only once the
+API confirmed its Binding before the LIST was sent (``ClusterCache.bound_ghosts``).
 
-``consistent`` (the scheduler's and the rebalancer's gate) is set once every kind has
+``consistent`` (the scheduler's and the rebalancer's gate, ``runtime.gates``: written here
+alone) is set once every kind has
 been listed, and clear from the start of a re-list until it has been applied; a state
 not whole for ``SYNC_BOUND_S`` makes ``/readyz`` false with the kinds missing and why.
 One object that cannot be read or handled is logged, counted
@@ -33,11 +36,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from metricsched.core import model
 from metricsched.edges import informer, kube_http, observe, probes
-from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import supervise
 from metricsched.runtime import watches as watches_mod
 
@@ -82,16 +84,50 @@ and later): an older API server may not serve resource.k8s.io/v1, and a kind tha
 be listed holds every decision."""
 
 
+class Sink(Protocol):
+    """What the informers feed: the translation into the cache and the queue
+    (``runtime.watches.Watches``), one handler per kind."""
+
+    def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_bound_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_nominated_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_failed_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_claim(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_volume(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_storage_class(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_csi_node(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_volume_attachment(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_device_class(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+    def on_pending_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
+
+    def listed(self, kind: str, keys: set[str], *, version: str, started: float) -> int:
+        """A LIST of ``kind`` applied: what the cache holds and it lacks, removed."""
+        ...
+
+    def pending_listed(self, uids: set[str], *, version: str) -> int:
+        """A LIST of our unassigned pods applied: the pending pods it lacks, dropped."""
+        ...
+
+    def skipped(self, kind: str, name: str, reason: str) -> None:
+        """One object that could not be handled: logged and counted, left out."""
+        ...
+
+    def policy_gap(self, reason: str) -> None:
+        """A re-list here is a gap for kopf's kinds too."""
+        ...
+
+
 class ClusterState:
-    """The informers' sink: events to the watches' translation, LISTs to the cache's
-    ghost removal, sync and failures to ``consistent`` and ``/readyz``."""
+    """The informers: events and LISTs to the sink (the translation), sync and failures
+    to ``gates.consistent`` and ``/readyz``."""
 
     def __init__(
         self,
         *,
         api: kube_http.AsyncApi,
-        cache: cache_mod.ClusterCache,
-        watches: watches_mod.Watches,
+        sink: Sink,
+        gates: gates_mod.Gates,
         metrics: observe.Metrics,
         health: probes.HealthState,
         resources: tuple[informer.Resource, ...] = RESOURCES,
@@ -99,22 +135,21 @@ class ClusterState:
         clock: Callable[[], float] = time.monotonic,
         page: int = informer.PAGE,
     ) -> None:
-        self._cache = cache
-        self._watches = watches
+        self._sink = sink
         self._metrics = metrics
-        self._health = health
+        self.health = health
         self._handlers: dict[str, Handler] = {
-            "Node": watches.on_node,
-            "Pod": watches.on_bound_pod,
-            "NominatedPod": watches.on_nominated_pod,
-            "FailedPod": watches.on_failed_pod,
-            "Namespace": watches.on_namespace,
-            "PersistentVolumeClaim": watches.on_claim,
-            "PersistentVolume": watches.on_volume,
-            "StorageClass": watches.on_storage_class,
-            "CSINode": watches.on_csi_node,
-            "VolumeAttachment": watches.on_volume_attachment,
-            "DeviceClass": watches.on_device_class,
+            "Node": sink.on_node,
+            "Pod": sink.on_bound_pod,
+            "NominatedPod": sink.on_nominated_pod,
+            "FailedPod": sink.on_failed_pod,
+            "Namespace": sink.on_namespace,
+            "PersistentVolumeClaim": sink.on_claim,
+            "PersistentVolume": sink.on_volume,
+            "StorageClass": sink.on_storage_class,
+            "CSINode": sink.on_csi_node,
+            "VolumeAttachment": sink.on_volume_attachment,
+            "DeviceClass": sink.on_device_class,
         }
         self._api = api
         self._page = page
@@ -127,7 +162,9 @@ class ClusterState:
         ]
         self._unlisted = {r.kind for r in resources}  # not listed yet, or re-listing
         self._failing: dict[str, str] = {}
-        self.consistent = watches.consistent
+        # Set while the state is whole (every kind listed, no re-list under way, no
+        # suspect silence): the scheduler and the rebalancer decide nothing meanwhile.
+        self.consistent = gates.consistent
         self._clock = clock
         self._sync_bound_s = sync_bound_s
         self._inconsistent_since: float | None = clock()
@@ -188,14 +225,14 @@ class ClusterState:
             since = self._inconsistent_since
             if since is None or self.consistent.is_set():
                 if reported:
-                    self._health.set_ready(True, "cluster state listed", subsystem="sync")
+                    self.health.set_ready(True, "cluster state listed", subsystem="sync")
                     reported = 0.0
                 continue
             waited = self._clock() - since
             if waited >= self._sync_bound_s and self._clock() - reported >= self._sync_bound_s:
                 reason = f"cluster state not synced for {waited:.0f}s: {self.waiting_for()}"
                 logger.error("%s; not scheduling until it is", reason)
-                self._health.set_ready(False, reason, subsystem="sync")
+                self.health.set_ready(False, reason, subsystem="sync")
                 reported = self._clock()
 
     def check_silence(self) -> None:
@@ -243,13 +280,13 @@ class ClusterState:
                 else "<unnamed>"
             )
             logger.error("%s %s: handling it failed; left out", kind, name, exc_info=e)
-            self._watches.skipped(kind, name, f"{type(e).__name__}: {e}")
+            self._sink.skipped(kind, name, f"{type(e).__name__}: {e}")
 
     def alive(self, kind: str) -> None:
         self._delivered(kind)
 
     def listed(self, kind: str, keys: set[str], version: str, started: float) -> None:
-        removed = self._remove_ghosts(kind, keys, version, started)
+        removed = self._sink.listed(kind, keys, version=version, started=started)
         self._metrics.informer_lists.labels(kind=kind).inc()
         if removed:
             self._metrics.relists.labels(kind=kind.lower()).inc(removed)
@@ -270,12 +307,12 @@ class ClusterState:
         # same API server): whether or not kopf re-lists (it may resume its watch and
         # still miss a deletion), its kinds (policies, our pending pods) are reconciled,
         # and no pod is placed under a policy until that LIST confirms them.
-        self._watches.policy_gap(f"{kind} listed again")
+        self._sink.policy_gap(f"{kind} listed again")
 
     def failing(self, kind: str, reason: str) -> None:
         self._failing[kind] = reason
         self._metrics.watch_restarts.inc()
-        self._health.set_ready(False, f"{kind} watch failing: {reason}", subsystem=kind)
+        self.health.set_ready(False, f"{kind} watch failing: {reason}", subsystem=kind)
 
     def _delivered(self, kind: str) -> None:
         self._heard[kind] = self._clock()
@@ -286,27 +323,12 @@ class ClusterState:
                 self.consistent.set()
                 self._inconsistent_since = None
         if self._failing.pop(kind, None) is not None:
-            self._health.set_ready(True, "watches delivering again", subsystem=kind)
-
-    def _remove_ghosts(self, kind: str, keys: set[str], version: str, started: float) -> int:
-        cache = self._cache
-        if kind == "Node":
-            names = {model.NodeName(k) for k in keys}
-            ghosts = cache.node_ghosts(names, list_version=version)
-            for name in ghosts:
-                cache.remove_node(name, resource_version=version)
-            return len(ghosts)
-        if kind == "Pod":
-            uids = cache.bound_ghosts(keys, list_version=version, started=started)
-            for uid in uids:
-                cache.remove_pod(uid, resource_version=version)
-            return len(uids)
-        return cache.retain(kind, keys)
+            self.health.set_ready(True, "watches delivering again", subsystem=kind)
 
 
 async def list_pending(
     api: kube_http.AsyncApi,
-    watches: watches_mod.Watches,
+    sink: Sink,
     scheduler_names: frozenset[str],
     *,
     page: int = informer.PAGE,
@@ -314,16 +336,12 @@ async def list_pending(
     """LIST our unassigned pods into the cache and queue (at start, and to reconcile
     kopf's pending set after it re-lists); what the cache has pending and the LIST lacks
     is dropped. Returns how many were dropped."""
-    sink = _OneShot(lambda _type, body: watches.on_pending_pod("ADDED", body))
+    listing = _OneShot(lambda _type, body: sink.on_pending_pod("ADDED", body))
     resource = informer.Resource(
         "Pod", "/api/v1/pods", watches_mod.pending_selector(scheduler_names)
     )
-    await informer.Reflector(api, resource, sink, page=page).list_once()
-    ghosts = watches.cache.pending_ghosts(sink.keys, list_version=sink.version)
-    for uid in ghosts:
-        watches.cache.leave_pending(uid)
-        watches.queue.done(uid)
-    return len(ghosts)
+    await informer.Reflector(api, resource, listing, page=page).list_once()
+    return sink.pending_listed(listing.keys, version=listing.version)
 
 
 async def list_policies(api: kube_http.AsyncApi, watches: watches_mod.Watches) -> int:

@@ -1,6 +1,6 @@
 """What kopf does per watch event that this operator does not need, switched off.
 
-Every handler this operator registers is ``@kopf.on.event`` (runtime/watches.py): it
+Every handler this operator registers is ``@kopf.on.event`` (runtime/kopf_source.py): it
 reads the event's body and never asks kopf for ``diff``, ``old`` or ``new``, nor for
 retries or progress. kopf still builds a diff-base "essence" of every event's body
 (``DiffBaseStorage.build``: a ``deepcopy`` of the body, then two more in

@@ -49,8 +49,9 @@ from metricsched.edges import (
 )
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers as informers_mod
-from metricsched.runtime import leader, supervise
+from metricsched.runtime import kopf_source, leader, supervise
 from metricsched.runtime import pod_usage as pod_usage_mod
 from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import queue as queue_mod
@@ -93,6 +94,9 @@ class Operator:
     def __init__(self, config: Config, api_client: Any) -> None:
         self.config = config
         self.api_client = api_client
+        # Leading, a consistent cluster state, the first metric round, the elector's fence:
+        # made first, handed to every part that reads them (runtime.gates).
+        self.gates = gates_mod.Gates()
         # The API objects, named for what they serve, all on the event loop.
         # ``writes``: the writers (Bindings, Events, pod status, Evictions, policy status),
         # with a connection pool of their own: watches hold theirs for minutes, and
@@ -134,6 +138,7 @@ class Operator:
             http=self.writes,
             recorder=self.recorder,
             metrics=self.metrics,
+            gates=self.gates,
             on_fallback_change=self._fallback_changed,
             on_fail_open_change=self._fail_open_changed,
         )
@@ -152,6 +157,7 @@ class Operator:
             http=self.writes,
             recorder=self.recorder,
             metrics=self.metrics,
+            gates=self.gates,
             policy_ref=lambda key: policies_mod.policy_ref(key, self.status.records.get(key)),
             mark=self._mark_status,
         )
@@ -161,6 +167,7 @@ class Operator:
             nodes=self.cache.nodes,
             counters=self._counters,
             metrics=self.metrics,
+            gates=self.gates,
             interval_s=config.refresh_interval_s,
             shadow=self.shadow.status_block,
             rebalance=self.rebalancer.status_block,
@@ -181,6 +188,7 @@ class Operator:
             queue=self.queue,
             keep_result=self._keep_result,
             metrics=self.metrics,
+            gates=self.gates,
             post_event=self._post_policy_event,
             interval_s=config.refresh_interval_s,
             # A query may retry once (PrometheusConfig.retries), each attempt bounded by
@@ -218,27 +226,29 @@ class Operator:
         )
         self.watches = watches_mod.Watches(
             config=config,
-            api_client=api_client,
             cache=self.cache,
             queue=self.queue,
             policies=self.policies,
             metrics=self.metrics,
-            health=self.health,
             record=self.post,
             on_pod_seen=self.shadow.on_pod,
-            leading=self.scheduler.active,
+            gates=self.gates,
         )
-        self.scheduler.consistent = self.watches.consistent
+        # kopf, supervised: our pending pods and the policies into the translation.
+        self.kopf = kopf_source.KopfSource(
+            config=config,
+            api_client=api_client,
+            sink=self.watches,
+            metrics=self.metrics,
+            health=self.health,
+            record=self.post,
+        )
         self.scheduler.policies_confirmed = self.policies.confirmed
-        self.scheduler.metrics_ready = self.refresher.first_round
-        # Rebalancing runs while this replica schedules, on a consistent cache.
-        self.rebalancer.active = self.scheduler.active
-        self.rebalancer.consistent = self.watches.consistent
         self.rebalancer.policies_confirmed = self.policies.confirmed
         self.cluster_state = informers_mod.ClusterState(
             api=self.reads,
-            cache=self.cache,
-            watches=self.watches,
+            sink=self.watches,
+            gates=self.gates,
             metrics=self.metrics,
             health=self.health,
             page=config.list_page_size,
@@ -408,13 +418,13 @@ class Operator:
         logger.info("leading: scheduling, refreshing metrics, writing policy status")
         self.metrics.leader.set(1)
         self.status.start_leading()
-        self.scheduler.active.set()
+        self.gates.leading.set()
         self.refresher.now.set()
 
     def _lost_leading(self) -> None:
+        self.gates.leading.clear()  # no decision, move, metric round or status write more
         cancelled = self.scheduler.cancel_binds()
         self.metrics.leader.set(0)
-        self.status.leading = False
         self.lost = True
         logger.error(
             "lost the lease: %d bind(s) in flight cancelled; exiting so a fresh process re-syncs",
@@ -482,10 +492,10 @@ class Operator:
                 supervise.Spec("scheduler", lambda: self.scheduler.run(self.stop)),
                 supervise.Spec(
                     "refresher",
-                    lambda: self.refresher.run(stop=self.stop, leading=self.scheduler.active),
+                    lambda: self.refresher.run(self.stop),
                 ),
                 supervise.Spec("status", lambda: self.status.run(self.stop)),
-                supervise.Spec("kopf", lambda: self.watches.run_kopf(self.stop)),
+                supervise.Spec("kopf", lambda: self.kopf.run(self.stop)),
                 supervise.Spec("reconciler", lambda: self.reconciler.run(self.stop)),
                 supervise.Spec("shadow", lambda: self.shadow.run(self.stop)),
                 supervise.Spec("rebalancer", lambda: self.rebalancer.run(self.stop)),
@@ -500,8 +510,7 @@ class Operator:
                     identity=leader.default_identity(),
                 )
                 self.elector = elector
-                self.scheduler.fence = elector.fence
-                self.rebalancer.fence = elector.fence
+                self.gates.fence = elector.fence
                 # Not restarted: an elector that ended unexpectedly ends the process (its
                 # fence closes by itself meanwhile), as a lost lease does.
                 specs.append(

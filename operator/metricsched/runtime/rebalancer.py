@@ -49,6 +49,7 @@ from metricsched.core import api_formats, cycle, model, quantity, rebalance, res
 from metricsched.edges import events, eviction, kube_http, metric_store, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import cycle_inputs
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import reservations as reservations_mod
 
 logger = logging.getLogger("metricsched.rebalancer")
@@ -88,6 +89,7 @@ class Rebalancer:
         http: kube_http.AsyncApi,
         recorder: events.EventRecorder,
         metrics: observe.Metrics,
+        gates: gates_mod.Gates,
         policy_ref: Callable[[model.PolicyKey], events.ObjectRef],
         mark: Callable[[model.PolicyKey], None],
         period_s: float | None = None,
@@ -109,14 +111,13 @@ class Rebalancer:
         self._clock = clock
         self._monotonic = monotonic
         self.states: dict[model.PolicyKey, PolicyState] = {}
-        self.active = asyncio.Event()  # the scheduler's: set while this replica leads
-        self.consistent = asyncio.Event()  # the watches': set while the cache is trusted
-        self.consistent.set()
+        # Leading and a consistent cache (runtime.gates), as for the scheduler; the
+        # elector's fence bounds every Eviction as it does every Binding.
+        self.gates = gates
         # The watches': set while the cached policies are confirmed after a gap (a policy
         # deleted in the gap moves no pod).
         self.policies_confirmed = asyncio.Event()
         self.policies_confirmed.set()
-        self.fence: Callable[[], float] | None = None  # the elector's, as for Bindings
         self.budget = config.rebalance_eviction_budget
         self._sent: collections.deque[float] = collections.deque()  # monotonic, all policies
         self._held_by: dict[str, model.PolicyKey] = {}  # evicted pod's uid -> whose move held
@@ -126,8 +127,8 @@ class Rebalancer:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await self.active.wait()
-            await self.consistent.wait()
+            await self.gates.leading.wait()
+            await self.gates.consistent.wait()
             await self.policies_confirmed.wait()
             try:
                 await self.run_pass(self._clock())
@@ -251,7 +252,9 @@ class Rebalancer:
 
     def _may_move(self) -> bool:
         return (
-            self.active.is_set() and self.consistent.is_set() and self.policies_confirmed.is_set()
+            self.gates.leading.is_set()
+            and self.gates.consistent.is_set()
+            and self.policies_confirmed.is_set()
         )
 
     async def _move(
@@ -285,7 +288,7 @@ class Rebalancer:
                 namespace=pod.namespace,
                 name=pod.name,
                 uid=pod.uid,
-                fence=self.fence,
+                fence=self.gates.fence,
                 metrics=self.metrics,
             )
             outcome, label = result.kind, result.kind.value

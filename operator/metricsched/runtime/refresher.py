@@ -52,6 +52,7 @@ from metricsched.edges import kube_http, metric_store, metrics_api, observe, que
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import fair_slots
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import learner as learner_mod
 from metricsched.runtime import pod_usage as pod_usage_mod
 from metricsched.runtime import policies as policies_mod
@@ -74,6 +75,7 @@ class Refresher:
         queue: queue_mod.SchedulingQueue,
         keep_result: Callable[[query_rounds.RefreshResult], policies_mod.Refreshed | None],
         metrics: observe.Metrics,
+        gates: gates_mod.Gates,
         post_event: PolicyEvent,
         interval_s: float,
         deadline_s: float,
@@ -97,16 +99,17 @@ class Refresher:
         self._in_flight: dict[query_rounds.QueryKey, asyncio.Task[None]] = {}
         self._down: prom.QueryReport | None = None
         self.now = asyncio.Event()  # set to refresh at once (a policy's metrics changed)
-        # Set once the first round since this replica began leading has answered (or run
-        # out of time): the scheduler waits for it, so that the first pods are not placed
-        # by a fallback only because the operator started faster than its first query.
-        self.first_round = asyncio.Event()
+        # Rounds run while ``gates.leading`` is set; ``gates.metrics_ready`` is set once the
+        # first round since this replica began leading has answered (or run out of time):
+        # the scheduler waits for it, so that the first pods are not placed by a fallback
+        # only because the operator started faster than its first query.
+        self.gates = gates
         self._first: asyncio.Task[None] | None = None
         self._learner = learner_mod.Learner()  # how binds moved the metrics that learn
 
-    async def run(self, *, stop: asyncio.Event, leading: asyncio.Event) -> None:
+    async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await leading.wait()
+            await self.gates.leading.wait()
             self.now.clear()
             try:
                 self.round(known=await self.verdicts())
@@ -126,11 +129,11 @@ class Refresher:
             self._first.cancel()
 
     async def _first_round_done(self, tasks: list[asyncio.Task[None]]) -> None:
-        """``first_round`` once ``tasks`` (the first round's queries) have answered, or
+        """``gates.metrics_ready`` once ``tasks`` (the first round's queries) have answered, or
         after the deadline (a query that hangs delays the first decisions no longer)."""
         if tasks:
             await asyncio.wait(tasks, timeout=self._deadline)
-        self.first_round.set()
+        self.gates.metrics_ready.set()
 
     async def refresh_once(self, *, only: Collection[model.PolicyKey] | None = None) -> None:
         """One round, and wait for all its answers (``metricsched explain``, which decides

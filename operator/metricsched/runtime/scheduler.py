@@ -29,6 +29,7 @@ from metricsched.core import class_run, cycle, decision_record, framework, model
 from metricsched.edges import binder, events, kube_http, logs, metric_store, observe, pod_status
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import cycle_inputs
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import reservations as reservations_mod
 
@@ -69,6 +70,7 @@ class Scheduler:
         http: kube_http.AsyncApi,
         recorder: events.EventRecorder,
         metrics: observe.Metrics,
+        gates: gates_mod.Gates,
         on_fallback_change: Callable[[model.PolicyKey, bool, str], None] | None = None,
         on_fail_open_change: Callable[[model.PolicyKey, str, bool], None] | None = None,
         reservations: reservations_mod.Reservations | None = None,
@@ -111,22 +113,13 @@ class Scheduler:
         self._seen_generation = -1
         self._last_resync = 0.0
         self._backlog_exported_at = -float("inf")
-        self.active = asyncio.Event()  # set while this replica may schedule (leader)
-        # The elector's fence (seconds this replica may still write as leader); None
-        # without leader election.
-        self.fence: Callable[[], float] | None = None
-        # Set while the cache can be trusted (cleared from a watch re-list until its
-        # reconciliation): decisions wait for it.
-        self.consistent = asyncio.Event()
-        self.consistent.set()
+        # Leading, a consistent cache and the first metric round (runtime.gates): decisions
+        # wait for all three; the elector's fence bounds every Binding.
+        self.gates = gates
         # Set while the cached policies are confirmed by a LIST sent after the last watch
         # gap (runtime.watches): no pod is placed under a policy deleted in the gap.
         self.policies_confirmed = asyncio.Event()
         self.policies_confirmed.set()
-        # Set once the metrics have had their first refresh (the refresher's first_round):
-        # decisions wait for it at start.
-        self.metrics_ready = asyncio.Event()
-        self.metrics_ready.set()
         # The cache's node names, rebuilt when its generation moves (a node added or
         # deleted always moves it): the check right before each Binding.
         self._node_names: frozenset[str] = frozenset()
@@ -136,10 +129,10 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await self.active.wait()
-            await self.consistent.wait()
+            await self.gates.leading.wait()
+            await self.gates.consistent.wait()
             await self.policies_confirmed.wait()
-            await self.metrics_ready.wait()
+            await self.gates.metrics_ready.wait()
             now = self._monotonic()
             self._wake_on_changes(now)
             await self.queue.wait(now=now, max_wait=1.0)
@@ -184,7 +177,9 @@ class Scheduler:
 
     def _may_decide(self) -> bool:
         return (
-            self.active.is_set() and self.consistent.is_set() and self.policies_confirmed.is_set()
+            self.gates.leading.is_set()
+            and self.gates.consistent.is_set()
+            and self.policies_confirmed.is_set()
         )
 
     def export_backlog(self, now: float) -> None:
@@ -355,7 +350,7 @@ class Scheduler:
                 name=pod.name,
                 uid=pod.uid,
                 node=node,
-                fence=self.fence,
+                fence=self.gates.fence,
                 metrics=self.metrics,
                 annotations={decision_record.ANNOTATION: record} if record else None,
             )
@@ -454,7 +449,7 @@ class Scheduler:
     def cancel_binds(self) -> int:
         """Leadership is lost: stop waiting on Bindings in flight (their requests end
         within the fence) and schedule nothing more."""
-        self.active.clear()
+        self.gates.leading.clear()
         n = 0
         for task in list(self._tasks):
             if not task.done():

@@ -27,6 +27,7 @@ from typing import Any
 
 from metricsched.core import api_formats, estimate, model, policy, scoring
 from metricsched.edges import errors, kube, kube_http, observe, query_rounds
+from metricsched.runtime import gates as gates_mod
 
 logger = logging.getLogger("metricsched.status")
 
@@ -87,6 +88,7 @@ class PolicyStatus:
         nodes: Callable[[], list[model.NodeInfo]],
         counters: Callable[[model.PolicyKey], tuple[int, int]],
         metrics: observe.Metrics,
+        gates: gates_mod.Gates,
         interval_s: float,
         refresh_stale_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
@@ -109,7 +111,7 @@ class PolicyStatus:
         self.records: dict[model.PolicyKey, PolicyRecord] = {}
         self._dirty: set[model.PolicyKey] = set()
         self._wake = asyncio.Event()
-        self.leading = False
+        self.gates = gates  # written only while ``gates.leading`` is set
 
     # --- inputs --------------------------------------------------------------------------
 
@@ -151,7 +153,8 @@ class PolicyStatus:
         self._wake.set()
 
     def start_leading(self) -> None:
-        self.leading = True
+        """This replica begins to lead (before ``gates.leading`` is set): each policy's
+        counts are taken from what the last leader wrote."""
         for record in self.records.values():
             record.base = dataclasses.replace(record.seen)
         self.mark()
@@ -171,7 +174,7 @@ class PolicyStatus:
 
     async def write_due(self) -> int:
         """One pass: write what is due; returns how many PATCHes went out."""
-        if not self.leading:
+        if not self.gates.leading.is_set():
             return 0
         now = self._clock()
         written = 0

@@ -1,22 +1,14 @@
-"""Watch events → cluster cache and queue (thin), and kopf itself, supervised.
+"""Watch events → cluster cache and queue (thin): the translation of every kind, no kopf.
 
-kopf stays the event source for the pods this scheduler places and for the policies: its
-``@kopf.on.event`` handlers (which store nothing on the objects they see) watch only our
-unassigned pods (server-side field selectors: no node, not finished, and our scheduler
-name when there is one) and SchedulingPolicies. The rest of the cluster's state (bound
-pods, nodes, namespaces, claims, volumes, storage classes, CSI nodes, volume
-attachments) comes from the lean informer (``runtime.informers``), through the same
-translation here: ``on_bound_pod``, ``on_node`` and the others.
+kopf (``runtime.kopf_source``) hands it our unassigned pods (``on_pending_pod``) and the
+SchedulingPolicies (``on_policy``). The rest of the cluster's state (bound pods, nodes,
+namespaces, claims, volumes, storage classes, CSI nodes, volume attachments) comes from
+the lean informer (``runtime.informers``), through the same translation here:
+``on_bound_pod``, ``on_node`` and the others.
 
 A pod that leaves kopf's filtered watch arrives as DELETED, carrying the unbound object at
 the bind's resourceVersion: it left the pending set (``on_pending_pod``), which never
 frees capacity; only the informer's DELETED of a bound pod does.
-
-kopf is run under a supervisor: a watch that fails for good (kopf gives up after its
-``error_backoffs``, e.g. on a 403 after an RBAC change or a long API outage) makes
-``/readyz`` false with the reason, logs it, posts a Warning event on the operator's own
-Pod (when ``POD_NAME``/``POD_NAMESPACE`` say which), and kopf is started again with
-backoff: never an exit. ``/readyz`` turns true again once the restarted watches deliver.
 
 After kopf (re-)lists (at start, after a 410 Gone, after a restart), pending pods and
 policies deleted while nobody watched got no DELETED event: ``relisted`` tells the
@@ -32,29 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-import kopf
-
 from metricsched.config import Config
 from metricsched.core import kubelet_rejection, model, parse
-from metricsched.edges import (
-    errors,
-    events,
-    kube,
-    kube_http,
-    observe,
-    probes,
-    webhook,
-)
+from metricsched.edges import events, observe
 from metricsched.runtime import cache as cache_mod
-from metricsched.runtime import kopf_tuning
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
@@ -64,7 +43,9 @@ _Parsed = TypeVar("_Parsed")
 logger = logging.getLogger("metricsched.watches")
 
 GROUP, VERSION, PLURAL = status_mod.GROUP, status_mod.VERSION, status_mod.PLURAL
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+# Unfinished pods only (model.TERMINAL_PHASES): a pod that finishes leaves the watch as
+# DELETED, which frees what it held.
+POD_FIELD_SELECTOR = ",".join(f"status.phase!={phase}" for phase in model.TERMINAL_PHASES)
 PENDING_FIELD_SELECTOR = "spec.nodeName=," + POD_FIELD_SELECTOR
 BOUND_FIELD_SELECTOR = "spec.nodeName!=," + POD_FIELD_SELECTOR
 NOMINATED_FIELD_SELECTOR = "spec.nodeName=,status.nominatedNodeName!=," + POD_FIELD_SELECTOR
@@ -83,52 +64,38 @@ def pending_selector(scheduler_names: frozenset[str]) -> str:
 
 _MAX_REJECTIONS_REMEMBERED = 10_000  # pod uids already reported (a copy may come twice)
 
-# kopf's retries of a failing request before it gives up (and we restart it): short, so
-# a lasting failure shows on /readyz within seconds, not kopf's default ~54 s.
-KOPF_ERROR_BACKOFFS = (1.0, 2.0, 4.0)
-_RESTART_BACKOFF = (1.0, 30.0)
-# How often kopf's TLS files (the kubeconfig's CA and client certificate) are checked for
-# a change on disk.
-TLS_CHECK_S = 2.0
-
 
 class Watches:
     def __init__(
         self,
         *,
         config: Config,
-        api_client: Any,
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,
         policies: policies_mod.Policies,
         metrics: observe.Metrics,
-        health: probes.HealthState,
         record: Callable[..., None],
         on_pod_seen: Callable[[model.PodInfo, Mapping[str, Any]], None] | None = None,
-        leading: asyncio.Event | None = None,
+        gates: gates_mod.Gates | None = None,
     ) -> None:
         self.config = config
-        self.api_client = api_client
         self.cache = cache
         self.queue = queue
         self.policies = policies  # the policies' lifecycle (runtime.policies)
         self.metrics = metrics
-        self.health = health
         self._record = record
         self._on_pod_seen = on_pod_seen  # shadow mode's hook (runtime/shadow.py)
-        # Kubelet rejections are reported by the replica that schedules (None: always), so
-        # that standbys neither count them again nor post the Event again.
-        self._leading = leading
+        # Kubelet rejections are reported by the replica that leads (no gates: always),
+        # so that standbys neither count them again nor post the Event again.
+        self._gates = gates
         self._rejections_seen: collections.OrderedDict[str, None] = collections.OrderedDict()
         # --namespace narrows which pods are scheduled and which policies apply; pods of
         # all namespaces are still watched: they all take capacity on the same nodes.
         self._namespaces = frozenset(config.namespaces)
         self.relisted = asyncio.Event()  # kopf listed pending pods or policies (again)
-        # Set while the informer's state is whole (every kind listed, no re-list under
-        # way): no decision is taken on a cache that may hold ghosts (runtime.informers).
-        self.consistent = asyncio.Event()
         self.clock: Callable[[], float] = time.monotonic  # when a LIST was sent (reconcile)
-        self.delivering = asyncio.Event()  # an event arrived since kopf (re)started
+        # An event was handled since kopf (re)started (runtime.kopf_source clears it).
+        self.delivering = asyncio.Event()
 
     # --- watch events ------------------------------------------------------------------
 
@@ -177,7 +144,7 @@ class Watches:
             return  # another scheduler's bind, or a pod created with its nodeName set
         if self._namespaces and meta.get("namespace") not in self._namespaces:
             return
-        if self._leading is not None and not self._leading.is_set():
+        if self._gates is not None and not self._gates.leading.is_set():
             return
         try:
             rejection = parse.kubelet_rejection_from_body(body)
@@ -402,6 +369,36 @@ class Watches:
             remove=lambda meta: self.cache.remove_device_class(str(meta.get("name", ""))),
         )
 
+    # --- LISTs: what the cache holds and a LIST lacks ---------------------------------------
+
+    def listed(self, kind: str, keys: set[str], *, version: str, started: float) -> int:
+        """An informer's LIST of ``kind`` (``keys``, at ``version``, sent at monotonic
+        ``started``): what the cache holds of that kind and the LIST lacks was deleted
+        while nobody watched and is removed. Returns how many."""
+        cache = self.cache
+        if kind == "Node":
+            names = {model.NodeName(k) for k in keys}
+            ghosts = cache.node_ghosts(names, list_version=version)
+            for name in ghosts:
+                cache.remove_node(name, resource_version=version)
+            return len(ghosts)
+        if kind == "Pod":
+            uids = cache.bound_ghosts(keys, list_version=version, started=started)
+            for uid in uids:
+                cache.remove_pod(uid, resource_version=version)
+            return len(uids)
+        return cache.retain(kind, keys)
+
+    def pending_listed(self, uids: set[str], *, version: str) -> int:
+        """A LIST of our unassigned pods (``uids``, at ``version``): a pod pending here
+        that the LIST lacks left the pending set while kopf did not watch. Returns how
+        many."""
+        ghosts = self.cache.pending_ghosts(uids, list_version=version)
+        for uid in ghosts:
+            self.cache.leave_pending(uid)
+            self.queue.done(uid)
+        return len(ghosts)
+
     def _on_object(
         self,
         kind: str,
@@ -456,187 +453,3 @@ class Watches:
             # Either kind: with no policy to list (or none left), kopf's listing of the
             # policies sends nothing at all, and its pods share the gap.
             self.policy_gap("kopf listed again")
-
-    # --- kopf, supervised --------------------------------------------------------------
-
-    async def run_kopf(self, stop: asyncio.Event) -> None:
-        """Run kopf until ``stop``; restart it with backoff whenever it fails, and at once
-        when the CA or client certificate files changed on disk (``_tls_changed``)."""
-        delay, cap = _RESTART_BACKOFF
-        while not stop.is_set():
-            self.delivering.clear()
-            ready = asyncio.Event()
-            reclaim = asyncio.create_task(_reclaim_signals(ready, stop), name="reclaim signals")
-            files = self._tls_files()  # before kopf logs in: a change after it is seen
-            kopf_task = asyncio.create_task(
-                kopf.operator(
-                    registry=build_registry(self),
-                    clusterwide=True,
-                    standalone=True,
-                    stop_flag=stop,
-                    ready_flag=ready,
-                ),
-                name="kopf",
-            )
-            rotation = asyncio.create_task(self._tls_changed(stop, files), name="kopf: TLS files")
-            rotated = False
-            try:
-                await asyncio.wait([kopf_task, rotation], return_when=asyncio.FIRST_COMPLETED)
-                if not kopf_task.done():  # the files changed: log in again with them
-                    rotated = True
-                    kopf_task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await kopf_task
-                    raise _TlsFilesChangedError("TLS files changed on disk")
-                kopf_task.result()
-            except asyncio.CancelledError:
-                reclaim.cancel()
-                rotation.cancel()
-                kopf_task.cancel()
-                raise
-            except Exception as e:
-                reason = errors.describe(e)
-            else:
-                if stop.is_set():
-                    reclaim.cancel()
-                    rotation.cancel()
-                    return
-                reason = "kopf stopped on its own"
-            reclaim.cancel()
-            rotation.cancel()
-            self.metrics.watch_restarts.inc()
-            self.health.set_ready(False, f"watches restarting: {reason}", subsystem="kopf")
-            self.policy_gap(f"kopf's watches restarted: {reason}")
-            if rotated:  # not a failure: kopf logs in again with the new files at once
-                logger.warning("kopf's watches restarted: %s", reason)
-            else:
-                logger.error("watches failed (%s); restarting them in %gs", reason, delay)
-                self._record_self(reason)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
-                delay = min(cap, delay * 2)
-            asyncio.get_running_loop().create_task(self._ready_when_delivering(stop))
-
-    def _tls_files(self) -> tuple[tuple[str, float, int], ...]:
-        cfg = getattr(self.api_client, "configuration", None)
-        return kube_http.tls_files(cfg) if cfg is not None else ()
-
-    async def _tls_changed(
-        self, stop: asyncio.Event, files: tuple[tuple[str, float, int], ...]
-    ) -> None:
-        """Return when the CA or client certificate files differ from ``files`` on disk
-        (never, if ``stop`` is set first).
-
-        kopf builds its TLS context when it logs in, and logs in again only after a 401:
-        with a rotated CA its watches would fail for good (the fault suite's ca-rotate
-        scenario, on the code before this: the new leader renewed the Lease all along
-        while the pods created after the rotation waited up to 93 s, until a re-list).
-        A restarted kopf logs in (``login``) with the files on disk, as ``kube_http``
-        rebuilds its pool with them."""
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=TLS_CHECK_S)
-            if not stop.is_set() and self._tls_files() != files:
-                return
-        await asyncio.Event().wait()  # stopping: kopf ends by itself
-
-    async def _ready_when_delivering(self, stop: asyncio.Event) -> None:
-        await asyncio.wait(
-            [
-                asyncio.ensure_future(self.delivering.wait()),
-                asyncio.ensure_future(stop.wait()),
-            ],
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        if self.delivering.is_set():
-            self.health.set_ready(True, "watches delivering again", subsystem="kopf")
-
-    def _record_self(self, reason: str) -> None:
-        name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
-        if not name or not namespace:
-            return
-        uid = os.environ.get("POD_UID", "")
-        self._record(
-            events.ObjectRef.pod(namespace=namespace, name=name, uid=uid),
-            event_type="Warning",
-            reason="WatchFailed",
-            action="Watch",
-            message=f"watches failed and are being restarted: {reason}",
-        )
-
-
-class _TlsFilesChangedError(Exception):
-    """kopf was stopped to log in again with the TLS files changed on disk."""
-
-
-def configure_kopf(
-    settings: kopf.OperatorSettings, scheduler_names: frozenset[str] = frozenset({"metricsched"})
-) -> None:
-    """kopf's settings for this operator (its start-up handler calls this)."""
-    settings.posting.enabled = False  # we post our own events, from the scheduler's name
-    settings.scanning.disabled = True
-    settings.peering.standalone = True
-    # kopf sees only our unassigned pods: the informer owns the rest of the cluster.
-    settings.watching.field_selectors[("v1", "pods")] = pending_selector(scheduler_names)
-    # LIST in pages: an unchunked initial list holds every pod's body at once.
-    settings.watching.chunk_size = 500
-    # kopf keeps a worker (and the last body) per object until it idles out: pods see
-    # a burst of events around their bind and then quiet, so let the workers go soon.
-    # While kopf lists (at start, after a 410) every object's worker holds its body for
-    # this long: at ≈ 1,000 events/s, 1 s kept ≈ 3,000 bodies, 0.1 s ≈ 400 (the realistic
-    # shape of ``python -m bench memory --stages kopf-listing``).
-    settings.queueing.idle_timeout = 0.1
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.watching.connect_timeout = 10
-    settings.networking.request_timeout = 60
-    settings.networking.connect_timeout = 10
-    settings.networking.error_backoffs = KOPF_ERROR_BACKOFFS
-    kopf_tuning.configure(settings)
-
-
-def build_registry(w: Watches) -> kopf.OperatorRegistry:
-    registry = kopf.OperatorRegistry()
-
-    @kopf.on.startup(registry=registry)
-    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        configure_kopf(settings, w.config.scheduler_names)
-        if w.config.webhook_enabled:
-            # The chart owns the MutatingWebhookConfiguration: kopf only serves it
-            # (settings.admission.managed stays None).
-            settings.admission.server = webhook.server(w.config, health=w.health, metrics=w.metrics)
-
-    if w.config.webhook_enabled:
-        webhook.register(registry, config=w.config, metrics=w.metrics)
-
-    @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        return kube.connection_info(w.api_client)
-
-    @kopf.on.event("v1", "pods", registry=registry)
-    async def pod_event(event: Mapping[str, Any], **_: Any) -> None:
-        w.on_pending_pod(event.get("type"), event["object"])
-
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def policy_event(event: Mapping[str, Any], **_: Any) -> None:
-        w.on_policy(event.get("type"), event["object"])
-
-    return registry
-
-
-async def _reclaim_signals(ready: asyncio.Event, stop: asyncio.Event) -> None:
-    """Make SIGTERM and SIGINT set the operator's ``stop`` again once kopf has started.
-
-    kopf installs its own handlers for them when it spawns its tasks, replacing the
-    operator's: a SIGTERM would then stop kopf alone, and the supervisor would restart
-    what kopf cancelled, so the pod would not exit until it was killed. With the
-    operator's handler back, ``stop`` ends everything, kopf included (its stop flag).
-    kopf raises ``ready`` after its startup handlers, about when it adds its handlers:
-    they are replaced a moment later, and once more in case kopf was slower."""
-    await ready.wait()
-    loop = asyncio.get_running_loop()
-    for delay in (0.2, 2.0):
-        await asyncio.sleep(delay)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, stop.set)

@@ -358,11 +358,9 @@ def test_issue_32s_section_shows_each_cell_as_a_median_with_its_range_only_with_
     lines = report.rebalance_pair_section(scaled_pair(on=0.5, per=1.0, over=0))
     text = "\n".join(lines)
     assert "### Rebalancing at scale (issue 32), scenarios c and e" in text
-    e_on = next(x for x in lines if x.startswith("| (e) | metricsched, ReplicaSets, rebalance on"))
+    e_on = next(x for x in lines if x.startswith(f"| (e) | {qsys.SYSTEMS[qsys.REBALANCE].label}"))
     assert "| 1,2,3 | 100 [90 to 110] | 25 [22 to 28] | - |" in e_on
-    c_off = next(
-        x for x in lines if x.startswith("| (c) | metricsched, ReplicaSets, rebalance off")
-    )
+    c_off = next(x for x in lines if x.startswith(f"| (c) | {qsys.SYSTEMS[qsys.OWNED].label}"))
     assert "| 200 [180 to 220] | 50 [45 to 55] | 100 [80 to 120] |" in c_off
 
 

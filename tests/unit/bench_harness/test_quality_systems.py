@@ -110,6 +110,18 @@ def test_only_metricsched_rows_get_a_policy_and_the_pair_plays_c_and_e_only() ->
     assert not set(qsys.PAIR) & set(qsys.CHOSEN)
 
 
+def test_the_rebalance_pair_declares_no_estimate_as_the_default_row() -> None:
+    """The pair's policy is the default's plus spec.rebalance: the scheduler counts a
+    replacement as the default counts it, not at a declared amount."""
+    default = qsys.policy(qsys.DEFAULT, scenario="e")
+    for system in qsys.PAIR:
+        spec = qsys.policy(system, scenario="e")
+        assert "estimate" not in spec["metrics"][0]
+        assert {k: v for k, v in spec.items() if k != "rebalance"} == default
+    assert "rebalance" in qsys.policy(qsys.REBALANCE, scenario="e")
+    assert "rebalance" not in qsys.policy(qsys.OWNED, scenario="e")
+
+
 def args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     runner.add_arguments(parser)

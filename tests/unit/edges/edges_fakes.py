@@ -351,6 +351,7 @@ def refresh_round(
 
     from metricsched.edges import observe as observe_mod
     from metricsched.runtime import cache as cache_mod
+    from metricsched.runtime import gates as gates_mod
     from metricsched.runtime import queue as queue_mod
     from metricsched.runtime import refresher as refresher_mod
     from metricsched.runtime import status as status_mod
@@ -366,6 +367,7 @@ def refresh_round(
         nodes=cache.nodes,
         counters=lambda key: (0, 0),
         metrics=metrics,
+        gates=gates_mod.Gates(),
         interval_s=15.0,
     )
     for found in policies:
@@ -378,6 +380,7 @@ def refresh_round(
         queue=queue_mod.SchedulingQueue(),
         keep_result=lifecycle.owner(cache, status).refreshed,
         metrics=metrics,
+        gates=gates_mod.Gates(),
         post_event=lambda key, **kw: None,
         interval_s=15.0,
         deadline_s=30.0,

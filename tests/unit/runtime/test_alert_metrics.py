@@ -9,6 +9,7 @@ from metricsched import config as config_mod
 from metricsched.core import model, parse
 from metricsched.edges import events, metric_store, observe
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import scheduler as scheduler_mod
 
@@ -24,6 +25,7 @@ def _scheduler(metrics: observe.Metrics, cache: cache_mod.ClusterCache) -> sched
         http=None,  # type: ignore[arg-type]
         recorder=events.EventRecorder(None, component="metricsched"),  # type: ignore[arg-type]
         metrics=metrics,
+        gates=gates_mod.Gates.open(),
     )
 
 

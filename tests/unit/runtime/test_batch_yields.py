@@ -66,7 +66,7 @@ class TestABatchOfSlowAttemptsLetsTheLoopRun:
                     await asyncio.sleep(0)
 
             rig.scheduler.attempt = slow_attempt  # type: ignore[method-assign]
-            rig.scheduler.active.set()
+            rig.scheduler.gates.leading.set()
             other = asyncio.create_task(ticker())
             await rig.scheduler.run(stop)
             await other
@@ -92,12 +92,12 @@ class TestDecisionsWaitForTheFirstMetrics:
 
         async def go() -> None:
             rig.scheduler.attempt = attempt  # type: ignore[method-assign]
-            rig.scheduler.metrics_ready = asyncio.Event()  # the refresher's first_round
-            rig.scheduler.active.set()
+            rig.scheduler.gates.metrics_ready.clear()  # the refresher's first round
+            rig.scheduler.gates.leading.set()
             task = asyncio.create_task(rig.scheduler.run(stop))
             await asyncio.sleep(0.2)
             assert decided == []  # leading, consistent, a pod ready: still waiting
-            rig.scheduler.metrics_ready.set()
+            rig.scheduler.gates.metrics_ready.set()
             await asyncio.wait_for(task, 5)
             await rig.scheduler.drain()
 

@@ -20,6 +20,7 @@ from metricsched import config as config_mod
 from metricsched.core import model, parse
 from metricsched.edges import events, kube_http, metric_store, observe
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import scheduler as scheduler_mod
 
@@ -123,6 +124,7 @@ class Rig:
             http=self.http,
             recorder=events.EventRecorder(self.http, component="metricsched"),
             metrics=metrics,
+            gates=gates_mod.Gates.open(),
         )
         for name in ("node-a", "node-b"):
             self.cache.upsert_node(_node(name))
@@ -226,7 +228,7 @@ def test_a_definite_rejection_frees_the_node_and_reports_it(rig: Rig) -> None:
 
 
 def test_a_fenced_replica_sends_no_binding_and_frees_its_assumption(rig: Rig) -> None:
-    rig.scheduler.fence = lambda: 0.0
+    rig.scheduler.gates.fence = lambda: 0.0
     decision = rig.schedule()
     assert rig.api.calls == []
     assert rig.cpu(str(decision.node)) == 0
@@ -244,7 +246,7 @@ def test_losing_the_lease_cancels_binds_in_flight(rig: Rig) -> None:
 
     async def go() -> int:
         rig.api.binding = slow
-        rig.scheduler.active.set()
+        rig.scheduler.gates.leading.set()
         rig.scheduler.attempt(rig.pod, now=1.0)
         await started.wait()
         cancelled = rig.scheduler.cancel_binds()
@@ -253,7 +255,7 @@ def test_losing_the_lease_cancels_binds_in_flight(rig: Rig) -> None:
         return cancelled
 
     assert rig.run(go) == 1
-    assert not rig.scheduler.active.is_set()
+    assert not rig.scheduler.gates.leading.is_set()
     assert "event Scheduled" not in rig.api.calls
 
 

@@ -11,9 +11,8 @@ import pytest
 
 from metricsched import config as config_mod
 from metricsched.edges import webhook
-from metricsched.runtime import kopf_tuning
-from metricsched.runtime import watches as watches_mod
-from tests.unit.runtime.test_watches_and_relist import _watches
+from metricsched.runtime import kopf_source, kopf_tuning
+from tests.unit.runtime.test_watches_and_relist import _kopf, _watches
 
 
 def _pod_body() -> dict[str, Any]:
@@ -34,7 +33,7 @@ def _pod_body() -> dict[str, Any]:
 
 def test_every_handler_of_the_registry_is_a_stateless_event_handler() -> None:
     # The null diff-base is only safe while no handler asks kopf for old/new/diff.
-    registry = watches_mod.build_registry(_watches())
+    registry = kopf_source.build_registry(_kopf(_watches()))
     assert registry._watching.get_all_handlers()
     assert not registry._changing.get_all_handlers()
     assert not registry._spawning.get_all_handlers()
@@ -88,7 +87,7 @@ def test_operator_settings_use_the_null_diffbase_and_freeze_start_up_objects(
     fake_gc: FakeGc,
 ) -> None:
     settings = kopf.OperatorSettings()
-    watches_mod.configure_kopf(settings)
+    kopf_source.configure_kopf(settings)
     assert isinstance(settings.persistence.diffbase_storage, kopf_tuning.NoDiffBase)
     assert fake_gc.freezes == 1
     assert settings.posting.enabled is False
@@ -98,16 +97,16 @@ def test_a_kopf_restart_does_not_freeze_again(fake_gc: FakeGc) -> None:
     """Regression (issue 24, finding 12): every kopf restart froze the failed run's
     cyclic garbage out of the collector's reach for good."""
     for _ in range(3):  # start-up, then two restarts of kopf after API errors
-        watches_mod.configure_kopf(kopf.OperatorSettings())
+        kopf_source.configure_kopf(kopf.OperatorSettings())
     assert fake_gc.freezes == 1
 
 
-def _webhook_watches(*argv: str) -> watches_mod.Watches:
-    w = _watches()
+def _webhook_kopf(*argv: str) -> kopf_source.KopfSource:
+    k = _kopf(_watches())
     parser = argparse.ArgumentParser()
     config_mod.add_run_arguments(parser)
-    w.config = config_mod.from_args(parser.parse_args(list(argv)), {})
-    return w
+    k.config = config_mod.from_args(parser.parse_args(list(argv)), {})
+    return k
 
 
 def _started_settings(registry: kopf.OperatorRegistry) -> kopf.OperatorSettings:
@@ -121,7 +120,7 @@ def test_without_the_webhook_there_is_no_admission_handler_nor_server(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(kopf_tuning, "gc", FakeGc())
-    registry = watches_mod.build_registry(_webhook_watches())
+    registry = kopf_source.build_registry(_webhook_kopf())
     assert not registry._webhooks.get_all_handlers()
     assert _started_settings(registry).admission.server is None
 
@@ -130,10 +129,10 @@ def test_the_webhook_is_one_mutating_handler_for_created_pods_served_by_kopf(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(kopf_tuning, "gc", FakeGc())
-    w = _webhook_watches(
+    k = _webhook_kopf(
         "--webhook", "--webhook-cert-file", "/c/tls.crt", "--webhook-key-file", "/c/tls.key"
     )
-    registry = watches_mod.build_registry(w)
+    registry = kopf_source.build_registry(k)
     (handler,) = registry._webhooks.get_all_handlers()
     assert handler.id == webhook.HANDLER_ID
     assert list(handler.operations or []) == ["CREATE"]

@@ -8,6 +8,8 @@ import asyncio
 from typing import Any
 
 from metricsched.core import decision_record
+from metricsched.edges import probes
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers
 from metricsched.runtime import watches as watches_mod
 from tests.unit.runtime.test_watches_and_relist import _watches
@@ -166,10 +168,10 @@ def test_pods_that_had_failed_before_the_watch_are_not_reported() -> None:
     w = _watches(recorded=recorded)
     state = informers.ClusterState(
         api=None,  # type: ignore[arg-type]
-        cache=w.cache,
-        watches=w,
+        sink=w,
+        gates=gates_mod.Gates(),
         metrics=w.metrics,
-        health=w.health,
+        health=probes.HealthState(),
     )
     failed = _bound_pod("old", phase="Failed", reason="OutOfcpu")
     state.event("FailedPod", "LISTED", failed)  # the start's LIST, or a re-list's

@@ -10,7 +10,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from metricsched.edges import informer, kube_http
+from metricsched.edges import informer, kube_http, probes
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers
 from tests.unit.runtime import test_watches_and_relist as relist
 
@@ -45,10 +46,10 @@ def test_the_cluster_state_lists_in_pages_of_the_configured_size() -> None:
     w = relist._watches()
     state = informers.ClusterState(
         api=api,  # type: ignore[arg-type]
-        cache=w.cache,
-        watches=w,
+        sink=w,
+        gates=gates_mod.Gates(),
         metrics=w.metrics,
-        health=w.health,
+        health=probes.HealthState(),
         resources=tuple(r for r in informers.RESOURCES if r.kind == "Node"),
         page=2,
     )

@@ -8,7 +8,8 @@ import asyncio
 import json
 from typing import Any
 
-from metricsched.edges import kube_http
+from metricsched.edges import kube_http, probes
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers
 
 from . import test_watches_and_relist as relist
@@ -43,10 +44,10 @@ def test_the_informers_list_one_kind_at_a_time() -> None:
     api = PagedApi()
     state = informers.ClusterState(
         api=api,  # type: ignore[arg-type]
-        cache=w.cache,
-        watches=w,
+        sink=w,
+        gates=gates_mod.Gates(),
         metrics=w.metrics,
-        health=w.health,
+        health=probes.HealthState(),
     )
 
     async def start() -> None:
@@ -56,4 +57,4 @@ def test_the_informers_list_one_kind_at_a_time() -> None:
     assert api.most_at_once == 1
     assert len(api.pages) == 2 * len(informers.RESOURCES)  # every kind, whole
     assert all(api.pages[i] == api.pages[i + 1] for i in range(0, len(api.pages), 2))
-    assert w.consistent.is_set()
+    assert state.consistent.is_set()

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from metricsched.core import parse, profile
+from metricsched.edges import probes
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers
 from metricsched.runtime import watches as watches_mod
 from tests.unit.conftest import build_node_body, build_pod_body
@@ -118,10 +120,10 @@ def test_device_classes_are_watched_only_where_the_rules_read_them() -> None:
     w = _watches()
     state = informers.ClusterState(
         api=None,  # type: ignore[arg-type]
-        cache=w.cache,
-        watches=w,
+        sink=w,
+        gates=gates_mod.Gates(),
         metrics=w.metrics,
-        health=w.health,
+        health=probes.HealthState(),
     )
     state.include(informers.DEVICE_CLASSES)
     state.include(informers.DEVICE_CLASSES)  # once

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from metricsched.core import model
-from metricsched.edges import kube_http
-from metricsched.runtime import informers, reconcile
+from metricsched.edges import kube_http, probes
+from metricsched.runtime import gates as gates_mod
+from metricsched.runtime import informers, kopf_source, reconcile
 from metricsched.runtime import scheduler as scheduler_mod
 from metricsched.runtime import watches as watches_mod
 
@@ -75,13 +76,19 @@ class PolicyListApi:
         return kube_http.Answer(200, json.dumps(body).encode())
 
 
-def _reconciler(w: watches_mod.Watches, api: PolicyListApi, **kwargs: Any) -> reconcile.Reconciler:
+def _reconciler(
+    w: watches_mod.Watches,
+    api: PolicyListApi,
+    *,
+    health: probes.HealthState | None = None,
+    **kwargs: Any,
+) -> reconcile.Reconciler:
     return reconcile.Reconciler(
         api=api,  # type: ignore[arg-type]
         watches=w,
         metrics=w.metrics,
         interval_s=3600,
-        health=w.health,
+        health=health if health is not None else probes.HealthState(),
         **kwargs,
     )
 
@@ -122,10 +129,10 @@ class TestAGapHoldsDecisionsUntilAPolicyListSentAfterItConfirmsThem:
         w.on_policy("ADDED", _policy("gone", "5"))
         state = informers.ClusterState(
             api=None,  # type: ignore[arg-type]
-            cache=w.cache,
-            watches=w,
+            sink=w,
+            gates=gates_mod.Gates(),
             metrics=w.metrics,
-            health=w.health,
+            health=probes.HealthState(),
             resources=tuple(r for r in informers.RESOURCES if r.kind == "Node"),
         )
         state.relisting("Node")
@@ -143,9 +150,9 @@ class TestAGapHoldsDecisionsUntilAPolicyListSentAfterItConfirmsThem:
             confirmed.append(w.policies.confirmed.is_set())
             raise RuntimeError("connection reset")
 
-        monkeypatch.setattr(watches_mod.kopf, "operator", fake_operator)
-        monkeypatch.setattr(watches_mod, "_RESTART_BACKOFF", (0.01, 0.01))
-        asyncio.run(asyncio.wait_for(w.run_kopf(asyncio.Event()), timeout=5))
+        monkeypatch.setattr(kopf_source.kopf, "operator", fake_operator)
+        monkeypatch.setattr(kopf_source, "_RESTART_BACKOFF", (0.01, 0.01))
+        asyncio.run(asyncio.wait_for(relist._kopf(w).run(asyncio.Event()), timeout=5))
         assert confirmed == [True]
         assert not w.policies.confirmed.is_set()
 
@@ -198,7 +205,8 @@ class TestTheWaitIsBoundedAndSaid:
         w = _watches()
         now = [1000.0]
         w.policies.clock = lambda: now[0]
-        w.health.set_ready(True, "caches synced")
+        health = probes.HealthState()
+        health.set_ready(True, "caches synced")
         w.on_policy("ADDED", _policy("gone", "5"))
         w.on_policy(None, _policy("kept", "6"))
         api = PolicyListApi([_policy("kept", "6")])
@@ -207,18 +215,18 @@ class TestTheWaitIsBoundedAndSaid:
 
         async def go() -> None:
             stop = asyncio.Event()
-            r = _reconciler(w, api, confirm_bound_s=0.2)
+            r = _reconciler(w, api, health=health, confirm_bound_s=0.2)
             watchdog = asyncio.create_task(r._watch_confirmed(stop))
             now[0] += 0.1  # within the bound: nothing said yet
             await asyncio.sleep(0.15)
-            readiness.append(w.health.readiness())
+            readiness.append(health.readiness())
             now[0] += 60.0
-            await _until(lambda: not w.health.readiness()[0])
-            readiness.append(w.health.readiness())
+            await _until(lambda: not health.readiness()[0])
+            readiness.append(health.readiness())
             api.fail = 0
             await r.once()
-            await _until(lambda: w.health.readiness()[0])
-            readiness.append(w.health.readiness())
+            await _until(lambda: health.readiness()[0])
+            readiness.append(health.readiness())
             stop.set()
             await asyncio.wait_for(watchdog, 5)
 
@@ -255,7 +263,7 @@ class TestNoPodIsPlacedUnderAPolicyDeletedInTheGap:
 
         async def go() -> None:
             rig.scheduler.attempt = attempt  # type: ignore[method-assign]
-            rig.scheduler.active.set()
+            rig.scheduler.gates.leading.set()
             rig.queue.add(rig.pod.uid)
             task = asyncio.create_task(rig.scheduler.run(stop))
             await asyncio.sleep(0.2)

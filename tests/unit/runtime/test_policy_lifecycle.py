@@ -17,6 +17,7 @@ from metricsched import config as config_mod
 from metricsched.core import model
 from metricsched.edges import observe, query_rounds
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import operator as operator_mod
 from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
@@ -81,6 +82,7 @@ class Rig:
             nodes=self.cache.nodes,
             counters=lambda key: (0, 0),
             metrics=observe.Metrics(),
+            gates=gates_mod.Gates(),
             interval_s=15.0,
         )
         forget = (self.told["scheduler"].append, self.told["shadow"].append)

@@ -10,6 +10,7 @@ import pytest
 
 from metricsched.core import model, policy
 from metricsched.edges import kube_http, observe
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import status as status_mod
 
 
@@ -73,12 +74,14 @@ class Rig:
         self.clock = Clock()
         self.policies: dict[model.PolicyKey, model.Policy] = {}
         self.counts: dict[model.PolicyKey, tuple[int, int]] = {}
+        self.gates = gates_mod.Gates()
         self.status = status_mod.PolicyStatus(
             api=self.api,  # type: ignore[arg-type]
             policies=lambda: self.policies,
             nodes=lambda: [],
             counters=lambda key: self.counts.get(key, (0, 0)),
             metrics=observe.Metrics(),
+            gates=self.gates,
             interval_s=15.0,
             clock=self.clock,
         )
@@ -89,6 +92,11 @@ class Rig:
         self.policies[parsed.key] = parsed
         self.status.observe(parsed.key, body)
         return parsed.key
+
+    def lead(self) -> None:
+        """What the operator does when this replica begins to lead."""
+        self.status.start_leading()
+        self.gates.leading.set()
 
     def write(self) -> int:
         return asyncio.run(self.status.write_due())
@@ -106,7 +114,7 @@ def test_a_standby_writes_no_status(rig: Rig) -> None:
 
 
 def test_many_policies_created_at_once_cost_one_write_each(rig: Rig) -> None:
-    rig.status.start_leading()
+    rig.lead()
     keys = [rig.add(f"p{i}") for i in range(100)]
     for key in keys:  # every policy event, and our own writes coming back, mark again
         rig.status.mark(key)
@@ -119,7 +127,7 @@ def test_many_policies_created_at_once_cost_one_write_each(rig: Rig) -> None:
 
 
 def test_a_change_within_the_interval_waits_for_it_and_is_not_lost(rig: Rig) -> None:
-    rig.status.start_leading()
+    rig.lead()
     key = rig.add("a")
     assert rig.write() == 1
     rig.counts[key] = (1, 0)
@@ -133,7 +141,7 @@ def test_a_change_within_the_interval_waits_for_it_and_is_not_lost(rig: Rig) -> 
 
 def test_counters_continue_from_what_the_previous_leader_wrote(rig: Rig) -> None:
     key = rig.add("a", status={"scheduledPods": 40, "fallbackPods": 3})
-    rig.status.start_leading()
+    rig.lead()
     rig.counts[key] = (2, 1)
     assert rig.write() == 1
     written = rig.api.patches[-1][1]
@@ -141,7 +149,7 @@ def test_counters_continue_from_what_the_previous_leader_wrote(rig: Rig) -> None
 
 
 def test_a_failed_write_is_retried_later_and_never_raises(rig: Rig) -> None:
-    rig.status.start_leading()
+    rig.lead()
     rig.add("a")
     rig.api.fail = OSError("connection reset")
     assert rig.write() == 0
@@ -151,7 +159,7 @@ def test_a_failed_write_is_retried_later_and_never_raises(rig: Rig) -> None:
 
 
 def test_the_written_status_round_trips_as_json(rig: Rig) -> None:
-    rig.status.start_leading()
+    rig.lead()
     rig.add("a")
     rig.write()
     (_, status) = rig.api.patches[0]
@@ -160,7 +168,7 @@ def test_the_written_status_round_trips_as_json(rig: Rig) -> None:
 
 
 def test_the_status_is_merge_patched_on_the_status_subresource(rig: Rig) -> None:
-    rig.status.start_leading()
+    rig.lead()
     rig.add("a")
     assert rig.write() == 1
     assert rig.api.sent == [
@@ -173,7 +181,7 @@ def test_the_status_is_merge_patched_on_the_status_subresource(rig: Rig) -> None
 
 
 def test_an_error_answer_is_retried_later_and_never_raises(rig: Rig) -> None:
-    rig.status.start_leading()
+    rig.lead()
     rig.add("a")
     rig.api.answer = kube_http.Answer(503, b"")
     assert rig.write() == 0
@@ -183,7 +191,7 @@ def test_an_error_answer_is_retried_later_and_never_raises(rig: Rig) -> None:
 
 
 def test_a_policy_deleted_meanwhile_is_not_written_again(rig: Rig) -> None:
-    rig.status.start_leading()
+    rig.lead()
     key = rig.add("a")
     rig.api.answer = kube_http.Answer(404, b"")
     rig.write()

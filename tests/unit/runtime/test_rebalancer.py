@@ -18,6 +18,7 @@ from metricsched import config as config_mod
 from metricsched.core import model
 from metricsched.edges import events, kube_http, metric_store, observe
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
 from tests.unit.conftest import (
     NOW,
@@ -115,14 +116,15 @@ class Rig:
             http=self.api,  # type: ignore[arg-type]
             recorder=self.recorder,  # type: ignore[arg-type]
             metrics=self.metrics,
+            gates=gates_mod.Gates.open(),
             policy_ref=lambda key: events.ObjectRef.policy(
                 namespace="shop", name="web-latency", uid="uid-policy"
             ),
             mark=self.marked.append,
             monotonic=lambda: self.mono,
         )
-        self.rebalancer.active.set()
-        self.rebalancer.fence = lambda: self.fence_left
+        self.rebalancer.gates.leading.set()
+        self.rebalancer.gates.fence = lambda: self.fence_left
         if budget is not None:
             self.rebalancer.budget = budget
 
@@ -326,7 +328,7 @@ def test_a_fenced_replica_sends_no_eviction_and_counts_none():
 def test_a_replica_that_does_not_lead_does_not_rebalance():
     rig = Rig(dataclasses.replace(SPEC, mode=model.RebalanceMode.EVICT))
     rig.run(NOW)
-    rig.rebalancer.active.clear()
+    rig.rebalancer.gates.leading.clear()
     assert rig.run(NOW + 60) == 0
     assert rig.api.evicted == []
 

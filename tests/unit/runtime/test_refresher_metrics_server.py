@@ -15,6 +15,7 @@ from metricsched.core import model, policy, promql_guard, scoring
 from metricsched.edges import kube_http, metric_store, metrics_api, observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import refresher as refresher_mod
 from metricsched.runtime import status as status_mod
@@ -77,6 +78,7 @@ class Rig:
             nodes=self.cache.nodes,
             counters=lambda key: (0, 0),
             metrics=metrics,
+            gates=gates_mod.Gates(),
             interval_s=15.0,
         )
         self.events: list[tuple[str, str]] = []
@@ -118,6 +120,7 @@ class Rig:
                 queue=queue_mod.SchedulingQueue(),
                 keep_result=lifecycle.owner(self.cache, self.status).refreshed,
                 metrics=self._metrics,
+                gates=gates_mod.Gates(),
                 post_event=lambda key, **kw: self.events.append((kw["reason"], kw["message"])),
                 interval_s=15.0,
                 deadline_s=5.0,

@@ -13,6 +13,7 @@ from metricsched.core import model, policy, promql_guard
 from metricsched.edges import metric_store, observe
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import refresher as refresher_mod
 from metricsched.runtime import status as status_mod
@@ -87,9 +88,11 @@ class Rig:
             nodes=self.cache.nodes,
             counters=lambda key: (0, 0),
             metrics=metrics,
+            gates=gates_mod.Gates(),
             interval_s=15.0,
         )
         self.events: list[str] = []
+        self.gates = gates_mod.Gates()
         self.refresher = refresher_mod.Refresher(
             source=self.source,  # type: ignore[arg-type]
             store=self.store,
@@ -97,6 +100,7 @@ class Rig:
             queue=self.queue,
             keep_result=lifecycle.owner(self.cache, self.status).refreshed,
             metrics=metrics,
+            gates=self.gates,
             post_event=lambda key, **kw: self.events.append(kw["reason"]),
             interval_s=0.05,
             deadline_s=deadline_s,
@@ -117,7 +121,7 @@ def test_a_standby_sends_no_query() -> None:
 
     async def go() -> None:
         stop = asyncio.Event()
-        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=asyncio.Event()))
+        task = asyncio.create_task(rig.refresher.run(stop))
         await asyncio.sleep(0.2)
         stop.set()
         task.cancel()
@@ -133,9 +137,9 @@ def test_a_slow_query_delays_only_its_own_policy_and_is_not_sent_twice() -> None
     rig.source.slow.add("slow_query")
 
     async def go() -> None:
-        stop, leading = asyncio.Event(), asyncio.Event()
+        stop, leading = asyncio.Event(), rig.gates.leading
         leading.set()
-        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=leading))
+        task = asyncio.create_task(rig.refresher.run(stop))
         for _ in range(100):
             await asyncio.sleep(0.02)
             if rig.has_values("fast") and rig.source.sent.count("fast_query") >= 3:
@@ -163,9 +167,9 @@ def test_a_failing_query_task_does_not_end_the_refresher() -> None:
     rig.source.boom.add("boom")
 
     async def go() -> None:
-        stop, leading = asyncio.Event(), asyncio.Event()
+        stop, leading = asyncio.Event(), rig.gates.leading
         leading.set()
-        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=leading))
+        task = asyncio.create_task(rig.refresher.run(stop))
         await asyncio.sleep(0.3)
         assert not task.done()
         stop.set()
@@ -183,9 +187,9 @@ def test_an_overdue_query_is_reported_unreachable_and_its_late_answer_still_coun
     key = model.MetricKey(model.PolicyKey("shop/slow"), "m")
 
     async def go() -> model.MetricSeries:
-        stop, leading = asyncio.Event(), asyncio.Event()
+        stop, leading = asyncio.Event(), rig.gates.leading
         leading.set()
-        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=leading))
+        task = asyncio.create_task(rig.refresher.run(stop))
         for _ in range(100):
             await asyncio.sleep(0.02)
             if key in rig.store.view():
@@ -214,15 +218,15 @@ def test_the_first_round_is_marked_once_its_queries_answer_or_the_deadline_passe
     rig.source.slow.add("slow_query")
 
     async def go() -> None:
-        stop, leading = asyncio.Event(), asyncio.Event()
-        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=leading))
+        stop, leading = asyncio.Event(), rig.gates.leading
+        task = asyncio.create_task(rig.refresher.run(stop))
         await asyncio.sleep(0.1)
-        assert not rig.refresher.first_round.is_set()  # a standby: no round yet
+        assert not rig.gates.metrics_ready.is_set()  # a standby: no round yet
         leading.set()
         await asyncio.sleep(0.1)
         assert rig.has_values("fast")
-        assert not rig.refresher.first_round.is_set()  # the slow query has not answered
-        await asyncio.wait_for(rig.refresher.first_round.wait(), 1.0)  # the deadline
+        assert not rig.gates.metrics_ready.is_set()  # the slow query has not answered
+        await asyncio.wait_for(rig.gates.metrics_ready.wait(), 1.0)  # the deadline
         assert not rig.source.release.is_set()  # ... while the slow query still hangs
         rig.source.release.set()
         stop.set()
@@ -302,10 +306,10 @@ def test_a_new_leader_checks_two_thousand_uncached_queries_without_stalling_its_
     rig.add("stranger", _complex_query(0, namespace="elsewhere"), namespace="shop")
 
     async def go() -> int:
-        stop, leading = asyncio.Event(), asyncio.Event()
+        stop, leading = asyncio.Event(), rig.gates.leading
         leading.set()
-        task = asyncio.create_task(rig.refresher.run(stop=stop, leading=leading))
-        await asyncio.wait_for(rig.refresher.first_round.wait(), 600)
+        task = asyncio.create_task(rig.refresher.run(stop))
+        await asyncio.wait_for(rig.gates.metrics_ready.wait(), 600)
         stop.set()
         rig.refresher.now.set()
         await asyncio.wait_for(task, 10)

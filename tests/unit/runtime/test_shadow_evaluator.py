@@ -15,6 +15,7 @@ from metricsched import config as config_mod
 from metricsched.core import model
 from metricsched.edges import metric_store, observe
 from metricsched.runtime import cache as cache_mod
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import shadow as shadow_mod
 from metricsched.runtime import status as status_mod
 from tests.unit.conftest import NOW, build_metric_view, build_node_state, build_policy
@@ -147,6 +148,7 @@ def policy_status(rig: Rig) -> status_mod.PolicyStatus:
         nodes=rig.cache.nodes,
         counters=lambda key: (0, 0),
         metrics=rig.metrics,
+        gates=gates_mod.Gates(),
         interval_s=15.0,
         shadow=rig.evaluator.status_block,
     )

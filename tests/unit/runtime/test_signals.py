@@ -7,14 +7,14 @@ import os
 import signal
 
 from metricsched.edges import http_server
-from metricsched.runtime import watches
+from metricsched.runtime import kopf_source
 
 
 def test_sigterm_sets_the_operators_stop_once_kopf_has_started():
     async def scene() -> bool:
         loop = asyncio.get_running_loop()
         stop, ready, kopf_stopped = asyncio.Event(), asyncio.Event(), asyncio.Event()
-        reclaim = asyncio.create_task(watches._reclaim_signals(ready, stop))
+        reclaim = asyncio.create_task(kopf_source._reclaim_signals(ready, stop))
         # What kopf does when it spawns its tasks: its own handler for SIGTERM.
         loop.add_signal_handler(signal.SIGTERM, kopf_stopped.set)
         ready.set()

@@ -17,6 +17,7 @@ import pytest
 
 from metricsched.core import decision_record, model, parse
 from metricsched.edges import errors, informer, kube_http, observe, probes
+from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers
 from tests.unit.runtime import test_watches_and_relist as relist
 
@@ -68,10 +69,10 @@ def _state(api: ClusterApi, **options: Any) -> tuple[informers.ClusterState, Any
     w = relist._watches()
     state = informers.ClusterState(
         api=api,  # type: ignore[arg-type]
-        cache=w.cache,
-        watches=w,
+        sink=w,
+        gates=gates_mod.Gates(),
         metrics=w.metrics,
-        health=w.health,
+        health=probes.HealthState(),
         resources=tuple(r for r in informers.RESOURCES if r.kind in ("Node", "Pod")),
         **options,
     )
@@ -143,8 +144,8 @@ def test_one_poison_pod_of_another_scheduler_does_not_stop_the_cluster_state_syn
     asyncio.run(go())
     # The poison pod reads (as placed by no policy): its cpu counts on its node with the rest.
     assert w.cache.snapshot().nodes[model.NodeName("n1")].requested.milli_cpu == 3000
-    assert w.health.readiness()[0] is False  # only because the operator never said ready
-    assert "starting" in w.health.readiness()[1]
+    assert state.health.readiness()[0] is False  # only because the operator never said ready
+    assert "starting" in state.health.readiness()[1]
 
 
 def test_an_object_whose_handling_raises_is_skipped_and_counted_and_the_list_completes(
@@ -224,15 +225,15 @@ def test_a_reflector_refuses_a_second_concurrent_run() -> None:
 def test_a_kind_that_cannot_list_past_the_bound_makes_readyz_false_naming_it() -> None:
     api = ClusterApi({"/api/v1/nodes": [relist._node("n1", "1")]})
     api.list_errors["/api/v1/pods"] = errors.ApiError(403, "pods is forbidden")
-    state, w = _state(api, sync_bound_s=0.2)
-    w.health.set_ready(True, "caches synced")
+    state, _ = _state(api, sync_bound_s=0.2)
+    state.health.set_ready(True, "caches synced")
 
     async def go() -> tuple[bool, str]:
         stop = asyncio.Event()
         task = asyncio.create_task(state.run(stop))
         for _ in range(400):
             await asyncio.sleep(0.01)
-            ready, reason = w.health.readiness()
+            ready, reason = state.health.readiness()
             if "not synced" in reason:
                 break
         stop.set()
@@ -249,29 +250,29 @@ def test_a_kind_that_cannot_list_past_the_bound_makes_readyz_false_naming_it() -
 def test_the_sync_reason_clears_once_the_state_is_whole() -> None:
     api = ClusterApi({"/api/v1/nodes": [relist._node("n1", "1")], "/api/v1/pods": []})
     api.list_errors["/api/v1/pods"] = errors.ApiError(500, "etcd unavailable")
-    state, w = _state(api, sync_bound_s=0.2)
-    w.health.set_ready(True, "caches synced")
+    state, _ = _state(api, sync_bound_s=0.2)
+    state.health.set_ready(True, "caches synced")
 
     async def go() -> None:
         stop = asyncio.Event()
         task = asyncio.create_task(state.run(stop))
         for _ in range(400):
             await asyncio.sleep(0.01)
-            if "not synced" in w.health.readiness()[1]:
+            if "not synced" in state.health.readiness()[1]:
                 break
-        assert "not synced" in w.health.readiness()[1]
+        assert "not synced" in state.health.readiness()[1]
         del api.list_errors["/api/v1/pods"]  # the API answers again
         await asyncio.wait_for(state.consistent.wait(), timeout=10)
         for _ in range(400):
             await asyncio.sleep(0.01)
-            if w.health.readiness()[0]:
+            if state.health.readiness()[0]:
                 break
         stop.set()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
     asyncio.run(go())
-    assert w.health.readiness()[0] is True
+    assert state.health.readiness()[0] is True
 
 
 # --- readiness per subsystem ------------------------------------------------------------
@@ -290,12 +291,12 @@ def test_one_subsystem_recovering_does_not_hide_another_still_failing() -> None:
 
 
 def test_a_bookmark_on_a_quiet_kind_clears_its_failure() -> None:
-    state, w = _state(ClusterApi({}))
-    w.health.set_ready(True, "caches synced")
+    state, _ = _state(ClusterApi({}))
+    state.health.set_ready(True, "caches synced")
     state.failing("Node", "ClientConnectionError: connection reset")
-    assert not w.health.readiness()[0]
+    assert not state.health.readiness()[0]
     state.alive("Node")  # the resumed watch delivered a bookmark, no event
-    assert w.health.readiness()[0]
+    assert state.health.readiness()[0]
 
 
 # --- a silent watch holds decisions (issue 28, N3) -------------------------------------------

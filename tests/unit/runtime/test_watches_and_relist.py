@@ -16,7 +16,8 @@ from metricsched import config as config_mod
 from metricsched.core import model
 from metricsched.edges import kube_http, observe, probes
 from metricsched.runtime import cache as cache_mod
-from metricsched.runtime import informers, reconcile
+from metricsched.runtime import gates as gates_mod
+from metricsched.runtime import informers, kopf_source, reconcile
 from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
@@ -45,7 +46,6 @@ def _watches(
     )
     return watches_mod.Watches(
         config=config,
-        api_client=None,
         cache=cache,
         queue=queue_mod.SchedulingQueue(),
         policies=policies_mod.Policies(
@@ -57,15 +57,27 @@ def _watches(
                 nodes=cache.nodes,
                 counters=lambda key: (0, 0),
                 metrics=metrics,
+                gates=gates_mod.Gates(),
                 interval_s=15.0,
             ),
             signals=policies_mod.Signals(record=record, refresh_now=asyncio.Event()),
             forget=(metrics.forget_policy, *forget),
         ),
         metrics=metrics,
-        health=probes.HealthState(),
         record=record,
-        leading=leading,
+        gates=None if leading is None else gates_mod.Gates(leading=leading),
+    )
+
+
+def _kopf(w: watches_mod.Watches, api_client: Any = None) -> kopf_source.KopfSource:
+    """kopf, run into ``w``'s translation, with a /readyz of its own."""
+    return kopf_source.KopfSource(
+        config=w.config,
+        api_client=api_client,
+        sink=w,
+        metrics=w.metrics,
+        health=probes.HealthState(),
+        record=lambda *a, **kw: None,
     )
 
 
@@ -95,7 +107,8 @@ def test_a_failing_watch_makes_readyz_false_and_kopf_restarts_instead_of_exiting
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     w = _watches()
-    w.health.set_ready(True, "caches synced")
+    k = _kopf(w)
+    k.health.set_ready(True, "caches synced")
     runs: list[str] = []
     readiness: list[tuple[bool, str]] = []
 
@@ -103,24 +116,24 @@ def test_a_failing_watch_makes_readyz_false_and_kopf_restarts_instead_of_exiting
         runs.append("run")
         if len(runs) == 1:
             raise RuntimeError("403 Forbidden: cannot watch nodes")
-        readiness.append(w.health.readiness())
+        readiness.append(k.health.readiness())
         w.on_node(None, _node("n1", "5"))  # the restarted watches deliver
         await asyncio.sleep(0.05)
-        readiness.append(w.health.readiness())
+        readiness.append(k.health.readiness())
         stop_flag.set()
 
-    monkeypatch.setattr(watches_mod.kopf, "operator", fake_operator)
-    monkeypatch.setattr(watches_mod, "_RESTART_BACKOFF", (0.01, 0.01))
+    monkeypatch.setattr(kopf_source.kopf, "operator", fake_operator)
+    monkeypatch.setattr(kopf_source, "_RESTART_BACKOFF", (0.01, 0.01))
 
     async def go() -> None:
-        await asyncio.wait_for(w.run_kopf(asyncio.Event()), timeout=5)
+        await asyncio.wait_for(k.run(asyncio.Event()), timeout=5)
 
     asyncio.run(go())
     assert runs == ["run", "run"]
     assert readiness[0][0] is False
     assert "403 Forbidden" in readiness[0][1]
     assert readiness[1] == (True, "watches delivering again")
-    assert w.metrics.registry.get_sample_value("metricsched_watch_restarts_total") == 1
+    assert k.metrics.registry.get_sample_value("metricsched_watch_restarts_total") == 1
 
 
 def test_kopf_logs_in_again_when_the_ca_file_changes_on_disk(
@@ -130,9 +143,11 @@ def test_kopf_logs_in_again_when_the_ca_file_changes_on_disk(
     rotated CA its watches would fail for good (issue 28, N11)."""
     ca = tmp_path / "ca.crt"
     ca.write_text("old CA")
-    w = _watches()
-    w.api_client = types.SimpleNamespace(
-        configuration=types.SimpleNamespace(ssl_ca_cert=str(ca), cert_file=None, key_file=None)
+    k = _kopf(
+        _watches(),
+        types.SimpleNamespace(
+            configuration=types.SimpleNamespace(ssl_ca_cert=str(ca), cert_file=None, key_file=None)
+        ),
     )
     runs: list[str] = []
 
@@ -144,16 +159,16 @@ def test_kopf_logs_in_again_when_the_ca_file_changes_on_disk(
             stop_flag.set()
         await stop_flag.wait()
 
-    monkeypatch.setattr(watches_mod.kopf, "operator", fake_operator)
-    monkeypatch.setattr(watches_mod, "TLS_CHECK_S", 0.01)
-    monkeypatch.setattr(watches_mod, "_RESTART_BACKOFF", (30.0, 30.0))  # not waited for
+    monkeypatch.setattr(kopf_source.kopf, "operator", fake_operator)
+    monkeypatch.setattr(kopf_source, "TLS_CHECK_S", 0.01)
+    monkeypatch.setattr(kopf_source, "_RESTART_BACKOFF", (30.0, 30.0))  # not waited for
 
     async def go() -> None:
-        await asyncio.wait_for(w.run_kopf(asyncio.Event()), timeout=5)
+        await asyncio.wait_for(k.run(asyncio.Event()), timeout=5)
 
     asyncio.run(go())
     assert runs == ["old CA", "the new CA, longer"]
-    assert w.metrics.registry.get_sample_value("metricsched_watch_restarts_total") == 1
+    assert k.metrics.registry.get_sample_value("metricsched_watch_restarts_total") == 1
 
 
 def test_kopf_listing_again_asks_for_a_reconciliation() -> None:
@@ -165,8 +180,8 @@ def test_kopf_listing_again_asks_for_a_reconciliation() -> None:
 
 
 def test_kopf_watches_only_our_unassigned_pods() -> None:
-    settings = watches_mod.kopf.OperatorSettings()
-    watches_mod.configure_kopf(settings, frozenset({"metricsched"}))
+    settings = kopf_source.kopf.OperatorSettings()
+    kopf_source.configure_kopf(settings, frozenset({"metricsched"}))
     selector = settings.watching.field_selectors[("v1", "pods")]
     assert set(selector.split(",")) == {
         "spec.nodeName=",
@@ -174,7 +189,7 @@ def test_kopf_watches_only_our_unassigned_pods() -> None:
         "status.phase!=Succeeded",
         "status.phase!=Failed",
     }
-    watches_mod.configure_kopf(settings, frozenset({"a", "b"}))  # "one of": filtered here
+    kopf_source.configure_kopf(settings, frozenset({"a", "b"}))  # "one of": filtered here
     assert "schedulerName" not in settings.watching.field_selectors[("v1", "pods")]
 
 
@@ -213,10 +228,10 @@ def _state(w: watches_mod.Watches, kinds: tuple[str, ...]) -> informers.ClusterS
     resources = tuple(r for r in informers.RESOURCES if r.kind in kinds)
     return informers.ClusterState(
         api=None,  # type: ignore[arg-type]
-        cache=w.cache,
-        watches=w,
+        sink=w,
+        gates=gates_mod.Gates(),
         metrics=w.metrics,
-        health=w.health,
+        health=probes.HealthState(),
         resources=resources,
     )
 
@@ -236,17 +251,17 @@ def _attachment(name: str, node: str) -> dict[str, Any]:
 def test_scheduling_waits_until_every_kind_is_listed_and_during_a_relist() -> None:
     w = _watches()
     state = _state(w, ("Node", "Pod"))
-    assert not w.consistent.is_set()
+    assert not state.consistent.is_set()
     state.listed("Node", set(), "5", 0.0)
-    assert not w.consistent.is_set()
+    assert not state.consistent.is_set()
     state.listed("Pod", set(), "5", 0.0)
-    assert w.consistent.is_set()
+    assert state.consistent.is_set()
     assert not w.relisted.is_set()
     state.relisting("Pod")
-    assert not w.consistent.is_set()
+    assert not state.consistent.is_set()
     assert w.relisted.is_set()  # kopf's kinds are reconciled after an informer's gap too
     state.listed("Pod", set(), "9", 1.0)
-    assert w.consistent.is_set()
+    assert state.consistent.is_set()
 
 
 def test_a_volume_attachment_deleted_while_unwatched_frees_its_slot_after_the_relist() -> None:
@@ -283,13 +298,13 @@ def test_a_bound_pod_deleted_while_unwatched_frees_its_node_after_the_relist() -
 
 def test_a_kind_that_keeps_failing_makes_readyz_false_until_it_delivers() -> None:
     w = _watches()
-    w.health.set_ready(True, "caches synced")
     state = _state(w, ("Node",))
+    state.health.set_ready(True, "caches synced")
     state.failing("Node", "403 Forbidden: cannot list nodes")
-    ready, reason = w.health.readiness()
+    ready, reason = state.health.readiness()
     assert not ready and "403 Forbidden" in reason
     state.event("Node", "ADDED", _node("n1", "2"))
-    assert w.health.readiness() == (True, "watches delivering again")
+    assert state.health.readiness() == (True, "watches delivering again")
 
 
 # --- kopf's kinds after kopf re-lists: pending pods and policies -------------------------

@@ -1,0 +1,74 @@
+"""The gates (leading, consistent, metrics ready, fence) are made first in the operator and
+handed to every part that reads them: closing one holds every reader of it, and what one
+writer opens, every reader sees."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+import kubernetes.client
+import pytest
+
+from metricsched import config as config_mod
+from metricsched.runtime import operator as operator_mod
+
+
+@pytest.fixture
+def op() -> operator_mod.Operator:
+    parser = argparse.ArgumentParser()
+    config_mod.add_run_arguments(parser)
+    return operator_mod.Operator(
+        config_mod.from_args(parser.parse_args([]), {}),
+        kubernetes.client.ApiClient(kubernetes.client.Configuration()),
+    )
+
+
+def _listed(op: operator_mod.Operator) -> None:
+    for reflector in op.cluster_state.reflectors:
+        op.cluster_state.listed(reflector.resource.kind, set(), "1", 0.0)
+
+
+def test_every_reader_holds_the_operators_gates(op: operator_mod.Operator) -> None:
+    assert op.scheduler.gates is op.gates
+    assert op.rebalancer.gates is op.gates
+    assert op.refresher.gates is op.gates
+    assert op.status.gates is op.gates
+
+
+def test_a_replica_that_does_not_lead_decides_moves_and_writes_nothing(
+    op: operator_mod.Operator,
+) -> None:
+    _listed(op)
+    assert not op.scheduler._may_decide() and not op.rebalancer._may_move()
+    op._started_leading()
+    assert op.scheduler._may_decide() and op.rebalancer._may_move()
+    op.stop.set()  # _lost_leading ends the process
+    op._lost_leading()
+    assert not op.scheduler._may_decide() and not op.rebalancer._may_move()
+    assert asyncio.run(op.status.write_due()) == 0  # a replica that lost the lease: no PATCH
+
+
+def test_a_cluster_state_not_whole_holds_the_scheduler_and_the_rebalancer(
+    op: operator_mod.Operator,
+) -> None:
+    op._started_leading()
+    assert not op.scheduler._may_decide() and not op.rebalancer._may_move()  # nothing listed
+    _listed(op)
+    assert op.scheduler._may_decide() and op.rebalancer._may_move()
+    op.cluster_state.relisting("Node")
+    assert not op.scheduler._may_decide() and not op.rebalancer._may_move()
+
+
+def test_the_first_metric_round_opens_the_scheduler(op: operator_mod.Operator) -> None:
+    assert not op.gates.metrics_ready.is_set()
+    asyncio.run(op.refresher._first_round_done([]))
+    assert op.gates.metrics_ready.is_set()
+    assert op.scheduler.gates.metrics_ready.is_set()
+
+
+def test_without_leader_election_no_fence_bounds_a_write(op: operator_mod.Operator) -> None:
+    assert op.gates.fence is None
+    op.gates.fence = lambda: 0.0
+    assert op.scheduler.gates.fence is not None and op.scheduler.gates.fence() == 0.0
+    assert op.rebalancer.gates.fence is not None and op.rebalancer.gates.fence() == 0.0
