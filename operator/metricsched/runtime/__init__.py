@@ -13,6 +13,11 @@ Modules:
   kind, no kopf.
 - ``kopf_source``: kopf (our pending pods and the policies), its registry, settings and
   login, supervised, feeding the translation.
+- ``policies``: a SchedulingPolicy's lifecycle, one owner: observed, parsed, rejected
+  (status and a Warning) and forgotten (deleted, moved to another install, created again
+  under its name, a ghost after a re-list) through one uid-aware fan-out to every party
+  that keeps per-policy state; the gate that waits for a LIST after a watch gap; what
+  the status record says of the spec.
 - ``informers``: the cluster's state off kopf: one lean informer per kind, feeding the
   translation (``watches``) as one sink; owns the ``consistent`` gate.
 - ``kopf_tuning``: what kopf does per event that this operator does not need, off.
@@ -29,7 +34,7 @@ Modules:
 - ``fair_slots``: the refresher's query slots, round-robin across namespaces.
 - ``learner``: how the policy's own binds moved each metric whose estimate learns.
 - ``leader``: Lease election and the fence every Binding passes.
-- ``status``: SchedulingPolicy status, written by the leader.
+- ``status``: SchedulingPolicy status records and their writer (the leader's PATCH).
 - ``rebalancer``: leader-only passes that evict what ``core.rebalance`` picks.
 - ``reservations``: the targets held for replacements, shared by the rebalancer and the
   scheduler.

@@ -24,7 +24,7 @@ One object that cannot be read or handled is logged, counted
 (``metricsched_objects_skipped_total``) and left out: it never ends a reflector. A re-list
 here also asks the reconciler to compare kopf's kinds (the policies, our pending pods)
 with a fresh LIST: the gap was kopf's too, whatever kopf made of it; until that LIST has
-confirmed the policies, no pod is placed (``Watches.policies_confirmed``). A kind whose
+confirmed the policies, no pod is placed (``Policies.confirmed``). A kind whose
 LIST or WATCH keeps failing makes ``/readyz`` false with the reason until it delivers
 again (an event, a bookmark, or a watch's end at the server's timeout); each kind is its
 own readiness subsystem.
@@ -349,19 +349,16 @@ async def list_policies(api: kube_http.AsyncApi, watches: watches_mod.Watches) -
     a policy deleted while kopf did not watch stops governing pods and being queried.
     A listed copy older than what kopf delivered meanwhile (an edit, a deletion) is not
     applied. Once applied, the policies are confirmed if no gap began since the LIST was
-    sent (``Watches.policies_listed``). Returns how many were dropped."""
-    gaps, deletions = watches.policy_gaps, watches.policy_deletions
+    sent (``Policies.listed``). Returns how many were dropped."""
+    policies = watches.policies
+    gaps, deletions = policies.gaps, policies.deletions
     sink = _OneShot(lambda _type, body: watches.on_policy("ADDED", body, listed_since=deletions))
     path = f"/apis/{watches_mod.GROUP}/{watches_mod.VERSION}/{watches_mod.PLURAL}"
     await informer.Reflector(api, informer.Resource("SchedulingPolicy", path), sink).list_once()
-    ghosts = watches.policy_ghosts(sink.keys, list_version=sink.version)
+    ghosts = policies.ghosts(sink.keys, list_version=sink.version)
     for key in ghosts:
-        namespace, _, name = key.partition("/")
-        record = watches.status.records.get(key)
-        # Deleted as of the LIST's version: a copy at or before it never comes back.
-        meta = {"namespace": namespace, "name": name, "resourceVersion": sink.version}
-        watches.on_policy("DELETED", {"metadata": {**meta, "uid": record.uid if record else ""}})
-    watches.policies_listed(gaps_before=gaps)
+        watches.on_policy("DELETED", policies.ghost_deleted(key, list_version=sink.version))
+    policies.listed(gaps_before=gaps)
     return len(ghosts)
 
 

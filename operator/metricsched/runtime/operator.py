@@ -45,6 +45,7 @@ from metricsched.edges import (
     observe,
     policy_events,
     probes,
+    query_rounds,
 )
 from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
@@ -52,6 +53,7 @@ from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers as informers_mod
 from metricsched.runtime import kopf_source, leader, supervise
 from metricsched.runtime import pod_usage as pod_usage_mod
+from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import rebalancer as rebalancer_mod
 from metricsched.runtime import reconcile as reconcile_mod
@@ -156,7 +158,7 @@ class Operator:
             recorder=self.recorder,
             metrics=self.metrics,
             gates=self.gates,
-            policy_ref=lambda key: watches_mod.policy_ref(key, self.status.records.get(key)),
+            policy_ref=lambda key: policies_mod.policy_ref(key, self.status.records.get(key)),
             mark=self._mark_status,
         )
         self.status = status_mod.PolicyStatus(
@@ -169,7 +171,6 @@ class Operator:
             interval_s=config.refresh_interval_s,
             shadow=self.shadow.status_block,
             rebalance=self.rebalancer.status_block,
-            on_forget=self.scheduler.forget_policy,
             fail_open=self._fail_open,
         )
         # ``reads``: the API on the event loop for the informers, the reconciler's LISTs
@@ -185,7 +186,7 @@ class Operator:
             store=self.store,
             cache=self.cache,
             queue=self.queue,
-            status=self.status,
+            keep_result=self._keep_result,
             metrics=self.metrics,
             gates=self.gates,
             post_event=self._post_policy_event,
@@ -207,16 +208,29 @@ class Operator:
                 metrics=self.metrics,
             ),
         )
+        # Each policy's lifecycle; forgetting a policy reaches every party below, once.
+        self.policies = policies_mod.Policies(
+            config=config,
+            cache=self.cache,
+            status=self.status,
+            signals=policies_mod.Signals(
+                record=self.post, refresh_now=self.refresher.now, policy_events=self.policy_events
+            ),
+            forget=(
+                self.metrics.forget_policy,
+                self.scheduler.forget_policy,
+                self.refresher.forget_policy,
+                self.rebalancer.forget_policy,
+                self.shadow.forget_policy,
+            ),
+        )
         self.watches = watches_mod.Watches(
             config=config,
             cache=self.cache,
             queue=self.queue,
-            status=self.status,
-            store=self.store,
+            policies=self.policies,
             metrics=self.metrics,
             record=self.post,
-            refresh_now=self.refresher.now,
-            policy_events=self.policy_events,
             on_pod_seen=self.shadow.on_pod,
             gates=self.gates,
         )
@@ -229,8 +243,8 @@ class Operator:
             health=self.health,
             record=self.post,
         )
-        self.scheduler.policies_confirmed = self.watches.policies_confirmed
-        self.rebalancer.policies_confirmed = self.watches.policies_confirmed
+        self.scheduler.policies_confirmed = self.policies.confirmed
+        self.rebalancer.policies_confirmed = self.policies.confirmed
         self.cluster_state = informers_mod.ClusterState(
             api=self.reads,
             sink=self.watches,
@@ -267,11 +281,16 @@ class Operator:
         self, key: model.PolicyKey, *, topic: str, event_type: str, **kwargs: Any
     ) -> None:
         """A warning holds until its topic resolves (re-sent meanwhile); Normal resolves."""
-        ref = watches_mod.policy_ref(key, self.status.records.get(key))
+        ref = policies_mod.policy_ref(key, self.status.records.get(key))
         if event_type == "Warning":
             self.policy_events.warn(ref, topic=topic, **kwargs)
         else:
             self.policy_events.resolve(ref, topic=topic, **kwargs)
+
+    def _keep_result(self, result: query_rounds.RefreshResult) -> policies_mod.Refreshed | None:
+        # The policies' owner is made after the refresher (it wakes it, and tells it what
+        # to forget); the first round answers once both exist.
+        return self.policies.refreshed(result)
 
     def _mark_status(self, key: model.PolicyKey) -> None:
         self.status.mark(key)

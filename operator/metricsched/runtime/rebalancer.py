@@ -137,6 +137,12 @@ class Rebalancer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.period_s)
 
+    def forget_policy(self, key: model.PolicyKey) -> None:
+        """A policy is gone (``runtime.policies``): its rebalancing state and series go
+        now; a pass forgets a policy whose rebalancing is off."""
+        self.states.pop(key, None)
+        self.metrics.forget_rebalance(key)
+
     async def run_pass(self, now: float) -> int:
         """One pass over every rebalancing policy at wall time ``now``; returns how many
         pods moved (or, in DryRun, would have)."""

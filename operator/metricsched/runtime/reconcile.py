@@ -17,7 +17,7 @@ later LIST (kopf restarted, a re-list: a gap of any length).
 The rest of the cluster's state is the informer's, which reconciles every kind after each
 of its own LISTs (``runtime.informers``). A failed LIST here is logged and retried: at the
 next interval while the policies are confirmed, with backoff (1 s doubling to 30 s) while
-they are not. After a gap, decisions wait for the policy LIST (``Watches.policies_confirmed``),
+they are not. After a gap, decisions wait for the policy LIST (``Policies.confirmed``),
 but never silently: unconfirmed for ``CONFIRM_BOUND_S``, /readyz is false with the reason
 and an ERROR is logged (again each bound) until a LIST confirms them.
 """
@@ -82,7 +82,7 @@ class Reconciler:
         while not stop.is_set():
             # Decisions wait for this LIST while the policies are unconfirmed: a failed
             # one is retried soon, not at the next interval.
-            confirmed = self._watches.policies_confirmed.is_set()
+            confirmed = self._watches.policies.confirmed.is_set()
             try:
                 await asyncio.wait_for(
                     self._watches.relisted.wait(), timeout=self._interval if confirmed else retry
@@ -99,12 +99,13 @@ class Reconciler:
     async def _watch_confirmed(self, stop: asyncio.Event) -> None:
         """/readyz false (subsystem ``policies``) while the policies have been unconfirmed
         for ``confirm_bound_s``, with the gap's reason; logged at ERROR each bound."""
-        clock = self._watches.clock
+        clock = self._watches.policies.clock
         reported: float | None = None
         while not stop.is_set():
             await supervise.pause(min(5.0, self._confirm_bound_s / 4), stop)
-            since = self._watches.policies_unconfirmed_since
-            if since is None or self._watches.policies_confirmed.is_set():
+            policies = self._watches.policies
+            since = policies.unconfirmed_since
+            if since is None or policies.confirmed.is_set():
                 if reported is not None:
                     self._set_ready(True, "policies confirmed")
                     reported = None
@@ -115,7 +116,7 @@ class Reconciler:
             ):
                 reason = (
                     f"policies not confirmed for {waited:.0f}s after a watch gap "
-                    f"({self._watches.policy_gap_reason}): the policy LIST does not complete"
+                    f"({self._watches.policies.gap_reason}): the policy LIST does not complete"
                 )
                 logger.error("%s; not scheduling until it does", reason)
                 self._set_ready(False, reason)

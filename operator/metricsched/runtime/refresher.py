@@ -16,7 +16,8 @@
   not sent (each would wait out the timeout for the same answer).
 - It never dies: every round is wrapped, a failure is logged and the next tick comes.
 - After each answer: the queue is hinted (``on_metrics_change``) for the policies whose
-  values changed, their status is marked for the status writer, and each metric reports
+  values changed, each result goes to the policy's status record (through its owner,
+  ``runtime.policies``: ``keep_result``), and each metric reports
   ``MetricQueryFailed`` while it fails / ``MetricsRecovered`` when it works (the policy
   events edge posts a warning when it starts, re-sends it while it holds, and posts the
   recovery once).
@@ -54,8 +55,8 @@ from metricsched.runtime import fair_slots
 from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import learner as learner_mod
 from metricsched.runtime import pod_usage as pod_usage_mod
+from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import queue as queue_mod
-from metricsched.runtime import status as status_mod
 
 logger = logging.getLogger("metricsched.refresher")
 
@@ -72,7 +73,7 @@ class Refresher:
         store: metric_store.MetricStore,
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,
-        status: status_mod.PolicyStatus,
+        keep_result: Callable[[query_rounds.RefreshResult], policies_mod.Refreshed | None],
         metrics: observe.Metrics,
         gates: gates_mod.Gates,
         post_event: PolicyEvent,
@@ -88,7 +89,8 @@ class Refresher:
         self._store = store
         self._cache = cache
         self._queue = queue
-        self._status = status
+        # The policy status record keeps each result (runtime.policies' ``refreshed``).
+        self._keep_result = keep_result
         self._metrics = metrics
         self._post_event = post_event
         self._interval = interval_s
@@ -154,6 +156,12 @@ class Refresher:
         policies = [p for p in self._cache.policies.values() if only is None or p.key in only]
         return await asyncio.to_thread(query_rounds.verdicts, policies, guard=guard)
 
+    def forget_policy(self, key: model.PolicyKey) -> None:
+        """A policy is gone (``runtime.policies``): the store keeps only the samples of
+        the metrics of the policies left (the cache has forgotten it first)."""
+        del key  # the cache says what is left
+        self._store.retain(_metric_keys(self._cache.policies.values()))
+
     def round(
         self,
         *,
@@ -165,8 +173,8 @@ class Refresher:
         ``known``: the rules' verdicts from ``verdicts`` (off the loop); a query they
         lack is checked here, on the loop."""
         policies = list(self._cache.policies.values())
-        self._store.retain(model.MetricKey(p.key, m.name) for p in policies for m in p.metrics)
-        self._learner.retain({model.MetricKey(p.key, m.name) for p in policies for m in p.metrics})
+        self._store.retain(_metric_keys(policies))
+        self._learner.retain(_metric_keys(policies))
         self._metrics.retain_policy_metrics((p.key, m.name) for p in policies for m in p.metrics)
         self._down = None
         started = 0
@@ -337,13 +345,11 @@ class Refresher:
     def record(self, results: Sequence[query_rounds.RefreshResult]) -> None:
         """Keep results for status; post an event when a metric starts or stops failing."""
         for r in results:
-            record = self._status.records.get(r.policy)
-            if record is None:
+            kept = self._keep_result(r)
+            if kept is None:
                 continue
-            record.metrics[r.metric] = r
-            health = record.health.setdefault(r.metric, status_mod.MetricHealth())
             ok = r.error is None
-            if not ok and health.ok is not False:
+            if not ok and kept.was_ok is not False:
                 logger.warning(
                     "metric %s of policy %s failed: %s: %s",
                     r.metric,
@@ -351,7 +357,7 @@ class Refresher:
                     r.error,
                     r.error_message,
                 )
-            elif ok and health.ok is False:
+            elif ok and kept.was_ok is False:
                 logger.info("metric %s of policy %s recovered", r.metric, r.policy)
             # Every result, not only changes: the events edge dedupes, re-sends a lasting
             # warning, and resolves one whose health record was reset by a spec change.
@@ -373,8 +379,11 @@ class Refresher:
                     action="QueryMetrics",
                     message=f"metric {r.metric}: {r.nodes_reporting} node(s) reporting again",
                 )
-            health.ok = ok
-            self._status.mark(r.policy)
+
+
+def _metric_keys(policies: Collection[model.Policy]) -> set[model.MetricKey]:
+    """The metrics of these policies: what the store and the learner keep."""
+    return {model.MetricKey(p.key, m.name) for p in policies for m in p.metrics}
 
 
 def _metrics_server_members(

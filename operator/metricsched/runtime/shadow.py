@@ -185,6 +185,12 @@ class ShadowEvaluator:
             )
         return record
 
+    def forget_policy(self, key: model.PolicyKey) -> None:
+        """A policy is gone (``runtime.policies``): its evaluations and series go now;
+        ``_prune`` forgets a policy no longer in shadow mode."""
+        self.policies.pop(key, None)
+        self._metrics.forget_shadow(policy=key)
+
     def _prune(self) -> None:
         """Forget policies deleted or no longer in shadow mode."""
         for key in list(self.policies):

@@ -94,7 +94,6 @@ class PolicyStatus:
         clock: Callable[[], float] = time.monotonic,
         shadow: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
         rebalance: Callable[[model.PolicyKey], Mapping[str, object] | None] | None = None,
-        on_forget: Callable[[model.PolicyKey], None] | None = None,
         fail_open: Callable[[model.PolicyKey], frozenset[str]] | None = None,
     ) -> None:
         self._api = api
@@ -107,9 +106,6 @@ class PolicyStatus:
         self._clock = clock
         self._shadow = shadow  # status.shadow of shadow-mode policies (runtime/shadow.py)
         self._rebalance = rebalance  # status.rebalance (runtime/rebalancer.py)
-        # Told when a policy is gone (deleted, or re-created under the same name), so that
-        # what others count per policy (the scheduler's counters) is not inherited.
-        self._on_forget = on_forget
         # The metrics whose learned estimate the policy's decisions leave out now.
         self._fail_open = fail_open
         self.records: dict[model.PolicyKey, PolicyRecord] = {}
@@ -123,10 +119,6 @@ class PolicyStatus:
         """A policy event: returns its record and whether it is new or its spec changed."""
         meta = body.get("metadata") or {}
         record = self.records.get(key)
-        if record is not None and record.uid and meta.get("uid") and record.uid != meta["uid"]:
-            # Deleted and created again while the deletion went unseen: a new policy.
-            self.forget(key)
-            record = None
         fresh = record is None
         if record is None:
             record = self.records[key] = PolicyRecord()
@@ -148,10 +140,9 @@ class PolicyStatus:
         return record, changed
 
     def forget(self, key: model.PolicyKey) -> None:
+        """The policy is gone (``runtime.policies`` decides when): its record goes."""
         self.records.pop(key, None)
         self._dirty.discard(key)
-        if self._on_forget is not None:
-            self._on_forget(key)
 
     def mark(self, key: model.PolicyKey | None = None) -> None:
         """Something this policy's status shows may have changed (None: every policy)."""

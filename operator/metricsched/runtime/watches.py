@@ -16,12 +16,8 @@ reconciler, which compares them with its own LIST. ``consistent`` is the informe
 until every kind has been listed, and from a re-list until it is applied; the scheduler
 decides nothing meanwhile (a node deleted in the gap must not receive a Binding).
 
-``policies_confirmed`` is the same gate for the policies: any gap (kopf listing either of
-its kinds again, kopf restarted, an informer re-listing) clears it while a policy is
-cached, and only the reconciler's policy LIST sent after the last gap sets it again, so
-no pod is placed (nor evicted) under a policy deleted in the gap. Copies of a policy
-older than one already seen (a LIST in flight while kopf delivered a change or a
-deletion) are dropped: a deletion is final for the object it deleted.
+A policy event goes to its lifecycle's owner (``runtime.policies``), and so does a gap:
+the policies then wait for a LIST sent after it (``Policies.confirmed``).
 """
 
 from __future__ import annotations
@@ -34,11 +30,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from metricsched.config import Config
-from metricsched.core import kubelet_rejection, model, parse, policy, policy_installs
-from metricsched.edges import events, metric_store, observe
-from metricsched.edges import policy_events as policy_events_mod
+from metricsched.core import kubelet_rejection, model, parse
+from metricsched.edges import events, observe
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import gates as gates_mod
+from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
 
@@ -66,7 +62,6 @@ def pending_selector(scheduler_names: frozenset[str]) -> str:
     return PENDING_FIELD_SELECTOR
 
 
-_MAX_POLICY_TOMBSTONES = 10_000
 _MAX_REJECTIONS_REMEMBERED = 10_000  # pod uids already reported (a copy may come twice)
 
 
@@ -77,24 +72,18 @@ class Watches:
         config: Config,
         cache: cache_mod.ClusterCache,
         queue: queue_mod.SchedulingQueue,
-        status: status_mod.PolicyStatus,
-        store: metric_store.MetricStore,
+        policies: policies_mod.Policies,
         metrics: observe.Metrics,
         record: Callable[..., None],
-        refresh_now: asyncio.Event,
-        policy_events: policy_events_mod.PolicyEvents | None = None,
         on_pod_seen: Callable[[model.PodInfo, Mapping[str, Any]], None] | None = None,
         gates: gates_mod.Gates | None = None,
     ) -> None:
         self.config = config
         self.cache = cache
         self.queue = queue
-        self.status = status
-        self.store = store
+        self.policies = policies  # the policies' lifecycle (runtime.policies)
         self.metrics = metrics
         self._record = record
-        self._refresh_now = refresh_now
-        self._policy_events = policy_events
         self._on_pod_seen = on_pod_seen  # shadow mode's hook (runtime/shadow.py)
         # Kubelet rejections are reported by the replica that leads (no gates: always),
         # so that standbys neither count them again nor post the Event again.
@@ -104,19 +93,7 @@ class Watches:
         # all namespaces are still watched: they all take capacity on the same nodes.
         self._namespaces = frozenset(config.namespaces)
         self.relisted = asyncio.Event()  # kopf listed pending pods or policies (again)
-        self._policy_rv: dict[model.PolicyKey, int] = {}  # last resourceVersion seen
-        # key -> (resourceVersion, uid, deletion count) of the policy's last deletion: no
-        # copy of that object, or older than its deletion, may bring it back.
-        self._policy_tombstones: dict[model.PolicyKey, tuple[int, str, int]] = {}
-        self._policy_deletions = 0
-        # Set while the cached policies are confirmed by a LIST sent after the last gap
-        # (see the module docstring); the scheduler and the rebalancer wait for it.
-        self.policies_confirmed = asyncio.Event()
-        self.policies_confirmed.set()  # nothing cached yet: nothing to confirm
-        self.clock: Callable[[], float] = time.monotonic
-        self.policies_unconfirmed_since: float | None = None  # self.clock()
-        self.policy_gap_reason = ""
-        self._policy_gaps = 0
+        self.clock: Callable[[], float] = time.monotonic  # when a LIST was sent (reconcile)
         # An event was handled since kopf (re)started (runtime.kopf_source clears it).
         self.delivering = asyncio.Event()
 
@@ -457,163 +434,18 @@ class Watches:
         *,
         listed_since: int | None = None,
     ) -> None:
-        """A policy event from kopf, or (``listed_since``: ``policy_deletions`` when that
-        LIST was sent) a copy from the reconciler's LIST."""
-        meta = body.get("metadata") or {}
-        if self._namespaces and meta.get("namespace") not in self._namespaces:
+        """A policy event from kopf, or (``listed_since``) a copy from the reconciler's
+        LIST: its lifecycle is ``runtime.policies``'."""
+        if not self.policies.applies(body):
             return
-        key = model.PolicyKey(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
         self._seen(event_type)
-        version = cache_mod.resource_version(meta)
-        uid = str(meta.get("uid") or "")
-        if event_type == "DELETED":
-            self._policy_rv.pop(key, None)
-            self._policy_deletions += 1
-            self._policy_tombstones.pop(key, None)  # re-inserted last: FIFO by deletion
-            self._policy_tombstones[key] = (version, uid, self._policy_deletions)
-            while len(self._policy_tombstones) > _MAX_POLICY_TOMBSTONES:
-                del self._policy_tombstones[next(iter(self._policy_tombstones))]
-        elif self._stale_policy(key, version=version, uid=uid, listed_since=listed_since):
-            return  # older than what was seen: applying it would undo a change
-        elif version:
-            self._policy_rv[key] = max(self._policy_rv.get(key, 0), version)
-            tombstone = self._policy_tombstones.get(key)
-            if tombstone is not None and version > tombstone[0]:
-                del self._policy_tombstones[key]  # created again since
-        served = event_type == "DELETED" or policy_installs.served_by(
-            body, self.config.scheduler_names
-        )
-        # Another install's policies are kept only as an index that names them in the
-        # events of the pods they select (policy_installs.elsewhere_note).
-        if served:
-            self.cache.forget_elsewhere(key)
-        else:
-            self.cache.note_elsewhere(key, policy_installs.elsewhere_from_body(body))
-        if not served:
-            # Another install's policy (or moved to one): forget it as if it were deleted.
-            if key not in self.cache.policies and key not in self.status.records:
-                return
-            event_type = "DELETED"
-        if event_type == "DELETED":
-            old = self.cache.policies.get(key)
-            self.cache.remove_policy(key)
-            self.status.forget(key)
-            self.store.retain(
-                model.MetricKey(p.key, m.name)
-                for p in self.cache.policies.values()
-                for m in p.metrics
-            )
-            self.metrics.forget_policy(key)
-            if self._policy_events is not None:
-                self._policy_events.forget(key)
-            return
-        record, changed = self.status.observe(key, body)
-        try:
-            parsed = policy.policy_from_body(body)
-        except policy.PolicyError as e:
-            message = "; ".join(e.problems)
-            self.cache.reject_policy(key, message)
-            if self._policy_events is not None:
-                self._policy_events.warn(
-                    policy_ref(key, record),
-                    topic="spec",
-                    reason="InvalidPolicy",
-                    action="Validate",
-                    message=f"policy ignored until fixed: {message}",
-                )
-            elif changed or not record.invalid:
-                self._record(
-                    policy_ref(key, record),
-                    event_type="Warning",
-                    reason="InvalidPolicy",
-                    action="Validate",
-                    message=f"policy ignored until fixed: {message}",
-                )
-            record.invalid = message
-            self.status.mark(key)
-            return
-        if record.invalid:
-            record.invalid = ""
-            self.status.mark(key)
-        if self._policy_events is not None:
-            self._policy_events.resolve(policy_ref(key, record), topic="spec")
-        old = self.cache.policies.get(key)
-        if old == parsed:
-            return  # our own status write coming back, or a label/annotation change
-        self.cache.upsert_policy(parsed)
-        if old is None or old.metrics != parsed.metrics:
-            record.health.clear()
-            record.metrics.clear()
-            if self._policy_events is not None:  # the refresh re-raises what still fails
-                self._policy_events.forget(key, topic_prefix="metric/")
-            self._refresh_now.set()  # new metrics: query them now, not at the next tick
-
-    def _stale_policy(
-        self, key: model.PolicyKey, *, version: int, uid: str, listed_since: int | None
-    ) -> bool:
-        """A copy older than one already seen: the deleted object itself, a copy older
-        than its deletion, or (from a LIST) one deleted after the LIST was sent, unless
-        it is known to be a new object of that name; or older than the last change."""
-        tombstone = self._policy_tombstones.get(key)
-        if tombstone is not None:
-            deleted_at, deleted_uid, deletion = tombstone
-            if uid and uid == deleted_uid:
-                return True
-            if version and deleted_at and version <= deleted_at:
-                return True
-            if listed_since is not None and deletion > listed_since and not (uid and deleted_uid):
-                return True  # a DELETED seen after the LIST was sent is final
-        return bool(version) and version < self._policy_rv.get(key, 0)
-
-    @property
-    def policy_deletions(self) -> int:
-        """How many policy deletions were seen: read before a LIST is sent."""
-        return self._policy_deletions
-
-    @property
-    def policy_gaps(self) -> int:
-        """How many gaps were seen: read before the reconciler's policy LIST is sent."""
-        return self._policy_gaps
+        self.policies.on_event(event_type, body, listed_since=listed_since)
 
     def policy_gap(self, reason: str) -> None:
-        """A gap in what kopf (or the API path) delivered: a policy deleted meanwhile got
-        no DELETED. Decisions wait until a LIST sent after it confirms the policies (as
-        long as a policy is cached: with none, no pod can be placed under a ghost)."""
-        self._policy_gaps += 1
+        """A gap in what kopf (or the API path) delivered: the reconciler compares kopf's
+        kinds with a LIST, and the policies wait for it (``Policies.gap``)."""
         self.relisted.set()
-        if not self.policies_confirmed.is_set():
-            return
-        if not (self.cache.policies or self.cache.policy_errors):
-            return
-        self.policies_confirmed.clear()
-        self.policies_unconfirmed_since = self.clock()
-        self.policy_gap_reason = reason
-        logger.info(
-            "policies unconfirmed after a watch gap (%s): no decision until a LIST confirms them",
-            reason,
-        )
-
-    def policies_listed(self, *, gaps_before: int) -> None:
-        """A policy LIST, sent when ``policy_gaps`` was ``gaps_before``, has been applied:
-        the policies are confirmed unless another gap began meanwhile."""
-        if self._policy_gaps != gaps_before or self.policies_confirmed.is_set():
-            return
-        since = self.policies_unconfirmed_since
-        waited = self.clock() - since if since is not None else 0.0
-        self.policies_unconfirmed_since = None
-        self.policy_gap_reason = ""
-        self.policies_confirmed.set()
-        logger.info("policies confirmed by a LIST after %.1fs: scheduling", waited)
-
-    def policy_ghosts(self, listed: set[str], *, list_version: str) -> list[model.PolicyKey]:
-        """Policies known here that a LIST taken at ``list_version`` does not have, and
-        that no event newer than the LIST has shown: deleted while kopf did not watch."""
-        version = cache_mod.resource_version({"resourceVersion": list_version})
-        known = set(self.cache.policies) | set(self.cache.policy_errors) | set(self.status.records)
-        known |= {k for entries in self.cache.elsewhere.values() for k in entries}
-        return sorted(
-            key for key in known if key not in listed and self._policy_rv.get(key, 0) <= version
-        )
+        self.policies.gap(reason)
 
     def _seen(self, event_type: str | None) -> None:
         self.delivering.set()
@@ -621,8 +453,3 @@ class Watches:
             # Either kind: with no policy to list (or none left), kopf's listing of the
             # policies sends nothing at all, and its pods share the gap.
             self.policy_gap("kopf listed again")
-
-
-def policy_ref(key: model.PolicyKey, record: status_mod.PolicyRecord | None) -> events.ObjectRef:
-    namespace, _, name = key.partition("/")
-    return events.ObjectRef.policy(namespace=namespace, name=name, uid=record.uid if record else "")

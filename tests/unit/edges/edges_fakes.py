@@ -355,6 +355,7 @@ def refresh_round(
     from metricsched.runtime import queue as queue_mod
     from metricsched.runtime import refresher as refresher_mod
     from metricsched.runtime import status as status_mod
+    from tests.unit.runtime import test_policy_lifecycle as lifecycle
 
     metrics = metrics or observe_mod.Metrics()
     cache = cache_mod.ClusterCache()
@@ -377,7 +378,7 @@ def refresh_round(
         store=store,
         cache=cache,
         queue=queue_mod.SchedulingQueue(),
-        status=status,
+        keep_result=lifecycle.owner(cache, status).refreshed,
         metrics=metrics,
         gates=gates_mod.Gates(),
         post_event=lambda key, **kw: None,

@@ -108,13 +108,13 @@ class TestAGapHoldsDecisionsUntilAPolicyListSentAfterItConfirmsThem:
     def test_kopf_listing_the_policies_again_holds_decisions_until_the_list(self) -> None:
         w = _watches()
         w.on_policy("ADDED", _policy("gone", "5"))
-        assert w.policies_confirmed.is_set()
+        assert w.policies.confirmed.is_set()
         w.on_policy(None, _policy("kept", "6"))  # kopf listed again (after a 410)
-        assert not w.policies_confirmed.is_set()
+        assert not w.policies.confirmed.is_set()
         assert w.relisted.is_set()
         api = PolicyListApi([_policy("kept", "6")])
         assert asyncio.run(_reconciler(w, api).once()) == (0, 1)
-        assert w.policies_confirmed.is_set()
+        assert w.policies.confirmed.is_set()
         assert sorted(w.cache.policies) == ["shop/kept"]
 
     def test_kopf_listing_pending_pods_again_is_a_gap_for_the_policies_too(self) -> None:
@@ -122,7 +122,7 @@ class TestAGapHoldsDecisionsUntilAPolicyListSentAfterItConfirmsThem:
         w = _watches()
         w.on_policy("ADDED", _policy("gone", "5"))
         w.on_pending_pod(None, bind_rig._pod_body(node=""))
-        assert not w.policies_confirmed.is_set()
+        assert not w.policies.confirmed.is_set()
 
     def test_an_informer_relisting_is_a_gap(self) -> None:
         w = _watches()
@@ -136,7 +136,7 @@ class TestAGapHoldsDecisionsUntilAPolicyListSentAfterItConfirmsThem:
             resources=tuple(r for r in informers.RESOURCES if r.kind == "Node"),
         )
         state.relisting("Node")
-        assert not w.policies_confirmed.is_set()
+        assert not w.policies.confirmed.is_set()
 
     def test_kopf_failing_is_a_gap(self, monkeypatch: pytest.MonkeyPatch) -> None:
         w = _watches()
@@ -147,14 +147,14 @@ class TestAGapHoldsDecisionsUntilAPolicyListSentAfterItConfirmsThem:
             if confirmed:
                 stop_flag.set()
                 return
-            confirmed.append(w.policies_confirmed.is_set())
+            confirmed.append(w.policies.confirmed.is_set())
             raise RuntimeError("connection reset")
 
         monkeypatch.setattr(kopf_source.kopf, "operator", fake_operator)
         monkeypatch.setattr(kopf_source, "_RESTART_BACKOFF", (0.01, 0.01))
         asyncio.run(asyncio.wait_for(relist._kopf(w).run(asyncio.Event()), timeout=5))
         assert confirmed == [True]
-        assert not w.policies_confirmed.is_set()
+        assert not w.policies.confirmed.is_set()
 
     def test_a_gap_that_begins_while_the_list_is_in_flight_is_not_confirmed_by_it(
         self,
@@ -166,15 +166,15 @@ class TestAGapHoldsDecisionsUntilAPolicyListSentAfterItConfirmsThem:
         api.during = lambda: w.on_policy(None, _policy("kept", "6"))  # kopf lists again
         r = _reconciler(w, api)
         asyncio.run(r.once())
-        assert not w.policies_confirmed.is_set()
+        assert not w.policies.confirmed.is_set()
         api.during = lambda: None
         asyncio.run(r.once())
-        assert w.policies_confirmed.is_set()
+        assert w.policies.confirmed.is_set()
 
     def test_with_no_policy_cached_a_gap_holds_nothing(self) -> None:
         w = _watches()
         w.on_pending_pod(None, bind_rig._pod_body(node=""))
-        assert w.policies_confirmed.is_set()
+        assert w.policies.confirmed.is_set()
         assert w.relisted.is_set()  # reconciled all the same
 
 
@@ -192,7 +192,7 @@ class TestTheWaitIsBoundedAndSaid:
 
         async def go() -> None:
             task = asyncio.create_task(_reconciler(w, api).run(asyncio.Event()))
-            await asyncio.wait_for(w.policies_confirmed.wait(), 5)
+            await asyncio.wait_for(w.policies.confirmed.wait(), 5)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -204,7 +204,7 @@ class TestTheWaitIsBoundedAndSaid:
     def test_unconfirmed_past_the_bound_makes_readyz_false_until_a_list_confirms(self) -> None:
         w = _watches()
         now = [1000.0]
-        w.clock = lambda: now[0]
+        w.policies.clock = lambda: now[0]
         health = probes.HealthState()
         health.set_ready(True, "caches synced")
         w.on_policy("ADDED", _policy("gone", "5"))
@@ -248,7 +248,7 @@ class TestNoPodIsPlacedUnderAPolicyDeletedInTheGap:
         monkeypatch.setattr(scheduler_mod, "_READ_BACK_S", (0.0, 0.0))
         rig = bind_rig.Rig()
         w = _watches(rig.cache)
-        rig.scheduler.policies_confirmed = w.policies_confirmed
+        rig.scheduler.policies_confirmed = w.policies.confirmed
         w.on_policy("ADDED", _policy("gone", "5"))  # governs every pod of "shop"
         w.on_policy(None, _policy("other", "6", namespace="elsewhere"))  # kopf lists again
         api = PolicyListApi([_policy("other", "6", namespace="elsewhere")])
@@ -297,7 +297,7 @@ class TestAListedCopyNeverUndoesWhatKopfDeliveredMeanwhile:
             w, [_policy("web", "10")], lambda: w.on_policy("DELETED", _policy("web", "25"))
         )
         assert w.cache.policies == {}
-        assert "shop/web" not in w.status.records
+        assert "shop/web" not in w.policies.status.records
 
     def test_a_policy_edited_while_the_list_was_in_flight_keeps_its_new_spec(self) -> None:
         w = _watches()
@@ -327,7 +327,7 @@ class TestAListedCopyNeverUndoesWhatKopfDeliveredMeanwhile:
         w.on_policy("DELETED", _policy("web", "25", uid="first"))
         w.on_policy("ADDED", _policy("web", "30", uid="second"))
         assert list(w.cache.policies) == ["shop/web"]
-        assert w.status.records[model.PolicyKey("shop/web")].uid == "second"
+        assert w.policies.status.records[model.PolicyKey("shop/web")].uid == "second"
 
     def test_a_policy_dropped_as_a_ghost_does_not_come_back_with_an_older_copy(self) -> None:
         w = _watches()

@@ -53,7 +53,7 @@ def test_the_install_ignores_another_installs_policy():
     watches = _watches()  # serves the default scheduler name, metricsched
     watches.on_policy("ADDED", _policy(schedulerName="metricsched-gpu"))
     assert KEY not in watches.cache.policies
-    assert KEY not in watches.status.records  # never a status write for it
+    assert KEY not in watches.policies.status.records  # never a status write for it
     assert KEY not in watches.cache.policy_errors
 
 
@@ -61,16 +61,16 @@ def test_an_invalid_policy_of_another_install_is_not_reported_here():
     watches = _watches()
     watches.on_policy("ADDED", _policy(schedulerName="other", maxMetricAge="soon"))
     assert KEY not in watches.cache.policy_errors
-    assert KEY not in watches.status.records
+    assert KEY not in watches.policies.status.records
 
 
 def test_a_policy_moved_to_another_install_is_forgotten_and_one_moved_here_is_served():
     watches = _watches()
     watches.on_policy("ADDED", _policy())
-    assert KEY in watches.cache.policies and KEY in watches.status.records
+    assert KEY in watches.cache.policies and KEY in watches.policies.status.records
     watches.on_policy("MODIFIED", _policy(schedulerName="metricsched-gpu"))
     assert KEY not in watches.cache.policies
-    assert KEY not in watches.status.records
+    assert KEY not in watches.policies.status.records
     watches.on_policy("MODIFIED", _policy(schedulerName="metricsched"))
     assert watches.cache.policies[KEY].scheduler_name == "metricsched"
 

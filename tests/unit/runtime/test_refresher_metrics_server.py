@@ -20,6 +20,8 @@ from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import refresher as refresher_mod
 from metricsched.runtime import status as status_mod
 
+from . import test_policy_lifecycle as lifecycle
+
 
 class NoPrometheus:
     """A cluster without Prometheus: a query sent to it is a test failure."""
@@ -116,7 +118,7 @@ class Rig:
                 store=self.store,
                 cache=self.cache,
                 queue=queue_mod.SchedulingQueue(),
-                status=self.status,
+                keep_result=lifecycle.owner(self.cache, self.status).refreshed,
                 metrics=self._metrics,
                 gates=gates_mod.Gates(),
                 post_event=lambda key, **kw: self.events.append((kw["reason"], kw["message"])),

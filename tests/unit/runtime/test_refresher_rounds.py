@@ -18,6 +18,8 @@ from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import refresher as refresher_mod
 from metricsched.runtime import status as status_mod
 
+from . import test_policy_lifecycle as lifecycle
+
 
 class FakeSource:
     """Answers each query with one node's value; queries named in ``slow`` block until
@@ -96,7 +98,7 @@ class Rig:
             store=self.store,
             cache=self.cache,
             queue=self.queue,
-            status=self.status,
+            keep_result=lifecycle.owner(self.cache, self.status).refreshed,
             metrics=metrics,
             gates=self.gates,
             post_event=lambda key, **kw: self.events.append(kw["reason"]),

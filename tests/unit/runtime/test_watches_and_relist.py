@@ -7,16 +7,18 @@ import argparse
 import asyncio
 import json
 import types
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from metricsched import config as config_mod
 from metricsched.core import model
-from metricsched.edges import kube_http, metric_store, observe, probes
+from metricsched.edges import kube_http, observe, probes
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers, kopf_source, reconcile
+from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
 from metricsched.runtime import watches as watches_mod
@@ -27,32 +29,42 @@ def _watches(
     *,
     recorded: list[tuple[Any, dict[str, Any]]] | None = None,
     leading: asyncio.Event | None = None,
+    forget: tuple[policies_mod.Forget, ...] = (),
 ) -> watches_mod.Watches:
     """Watches on a fresh cache (or ``cache``), the default configuration; Events posted
-    are appended to ``recorded``; ``leading``: the leader's event (None: always leads)."""
+    are appended to ``recorded``; ``leading``: the leader's event (None: always leads);
+    ``forget``: parties told when a policy is forgotten."""
     parser = argparse.ArgumentParser()
     config_mod.add_run_arguments(parser)
     cache = cache if cache is not None else cache_mod.ClusterCache()
     metrics = observe.Metrics()
+    config = config_mod.from_args(parser.parse_args([]), {})
+    record: Callable[..., None] = (
+        (lambda *a, **kw: None)
+        if recorded is None
+        else (lambda ref, **kw: recorded.append((ref, kw)))
+    )
     return watches_mod.Watches(
-        config=config_mod.from_args(parser.parse_args([]), {}),
+        config=config,
         cache=cache,
         queue=queue_mod.SchedulingQueue(),
-        status=status_mod.PolicyStatus(
-            api=None,  # type: ignore[arg-type]
-            policies=lambda: cache.policies,
-            nodes=cache.nodes,
-            counters=lambda key: (0, 0),
-            metrics=metrics,
-            gates=gates_mod.Gates(),
-            interval_s=15.0,
+        policies=policies_mod.Policies(
+            config=config,
+            cache=cache,
+            status=status_mod.PolicyStatus(
+                api=None,  # type: ignore[arg-type]
+                policies=lambda: cache.policies,
+                nodes=cache.nodes,
+                counters=lambda key: (0, 0),
+                metrics=metrics,
+                gates=gates_mod.Gates(),
+                interval_s=15.0,
+            ),
+            signals=policies_mod.Signals(record=record, refresh_now=asyncio.Event()),
+            forget=(metrics.forget_policy, *forget),
         ),
-        store=metric_store.MetricStore(),
         metrics=metrics,
-        record=(lambda *a, **kw: None)
-        if recorded is None
-        else (lambda ref, **kw: recorded.append((ref, kw))),
-        refresh_now=asyncio.Event(),
+        record=record,
         gates=None if leading is None else gates_mod.Gates(leading=leading),
     )
 
@@ -338,5 +350,5 @@ def test_a_policy_deleted_while_kopf_did_not_watch_stops_governing_after_the_rec
     r = reconcile.Reconciler(api=api, watches=w, metrics=w.metrics, interval_s=60)  # type: ignore[arg-type]
     assert asyncio.run(r.once()) == (1, 1)
     assert sorted(w.cache.policies) == ["ns/kept", "ns/newer"]
-    assert "ns/gone" not in w.status.records
+    assert "ns/gone" not in w.policies.status.records
     assert sorted(w.cache.pending) == ["uid-waiting"]
