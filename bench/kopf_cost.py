@@ -11,7 +11,7 @@ operator's scheduler name in a namespace of its own (they stay Pending: nothing 
 them), patches a label on each, then deletes them all: N ADDED, N MODIFIED and N
 DELETED pod events. CPU is the worker's ``getrusage`` (user + system, all threads) per
 phase, less its idle rate measured just before; the handlers' own share is
-``time.thread_time`` around ``Watches.on_pending_pod``. ``--profile`` adds a py-spy profile of
+``time.thread_time`` around ``Ingest.on_pending_pod``. ``--profile`` adds a py-spy profile of
 each variant (where kopf spends its share).
 
 A variant is a set of the tunings in ``runtime/kopf_tuning.py`` (``TUNINGS``):
@@ -111,7 +111,7 @@ async def _worker(kubeconfig: str, tunings: list[str]) -> None:
     api_client = kube.load_api_client(kubeconfig, pool_size=8)
     op = operator_mod.Operator(cfg, api_client)
     await op.load_once()
-    watches = op.watches
+    ingest = op.ingest
     counts = {"events": 0, "handler_s": 0.0, "gc_s": 0.0, "gc2": 0}
     gc_started = [0.0]
 
@@ -123,7 +123,7 @@ async def _worker(kubeconfig: str, tunings: list[str]) -> None:
             counts["gc2"] += info["generation"] == 2
 
     gc.callbacks.append(gc_clock)
-    on_pod = watches.on_pending_pod  # kopf's pod handler calls it (runtime/kopf_source.py)
+    on_pod = ingest.on_pending_pod  # kopf's pod handler calls it (runtime/kopf_source.py)
 
     def counting(event_type: str | None, body: Any) -> None:
         t0 = time.thread_time()
@@ -132,10 +132,10 @@ async def _worker(kubeconfig: str, tunings: list[str]) -> None:
         counts["events"] += 1
 
     # the registry looks it up per event
-    watches.on_pending_pod = counting  # type: ignore[method-assign]
+    ingest.on_pending_pod = counting  # type: ignore[method-assign]
     stop = asyncio.Event()
     task = asyncio.create_task(op.kopf.run(stop))
-    await asyncio.wait_for(watches.delivering.wait(), timeout=60)
+    await asyncio.wait_for(ingest.delivering.wait(), timeout=60)
     await asyncio.sleep(_SETTLE_S)
 
     def mark() -> dict[str, Any]:
@@ -389,7 +389,7 @@ async def _run_variant(
 ) -> dict[str, Any]:
     await _prepare_namespace(kube)
     # One pending pod for kopf's listing to deliver: the worker starts measuring once an
-    # event has arrived (``Watches.delivering``), and an empty cluster sends none.
+    # event has arrived (``Ingest.delivering``), and an empty cluster sends none.
     await kube.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", _pod("kc-sentinel", 0))
     worker = _Worker(tunings, cluster.kubeconfig, workdir / f"worker-{name}.log")
     profiler = None

@@ -10,7 +10,7 @@ so stages must not share one), and reports VmRSS and VmHWM from /proc/self/statu
   LIST that keeps all its pages costs).
 - ``operator``: an ``Operator`` (no connection is made) whose ``load_once`` reads paged
   LIST answers (500 items a page, JSON bytes made on demand) through the same
-  ``Watches.on_node``/``on_pod`` the kopf handlers call; then a snapshot; then
+  ``Ingest.on_node``/``on_pod`` the kopf handlers call; then a snapshot; then
   ``--cycles`` scheduling cycles as ``Scheduler.attempt`` runs them (``schedule_one``
   with the scheduler's memo, each placed pod assumed on its node); then one
   ``Reconciler.once`` (its LIST, served the same way). The same process then measures, by

@@ -45,8 +45,8 @@ CATEGORIES: list[tuple[str, re.Pattern[str]]] = [
     ),
     ("Binding POST (edges/binder.py)", re.compile(r"edges/binder\.py")),
     (
-        "kopf pod handlers (runtime/watches.py on_pending_pod, on_bound_pod, on_*)",
-        re.compile(r"\bon_[a-z_]+ \([^;]*runtime/watches\.py"),
+        "kopf pod handlers (runtime/ingest.py on_pending_pod, on_bound_pod, on_*)",
+        re.compile(r"\bon_[a-z_]+ \([^;]*runtime/ingest\.py"),
     ),
     (
         "informer: watch reads, parsing, cache upserts (edges/informer.py, runtime/informers.py)",

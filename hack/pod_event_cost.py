@@ -1,7 +1,7 @@
 """µs of CPU per bound-pod watch event on the informer's path, with and without the digest
 that skips events carrying nothing new (``parse.pod_digest``): a status-only update, and
 a new start time (as the kubelet's Running brings). Each event goes through
-``Watches.on_bound_pod`` and a ``cache.snapshot()`` (which re-sums what it dirtied) on
+``Ingest.on_bound_pod`` and a ``cache.snapshot()`` (which re-sums what it dirtied) on
 1,000 nodes holding 10 pods each. ``PYTHONPATH=. .venv/bin/python hack/pod_event_cost.py``."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Modules:
 - ``gates``: leading, consistent, metrics ready and the fence, made first and handed to
   the scheduler, the rebalancer, the refresher and the status writer.
 - ``supervise``: long-lived tasks restarted with backoff, or the process failing loudly.
-- ``watches``: watch events → the cache and the queue (thin): the translation of every
+- ``ingest``: watch events → the cache and the queue (thin): the translation of every
   kind, no kopf.
 - ``kopf_source``: kopf (our pending pods and the policies), its registry, settings and
   login, supervised, feeding the translation.
@@ -19,7 +19,7 @@ Modules:
   that keeps per-policy state; the gate that waits for a LIST after a watch gap; what
   the status record says of the spec.
 - ``informers``: the cluster's state off kopf: one lean informer per kind, feeding the
-  translation (``watches``) as one sink; owns the ``consistent`` gate.
+  translation (``ingest``) as one sink; owns the ``consistent`` gate.
 - ``kopf_tuning``: what kopf does per event that this operator does not need, off.
 - ``cache``: cluster state fed by watches (nodes, pods per node, assumed pods, holds).
 - ``reconcile``: kopf's pending pods and policies compared with a fresh LIST after kopf

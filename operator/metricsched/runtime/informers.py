@@ -1,18 +1,18 @@
 """The cluster's state, off kopf: one lean informer per kind, into the cluster cache.
 
-kopf carries only our unassigned pods and the policies (``runtime.watches``). Everything
+kopf carries only our unassigned pods and the policies (``runtime.ingest``). Everything
 else the cycle reads comes from ``edges.informer.Reflector``s run here, on the event loop:
 bound (unfinished) pods, unbound pods nominated to a node (any scheduler's), bound pods
 that failed (for the kubelet's rejections of our binds), nodes,
 namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and
 VolumeAttachments. Their events go through the same translation as kopf's
-(``Watches.on_bound_pod``, ``on_nominated_pod``, ``on_node``, ...): the informers hand
+(``Ingest.on_bound_pod``, ``on_nominated_pod``, ``on_node``, ...): the informers hand
 every event, every LIST's keys and every gap to that one sink (``Sink``) and write no
 cache themselves.
 
 Every kind is reconciled after every LIST, the first one and each re-list alike: what the
 cache holds and the LIST lacks was deleted while nobody watched and is dropped by the
-sink (``Watches.listed``: a bound pod that finished in the gap frees its node's room; a
+sink (``Ingest.listed``: a bound pod that finished in the gap frees its node's room; a
 deleted VolumeAttachment frees its attach slot). An assumed pod is dropped only once the
 API confirmed its Binding before the LIST was sent (``ClusterCache.bound_ghosts``).
 
@@ -40,8 +40,7 @@ from typing import Any, Protocol
 
 from metricsched.edges import informer, kube_http, observe, probes
 from metricsched.runtime import gates as gates_mod
-from metricsched.runtime import supervise
-from metricsched.runtime import watches as watches_mod
+from metricsched.runtime import ingest, supervise
 
 logger = logging.getLogger("metricsched.informers")
 
@@ -62,13 +61,13 @@ RESOURCES = (
     # The kinds that say what a node holds: a stall of theirs is detected and re-listed
     # (and silence holds decisions), so that another scheduler's binds are never missed.
     informer.Resource("Node", "/api/v1/nodes", stall_relist=True),
-    informer.Resource("Pod", "/api/v1/pods", watches_mod.BOUND_FIELD_SELECTOR, stall_relist=True),
+    informer.Resource("Pod", "/api/v1/pods", ingest.BOUND_FIELD_SELECTOR, stall_relist=True),
     # Unbound pods a scheduler nominated a node for (kube-scheduler's preemption, or its
     # binding cycle waiting on volumes or claims): they occupy that node in Filter.
-    informer.Resource("NominatedPod", "/api/v1/pods", watches_mod.NOMINATED_FIELD_SELECTOR),
+    informer.Resource("NominatedPod", "/api/v1/pods", ingest.NOMINATED_FIELD_SELECTOR),
     # Bound pods that failed, for the kubelet's rejections of our binds (none is listed
     # into the state: only what turns Failed while watched is reported).
-    informer.Resource("FailedPod", "/api/v1/pods", watches_mod.FAILED_FIELD_SELECTOR),
+    informer.Resource("FailedPod", "/api/v1/pods", ingest.FAILED_FIELD_SELECTOR),
     informer.Resource("Namespace", "/api/v1/namespaces"),
     informer.Resource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims"),
     informer.Resource("PersistentVolume", "/api/v1/persistentvolumes"),
@@ -86,7 +85,7 @@ be listed holds every decision."""
 
 class Sink(Protocol):
     """What the informers feed: the translation into the cache and the queue
-    (``runtime.watches.Watches``), one handler per kind."""
+    (``runtime.ingest.Ingest``), one handler per kind."""
 
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
     def on_bound_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None: ...
@@ -337,14 +336,12 @@ async def list_pending(
     kopf's pending set after it re-lists); what the cache has pending and the LIST lacks
     is dropped. Returns how many were dropped."""
     listing = _OneShot(lambda _type, body: sink.on_pending_pod("ADDED", body))
-    resource = informer.Resource(
-        "Pod", "/api/v1/pods", watches_mod.pending_selector(scheduler_names)
-    )
+    resource = informer.Resource("Pod", "/api/v1/pods", ingest.pending_selector(scheduler_names))
     await informer.Reflector(api, resource, listing, page=page).list_once()
     return sink.pending_listed(listing.keys, version=listing.version)
 
 
-async def list_policies(api: kube_http.AsyncApi, watches: watches_mod.Watches) -> int:
+async def list_policies(api: kube_http.AsyncApi, watches: ingest.Ingest) -> int:
     """LIST the SchedulingPolicies (at start, and to reconcile kopf's after it re-lists):
     a policy deleted while kopf did not watch stops governing pods and being queried.
     A listed copy older than what kopf delivered meanwhile (an edit, a deletion) is not
@@ -353,7 +350,7 @@ async def list_policies(api: kube_http.AsyncApi, watches: watches_mod.Watches) -
     policies = watches.policies
     gaps, deletions = policies.gaps, policies.deletions
     sink = _OneShot(lambda _type, body: watches.on_policy("ADDED", body, listed_since=deletions))
-    path = f"/apis/{watches_mod.GROUP}/{watches_mod.VERSION}/{watches_mod.PLURAL}"
+    path = f"/apis/{ingest.GROUP}/{ingest.VERSION}/{ingest.PLURAL}"
     await informer.Reflector(api, informer.Resource("SchedulingPolicy", path), sink).list_once()
     ghosts = policies.ghosts(sink.keys, list_version=sink.version)
     for key in ghosts:

@@ -4,7 +4,7 @@ kopf stays the event source for the pods this scheduler places and for the polic
 ``@kopf.on.event`` handlers (which store nothing on the objects they see) watch only our
 unassigned pods (server-side field selectors: no node, not finished, and our scheduler
 name when there is one) and SchedulingPolicies, and hand every event to the sink (the
-translation, ``runtime.watches``): ``on_pending_pod`` and ``on_policy``.
+translation, ``runtime.ingest``): ``on_pending_pod`` and ``on_policy``.
 
 kopf is run under a supervisor: a watch that fails for good (kopf gives up after its
 ``error_backoffs``, e.g. on a 403 after an RBAC change or a long API outage) makes
@@ -30,9 +30,8 @@ import kopf
 
 from metricsched.config import Config
 from metricsched.edges import errors, events, kube, kube_http, observe, probes, webhook
-from metricsched.runtime import kopf_tuning
+from metricsched.runtime import ingest, kopf_tuning
 from metricsched.runtime import status as status_mod
-from metricsched.runtime import watches as watches_mod
 
 logger = logging.getLogger("metricsched.watches")  # the name its lines have always had
 
@@ -191,9 +190,7 @@ def configure_kopf(
     settings.scanning.disabled = True
     settings.peering.standalone = True
     # kopf sees only our unassigned pods: the informer owns the rest of the cluster.
-    settings.watching.field_selectors[("v1", "pods")] = watches_mod.pending_selector(
-        scheduler_names
-    )
+    settings.watching.field_selectors[("v1", "pods")] = ingest.pending_selector(scheduler_names)
     # LIST in pages: an unchunked initial list holds every pod's body at once.
     settings.watching.chunk_size = 500
     # kopf keeps a worker (and the last body) per object until it idles out: pods see

@@ -51,7 +51,7 @@ from metricsched.edges import prometheus as prom
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import gates as gates_mod
 from metricsched.runtime import informers as informers_mod
-from metricsched.runtime import kopf_source, leader, supervise
+from metricsched.runtime import ingest, kopf_source, leader, supervise
 from metricsched.runtime import pod_usage as pod_usage_mod
 from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import queue as queue_mod
@@ -62,12 +62,11 @@ from metricsched.runtime import reservations as reservations_mod
 from metricsched.runtime import scheduler as scheduler_mod
 from metricsched.runtime import shadow as shadow_mod
 from metricsched.runtime import status as status_mod
-from metricsched.runtime import watches as watches_mod
 
 logger = logging.getLogger("metricsched.operator")
 
 GROUP, VERSION, PLURAL = status_mod.GROUP, status_mod.VERSION, status_mod.PLURAL
-POD_FIELD_SELECTOR = watches_mod.POD_FIELD_SELECTOR
+POD_FIELD_SELECTOR = ingest.POD_FIELD_SELECTOR
 KubeconfigError = kube.KubeconfigError
 load_api_client = kube.load_api_client
 connection_info = kube.connection_info
@@ -224,7 +223,7 @@ class Operator:
                 self.shadow.forget_policy,
             ),
         )
-        self.watches = watches_mod.Watches(
+        self.ingest = ingest.Ingest(
             config=config,
             cache=self.cache,
             queue=self.queue,
@@ -238,7 +237,7 @@ class Operator:
         self.kopf = kopf_source.KopfSource(
             config=config,
             api_client=api_client,
-            sink=self.watches,
+            sink=self.ingest,
             metrics=self.metrics,
             health=self.health,
             record=self.post,
@@ -247,7 +246,7 @@ class Operator:
         self.rebalancer.policies_confirmed = self.policies.confirmed
         self.cluster_state = informers_mod.ClusterState(
             api=self.reads,
-            sink=self.watches,
+            sink=self.ingest,
             gates=self.gates,
             metrics=self.metrics,
             health=self.health,
@@ -256,7 +255,7 @@ class Operator:
         self._informers_first: asyncio.Task[None] | None = None
         self.reconciler = reconcile_mod.Reconciler(
             api=self.reads,
-            watches=self.watches,
+            watches=self.ingest,
             metrics=self.metrics,
             interval_s=_RELIST_INTERVAL_S,
             health=self.health,
@@ -334,13 +333,13 @@ class Operator:
 
     # Kept for callers and tests that drive the watch translation directly.
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        self.watches.on_pod(event_type, body)
+        self.ingest.on_pod(event_type, body)
 
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        self.watches.on_node(event_type, body)
+        self.ingest.on_node(event_type, body)
 
     def on_policy(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        self.watches.on_policy(event_type, body)
+        self.ingest.on_policy(event_type, body)
 
     # --- start-up ----------------------------------------------------------------------
 
@@ -351,7 +350,7 @@ class Operator:
         (resourceVersions dedupe)."""
         await self.cluster_state.synced()
         try:
-            await informers_mod.list_policies(self.reads, self.watches)
+            await informers_mod.list_policies(self.reads, self.ingest)
         except errors.ApiError as e:
             if e.status == 404:
                 raise CrdMissingError(
@@ -359,9 +358,9 @@ class Operator:
                     "install it with `kubectl apply -f crds/` (the Helm chart does this)"
                 ) from e
             raise
-        sent = self.watches.clock()
+        sent = self.ingest.clock()
         await informers_mod.list_pending(
-            self.reads, self.watches, self.config.scheduler_names, page=self.config.list_page_size
+            self.reads, self.ingest, self.config.scheduler_names, page=self.config.list_page_size
         )
         self.reconciler.pending_listed(at=sent)
 

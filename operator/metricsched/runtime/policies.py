@@ -1,7 +1,7 @@
 """A SchedulingPolicy's lifecycle, owned in one place: observed, parsed, rejected, forgotten.
 
 Every policy event (kopf's watch, or a copy from the reconciler's LIST, both handed over
-by ``runtime.watches``) comes here. A policy this install serves is parsed
+by ``runtime.ingest``) comes here. A policy this install serves is parsed
 (``core.policy.policy_from_body``) into the cache; one that cannot be parsed is rejected
 with the clear error (its status record says it, and a Warning Event on the policy),
 governs no pod until fixed, and its pods get the reason. Another install's policy is kept

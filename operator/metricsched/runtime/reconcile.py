@@ -28,8 +28,7 @@ import asyncio
 import logging
 
 from metricsched.edges import errors, kube_http, observe, probes
-from metricsched.runtime import informers, supervise
-from metricsched.runtime import watches as watches_mod
+from metricsched.runtime import informers, ingest, supervise
 
 logger = logging.getLogger("metricsched.reconcile")
 
@@ -51,7 +50,7 @@ class Reconciler:
         self,
         *,
         api: kube_http.AsyncApi,
-        watches: watches_mod.Watches,
+        watches: ingest.Ingest,
         metrics: observe.Metrics,
         interval_s: float,
         health: probes.HealthState | None = None,

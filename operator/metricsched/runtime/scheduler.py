@@ -117,7 +117,7 @@ class Scheduler:
         # wait for all three; the elector's fence bounds every Binding.
         self.gates = gates
         # Set while the cached policies are confirmed by a LIST sent after the last watch
-        # gap (runtime.watches): no pod is placed under a policy deleted in the gap.
+        # gap (runtime.ingest): no pod is placed under a policy deleted in the gap.
         self.policies_confirmed = asyncio.Event()
         self.policies_confirmed.set()
         # The cache's node names, rebuilt when its generation moves (a node added or

@@ -83,7 +83,7 @@ def test_kopf_pod_handlers_are_matched_by_name() -> None:
     for handler in ("on_pending_pod", "on_bound_pod"):
         bucket = _bucket(
             f"process_resource_event ({SITE}/kopf/_core/reactor/processing.py:60)",
-            f"{handler} ({OP}/runtime/watches.py:150)",
+            f"{handler} ({OP}/runtime/ingest.py:150)",
             f"pod_from_body ({OP}/core/parse.py:310)",
         )
         assert bucket.startswith("kopf pod handlers"), handler

@@ -9,7 +9,7 @@ from typing import Any
 
 from metricsched.core import cycle, model
 from metricsched.core.plugins import node_volume_limits
-from metricsched.runtime import watches as watches_mod
+from metricsched.runtime import ingest
 from tests.unit.runtime.test_watches_and_relist import _watches
 
 DRIVER = "ebs.csi.aws.com"
@@ -65,14 +65,14 @@ def csi_volume(name: str, handle: str, driver: str = DRIVER) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": {"csi": {"driver": driver, "volumeHandle": handle}}}
 
 
-def with_volumes(w: watches_mod.Watches, *names: str, driver: str = DRIVER) -> None:
+def with_volumes(w: ingest.Ingest, *names: str, driver: str = DRIVER) -> None:
     """A bound claim ``<name>`` on a CSI volume ``pv-<name>`` of ``driver`` for each name."""
     for name in names:
         w.on_volume("ADDED", csi_volume(f"pv-{name}", f"vol-{name}", driver))
         w.on_claim("ADDED", bound_claim(name, f"pv-{name}"))
 
 
-def decide(w: watches_mod.Watches, body: dict[str, Any]) -> model.Decision:
+def decide(w: ingest.Ingest, body: dict[str, Any]) -> model.Decision:
     w.on_pod("ADDED", body)
     pending = next(p for p in w.cache.pending.values() if p.name == body["metadata"]["name"])
     return cycle.schedule_one(
@@ -92,7 +92,7 @@ def reasons(decision: model.Decision) -> dict[str, str]:
     return {verdict.node: verdict.reason for verdict in decision.verdicts}
 
 
-def two_nodes(*, small_limit: int = 1) -> watches_mod.Watches:
+def two_nodes(*, small_limit: int = 1) -> ingest.Ingest:
     """node-big (more cpu: LeastAllocated's pick) allows ``small_limit`` volumes; node-small
     has no CSINode."""
     w = _watches()

@@ -59,7 +59,7 @@ def op() -> operator_mod.Operator:
         config_mod.from_args(parser.parse_args([]), {}),
         kubernetes.client.ApiClient(kubernetes.client.Configuration()),
     )
-    op.watches.on_policy("ADDED", _policy({"from": "Learned"}))
+    op.ingest.on_policy("ADDED", _policy({"from": "Learned"}))
     return op
 
 
@@ -105,7 +105,7 @@ def test_a_pod_left_pending_says_nothing_about_the_estimate(op):
 
 
 def test_a_policy_whose_estimates_do_not_learn_shows_no_such_condition(op):
-    op.watches.on_policy(
+    op.ingest.on_policy(
         "MODIFIED",
         {
             **_policy({"from": "Amount", "resource": "cpu", "amount": "400m"}),

@@ -7,7 +7,7 @@ import pytest
 
 from metricsched.core import model, parse
 from metricsched.runtime import cache as cache_mod
-from metricsched.runtime import watches as watches_mod
+from metricsched.runtime import ingest
 from tests.unit.conftest import build_node_body, build_pod_body
 
 NODE = model.NodeName("node-1")
@@ -16,9 +16,9 @@ NODE = model.NodeName("node-1")
 @pytest.mark.parametrize("phase", model.TERMINAL_PHASES)
 def test_no_pod_watch_lists_a_finished_pod(phase: str) -> None:
     for selector in (
-        watches_mod.pending_selector(frozenset({"metricsched"})),
-        watches_mod.BOUND_FIELD_SELECTOR,
-        watches_mod.NOMINATED_FIELD_SELECTOR,
+        ingest.pending_selector(frozenset({"metricsched"})),
+        ingest.BOUND_FIELD_SELECTOR,
+        ingest.NOMINATED_FIELD_SELECTOR,
     ):
         assert f"status.phase!={phase}" in selector.split(",")
 

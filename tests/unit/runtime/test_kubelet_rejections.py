@@ -10,8 +10,7 @@ from typing import Any
 from metricsched.core import decision_record
 from metricsched.edges import probes
 from metricsched.runtime import gates as gates_mod
-from metricsched.runtime import informers
-from metricsched.runtime import watches as watches_mod
+from metricsched.runtime import informers, ingest
 from tests.unit.runtime.test_watches_and_relist import _watches
 
 Recorded = list[tuple[Any, dict[str, Any]]]
@@ -48,7 +47,7 @@ def _bound_pod(
     }
 
 
-def _count(w: watches_mod.Watches, *, node: str, reason: str) -> float:
+def _count(w: ingest.Ingest, *, node: str, reason: str) -> float:
     value = w.metrics.registry.get_sample_value(
         "metricsched_kubelet_rejections_total", {"node": node, "reason": reason}
     )

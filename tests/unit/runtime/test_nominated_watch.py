@@ -10,8 +10,7 @@ from typing import Any
 from metricsched.core import parse, profile
 from metricsched.edges import probes
 from metricsched.runtime import gates as gates_mod
-from metricsched.runtime import informers
-from metricsched.runtime import watches as watches_mod
+from metricsched.runtime import informers, ingest
 from tests.unit.conftest import build_node_body, build_pod_body
 from tests.unit.runtime.test_watches_and_relist import _watches
 
@@ -23,7 +22,7 @@ def _nominated(name: str = "preemptor", *, node: str = "node-a", rv: str = "5") 
     return body
 
 
-def _nominated_names(w: watches_mod.Watches) -> dict[str, list[str]]:
+def _nominated_names(w: ingest.Ingest) -> dict[str, list[str]]:
     return {node: [p.name for p in pods] for node, pods in w.cache.snapshot().nominated.items()}
 
 

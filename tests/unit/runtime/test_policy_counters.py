@@ -51,10 +51,10 @@ def _schedule_some(op: operator_mod.Operator) -> None:
 def test_a_policy_created_again_after_its_deletion_starts_at_zero(
     op: operator_mod.Operator,
 ) -> None:
-    op.watches.on_policy("ADDED", _policy("uid-1"))
+    op.ingest.on_policy("ADDED", _policy("uid-1"))
     _schedule_some(op)
-    op.watches.on_policy("DELETED", _policy("uid-1"))
-    op.watches.on_policy("ADDED", _policy("uid-2"))
+    op.ingest.on_policy("DELETED", _policy("uid-1"))
+    op.ingest.on_policy("ADDED", _policy("uid-2"))
     assert _counters(op) == status_mod.Counters()
     assert KEY not in op.scheduler.counters
 
@@ -62,16 +62,16 @@ def test_a_policy_created_again_after_its_deletion_starts_at_zero(
 def test_a_policy_created_again_while_its_deletion_went_unseen_starts_at_zero(
     op: operator_mod.Operator,
 ) -> None:
-    op.watches.on_policy("ADDED", _policy("uid-1"))
+    op.ingest.on_policy("ADDED", _policy("uid-1"))
     _schedule_some(op)
-    op.watches.on_policy("ADDED", _policy("uid-2"))  # a watch gap hid the deletion
+    op.ingest.on_policy("ADDED", _policy("uid-2"))  # a watch gap hid the deletion
     assert _counters(op) == status_mod.Counters()
 
 
 def test_an_update_of_the_same_policy_keeps_its_counters(op: operator_mod.Operator) -> None:
-    op.watches.on_policy("ADDED", _policy("uid-1"))
+    op.ingest.on_policy("ADDED", _policy("uid-1"))
     _schedule_some(op)
-    op.watches.on_policy(
+    op.ingest.on_policy(
         "MODIFIED",
         {**_policy("uid-1"), "metadata": {**_policy("uid-1")["metadata"], "generation": 2}},
     )

@@ -16,9 +16,8 @@ import pytest
 from metricsched.core import model
 from metricsched.edges import kube_http, probes
 from metricsched.runtime import gates as gates_mod
-from metricsched.runtime import informers, kopf_source, reconcile
+from metricsched.runtime import informers, ingest, kopf_source, reconcile
 from metricsched.runtime import scheduler as scheduler_mod
-from metricsched.runtime import watches as watches_mod
 
 from . import test_bind_outcomes as bind_rig
 from . import test_watches_and_relist as relist
@@ -77,7 +76,7 @@ class PolicyListApi:
 
 
 def _reconciler(
-    w: watches_mod.Watches,
+    w: ingest.Ingest,
     api: PolicyListApi,
     *,
     health: probes.HealthState | None = None,
@@ -282,7 +281,7 @@ class TestNoPodIsPlacedUnderAPolicyDeletedInTheGap:
 
 
 def _listed_during(
-    w: watches_mod.Watches, listed: list[dict[str, Any]], during: Callable[[], None]
+    w: ingest.Ingest, listed: list[dict[str, Any]], during: Callable[[], None]
 ) -> None:
     api = PolicyListApi(listed)
     api.during = during

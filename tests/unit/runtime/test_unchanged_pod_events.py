@@ -16,7 +16,7 @@ import pytest
 
 from metricsched.core import decision_record, model, parse
 from metricsched.runtime import cache as cache_mod
-from metricsched.runtime import watches as watches_mod
+from metricsched.runtime import ingest
 from tests.unit.conftest import build_node_body
 from tests.unit.runtime.test_watches_and_relist import _watches
 
@@ -277,7 +277,7 @@ def _changed(base: Body, change: Callable[[Body], None], rv: str) -> Body:
     return body
 
 
-def _feed(w: watches_mod.Watches, *bodies: Body) -> None:
+def _feed(w: ingest.Ingest, *bodies: Body) -> None:
     for rv, name in enumerate(("n1", "n2"), start=1):
         node = build_node_body(name, cpu="16", memory="64Gi")
         node["metadata"]["resourceVersion"] = str(rv)
@@ -391,7 +391,7 @@ def test_our_own_bind_and_the_kubelets_running_are_read_from_the_pending_parse(
         del status["resources"], status["allocatedResources"]
     ready = _changed(running, NEWS["readiness"], "8")
 
-    def replay(w: watches_mod.Watches) -> cache_mod.ClusterCache:
+    def replay(w: ingest.Ingest) -> cache_mod.ClusterCache:
         _feed(w)
         w.on_pending_pod("ADDED", pending)
         pod = w.cache.pending["uid-web-1"]

@@ -17,11 +17,10 @@ from metricsched.core import model
 from metricsched.edges import kube_http, observe, probes
 from metricsched.runtime import cache as cache_mod
 from metricsched.runtime import gates as gates_mod
-from metricsched.runtime import informers, kopf_source, reconcile
+from metricsched.runtime import informers, ingest, kopf_source, reconcile
 from metricsched.runtime import policies as policies_mod
 from metricsched.runtime import queue as queue_mod
 from metricsched.runtime import status as status_mod
-from metricsched.runtime import watches as watches_mod
 
 
 def _watches(
@@ -30,7 +29,7 @@ def _watches(
     recorded: list[tuple[Any, dict[str, Any]]] | None = None,
     leading: asyncio.Event | None = None,
     forget: tuple[policies_mod.Forget, ...] = (),
-) -> watches_mod.Watches:
+) -> ingest.Ingest:
     """Watches on a fresh cache (or ``cache``), the default configuration; Events posted
     are appended to ``recorded``; ``leading``: the leader's event (None: always leads);
     ``forget``: parties told when a policy is forgotten."""
@@ -44,7 +43,7 @@ def _watches(
         if recorded is None
         else (lambda ref, **kw: recorded.append((ref, kw)))
     )
-    return watches_mod.Watches(
+    return ingest.Ingest(
         config=config,
         cache=cache,
         queue=queue_mod.SchedulingQueue(),
@@ -69,7 +68,7 @@ def _watches(
     )
 
 
-def _kopf(w: watches_mod.Watches, api_client: Any = None) -> kopf_source.KopfSource:
+def _kopf(w: ingest.Ingest, api_client: Any = None) -> kopf_source.KopfSource:
     """kopf, run into ``w``'s translation, with a /readyz of its own."""
     return kopf_source.KopfSource(
         config=w.config,
@@ -224,7 +223,7 @@ def test_a_late_pending_copy_does_not_undo_a_bind_the_informer_showed() -> None:
 # --- the informers' state: every kind reconciled after every LIST ------------------------
 
 
-def _state(w: watches_mod.Watches, kinds: tuple[str, ...]) -> informers.ClusterState:
+def _state(w: ingest.Ingest, kinds: tuple[str, ...]) -> informers.ClusterState:
     resources = tuple(r for r in informers.RESOURCES if r.kind in kinds)
     return informers.ClusterState(
         api=None,  # type: ignore[arg-type]

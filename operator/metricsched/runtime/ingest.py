@@ -40,7 +40,7 @@ from metricsched.runtime import status as status_mod
 
 _Parsed = TypeVar("_Parsed")
 
-logger = logging.getLogger("metricsched.watches")
+logger = logging.getLogger("metricsched.watches")  # the name its lines have always had
 
 GROUP, VERSION, PLURAL = status_mod.GROUP, status_mod.VERSION, status_mod.PLURAL
 # Unfinished pods only (model.TERMINAL_PHASES): a pod that finishes leaves the watch as
@@ -65,7 +65,10 @@ def pending_selector(scheduler_names: frozenset[str]) -> str:
 _MAX_REJECTIONS_REMEMBERED = 10_000  # pod uids already reported (a copy may come twice)
 
 
-class Watches:
+class Ingest:
+    """The one sink of every watch event, kopf's and the informers': one handler per kind
+    translates its object into the cache and the queue (see the module docstring)."""
+
     def __init__(
         self,
         *,
