@@ -331,7 +331,9 @@ def rebalance_section(results: dict[str, Any]) -> list[str]:
         "counts from its first pod's bind; at its end the ReplicaSet is deleted), under one "
         "PodDisruptionBudget per workload kind (`api`, `batch`, `web`; `maxUnavailable: "
         f"{owned.MAX_UNAVAILABLE}`); the other scheduler's pods stay bare. Both run "
-        "metricsched with the estimate on as declared; *rebalance on* adds "
+        "metricsched with the default estimate (the policy declares none: each 1-replica "
+        "ReplicaSet is a workload of its own, so a first pod counts its requests x 0.85 and a "
+        "replacement what its workload was measured to use); *rebalance on* adds "
         f"`rebalance: {json.dumps(spec, separators=(', ', ': '))}` (a node past 0.8 for two "
         f"scrapes sheds up to {spec.get('maxPerNode')} pods per interval, each to a node the "
         f"dry run finds at or below {qsys.THRESHOLD - float(spec.get('margin', 0.0)):.2f} "
@@ -440,6 +442,20 @@ def rebalance_pair_table(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _budget_note(results: dict[str, Any]) -> str:
+    """The operator-wide eviction budget the rebalance system ran with, as recorded."""
+    given = {
+        t.get("eviction_budget") for t in results.get("trials", []) if t.get("policy_rebalance")
+    }
+    if given <= {None}:
+        return (
+            "The operator's eviction budget is its default "
+            "(`--rebalance-eviction-budget`, 10 a minute)."
+        )
+    shown = ", ".join("none" if b == 0 else f"{b} a minute" for b in sorted(given - {None}))
+    return f"The operator's eviction budget: `--rebalance-eviction-budget` {shown} (0: none)."
+
+
 def rebalance_pair_section(results: dict[str, Any]) -> list[str]:
     """Issue 32's rows, when the results file has the pair in scenario e."""
     if not any(cells.trials(results, "e", s) for s in qsys.PAIR):
@@ -455,7 +471,8 @@ def rebalance_pair_section(results: dict[str, Any]) -> list[str]:
         "heat*: from the hot spot (c) or the rise (e) to the end. *Workloads moved again "
         "within their limit*: a workload evicted more than `maxPerWorkload` times within "
         "`workloadInterval` (the operator's per-workload limiter failing). Each cell is the "
-        "median over the seeds with its range.",
+        "median over the seeds with its range. "
+        f"{_budget_note(results)}",
         "",
         *_judged(rebalance_pair_rows(results), "rebalance on vs off"),
         "",

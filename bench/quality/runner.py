@@ -324,13 +324,23 @@ class Run:
     out: Path
     pipeline: qsys.Pipeline
     margin: float | None = None  # the rebalance system's margin, if not REBALANCE_SPEC's
+    eviction_budget: int | None = None  # its --rebalance-eviction-budget (None: the default)
 
     @property
     def backgrounds(self) -> dict[str, float]:
         return {n.name: n.background for n in self.nodes}
 
-    def process(self, system: str, tag: str) -> bench_systems.Process:
+    def system(self, system: str) -> bench_systems.System:
+        """How ``system`` runs in this run: its catalogue entry, this seed, and for the
+        rebalance system the eviction budget given."""
         spec = dataclasses.replace(qsys.catalogue(self.pipeline)[system], seed=self.seed)
+        if system == qsys.REBALANCE and self.eviction_budget is not None:
+            budget = f"--rebalance-eviction-budget={self.eviction_budget}"
+            spec = dataclasses.replace(spec, extra_args=(*spec.extra_args, budget))
+        return spec
+
+    def process(self, system: str, tag: str) -> bench_systems.Process:
+        spec = self.system(system)
         WORK.mkdir(parents=True, exist_ok=True)
         argv = bench_systems.command(spec, self.cluster, WORK)
         return bench_systems.Process(spec, argv, WORK / "logs" / f"{tag}.log")
@@ -384,6 +394,7 @@ class Run:
             rebalance = qsys.policy(system, margin=self.margin).get("rebalance")
             if rebalance:
                 record["policy_rebalance"] = rebalance
+                record["eviction_budget"] = self.eviction_budget
         mine = frozenset(e.name for e in sc.pods if e.node is None)
         if qsys.owns_pods(system):
             for pdb in owned.budget_bodies():
@@ -567,6 +578,7 @@ async def _main(run_args: dict[str, Any]) -> None:
                 out,
                 pipeline,
                 run_args.get("margin"),
+                run_args.get("eviction_budget"),
             )
             for key in run_args["scenarios"]:
                 for system in (s for s in chosen if qsys.plays(s, key)):
@@ -705,6 +717,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="the rebalance system's spec.rebalance.margin (default: bench/quality/systems.py's)",
     )
+    a(
+        "--rebalance-eviction-budget",
+        type=int,
+        help="the rebalance system's --rebalance-eviction-budget, evictions per minute across "
+        "the operator (0: none; default: the operator's default, 10)",
+    )
     a("--publish", action="store_true", help="write bench/quality*.png, quality.md and README")
 
 
@@ -758,6 +776,7 @@ def cmd_quality(args: Any) -> int:
                     "systems": chosen,
                     "backlog": not getattr(args, "no_backlog", False),
                     "margin": getattr(args, "rebalance_margin", None),
+                    "eviction_budget": getattr(args, "rebalance_eviction_budget", None),
                 }
             )
         )

@@ -386,3 +386,17 @@ def test_overrun_causes_are_counted_per_system_over_the_seeds() -> None:
         "itself undercounted, 1 with its node's other pods undercounted"
     ]
     assert report.overrun_causes({"trials": []}, "b") == []
+
+
+def test_issue_32s_section_states_the_eviction_budget_the_run_gave() -> None:
+    results = scaled_pair(on=0.5, per=1.0, over=0)
+    assert "its default (`--rebalance-eviction-budget`, 10 a minute)" in "\n".join(
+        report.rebalance_pair_section(results)
+    )
+    for t in results["trials"]:
+        if t["system"] == qsys.REBALANCE:
+            t["policy_rebalance"] = {"mode": "Evict"}
+            t["eviction_budget"] = 0
+    assert "`--rebalance-eviction-budget` none (0: none)" in "\n".join(
+        report.rebalance_pair_section(results)
+    )

@@ -176,3 +176,24 @@ def test_an_old_clusters_prometheus_gets_the_rules_and_the_exporters_jobs() -> N
     assert "metrics_path: /kube-state-metrics/metrics" in new
     assert new.count("scrape_interval: 15s") == 4
     assert loadmodel.with_own_jobs(new, 44101, scrape="15s") == new
+
+
+def test_an_eviction_budget_given_reaches_the_rebalance_system_only(tmp_path: Path) -> None:
+    cluster = env_mod.ClusterEnv(
+        "https://x", "t", tmp_path, tmp_path / "kc", "http://prom", tmp_path / "bin"
+    )
+    parsed = args("--rebalance-eviction-budget", "0")
+    assert parsed.rebalance_eviction_budget == 0
+
+    def run(budget: int | None) -> runner.Run:
+        fields: Any = dict.fromkeys(("kube", "model"))
+        return runner.Run(
+            scenarios.PLANS["full"], "full", 1, cluster, nodes=(), results={}, out=tmp_path,
+            pipeline=REALISTIC, eviction_budget=budget, **fields,
+        )  # fmt: skip
+
+    flag = "--rebalance-eviction-budget=0"
+    assert flag in bench_systems.command(run(0).system(qsys.REBALANCE), cluster, tmp_path)
+    assert flag not in bench_systems.command(run(0).system(qsys.OWNED), cluster, tmp_path)
+    unset = bench_systems.command(run(None).system(qsys.REBALANCE), cluster, tmp_path)
+    assert not any("eviction-budget" in a for a in unset)
