@@ -621,10 +621,27 @@ class RebalanceSpec:
     # source after the move
     more_triggers: tuple[Trigger, ...] = ()
     # a workload (its controller: a Deployment across its ReplicaSets, a StatefulSet, ...)
-    # is moved at most ``max_per_workload`` times per ``workload_interval_s``
+    # is moved at most ``workload_limit(its pods)`` times per ``workload_interval_s``: a
+    # count (``max_per_workload``), a percentage of its pods (``max_per_workload_percent``)
+    # or, neither given, the scaled rule
     workload_interval_s: float = 300.0
-    max_per_workload: int = 1
+    max_per_workload: int | None = None
+    max_per_workload_percent: int | None = None
     evict_job_pods: bool = False  # Job pods count against backoffLimit: only when asked
+
+    def workload_limit(self, pods: int) -> int:
+        """Evictions a workload of ``pods`` pods may have per ``workload_interval_s``: the
+        count given; else the percentage given of its pods, rounded down but at least 1
+        (0 %: none); else the scaled rule after Koordinator's migration limiter (1 for
+        fewer than 4 pods, 2 for 4 to 20, 10 % rounded down above: never fewer for more
+        pods, where Koordinator's drops from 2 at 10 pods to 1 at 11)."""
+        if self.max_per_workload is not None:
+            return self.max_per_workload
+        if self.max_per_workload_percent is not None:
+            if self.max_per_workload_percent == 0:
+                return 0
+            return max(1, pods * self.max_per_workload_percent // 100)
+        return 1 if pods < 4 else max(2, pods // 10)
 
     @property
     def triggers(self) -> tuple[Trigger, ...]:

@@ -63,7 +63,6 @@ DEFAULT_REBALANCE_MAX_PER_NODE: Final = 1
 DEFAULT_REBALANCE_MAX_TOTAL: Final = 5
 DEFAULT_REBALANCE_MIN_POD_AGE: Final = "5m"
 DEFAULT_REBALANCE_WORKLOAD_INTERVAL: Final = "5m"
-DEFAULT_REBALANCE_MAX_PER_WORKLOAD: Final = 1
 DEFAULT_REBALANCE_EVICT_JOB_PODS: Final = False
 MAX_REBALANCE_TRIGGERS: Final = 5
 REBALANCE_FLOORS_S: Final[Mapping[str, float]] = {
@@ -119,7 +118,6 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "spec.rebalance.maxTotal": DEFAULT_REBALANCE_MAX_TOTAL,
     "spec.rebalance.minPodAge": DEFAULT_REBALANCE_MIN_POD_AGE,
     "spec.rebalance.workloadInterval": DEFAULT_REBALANCE_WORKLOAD_INTERVAL,
-    "spec.rebalance.maxPerWorkload": DEFAULT_REBALANCE_MAX_PER_WORKLOAD,
     "spec.rebalance.evictJobPods": DEFAULT_REBALANCE_EVICT_JOB_PODS,
     **{f"spec.kubeScores.{name}": weight for name, weight in DEFAULT_KUBE_WEIGHTS.items()},
 }

@@ -58,7 +58,6 @@ def rebalance(
     for field, default_count in (
         ("maxPerNode", policy_defaults.DEFAULT_REBALANCE_MAX_PER_NODE),
         ("maxTotal", policy_defaults.DEFAULT_REBALANCE_MAX_TOTAL),
-        ("maxPerWorkload", policy_defaults.DEFAULT_REBALANCE_MAX_PER_WORKLOAD),
     ):
         counts[field] = policy_fields.integer(
             spec.get(field, default_count),
@@ -67,6 +66,9 @@ def rebalance(
             low=0,
             high=policy_defaults.MAX_REBALANCE_EVICTIONS,
         )
+    per_workload, per_workload_percent = _per_workload(
+        spec.get("maxPerWorkload"), path=f"{path}.maxPerWorkload", problems=problems
+    )
     evict_jobs = spec.get("evictJobPods", policy_defaults.DEFAULT_REBALANCE_EVICT_JOB_PODS)
     if not isinstance(evict_jobs, bool):
         problems.add(f"{path}.evictJobPods", f"must be true or false, got {evict_jobs!r}")
@@ -102,14 +104,12 @@ def rebalance(
         problems.add(f"{path}.triggers", "name each metric at most once")
     if len(problems.items) > before:
         return None
-    max_per_node, max_total, max_per_workload = (
-        counts[f] for f in ("maxPerNode", "maxTotal", "maxPerWorkload")
-    )
+    max_per_node, max_total = (counts[f] for f in ("maxPerNode", "maxTotal"))
     window, interval, min_age, workload_interval = (
         durations[f] for f in ("window", "interval", "minPodAge", "workloadInterval")
     )
     assert rebalance_mode is not None and max_per_node is not None and max_total is not None
-    assert max_per_workload is not None and isinstance(evict_jobs, bool)
+    assert isinstance(evict_jobs, bool)
     assert window is not None and interval is not None and min_age is not None
     assert workload_interval is not None
     first, *more = (t for t in triggers if t is not None)
@@ -126,9 +126,29 @@ def rebalance(
         margin=first.margin,
         more_triggers=tuple(more),
         workload_interval_s=workload_interval,
-        max_per_workload=max_per_workload,
+        max_per_workload=per_workload,
+        max_per_workload_percent=per_workload_percent,
         evict_job_pods=evict_jobs,
     )
+
+
+def _per_workload(
+    raw: object, *, path: str, problems: policy_fields.Problems
+) -> tuple[int | None, int | None]:
+    """``maxPerWorkload``: a count, or a percentage of the workload's pods (``"10%"``), as
+    (count, percent); unset, neither (``RebalanceSpec.workload_limit``'s scaled rule)."""
+    if raw is None:
+        return None, None
+    if isinstance(raw, str):
+        digits = raw.removesuffix("%")
+        if raw.endswith("%") and digits.isdecimal() and len(digits) <= 3 and int(digits) <= 100:
+            return None, int(digits)
+        problems.add(path, f'must be a count or a percentage from "0%" to "100%", got {raw!r}')
+        return None, None
+    count = policy_fields.integer(
+        raw, path=path, problems=problems, low=0, high=policy_defaults.MAX_REBALANCE_EVICTIONS
+    )
+    return count, None
 
 
 def _trigger(

@@ -17,7 +17,9 @@ only when all of these hold:
   eviction a PodDisruptionBudget refused is tried again after ``interval``);
 - its workload (a Deployment across its ReplicaSets, a StatefulSet, ...: a replacement's
   new name does not reset it) moved fewer than ``maxPerWorkload`` times within
-  ``workloadInterval`` (Koordinator's per-workload migration limit, 5 min by default);
+  ``workloadInterval`` (Koordinator's per-workload migration limit, 5 min by default; a
+  count, a share of the workload's pods, or unset the scaled rule of
+  ``RebalanceSpec.workload_limit``);
 - its node has been past a trigger for a whole ``window``, counted again from each
   move off it (``restart_after_move``), so that a node's next move waits for samples
   that show the last one;
@@ -57,6 +59,7 @@ No I/O here: no clients, no clocks, no logging.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import math
@@ -340,6 +343,7 @@ def plan(
     for e in _within(history, now - spec.workload_interval_s):
         if e.workload and not e.blocked:
             per_workload[e.workload] = per_workload.get(e.workload, 0) + 1
+    sizes = _WorkloadSizes(snapshot, needed=spec.max_per_workload is None)
     room = rebalance_room.Room.of(triggers, found, metrics=trigger_metrics)
     moves: list[Move] = []
     skipped: list[tuple[model.PodKey, Skip]] = []
@@ -382,7 +386,9 @@ def plan(
                 reason = Skip.TOTAL_LIMIT
             elif reason is None and per_node.get(node, 0) >= spec.max_per_node:
                 reason = Skip.NODE_LIMIT
-            elif reason is None and per_workload.get(workload, 0) >= spec.max_per_workload:
+            elif reason is None and per_workload.get(workload, 0) >= spec.workload_limit(
+                sizes.of(workload)
+            ):
                 reason = Skip.WORKLOAD_LIMIT
             elif reason is None and all(
                 rebalance_room.relieved(triggers[i], after[i]) for i in outside
@@ -429,6 +435,25 @@ def plan(
         nodes_due=len(due),
         skipped=tuple(skipped),
     )
+
+
+class _WorkloadSizes:
+    """How many pods each workload has in the snapshot (``PodInfo.usage_workload``), for
+    the per-workload limit's share of them; counted once, and only when the limit is not
+    a plain count (``needed``)."""
+
+    def __init__(self, snapshot: model.ClusterSnapshot, *, needed: bool) -> None:
+        self._snapshot, self._needed = snapshot, needed
+        self._counts: collections.Counter[str] | None = None
+
+    def of(self, workload: str) -> int:
+        if not self._needed:
+            return 0
+        if self._counts is None:
+            self._counts = collections.Counter(
+                pod.usage_workload for state in self._snapshot.nodes.values() for pod in state.pods
+            )
+        return self._counts[workload]
 
 
 def _without_moved(

@@ -126,3 +126,19 @@ def test_schema_invalid_policy_is_rejected_with_a_readable_message(
     assert err.status == 422 and "Duplicate value" in str(err.body), err.body
     err = api_error(lambda: apply_policy(cluster, namespace, "none", {"metrics": []}))
     assert err.status == 422 and "metrics" in str(err.body), err.body
+
+
+def test_max_per_workload_takes_a_count_or_a_percentage_and_nothing_else(
+    cluster: Cluster, crd: None, namespace: str
+) -> None:
+    def spec(limit: object) -> dict[str, object]:
+        rebalance = {"trigger": {"metric": "a", "above": 1}, "maxPerWorkload": limit}
+        return {"metrics": [{"name": "a", "nodeAnnotation": "x/y"}], "rebalance": rebalance}
+
+    for name, limit in (("count", 3), ("share", "10%"), ("none", "0%")):
+        apply_policy(cluster, namespace, name, spec(limit))
+        stored = get_policy(cluster, namespace, name)["spec"]["rebalance"]["maxPerWorkload"]
+        assert stored == limit, (name, stored)
+    for limit, needle in (("101%", "should match"), ("10", "should match"), (-1, "greater")):
+        err = api_error(lambda limit=limit: apply_policy(cluster, namespace, "bad", spec(limit)))
+        assert err.status == 422 and needle in str(err.body), (limit, err.body)

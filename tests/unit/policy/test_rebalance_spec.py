@@ -4,6 +4,7 @@ every problem said in a sentence; the CRD's CEL rules say the same."""
 from __future__ import annotations
 
 import pathlib
+import re
 
 import pytest
 import yaml
@@ -118,11 +119,56 @@ def test_a_stored_policy_below_the_floors_is_read_at_the_floors():
     ) == (10.0, 5.0, 5.0, 10.0)
 
 
-def test_job_pods_are_left_alone_and_a_workload_moves_once_per_5m_by_default():
+def test_job_pods_are_left_alone_and_a_workload_moves_by_its_size_per_5m_by_default():
     parsed = policy.policy_from_body(body({"trigger": {"metric": "latency", "above": 1}}))
     assert parsed.rebalance is not None
     assert parsed.rebalance.evict_job_pods is False
-    assert (parsed.rebalance.max_per_workload, parsed.rebalance.workload_interval_s) == (1, 300.0)
+    assert parsed.rebalance.workload_interval_s == 300.0
+    spec = parsed.rebalance
+    assert (spec.max_per_workload, spec.max_per_workload_percent) == (None, None)
+    assert [spec.workload_limit(pods) for pods in (1, 3, 4, 10, 11, 20, 21, 29, 30, 100)] == [
+        1, 1, 2, 2, 2, 2, 2, 2, 3, 10,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("written", "limits"),
+    [
+        (0, [0, 0, 0]),  # moves nothing
+        (3, [3, 3, 3]),  # a count, whatever the workload's size
+        ("0%", [0, 0, 0]),
+        ("10%", [1, 1, 5]),  # of 1, 15 and 50 pods: rounded down, at least 1
+        ("100%", [1, 15, 50]),
+    ],
+)
+def test_max_per_workload_is_a_count_or_a_share_of_the_workloads_pods(written, limits):
+    raw = body({"trigger": {"metric": "latency", "above": 1}, "maxPerWorkload": written})
+    spec = policy.policy_from_body(raw).rebalance
+    assert spec is not None
+    assert [spec.workload_limit(pods) for pods in (1, 15, 50)] == limits
+
+
+@pytest.mark.parametrize("written", ["10", "10 %", "101%", "-1%", "ten", -1, 1001, 1.5, True])
+def test_a_max_per_workload_neither_count_nor_percentage_is_said(written):
+    raw = body({"trigger": {"metric": "latency", "above": 1}, "maxPerWorkload": written})
+    (problem,) = [p for p in problems_of(raw) if p.startswith("spec.rebalance.maxPerWorkload")]
+    assert repr(written) in problem
+
+
+def test_the_crd_takes_a_count_or_a_percentage_for_max_per_workload():
+    schema = yaml.safe_load(CRD_PATH.read_text())["spec"]["versions"][0]["schema"]
+    rebalance = schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["rebalance"]
+    field = rebalance["properties"]["maxPerWorkload"]
+    assert field["x-kubernetes-int-or-string"] is True
+    assert "default" not in field  # unset: scaled with the workload
+    # The API's int-or-string: bare types in anyOf (anything more is not structural), the
+    # bounds beside them (a count's minimum and maximum, a percentage's pattern).
+    assert field["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+    assert (field["minimum"], field["maximum"], field["maxLength"]) == (0, 1000, 4)
+    pattern = re.compile(field["pattern"])
+    assert [bool(pattern.match(v)) for v in ("0%", "10%", "100%", "101%", "10", "1.5%")] == [
+        True, True, True, False, False, False,
+    ]  # fmt: skip
 
 
 def test_several_triggers_each_take_their_own_threshold_and_margin():

@@ -109,3 +109,27 @@ def test_a_refused_eviction_does_not_count_against_the_workload():
     )
     plan = run(snapshot, HOT_AND_COOL, policy=LIMITED, history=(refused,))
     assert moved(plan) == [("web-1", "hot", "cool")]
+
+
+SCALED = dataclasses.replace(
+    POLICY, rebalance=dataclasses.replace(SPEC, max_per_workload=None, workload_interval_s=300.0)
+)
+THREE_HOT = {"hot-0": 0.9, "hot-1": 0.9, "hot-2": 0.9, "cool": 0.1}
+
+
+def test_unset_the_workload_limit_scales_with_the_workloads_pods():
+    hot = [node_with(f"hot-{i}", revision(f"web-h{i}", f"hot-{i}", "a1")) for i in range(3)]
+    # A Deployment of three pods, one on each hot node: one move per workloadInterval.
+    plan = run(build_snapshot(*hot, node_with("cool", cpu=64000)), THREE_HOT, policy=SCALED)
+    assert len(moved(plan)) == 1
+    assert list(skipped(plan).values()) == [rebalance.Skip.WORKLOAD_LIMIT] * 2
+    # The same three with 17 more of its pods running on the cool node (20 in all): two.
+    rest = [revision(f"web-c{i}", "cool", "a1") for i in range(17)]
+    plan = run(build_snapshot(*hot, node_with("cool", *rest, cpu=64000)), THREE_HOT, policy=SCALED)
+    assert len(moved(plan)) == 2
+    # A count written is the limit whatever the size.
+    counted = dataclasses.replace(
+        SCALED, rebalance=dataclasses.replace(SCALED.rebalance, max_per_workload=1)
+    )
+    plan = run(build_snapshot(*hot, node_with("cool", *rest, cpu=64000)), THREE_HOT, policy=counted)
+    assert len(moved(plan)) == 1
