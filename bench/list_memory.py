@@ -3,7 +3,7 @@ bodies, bench/memory_cost.py's), served in process, as the operator starts them
 (``ClusterState``'s reflectors, each kind's LIST at once), then the pending pods' and
 policies' LISTs (``initial_sync``). One fresh process per run:
 
-    PYTHONPATH=. .venv/bin/python hack/list_memory.py --page 500
+    .venv/bin/python -m bench.list_memory --page 500
 """
 
 from __future__ import annotations
