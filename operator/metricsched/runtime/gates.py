@@ -10,6 +10,10 @@
 - ``metrics_ready``: set once the first metric round since this replica began leading has
   answered (or run out of time): the scheduler's first decisions wait for it. Written by
   the refresher alone.
+- ``policies_confirmed``: set while the cached policies are confirmed by a LIST sent
+  after the last gap in what the watches delivered: the scheduler and the rebalancer
+  decide nothing meanwhile (no pod goes by a policy deleted in the gap). Written by the
+  policies' owner (``runtime.policies``) alone; set at first (nothing cached to confirm).
 - ``fence``: the elector's fence, seconds this replica may still write as leader, read
   before every Binding and Eviction; None without leader election. Given once, when the
   elector is made (``runtime.leader``).
@@ -25,11 +29,18 @@ import dataclasses
 from collections.abc import Callable
 
 
+def _set() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
+
+
 @dataclasses.dataclass
 class Gates:
     leading: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     consistent: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     metrics_ready: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    policies_confirmed: asyncio.Event = dataclasses.field(default_factory=_set)
     fence: Callable[[], float] | None = None
 
     @classmethod

@@ -213,7 +213,10 @@ class Operator:
             cache=self.cache,
             status=self.status,
             signals=policies_mod.Signals(
-                record=self.post, refresh_now=self.refresher.now, policy_events=self.policy_events
+                record=self.post,
+                refresh_now=self.refresher.now,
+                policy_events=self.policy_events,
+                confirmed=self.gates.policies_confirmed,
             ),
             forget=(
                 self.metrics.forget_policy,
@@ -242,8 +245,6 @@ class Operator:
             health=self.health,
             record=self.post,
         )
-        self.scheduler.policies_confirmed = self.policies.confirmed
-        self.rebalancer.policies_confirmed = self.policies.confirmed
         self.cluster_state = informers_mod.ClusterState(
             api=self.reads,
             sink=self.ingest,

@@ -60,12 +60,15 @@ def policy_ref(key: model.PolicyKey, record: status_mod.PolicyRecord | None) -> 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Signals:
     """What the owner tells besides forgetting: a rejected policy's Warning (through the
-    policy events when there are, else the Event recorder ``record``) and the refresher,
-    woken when a policy's metrics are new (``refresh_now``)."""
+    policy events when there are, else the Event recorder ``record``), the refresher,
+    woken when a policy's metrics are new (``refresh_now``), and the gate the scheduler
+    and the rebalancer wait on, set while the policies are confirmed after a gap
+    (``confirmed``, the Operator's ``runtime.gates``; None: the owner's own, set)."""
 
     record: Callable[..., None]
     refresh_now: asyncio.Event
     policy_events: policy_events_mod.PolicyEvents | None = None
+    confirmed: asyncio.Event | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -111,9 +114,13 @@ class Policies:
         self._tombstones: dict[model.PolicyKey, tuple[int, str, int]] = {}
         self._deletions = 0
         # Set while the cached policies are confirmed by a LIST sent after the last gap
-        # (see the module docstring); the scheduler and the rebalancer wait for it.
-        self.confirmed = asyncio.Event()
-        self.confirmed.set()  # nothing cached yet: nothing to confirm
+        # (see the module docstring): the Operator's gate (runtime.gates), which the
+        # scheduler and the rebalancer wait on; a rig of its own gets one, set.
+        if signals.confirmed is not None:
+            self.confirmed = signals.confirmed
+        else:
+            self.confirmed = asyncio.Event()
+            self.confirmed.set()  # nothing cached yet: nothing to confirm
         self.clock: Callable[[], float] = time.monotonic
         self.unconfirmed_since: float | None = None  # self.clock()
         self.gap_reason = ""

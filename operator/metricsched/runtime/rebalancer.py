@@ -114,10 +114,6 @@ class Rebalancer:
         # Leading and a consistent cache (runtime.gates), as for the scheduler; the
         # elector's fence bounds every Eviction as it does every Binding.
         self.gates = gates
-        # The watches': set while the cached policies are confirmed after a gap (a policy
-        # deleted in the gap moves no pod).
-        self.policies_confirmed = asyncio.Event()
-        self.policies_confirmed.set()
         self.budget = config.rebalance_eviction_budget
         self._sent: collections.deque[float] = collections.deque()  # monotonic, all policies
         self._held_by: dict[str, model.PolicyKey] = {}  # evicted pod's uid -> whose move held
@@ -129,7 +125,7 @@ class Rebalancer:
         while not stop.is_set():
             await self.gates.leading.wait()
             await self.gates.consistent.wait()
-            await self.policies_confirmed.wait()
+            await self.gates.policies_confirmed.wait()
             try:
                 await self.run_pass(self._clock())
             except Exception:
@@ -254,7 +250,7 @@ class Rebalancer:
         return (
             self.gates.leading.is_set()
             and self.gates.consistent.is_set()
-            and self.policies_confirmed.is_set()
+            and self.gates.policies_confirmed.is_set()
         )
 
     async def _move(

@@ -113,13 +113,10 @@ class Scheduler:
         self._seen_generation = -1
         self._last_resync = 0.0
         self._backlog_exported_at = -float("inf")
-        # Leading, a consistent cache and the first metric round (runtime.gates): decisions
-        # wait for all three; the elector's fence bounds every Binding.
+        # Leading, a consistent cache, the first metric round and the policies confirmed
+        # after a gap (runtime.gates): decisions wait for all four; the elector's fence
+        # bounds every Binding.
         self.gates = gates
-        # Set while the cached policies are confirmed by a LIST sent after the last watch
-        # gap (runtime.ingest): no pod is placed under a policy deleted in the gap.
-        self.policies_confirmed = asyncio.Event()
-        self.policies_confirmed.set()
         # The cache's node names, rebuilt when its generation moves (a node added or
         # deleted always moves it): the check right before each Binding.
         self._node_names: frozenset[str] = frozenset()
@@ -131,7 +128,7 @@ class Scheduler:
         while not stop.is_set():
             await self.gates.leading.wait()
             await self.gates.consistent.wait()
-            await self.policies_confirmed.wait()
+            await self.gates.policies_confirmed.wait()
             await self.gates.metrics_ready.wait()
             now = self._monotonic()
             self._wake_on_changes(now)
@@ -179,7 +176,7 @@ class Scheduler:
         return (
             self.gates.leading.is_set()
             and self.gates.consistent.is_set()
-            and self.policies_confirmed.is_set()
+            and self.gates.policies_confirmed.is_set()
         )
 
     def export_backlog(self, now: float) -> None:

@@ -1,6 +1,6 @@
-"""The gates (leading, consistent, metrics ready, fence) are made first in the operator and
-handed to every part that reads them: closing one holds every reader of it, and what one
-writer opens, every reader sees."""
+"""The gates (leading, consistent, metrics ready, policies confirmed, fence) are made first
+in the operator and handed to every part that reads them: closing one holds every reader
+of it, and what one writer opens, every reader sees."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from metricsched import config as config_mod
 from metricsched.runtime import operator as operator_mod
+from tests.unit.runtime import test_policy_gaps as policy_gaps
 
 
 @pytest.fixture
@@ -72,3 +73,18 @@ def test_without_leader_election_no_fence_bounds_a_write(op: operator_mod.Operat
     op.gates.fence = lambda: 0.0
     assert op.scheduler.gates.fence is not None and op.scheduler.gates.fence() == 0.0
     assert op.rebalancer.gates.fence is not None and op.rebalancer.gates.fence() == 0.0
+
+
+def test_a_policy_gap_holds_the_scheduler_and_the_rebalancer_until_a_list_confirms(
+    op: operator_mod.Operator,
+) -> None:
+    assert op.policies.confirmed is op.gates.policies_confirmed
+    op._started_leading()
+    _listed(op)
+    op.on_policy("ADDED", policy_gaps._policy("web", "5"))  # a policy cached: a gap matters
+    assert op.scheduler._may_decide() and op.rebalancer._may_move()
+    gaps = op.policies.gaps + 1
+    op.policies.gap("kopf listed again")
+    assert not op.scheduler._may_decide() and not op.rebalancer._may_move()
+    op.policies.listed(gaps_before=gaps)
+    assert op.scheduler._may_decide() and op.rebalancer._may_move()

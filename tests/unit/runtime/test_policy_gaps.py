@@ -247,7 +247,7 @@ class TestNoPodIsPlacedUnderAPolicyDeletedInTheGap:
         monkeypatch.setattr(scheduler_mod, "_READ_BACK_S", (0.0, 0.0))
         rig = bind_rig.Rig()
         w = _watches(rig.cache)
-        rig.scheduler.policies_confirmed = w.policies.confirmed
+        rig.scheduler.gates.policies_confirmed = w.policies.confirmed
         w.on_policy("ADDED", _policy("gone", "5"))  # governs every pod of "shop"
         w.on_policy(None, _policy("other", "6", namespace="elsewhere"))  # kopf lists again
         api = PolicyListApi([_policy("other", "6", namespace="elsewhere")])
