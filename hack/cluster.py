@@ -299,59 +299,40 @@ def openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True)
 
 
+def _ca(pki: Path, name: str, subject: str) -> None:
+    """A self-signed CA, ``name``.key and ``name``.crt (P-256, ten years)."""
+    key = str(pki / f"{name}.key")
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key)
+    openssl("req", "-x509", "-new", "-key", key, "-days", "3650", "-subj", subject,
+            "-out", str(pki / f"{name}.crt"))  # fmt: skip
+
+
+def _signed(pki: Path, name: str, subject: str, *, ca: str, extensions: str) -> None:
+    """``name``.key and ``name``.crt signed by the CA ``ca``, with ``extensions`` (an
+    openssl extension file's lines, written beside them as ``name``.ext)."""
+    key, csr, ext = (str(pki / f"{name}.{suffix}") for suffix in ("key", "csr", "ext"))
+    Path(ext).write_text(extensions)
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key)
+    openssl("req", "-new", "-key", key, "-subj", subject, "-out", csr)
+    openssl("x509", "-req", "-in", csr, "-CA", str(pki / f"{ca}.crt"),
+            "-CAkey", str(pki / f"{ca}.key"), "-CAcreateserial", "-days", "3650",
+            "-extfile", ext, "-out", str(pki / f"{name}.crt"))  # fmt: skip
+
+
 def make_pki() -> None:
     pki = STATE / "pki"
     if (pki / "apiserver.crt").exists() and (pki / "token").exists():
         return
     pki.mkdir(parents=True, exist_ok=True)
-    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(pki / "ca.key"))
-    openssl(
-        "req",
-        "-x509",
-        "-new",
-        "-key",
-        str(pki / "ca.key"),
-        "-days",
-        "3650",
-        "-subj",
-        "/CN=metricsched-local-ca",
-        "-out",
-        str(pki / "ca.crt"),
-    )
-    openssl(
-        "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(pki / "apiserver.key")
-    )
-    ext = pki / "san.ext"
-    ext.write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc,IP:10.96.0.1\nextendedKeyUsage=serverAuth\n"
-    )
-    openssl(
-        "req",
-        "-new",
-        "-key",
-        str(pki / "apiserver.key"),
-        "-subj",
+    _ca(pki, "ca", "/CN=metricsched-local-ca")
+    _signed(
+        pki,
+        "apiserver",
         "/CN=kube-apiserver",
-        "-out",
-        str(pki / "apiserver.csr"),
-    )
-    openssl(
-        "x509",
-        "-req",
-        "-in",
-        str(pki / "apiserver.csr"),
-        "-CA",
-        str(pki / "ca.crt"),
-        "-CAkey",
-        str(pki / "ca.key"),
-        "-CAcreateserial",
-        "-days",
-        "3650",
-        "-extfile",
-        str(ext),
-        "-out",
-        str(pki / "apiserver.crt"),
+        ca="ca",
+        extensions="subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,"
+        "DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1\n"
+        "extendedKeyUsage=serverAuth\n",
     )
     openssl("genrsa", "-out", str(pki / "sa.key"), "2048")
     openssl("rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
@@ -368,65 +349,13 @@ def make_front_proxy_pki() -> None:
     pki = STATE / "pki"
     if (pki / "front-proxy-client.crt").exists():
         return
-    openssl(
-        "ecparam",
-        "-name",
-        "prime256v1",
-        "-genkey",
-        "-noout",
-        "-out",
-        str(pki / "front-proxy-ca.key"),
-    )
-    openssl(
-        "req",
-        "-x509",
-        "-new",
-        "-key",
-        str(pki / "front-proxy-ca.key"),
-        "-days",
-        "3650",
-        "-subj",
-        "/CN=metricsched-front-proxy-ca",
-        "-out",
-        str(pki / "front-proxy-ca.crt"),
-    )
-    openssl(
-        "ecparam",
-        "-name",
-        "prime256v1",
-        "-genkey",
-        "-noout",
-        "-out",
-        str(pki / "front-proxy-client.key"),
-    )
-    ext = pki / "front-proxy.ext"
-    ext.write_text("extendedKeyUsage=clientAuth\n")
-    openssl(
-        "req",
-        "-new",
-        "-key",
-        str(pki / "front-proxy-client.key"),
-        "-subj",
+    _ca(pki, "front-proxy-ca", "/CN=metricsched-front-proxy-ca")
+    _signed(
+        pki,
+        "front-proxy-client",
         f"/CN={FRONT_PROXY_CLIENT}",
-        "-out",
-        str(pki / "front-proxy-client.csr"),
-    )
-    openssl(
-        "x509",
-        "-req",
-        "-in",
-        str(pki / "front-proxy-client.csr"),
-        "-CA",
-        str(pki / "front-proxy-ca.crt"),
-        "-CAkey",
-        str(pki / "front-proxy-ca.key"),
-        "-CAcreateserial",
-        "-days",
-        "3650",
-        "-extfile",
-        str(ext),
-        "-out",
-        str(pki / "front-proxy-client.crt"),
+        ca="front-proxy-ca",
+        extensions="extendedKeyUsage=clientAuth\n",
     )
 
 
