@@ -452,8 +452,11 @@ def _budget_note(results: dict[str, Any]) -> str:
             "The operator's eviction budget is its default "
             "(`--rebalance-eviction-budget`, 10 a minute)."
         )
-    shown = ", ".join("none" if b == 0 else f"{b} a minute" for b in sorted(given - {None}))
-    return f"The operator's eviction budget: `--rebalance-eviction-budget` {shown} (0: none)."
+    shown = ", ".join(f"{b} a minute" for b in sorted(given - {None}))
+    return (
+        f"The operator's eviction budget: `--rebalance-eviction-budget` {shown} "
+        "(0 lets none through)."
+    )
 
 
 def rebalance_pair_section(results: dict[str, Any]) -> list[str]:

@@ -721,7 +721,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rebalance-eviction-budget",
         type=int,
         help="the rebalance system's --rebalance-eviction-budget, evictions per minute across "
-        "the operator (0: none; default: the operator's default, 10)",
+        "the operator (0 lets none through; default: the operator's default, 10)",
     )
     a("--publish", action="store_true", help="write bench/quality*.png, quality.md and README")
 

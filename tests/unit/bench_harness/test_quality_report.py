@@ -396,7 +396,7 @@ def test_issue_32s_section_states_the_eviction_budget_the_run_gave() -> None:
     for t in results["trials"]:
         if t["system"] == qsys.REBALANCE:
             t["policy_rebalance"] = {"mode": "Evict"}
-            t["eviction_budget"] = 0
-    assert "`--rebalance-eviction-budget` none (0: none)" in "\n".join(
+            t["eviction_budget"] = 1000
+    assert "`--rebalance-eviction-budget` 1000 a minute (0 lets none through)" in "\n".join(
         report.rebalance_pair_section(results)
     )
