@@ -413,9 +413,9 @@ FLAGS: tuple[Flag, ...] = (
         "--rebalance-eviction-budget", "REBALANCE_EVICTION_BUDGET", Kind.INT, "10",
         lo=0, hi=10_000,
         help="evictions per minute across every policy's spec.rebalance at most, whatever "
-        "the policies' own limits (0: none; default: {default})",
+        "the policies' own limits (0 sends none; default: {default})",
         docs="{default} evictions per minute across every policy's `spec.rebalance`, whatever "
-        "the policies' own limits (`0`: none; DryRun is not counted). Chart: "
+        "the policies' own limits (`0` sends none; DryRun is not counted). Chart: "
         "`rebalance.evictionBudget`",
     ),
     Flag(
