@@ -4,25 +4,10 @@ of it, and what one writer opens, every reader sees."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 
-import kubernetes.client
-import pytest
-
-from metricsched import config as config_mod
 from metricsched.runtime import operator as operator_mod
 from tests.unit.runtime import test_policy_gaps as policy_gaps
-
-
-@pytest.fixture
-def op() -> operator_mod.Operator:
-    parser = argparse.ArgumentParser()
-    config_mod.add_run_arguments(parser)
-    return operator_mod.Operator(
-        config_mod.from_args(parser.parse_args([]), {}),
-        kubernetes.client.ApiClient(kubernetes.client.Configuration()),
-    )
 
 
 def _listed(op: operator_mod.Operator) -> None:

@@ -3,13 +3,8 @@ starts at zero (issue 24, finding 12: ``scheduler.counters`` was never forgotten
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-import kubernetes.client
-import pytest
-
-from metricsched import config as config_mod
 from metricsched.core import model
 from metricsched.runtime import operator as operator_mod
 from metricsched.runtime import status as status_mod
@@ -26,16 +21,6 @@ def _policy(uid: str) -> dict[str, Any]:
             "metrics": [{"name": "price", "nodeAnnotation": "example.com/price", "weight": 1}]
         },
     }
-
-
-@pytest.fixture
-def op() -> operator_mod.Operator:
-    parser = argparse.ArgumentParser()
-    config_mod.add_run_arguments(parser)
-    return operator_mod.Operator(
-        config_mod.from_args(parser.parse_args([]), {}),
-        kubernetes.client.ApiClient(kubernetes.client.Configuration()),
-    )
 
 
 def _counters(op: operator_mod.Operator) -> status_mod.Counters:

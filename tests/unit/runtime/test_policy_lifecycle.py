@@ -10,7 +10,6 @@ import asyncio
 import collections
 from typing import Any
 
-import kubernetes.client
 import pytest
 
 from metricsched import config as config_mod
@@ -154,16 +153,6 @@ class TestGhostsAfterARelist:
         assert told == [KEY]
         assert sorted(w.cache.policies) == ["shop/kept"]
         assert sorted(w.policies.status.records) == ["shop/kept"]
-
-
-@pytest.fixture
-def op() -> operator_mod.Operator:
-    parser = argparse.ArgumentParser()
-    config_mod.add_run_arguments(parser)
-    return operator_mod.Operator(
-        config_mod.from_args(parser.parse_args([]), {}),
-        kubernetes.client.ApiClient(kubernetes.client.Configuration()),
-    )
 
 
 def test_the_operator_registers_every_party_that_keeps_per_policy_state(
